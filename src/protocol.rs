@@ -1,0 +1,473 @@
+//! Every type that crosses the wire: commands in, responses and events out, and the messages,
+//! content blocks and models they carry. Shapes mirror Pi's RPC mode (see `shared/spec`), so a
+//! client written for `pi --mode rpc` decodes them unchanged. This module imports nothing else
+//! from nova.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+// ---------------------------------------------------------------------------------------------
+// Content blocks and messages
+// ---------------------------------------------------------------------------------------------
+
+/// One block of message content, tagged by `type` as Pi does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum ContentBlock {
+    Text {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text_signature: Option<String>,
+    },
+    Thinking {
+        thinking: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thinking_signature: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        redacted: Option<bool>,
+    },
+    Image {
+        data: String,
+        mime_type: String,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thought_signature: Option<String>,
+    },
+}
+
+impl ContentBlock {
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentBlock::Text {
+            text: text.into(),
+            text_signature: None,
+        }
+    }
+
+    pub fn image(data: impl Into<String>, mime_type: impl Into<String>) -> Self {
+        ContentBlock::Image {
+            data: data.into(),
+            mime_type: mime_type.into(),
+        }
+    }
+}
+
+/// A user message's content: Pi accepts a bare string or a block list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum UserContent {
+    Text(String),
+    Blocks(Vec<ContentBlock>),
+}
+
+impl UserContent {
+    /// The content as blocks, whichever form it was written in.
+    pub fn blocks(&self) -> Vec<ContentBlock> {
+        match self {
+            UserContent::Text(t) => vec![ContentBlock::text(t.clone())],
+            UserContent::Blocks(b) => b.clone(),
+        }
+    }
+
+    /// All text blocks joined, images ignored.
+    pub fn joined_text(&self) -> String {
+        match self {
+            UserContent::Text(t) => t.clone(),
+            UserContent::Blocks(b) => joined_text(b),
+        }
+    }
+}
+
+/// The text blocks of a content list, joined with newlines.
+pub fn joined_text(blocks: &[ContentBlock]) -> String {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StopReason {
+    Stop,
+    Length,
+    ToolUse,
+    Error,
+    Aborted,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cost {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_write: f64,
+    pub total: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub total_tokens: u64,
+    pub cost: Cost,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserMessage {
+    pub content: UserContent,
+    pub timestamp: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantMessage {
+    pub content: Vec<ContentBlock>,
+    pub api: String,
+    pub provider: String,
+    pub model: String,
+    pub usage: Usage,
+    pub stop_reason: StopReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    pub timestamp: i64,
+}
+
+impl AssistantMessage {
+    /// The tool calls in this message, in order: `(id, name, arguments)`.
+    pub fn tool_calls(&self) -> impl Iterator<Item = (&str, &str, &Value)> {
+        self.content.iter().filter_map(|b| match b {
+            ContentBlock::ToolCall {
+                id,
+                name,
+                arguments,
+                ..
+            } => Some((id.as_str(), name.as_str(), arguments)),
+            _ => None,
+        })
+    }
+
+    /// Whether this reply failed or was cut short; such replies stay in the conversation but are
+    /// never sent to the model again.
+    pub fn is_failed(&self) -> bool {
+        matches!(self.stop_reason, StopReason::Error | StopReason::Aborted)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultMessage {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub content: Vec<ContentBlock>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+    pub is_error: bool,
+    pub timestamp: i64,
+}
+
+/// A conversation message, tagged by `role`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "camelCase")]
+pub enum Message {
+    User(UserMessage),
+    Assistant(AssistantMessage),
+    ToolResult(ToolResultMessage),
+}
+
+// ---------------------------------------------------------------------------------------------
+// Models
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCost {
+    #[serde(default)]
+    pub input: f64,
+    #[serde(default)]
+    pub output: f64,
+    #[serde(default)]
+    pub cache_read: f64,
+    #[serde(default)]
+    pub cache_write: f64,
+}
+
+/// A model as Pi describes it on the wire (`get_state.model`, `set_model`,
+/// `get_available_models`). Configured headers are deliberately not echoed: they may hold keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Model {
+    pub id: String,
+    pub name: String,
+    pub api: String,
+    pub provider: String,
+    pub base_url: String,
+    pub reasoning: bool,
+    pub input: Vec<String>,
+    pub cost: ModelCost,
+    pub context_window: u64,
+    pub max_tokens: u64,
+}
+
+impl Model {
+    pub fn accepts_images(&self) -> bool {
+        self.input.iter().any(|i| i == "image")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+// ---------------------------------------------------------------------------------------------
+
+/// An image attached to `prompt`, `steer` or `follow_up`, before validation.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageInput {
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    pub data: String,
+    #[serde(alias = "mime_type")]
+    pub mime_type: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StreamingBehavior {
+    #[serde(rename = "steer")]
+    Steer,
+    #[serde(rename = "followUp")]
+    FollowUp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum QueueMode {
+    #[serde(rename = "all")]
+    All,
+    #[default]
+    #[serde(rename = "one-at-a-time")]
+    OneAtATime,
+}
+
+/// A command from the client. Unknown fields are ignored, as Pi does; wrong types are errors.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+pub enum Command {
+    Prompt {
+        message: String,
+        #[serde(default)]
+        images: Option<Vec<ImageInput>>,
+        #[serde(default)]
+        streaming_behavior: Option<StreamingBehavior>,
+    },
+    Steer {
+        message: String,
+        #[serde(default)]
+        images: Option<Vec<ImageInput>>,
+    },
+    FollowUp {
+        message: String,
+        #[serde(default)]
+        images: Option<Vec<ImageInput>>,
+    },
+    Abort,
+    GetState,
+    GetMessages,
+    GetLastAssistantText,
+    NewSession {
+        #[serde(default)]
+        parent_session: Option<String>,
+    },
+    SwitchSession {
+        #[serde(default)]
+        session_id: Option<String>,
+        #[serde(default)]
+        session_path: Option<String>,
+    },
+    SetModel {
+        provider: String,
+        model_id: String,
+    },
+    GetAvailableModels,
+    GetCommands,
+    SetSteeringMode {
+        mode: QueueMode,
+    },
+    SetFollowUpMode {
+        mode: QueueMode,
+    },
+    PermissionResponse {
+        request_id: u64,
+        approved: bool,
+    },
+}
+
+/// Every command type nova knows, so an unknown one is reported as such rather than as a
+/// serde "unknown variant" message.
+pub const COMMAND_TYPES: &[&str] = &[
+    "prompt",
+    "steer",
+    "follow_up",
+    "abort",
+    "get_state",
+    "get_messages",
+    "get_last_assistant_text",
+    "new_session",
+    "switch_session",
+    "set_model",
+    "get_available_models",
+    "get_commands",
+    "set_steering_mode",
+    "set_follow_up_mode",
+    "permission_response",
+];
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+// ---------------------------------------------------------------------------------------------
+
+/// The answer to one command. `id` is echoed when the request had one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Response {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<Value>,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub command: String,
+    pub success: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Response {
+    pub fn ok(id: Option<Value>, command: impl Into<String>, data: Option<Value>) -> Self {
+        Response {
+            id,
+            kind: "response",
+            command: command.into(),
+            success: true,
+            data,
+            error: None,
+        }
+    }
+
+    pub fn error(id: Option<Value>, command: impl Into<String>, error: impl Into<String>) -> Self {
+        Response {
+            id,
+            kind: "response",
+            command: command.into(),
+            success: false,
+            data: None,
+            error: Some(error.into()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct State {
+    pub model: Option<Model>,
+    pub thinking_level: String,
+    pub is_streaming: bool,
+    pub is_compacting: bool,
+    pub steering_mode: QueueMode,
+    pub follow_up_mode: QueueMode,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_file: Option<String>,
+    pub session_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
+    pub auto_compaction_enabled: bool,
+    pub message_count: usize,
+    pub pending_message_count: usize,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events
+// ---------------------------------------------------------------------------------------------
+
+/// The streaming detail inside `message_update`, with block boundaries made explicit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+pub enum AssistantMessageEvent {
+    TextStart { content_index: usize },
+    TextDelta { content_index: usize, delta: String },
+    TextEnd { content_index: usize, content: String },
+    ThinkingStart { content_index: usize },
+    ThinkingDelta { content_index: usize, delta: String },
+    ThinkingEnd { content_index: usize, content: String },
+    ToolcallStart { content_index: usize },
+    ToolcallDelta { content_index: usize, delta: String },
+    ToolcallEnd { content_index: usize, tool_call: ContentBlock },
+}
+
+/// What a tool returned (or has produced so far), as carried by tool execution events.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolResultPayload {
+    pub content: Vec<ContentBlock>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+pub enum Event {
+    AgentStart,
+    AgentEnd {
+        messages: Vec<Message>,
+        will_retry: bool,
+    },
+    AgentSettled {
+        aborted: bool,
+    },
+    TurnStart,
+    TurnEnd {
+        turn_index: usize,
+        message: Message,
+        tool_results: Vec<Message>,
+    },
+    MessageStart {
+        message: Message,
+    },
+    MessageUpdate {
+        assistant_message_event: AssistantMessageEvent,
+    },
+    MessageEnd {
+        message: Message,
+    },
+    ToolExecutionStart {
+        tool_call_id: String,
+        tool_name: String,
+        args: Value,
+    },
+    ToolExecutionUpdate {
+        tool_call_id: String,
+        tool_name: String,
+        args: Value,
+        partial_result: ToolResultPayload,
+    },
+    ToolExecutionEnd {
+        tool_call_id: String,
+        tool_name: String,
+        result: ToolResultPayload,
+        is_error: bool,
+    },
+    QueueUpdate {
+        steering: Vec<String>,
+        follow_up: Vec<String>,
+        pending_message_count: usize,
+    },
+}
