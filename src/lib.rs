@@ -1,5 +1,19 @@
 //! nova: a coding agent that speaks Pi's RPC protocol (JSON lines on stdin/stdout).
+//!
+//! ```text
+//! stdin line ──rpc::reader──▶ rpc::parse ──rpc::dispatch──▶ agent::Agent
+//!    agent run ──provider::http::stream──▶ ProviderEvent (parsed from NDJSON / SSE bodies)
+//!    agent run ──tools::Tool::execute──▶ ToolOutput (one task per call)
+//!    agent emits protocol::Event ──rpc::writer::Outbox──▶ the stdout thread ──▶ stdout line
+//! ```
+//!
+//! Commands arrive as `protocol::Command`, the model speaks through `provider::ProviderEvent`,
+//! and everything the client sees is a `protocol::Response` or `protocol::Event`.
 
+pub mod agent;
+pub mod config;
+pub mod context;
 pub mod protocol;
 pub mod provider;
+pub mod rpc;
 pub mod tools;

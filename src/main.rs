@@ -1,1 +1,86 @@
-fn main() {}
+//! `nova --mode rpc`: flags → configuration → the RPC loop. Usage errors exit with code 2.
+
+use clap::Parser;
+use clap::error::ErrorKind;
+use nova::agent::Agent;
+use nova::config::{self, Cli};
+use nova::{context, provider, rpc};
+use std::io::Write;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            let _ = write!(std::io::stdout(), "{e}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return usage_error(&first_line(&e.to_string())),
+    };
+    if cli.mode.is_none() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "nova: choose an interface with --mode rpc (see nova --help)"
+        );
+        return ExitCode::from(2);
+    }
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("NOVA_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fatal(&format!("cannot start the async runtime: {e}")),
+    };
+    runtime.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    let client = provider::http::client();
+    let config = match config::load(cli, &client).await {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    for warning in &config.warnings {
+        let _ = writeln!(std::io::stderr(), "nova: warning: {warning}");
+    }
+    let date = humantime::format_rfc3339(std::time::SystemTime::now()).to_string();
+    let system_prompt = context::system_prompt(&context::PromptInputs {
+        agent_dir: &config.agent_dir,
+        cwd: &config.cwd,
+        tools: &config.tools,
+        custom: config.system_prompt.as_deref(),
+        append: config.append_system_prompt.as_deref(),
+        date: date.get(..10).unwrap_or(&date),
+    });
+    let (out, writer) = rpc::writer::spawn(std::io::stdout());
+    let agent = Agent::new(config, system_prompt, client, out.clone());
+    let served = rpc::serve(agent, out.clone()).await;
+    out.close();
+    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fatal(&format!("cannot install signal handlers: {e}")),
+    }
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("invalid arguments");
+    line.strip_prefix("error: ").unwrap_or(line).to_owned()
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "nova: {message}");
+    ExitCode::from(2)
+}
+
+fn fatal(message: &str) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "nova: {message}");
+    ExitCode::FAILURE
+}

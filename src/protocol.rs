@@ -5,7 +5,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 // ---------------------------------------------------------------------------------------------
 // Content blocks and messages
@@ -13,7 +12,11 @@ use std::collections::BTreeMap;
 
 /// One block of message content, tagged by `type` as Pi does.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum ContentBlock {
     Text {
         text: String,
@@ -261,8 +264,12 @@ pub enum QueueMode {
 }
 
 /// A command from the client. Unknown fields are ignored, as Pi does; wrong types are errors.
+///
+/// On the wire the tag is the `type` field; the RPC reader re-tags `{"type":"x",…}` as
+/// `{"x":{…}}` before decoding, because serde only tracks the path of a bad field (which the
+/// error must name) through externally tagged enums. Hence every variant is a struct variant.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[serde(rename_all = "snake_case", rename_all_fields = "camelCase")]
 pub enum Command {
     Prompt {
         message: String,
@@ -281,10 +288,10 @@ pub enum Command {
         #[serde(default)]
         images: Option<Vec<ImageInput>>,
     },
-    Abort,
-    GetState,
-    GetMessages,
-    GetLastAssistantText,
+    Abort {},
+    GetState {},
+    GetMessages {},
+    GetLastAssistantText {},
     NewSession {
         #[serde(default)]
         parent_session: Option<String>,
@@ -299,8 +306,8 @@ pub enum Command {
         provider: String,
         model_id: String,
     },
-    GetAvailableModels,
-    GetCommands,
+    GetAvailableModels {},
+    GetCommands {},
     SetSteeringMode {
         mode: QueueMode,
     },
@@ -401,17 +408,45 @@ pub struct State {
 
 /// The streaming detail inside `message_update`, with block boundaries made explicit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum AssistantMessageEvent {
-    TextStart { content_index: usize },
-    TextDelta { content_index: usize, delta: String },
-    TextEnd { content_index: usize, content: String },
-    ThinkingStart { content_index: usize },
-    ThinkingDelta { content_index: usize, delta: String },
-    ThinkingEnd { content_index: usize, content: String },
-    ToolcallStart { content_index: usize },
-    ToolcallDelta { content_index: usize, delta: String },
-    ToolcallEnd { content_index: usize, tool_call: ContentBlock },
+    TextStart {
+        content_index: usize,
+    },
+    TextDelta {
+        content_index: usize,
+        delta: String,
+    },
+    TextEnd {
+        content_index: usize,
+        content: String,
+    },
+    ThinkingStart {
+        content_index: usize,
+    },
+    ThinkingDelta {
+        content_index: usize,
+        delta: String,
+    },
+    ThinkingEnd {
+        content_index: usize,
+        content: String,
+    },
+    ToolcallStart {
+        content_index: usize,
+    },
+    ToolcallDelta {
+        content_index: usize,
+        delta: String,
+    },
+    ToolcallEnd {
+        content_index: usize,
+        tool_call: ContentBlock,
+    },
 }
 
 /// What a tool returned (or has produced so far), as carried by tool execution events.
@@ -423,7 +458,11 @@ pub struct ToolResultPayload {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum Event {
     AgentStart,
     AgentEnd {

@@ -59,3 +59,5 @@ pub struct Request<'a> {
     pub api_key: Option<String>,
     pub headers: Vec<(String, String)>,
 }
+pub mod http;
+pub mod prepare;

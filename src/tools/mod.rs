@@ -62,3 +62,4 @@ impl Tool {
         }
     }
 }
+mod stub;

@@ -1,0 +1,355 @@
+//! Builds the assistant message from provider deltas and derives the block boundaries the wire
+//! shows: a block is closed (its `*_end` carrying the whole block) before the next one opens.
+
+use crate::protocol::{AssistantMessage, AssistantMessageEvent as Ev, ContentBlock, StopReason};
+use crate::provider::ProviderEvent;
+use serde_json::Value;
+
+pub struct Assembler {
+    message: AssistantMessage,
+    /// Index into `message.content` of the block still receiving deltas.
+    open: Option<usize>,
+    /// Raw argument text per tool-call block, with the provider's call index.
+    calls: Vec<PendingCall>,
+    finish: Option<StopReason>,
+}
+
+struct PendingCall {
+    provider_index: usize,
+    block: usize,
+    arguments: String,
+}
+
+impl Assembler {
+    /// `message` is the empty assistant message announced by `message_start`.
+    pub fn new(message: AssistantMessage) -> Self {
+        Assembler {
+            message,
+            open: None,
+            calls: Vec::new(),
+            finish: None,
+        }
+    }
+
+    pub fn push(&mut self, event: ProviderEvent, out: &mut Vec<Ev>) {
+        match event {
+            ProviderEvent::Text(delta) => {
+                let index = self.open_block(
+                    out,
+                    |b| matches!(b, ContentBlock::Text { .. }),
+                    || ContentBlock::text(""),
+                );
+                if let Some(ContentBlock::Text { text, .. }) = self.message.content.get_mut(index) {
+                    text.push_str(&delta);
+                }
+                out.push(Ev::TextDelta {
+                    content_index: index,
+                    delta,
+                });
+            }
+            ProviderEvent::Thinking(delta) => {
+                let index = self.open_block(
+                    out,
+                    |b| matches!(b, ContentBlock::Thinking { .. }),
+                    || ContentBlock::Thinking {
+                        thinking: String::new(),
+                        thinking_signature: None,
+                        redacted: None,
+                    },
+                );
+                if let Some(ContentBlock::Thinking { thinking, .. }) =
+                    self.message.content.get_mut(index)
+                {
+                    thinking.push_str(&delta);
+                }
+                out.push(Ev::ThinkingDelta {
+                    content_index: index,
+                    delta,
+                });
+            }
+            ProviderEvent::ToolCall {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                self.push_tool_call(index, id, name, arguments, out);
+            }
+            ProviderEvent::Usage(usage) => self.message.usage = usage,
+            ProviderEvent::Finish(reason) => self.finish = Some(reason),
+        }
+    }
+
+    fn push_tool_call(
+        &mut self,
+        provider_index: usize,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: String,
+        out: &mut Vec<Ev>,
+    ) {
+        let existing = self
+            .calls
+            .iter()
+            .position(|c| c.provider_index == provider_index);
+        let call = match existing {
+            Some(c) if Some(self.calls[c].block) == self.open => c,
+            // A late fragment of a call that is already closed: keep its text so the final
+            // arguments are whole, but its boundaries were already reported.
+            Some(c) => {
+                self.calls[c].arguments.push_str(&arguments);
+                return;
+            }
+            None => {
+                self.close(out);
+                let block = self.message.content.len();
+                let fallback_id = format!("call_{}_{}", self.message.timestamp, block);
+                self.message.content.push(ContentBlock::ToolCall {
+                    id: id.filter(|i| !i.is_empty()).unwrap_or(fallback_id),
+                    name: name.unwrap_or_default(),
+                    arguments: Value::Object(Default::default()),
+                    thought_signature: None,
+                });
+                self.open = Some(block);
+                self.calls.push(PendingCall {
+                    provider_index,
+                    block,
+                    arguments: String::new(),
+                });
+                out.push(Ev::ToolcallStart {
+                    content_index: block,
+                });
+                self.calls.len() - 1
+            }
+        };
+        if !arguments.is_empty() {
+            self.calls[call].arguments.push_str(&arguments);
+            out.push(Ev::ToolcallDelta {
+                content_index: self.calls[call].block,
+                delta: arguments,
+            });
+        }
+    }
+
+    /// Returns the index of the open block if `is_kind` accepts it, else closes it and opens a
+    /// fresh one made by `make`.
+    fn open_block(
+        &mut self,
+        out: &mut Vec<Ev>,
+        is_kind: impl Fn(&ContentBlock) -> bool,
+        make: impl FnOnce() -> ContentBlock,
+    ) -> usize {
+        if let Some(i) = self.open {
+            if self.message.content.get(i).is_some_and(&is_kind) {
+                return i;
+            }
+        }
+        self.close(out);
+        let index = self.message.content.len();
+        let block = make();
+        out.push(match block {
+            ContentBlock::Thinking { .. } => Ev::ThinkingStart {
+                content_index: index,
+            },
+            _ => Ev::TextStart {
+                content_index: index,
+            },
+        });
+        self.message.content.push(block);
+        self.open = Some(index);
+        index
+    }
+
+    fn close(&mut self, out: &mut Vec<Ev>) {
+        let Some(index) = self.open.take() else {
+            return;
+        };
+        self.settle_arguments(index);
+        match self.message.content.get(index) {
+            Some(ContentBlock::Text { text, .. }) => out.push(Ev::TextEnd {
+                content_index: index,
+                content: text.clone(),
+            }),
+            Some(ContentBlock::Thinking { thinking, .. }) => out.push(Ev::ThinkingEnd {
+                content_index: index,
+                content: thinking.clone(),
+            }),
+            Some(block @ ContentBlock::ToolCall { .. }) => out.push(Ev::ToolcallEnd {
+                content_index: index,
+                tool_call: block.clone(),
+            }),
+            _ => {}
+        }
+    }
+
+    /// Parses a tool call's argument text into its block: an object when it parses, else the
+    /// raw text, so the tool can report exactly what the model sent.
+    fn settle_arguments(&mut self, block: usize) {
+        let Some(call) = self.calls.iter().find(|c| c.block == block) else {
+            return;
+        };
+        let parsed = if call.arguments.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            serde_json::from_str(&call.arguments)
+                .unwrap_or_else(|_| Value::String(call.arguments.clone()))
+        };
+        if let Some(ContentBlock::ToolCall { arguments, .. }) = self.message.content.get_mut(block)
+        {
+            *arguments = parsed;
+        }
+    }
+
+    /// Ends the message normally.
+    pub fn finish(mut self, out: &mut Vec<Ev>) -> AssistantMessage {
+        self.close(out);
+        for block in 0..self.message.content.len() {
+            self.settle_arguments(block);
+        }
+        let has_calls = self.message.tool_calls().next().is_some();
+        self.message.stop_reason = match self.finish {
+            Some(StopReason::Stop) | None if has_calls => StopReason::ToolUse,
+            Some(reason) => reason,
+            None => StopReason::Stop,
+        };
+        self.message
+    }
+
+    /// Ends the message as failed or aborted, keeping the partial content.
+    pub fn fail(
+        mut self,
+        reason: StopReason,
+        error: String,
+        out: &mut Vec<Ev>,
+    ) -> AssistantMessage {
+        self.close(out);
+        for block in 0..self.message.content.len() {
+            self.settle_arguments(block);
+        }
+        self.message.stop_reason = reason;
+        self.message.error_message = Some(error);
+        self.message
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::protocol::Usage;
+    use serde_json::json;
+
+    fn empty() -> AssistantMessage {
+        AssistantMessage {
+            content: vec![],
+            api: "ollama".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            usage: Usage::default(),
+            stop_reason: StopReason::Stop,
+            error_message: None,
+            timestamp: 7,
+        }
+    }
+
+    fn call(index: usize, id: Option<&str>, name: Option<&str>, args: &str) -> ProviderEvent {
+        ProviderEvent::ToolCall {
+            index,
+            id: id.map(Into::into),
+            name: name.map(Into::into),
+            arguments: args.into(),
+        }
+    }
+
+    #[test]
+    fn boundaries_are_synthesised_and_ends_carry_whole_blocks() {
+        let mut a = Assembler::new(empty());
+        let mut evs = vec![];
+        for e in [
+            ProviderEvent::Thinking("hm".into()),
+            ProviderEvent::Thinking("m".into()),
+            ProviderEvent::Text("Hel".into()),
+            ProviderEvent::Text("lo".into()),
+            call(0, Some("c1"), Some("read"), "{\"pa"),
+            call(0, None, None, "th\":\"a\"}"),
+            call(1, Some("c2"), Some("bash"), "not json"),
+            ProviderEvent::Finish(StopReason::Stop),
+        ] {
+            a.push(e, &mut evs);
+        }
+        let msg = a.finish(&mut evs);
+        assert_eq!(msg.stop_reason, StopReason::ToolUse);
+        let kinds: Vec<String> = evs
+            .iter()
+            .map(|e| {
+                serde_json::to_value(e).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "thinking_start",
+                "thinking_delta",
+                "thinking_delta",
+                "thinking_end",
+                "text_start",
+                "text_delta",
+                "text_delta",
+                "text_end",
+                "toolcall_start",
+                "toolcall_delta",
+                "toolcall_delta",
+                "toolcall_end",
+                "toolcall_start",
+                "toolcall_delta",
+                "toolcall_end"
+            ]
+        );
+        assert_eq!(
+            evs[3],
+            Ev::ThinkingEnd {
+                content_index: 0,
+                content: "hmm".into()
+            }
+        );
+        assert_eq!(
+            evs[7],
+            Ev::TextEnd {
+                content_index: 1,
+                content: "Hello".into()
+            }
+        );
+        assert_eq!(
+            msg.content[2],
+            ContentBlock::ToolCall {
+                id: "c1".into(),
+                name: "read".into(),
+                arguments: json!({"path": "a"}),
+                thought_signature: None
+            }
+        );
+        assert!(
+            matches!(&msg.content[3], ContentBlock::ToolCall { arguments: Value::String(s), .. } if s == "not json")
+        );
+    }
+
+    #[test]
+    fn failure_keeps_partial_content() {
+        let mut a = Assembler::new(empty());
+        let mut evs = vec![];
+        a.push(ProviderEvent::Text("part".into()), &mut evs);
+        let msg = a.fail(StopReason::Aborted, "Request was aborted".into(), &mut evs);
+        assert_eq!(msg.content, vec![ContentBlock::text("part")]);
+        assert_eq!(msg.stop_reason, StopReason::Aborted);
+        assert_eq!(
+            evs.last(),
+            Some(&Ev::TextEnd {
+                content_index: 0,
+                content: "part".into()
+            })
+        );
+    }
+}

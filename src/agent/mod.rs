@@ -1,0 +1,345 @@
+//! The agent: the conversation, the current model, the message queues and the run in progress.
+//!
+//! One `Mutex<State>` guards everything mutable; it is only held for short, synchronous steps
+//! (never across an await), so commands that read state answer at once even mid-run. A run is a
+//! spawned task ([`run`]) with its own cancellation token; `abort` cancels it and waits for its
+//! final events.
+
+mod assemble;
+mod exec;
+mod queue;
+mod run;
+
+use crate::config::{Config, Registry};
+use crate::protocol::{
+    ContentBlock, Event, Message, Model, QueueMode, State as WireState, StreamingBehavior,
+    UserContent, UserMessage,
+};
+use crate::provider::ToolSpec;
+use crate::rpc::writer::Outbox;
+use crate::tools::Tool;
+use queue::Queue;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// How `prompt` was taken: a new run (not yet started, so the caller can answer the command
+/// before the run's first event), or a message queued for the current run.
+pub enum Prompted {
+    Started(PendingRun),
+    Queued,
+}
+
+/// A run the agent has committed to (it already counts as streaming) but not yet spawned.
+pub struct PendingRun {
+    agent: Agent,
+    cancel: CancellationToken,
+    done: watch::Sender<bool>,
+    prompt: UserMessage,
+}
+
+impl PendingRun {
+    pub fn start(self) {
+        tokio::spawn(async move {
+            run::run(&self.agent, self.cancel, self.prompt).await;
+            let _ = self.done.send(true);
+        });
+    }
+}
+
+#[derive(Clone)]
+pub struct Agent {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    out: Outbox,
+    registry: Registry,
+    tools: Vec<Tool>,
+    tool_specs: Vec<ToolSpec>,
+    system_prompt: String,
+    cwd: PathBuf,
+    idle_timeout: Duration,
+    client: reqwest::Client,
+    state: Mutex<State>,
+}
+
+struct State {
+    messages: Vec<Message>,
+    model: Option<Model>,
+    queue: Queue,
+    run: Option<RunHandle>,
+    session_id: String,
+}
+
+struct RunHandle {
+    cancel: CancellationToken,
+    done: watch::Receiver<bool>,
+}
+
+impl Agent {
+    pub fn new(
+        config: Config,
+        system_prompt: String,
+        client: reqwest::Client,
+        out: Outbox,
+    ) -> Self {
+        let state = State {
+            messages: Vec::new(),
+            model: config.model,
+            queue: Queue::new(
+                config.settings.steering_mode,
+                config.settings.follow_up_mode,
+            ),
+            run: None,
+            session_id: new_session_id(),
+        };
+        Agent {
+            inner: Arc::new(Inner {
+                out,
+                tool_specs: config.tools.iter().map(|t| t.spec()).collect(),
+                tools: config.tools,
+                registry: config.registry,
+                system_prompt,
+                cwd: config.cwd,
+                idle_timeout: config.settings.stream_idle_timeout,
+                client,
+                state: Mutex::new(state),
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock would be a bug elsewhere; the state itself stays
+        // consistent because every critical section is a few plain assignments.
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn emit(&self, event: Event) {
+        self.inner.out.emit(event);
+    }
+
+    pub fn prompt(
+        &self,
+        text: String,
+        images: Vec<ContentBlock>,
+        behavior: Option<StreamingBehavior>,
+    ) -> Result<Prompted, String> {
+        let message = user_message(text, images);
+        let mut state = self.state();
+        if state.run.is_some() {
+            return match behavior {
+                Some(StreamingBehavior::Steer) => {
+                    state.queue.push_steer(message);
+                    self.emit(state.queue.update_event());
+                    Ok(Prompted::Queued)
+                }
+                Some(StreamingBehavior::FollowUp) => {
+                    state.queue.push_follow_up(message);
+                    self.emit(state.queue.update_event());
+                    Ok(Prompted::Queued)
+                }
+                None => Err("Agent is already processing. Specify streamingBehavior \
+                             (\"steer\" or \"followUp\") to queue the message."
+                    .to_owned()),
+            };
+        }
+        if state.model.is_none() {
+            return Err(no_model_error());
+        }
+        let cancel = CancellationToken::new();
+        let (done_tx, done_rx) = watch::channel(false);
+        state.run = Some(RunHandle {
+            cancel: cancel.clone(),
+            done: done_rx,
+        });
+        Ok(Prompted::Started(PendingRun {
+            agent: self.clone(),
+            cancel,
+            done: done_tx,
+            prompt: message,
+        }))
+    }
+
+    pub fn steer(&self, text: String, images: Vec<ContentBlock>) {
+        let mut state = self.state();
+        state.queue.push_steer(user_message(text, images));
+        self.emit(state.queue.update_event());
+    }
+
+    pub fn follow_up(&self, text: String, images: Vec<ContentBlock>) {
+        let mut state = self.state();
+        state.queue.push_follow_up(user_message(text, images));
+        self.emit(state.queue.update_event());
+    }
+
+    /// Cancels the run (if any) and clears the queues. The returned future resolves once the
+    /// run has emitted its final events.
+    pub fn abort(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut state = self.state();
+        if state.queue.clear() {
+            self.emit(state.queue.update_event());
+        }
+        let done = state.run.as_ref().map(|run| {
+            run.cancel.cancel();
+            run.done.clone()
+        });
+        drop(state);
+        async move {
+            if let Some(mut done) = done {
+                let _ = done.wait_for(|finished| *finished).await;
+            }
+        }
+    }
+
+    pub fn wire_state(&self) -> WireState {
+        let state = self.state();
+        WireState {
+            thinking_level: match &state.model {
+                Some(m) if m.reasoning => "medium",
+                _ => "off",
+            }
+            .to_owned(),
+            model: state.model.clone(),
+            is_streaming: state.run.is_some(),
+            is_compacting: false,
+            steering_mode: state.queue.steering_mode,
+            follow_up_mode: state.queue.follow_up_mode,
+            session_file: None,
+            session_id: state.session_id.clone(),
+            session_name: None,
+            auto_compaction_enabled: false,
+            message_count: state.messages.len(),
+            pending_message_count: state.queue.pending(),
+        }
+    }
+
+    pub fn messages(&self) -> Vec<Message> {
+        self.state().messages.clone()
+    }
+
+    /// The text of the most recent assistant reply that has any.
+    pub fn last_assistant_text(&self) -> Option<String> {
+        self.state().messages.iter().rev().find_map(|m| match m {
+            Message::Assistant(a) => {
+                let text = crate::protocol::joined_text(&a.content);
+                let text = text.trim();
+                (!text.is_empty()).then(|| text.to_owned())
+            }
+            _ => None,
+        })
+    }
+
+    pub fn new_session(&self) -> Result<(), String> {
+        let mut state = self.state();
+        if state.run.is_some() {
+            return Err(
+                "Cannot start a new session while the agent is streaming; abort first.".into(),
+            );
+        }
+        state.messages.clear();
+        if state.queue.clear() {
+            self.emit(state.queue.update_event());
+        }
+        state.session_id = new_session_id();
+        Ok(())
+    }
+
+    pub fn set_model(&self, provider: &str, id: &str) -> Result<Model, String> {
+        let mut state = self.state();
+        if state.run.is_some() {
+            return Err(
+                "Cannot change the model while the agent is streaming; abort first.".into(),
+            );
+        }
+        let model = self
+            .inner
+            .registry
+            .find(provider, id)
+            .cloned()
+            .ok_or_else(|| format!("Model not found: {provider}/{id}"))?;
+        state.model = Some(model.clone());
+        Ok(model)
+    }
+
+    pub fn available_models(&self) -> Vec<Model> {
+        self.inner.registry.models().to_vec()
+    }
+
+    pub fn set_steering_mode(&self, mode: QueueMode) {
+        self.state().queue.steering_mode = mode;
+    }
+
+    pub fn set_follow_up_mode(&self, mode: QueueMode) {
+        self.state().queue.follow_up_mode = mode;
+    }
+}
+
+fn no_model_error() -> String {
+    "No model selected. Declare one in models.json (or start Ollama with a model pulled) and \
+     pick it with set_model or --model."
+        .to_owned()
+}
+
+fn new_session_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+fn user_message(text: String, images: Vec<ContentBlock>) -> UserMessage {
+    let mut content = Vec::with_capacity(1 + images.len());
+    content.push(ContentBlock::text(text));
+    content.extend(images);
+    UserMessage {
+        content: UserContent::Blocks(content),
+        timestamp: now_ms(),
+    }
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Agent {
+    /// Adds a message to the conversation and announces it. User and tool-result messages get
+    /// both `message_start` and `message_end` here; an assistant message's start was emitted
+    /// when its stream began.
+    fn append(&self, message: Message) {
+        let announce_start = !matches!(message, Message::Assistant(_));
+        let mut state = self.state();
+        state.messages.push(message.clone());
+        if announce_start {
+            self.emit(Event::MessageStart {
+                message: message.clone(),
+            });
+        }
+        self.emit(Event::MessageEnd { message });
+    }
+
+    /// Takes queued messages with `take` and reports the queue change, if any.
+    fn take_queued(&self, take: impl FnOnce(&mut Queue) -> Vec<UserMessage>) -> Vec<UserMessage> {
+        let mut state = self.state();
+        let taken = take(&mut state.queue);
+        if !taken.is_empty() {
+            self.emit(state.queue.update_event());
+        }
+        taken
+    }
+
+    /// Ends the run. Clearing `run` and emitting the last two events under one lock means a
+    /// client that reacts to `agent_end` with a new `prompt` finds the agent idle, and that
+    /// prompt's events can only follow this run's `agent_settled`.
+    fn finish_run(&self, aborted: bool) {
+        let mut state = self.state();
+        state.run = None;
+        self.emit(Event::AgentEnd {
+            messages: state.messages.clone(),
+            will_retry: false,
+        });
+        self.emit(Event::AgentSettled { aborted });
+    }
+}

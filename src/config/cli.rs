@@ -1,0 +1,47 @@
+//! Command-line flags, with Pi's names.
+
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// JSON lines on stdin/stdout (Pi's RPC protocol).
+    Rpc,
+}
+
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "nova",
+    version,
+    about = "A coding agent that speaks Pi's RPC protocol over JSON lines.",
+    after_help = "Example: nova --mode rpc --model ollama/qwen3:8b"
+)]
+pub struct Cli {
+    /// Interface to run (only `rpc` exists).
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// Provider of the startup model (a name in models.json).
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Startup model: `<id>` or `<provider>/<id>`.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Keep the session in memory only; write nothing.
+    #[arg(long)]
+    pub no_session: bool,
+    /// Directory for session files.
+    #[arg(long, value_name = "DIR")]
+    pub session_dir: Option<PathBuf>,
+    /// Replace the built-in system prompt (text, or a file to read it from).
+    #[arg(long, value_name = "TEXT|FILE")]
+    pub system_prompt: Option<String>,
+    /// Append to the system prompt (text, or a file to read it from).
+    #[arg(long, value_name = "TEXT|FILE")]
+    pub append_system_prompt: Option<String>,
+    /// Active tools, comma-separated (default: read,bash,edit,write).
+    #[arg(long, value_delimiter = ',', value_name = "A,B,…")]
+    pub tools: Option<Vec<String>>,
+    /// Disable every tool.
+    #[arg(long, conflicts_with = "tools")]
+    pub no_tools: bool,
+}

@@ -1,0 +1,173 @@
+//! Flags, agent dir, `models.json` and `settings.json` → one validated [`Config`].
+
+pub mod cli;
+pub mod models;
+pub mod settings;
+
+use crate::protocol::Model;
+use crate::tools::{DEFAULT_TOOLS, Tool};
+pub use cli::{Cli, Mode};
+pub use models::{ProviderConfig, Registry};
+pub use settings::Settings;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long the zero-configuration start waits for a local Ollama to list its models.
+const OLLAMA_DISCOVERY_TIMEOUT: Duration = Duration::from_millis(1500);
+
+#[derive(Debug)]
+pub struct Config {
+    pub agent_dir: PathBuf,
+    pub cwd: PathBuf,
+    pub registry: Registry,
+    pub settings: Settings,
+    /// The startup model; `None` when nothing is declared (then `prompt` explains why).
+    pub model: Option<Model>,
+    pub tools: Vec<Tool>,
+    /// `--system-prompt`, already read from its file when it named one.
+    pub system_prompt: Option<String>,
+    pub append_system_prompt: Option<String>,
+    pub no_session: bool,
+    pub session_dir: Option<PathBuf>,
+    /// Problems with configuration files, reported once on stderr; nova runs on without them.
+    pub warnings: Vec<String>,
+}
+
+/// `$NOVA_AGENT_DIR`, else `~/.nova/agent`.
+pub fn agent_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("NOVA_AGENT_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    home.join(".nova").join("agent")
+}
+
+/// Builds the configuration. An `Err` is a usage error: the caller prints it and exits 2.
+pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> {
+    let agent_dir = agent_dir();
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let mut warnings = Vec::new();
+    let settings = settings::load(
+        &agent_dir.join("settings.json"),
+        &cwd.join(".nova").join("settings.json"),
+        &mut warnings,
+    );
+    let registry = match Registry::from_file(&agent_dir.join("models.json")) {
+        Ok(Some(r)) => r,
+        Ok(None) => discover_ollama(client).await,
+        Err(e) => {
+            warnings.push(format!("ignoring models.json: {e}"));
+            discover_ollama(client).await
+        }
+    };
+    let model = startup_model(&cli, &settings, &registry)?;
+    let tools = active_tools(&cli)?;
+    Ok(Config {
+        system_prompt: cli.system_prompt.as_deref().map(text_or_file).transpose()?,
+        append_system_prompt: cli
+            .append_system_prompt
+            .as_deref()
+            .map(text_or_file)
+            .transpose()?,
+        no_session: cli.no_session,
+        session_dir: cli.session_dir,
+        agent_dir,
+        cwd,
+        registry,
+        settings,
+        model,
+        tools,
+        warnings,
+    })
+}
+
+async fn discover_ollama(client: &reqwest::Client) -> Registry {
+    let base = ollama_base_url();
+    let ids = crate::provider::http::list_ollama_models(client, &base, OLLAMA_DISCOVERY_TIMEOUT)
+        .await
+        .unwrap_or_default();
+    Registry::ollama_default(&base, ids)
+}
+
+/// `$OLLAMA_HOST` as Ollama itself reads it (a bare `host:port` is allowed), else the default.
+fn ollama_base_url() -> String {
+    match std::env::var("OLLAMA_HOST") {
+        Ok(h) if h.contains("://") => h,
+        Ok(h) if !h.is_empty() => format!("http://{h}"),
+        _ => "http://127.0.0.1:11434".to_owned(),
+    }
+}
+
+fn startup_model(
+    cli: &Cli,
+    settings: &Settings,
+    registry: &Registry,
+) -> Result<Option<Model>, String> {
+    if let Some(wanted) = &cli.model {
+        return registry
+            .resolve(cli.provider.as_deref(), wanted)
+            .cloned()
+            .map(Some)
+            .ok_or_else(|| match &cli.provider {
+                Some(p) => format!("unknown model \"{p}/{wanted}\" (see models.json)"),
+                None => format!("unknown model \"{wanted}\" (see models.json)"),
+            });
+    }
+    if let Some(p) = &cli.provider {
+        return registry
+            .models()
+            .iter()
+            .find(|m| &m.provider == p)
+            .cloned()
+            .map(Some)
+            .ok_or_else(|| format!("provider \"{p}\" declares no models (see models.json)"));
+    }
+    if let Some(m) = settings
+        .default_model
+        .as_deref()
+        .and_then(|m| registry.resolve(settings.default_provider.as_deref(), m))
+    {
+        return Ok(Some(m.clone()));
+    }
+    Ok(registry.models().first().cloned())
+}
+
+fn active_tools(cli: &Cli) -> Result<Vec<Tool>, String> {
+    if cli.no_tools {
+        return Ok(vec![]);
+    }
+    let names: Vec<&str> = match &cli.tools {
+        Some(list) => list
+            .iter()
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        None => DEFAULT_TOOLS.to_vec(),
+    };
+    let mut tools = Vec::new();
+    for name in names {
+        let tool = Tool::from_name(name).ok_or_else(|| {
+            let known: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+            format!(
+                "unknown tool \"{name}\" in --tools (known: {})",
+                known.join(", ")
+            )
+        })?;
+        if !tools.contains(&tool) {
+            tools.push(tool);
+        }
+    }
+    Ok(tools)
+}
+
+/// Pi's rule for prompt flags: a value naming an existing file means that file's text.
+fn text_or_file(value: &str) -> Result<String, String> {
+    let path = Path::new(value);
+    if path.is_file() {
+        return std::fs::read_to_string(path).map_err(|e| format!("cannot read {value}: {e}"));
+    }
+    Ok(value.to_owned())
+}

@@ -1,0 +1,373 @@
+//! The model registry: `models.json` in Pi's format, or, without one, the local Ollama server's
+//! models. Secrets (`apiKey`, header values) stay unresolved here and are resolved per request.
+
+use crate::protocol::{Model, ModelCost};
+use crate::provider::Api;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Pi's defaults for fields a model entry leaves out.
+const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+const DEFAULT_MAX_TOKENS: u64 = 16_384;
+const KEY_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderConfig {
+    pub name: String,
+    pub api: Api,
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub headers: Vec<(String, String)>,
+}
+
+#[derive(Debug, Default)]
+pub struct Registry {
+    providers: Vec<ProviderConfig>,
+    models: Vec<Model>,
+    /// Output of `!command` values, run once per process as Pi caches them.
+    command_cache: Mutex<HashMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawFile {
+    providers: BTreeMap<String, RawProvider>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawProvider {
+    base_url: Option<String>,
+    api: Option<String>,
+    api_key: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    models: Vec<RawModel>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawModel {
+    id: String,
+    name: Option<String>,
+    api: Option<String>,
+    base_url: Option<String>,
+    #[serde(default)]
+    reasoning: bool,
+    input: Option<Vec<String>>,
+    context_window: Option<u64>,
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    cost: ModelCost,
+}
+
+impl Registry {
+    pub fn new(providers: Vec<ProviderConfig>, models: Vec<Model>) -> Self {
+        Registry {
+            providers,
+            models,
+            command_cache: Mutex::default(),
+        }
+    }
+
+    /// Parses a models.json. `Ok(None)` when the file does not exist.
+    pub fn from_file(path: &Path) -> Result<Option<Registry>, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        Self::from_json(&text)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn from_json(text: &str) -> Result<Registry, String> {
+        let raw: RawFile =
+            serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text))
+                .map_err(|e| match e.path().to_string().as_str() {
+                    "." => e.into_inner().to_string(),
+                    path => format!("at {path}: {}", e.into_inner()),
+                })?;
+        let mut providers = Vec::new();
+        let mut models = Vec::new();
+        for (name, p) in raw.providers {
+            for (i, m) in p.models.iter().enumerate() {
+                let api_name = m.api.as_deref().or(p.api.as_deref()).ok_or_else(|| {
+                    format!(
+                        "provider \"{name}\": models[{i}] (\"{}\") has no \"api\"",
+                        m.id
+                    )
+                })?;
+                parse_api(&name, api_name)?;
+                let base_url =
+                    m.base_url
+                        .as_deref()
+                        .or(p.base_url.as_deref())
+                        .ok_or_else(|| {
+                            format!(
+                                "provider \"{name}\": models[{i}] (\"{}\") has no \"baseUrl\"",
+                                m.id
+                            )
+                        })?;
+                models.push(Model {
+                    id: m.id.clone(),
+                    name: m.name.clone().unwrap_or_else(|| m.id.clone()),
+                    api: api_name.to_owned(),
+                    provider: name.clone(),
+                    base_url: base_url.trim_end_matches('/').to_owned(),
+                    reasoning: m.reasoning,
+                    input: m.input.clone().unwrap_or_else(|| vec!["text".to_owned()]),
+                    cost: m.cost.clone(),
+                    context_window: m.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
+                    max_tokens: m.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+                });
+            }
+            let api = match p.api.as_deref() {
+                Some(a) => parse_api(&name, a)?,
+                None => Api::OpenAiCompletions,
+            };
+            providers.push(ProviderConfig {
+                name,
+                api,
+                base_url: p.base_url.unwrap_or_default(),
+                api_key: p.api_key,
+                headers: p.headers.into_iter().collect(),
+            });
+        }
+        Ok(Registry::new(providers, models))
+    }
+
+    /// The zero-configuration registry: one `ollama` provider and the models its server lists.
+    pub fn ollama_default(base_url: &str, model_ids: Vec<String>) -> Registry {
+        let base_url = base_url.trim_end_matches('/').to_owned();
+        let models = model_ids
+            .into_iter()
+            .map(|id| Model {
+                name: id.clone(),
+                id,
+                api: "ollama".to_owned(),
+                provider: "ollama".to_owned(),
+                base_url: base_url.clone(),
+                reasoning: false,
+                input: vec!["text".to_owned()],
+                cost: ModelCost::default(),
+                context_window: DEFAULT_CONTEXT_WINDOW,
+                max_tokens: DEFAULT_MAX_TOKENS,
+            })
+            .collect();
+        let provider = ProviderConfig {
+            name: "ollama".to_owned(),
+            api: Api::Ollama,
+            base_url,
+            api_key: None,
+            headers: vec![],
+        };
+        Registry::new(vec![provider], models)
+    }
+
+    pub fn models(&self) -> &[Model] {
+        &self.models
+    }
+
+    pub fn find(&self, provider: &str, id: &str) -> Option<&Model> {
+        self.models
+            .iter()
+            .find(|m| m.provider == provider && m.id == id)
+    }
+
+    /// Resolves `--provider`/`--model` (or the settings defaults). `model` may be `provider/id`;
+    /// an exact id wins first, since ids such as `org/name` contain slashes themselves.
+    pub fn resolve(&self, provider: Option<&str>, model: &str) -> Option<&Model> {
+        if let Some(p) = provider {
+            return self.find(p, model).or_else(|| {
+                model
+                    .split_once('/')
+                    .filter(|(pp, _)| *pp == p)
+                    .and_then(|(_, id)| self.find(p, id))
+            });
+        }
+        self.models.iter().find(|m| m.id == model).or_else(|| {
+            let (p, id) = model.split_once('/')?;
+            self.find(p, id)
+        })
+    }
+
+    pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
+        self.providers.iter().find(|p| p.name == name)
+    }
+
+    /// The API key and headers for a request to `model`, secrets resolved.
+    pub async fn credentials(
+        &self,
+        model: &Model,
+    ) -> Result<(Option<String>, Vec<(String, String)>), String> {
+        let Some(provider) = self.provider(&model.provider) else {
+            return Ok((None, vec![]));
+        };
+        let key = match &provider.api_key {
+            Some(raw) => Some(
+                self.resolve_value(raw)
+                    .await
+                    .map_err(|e| format!("apiKey of provider \"{}\": {e}", provider.name))?,
+            ),
+            None => None,
+        };
+        let mut headers = Vec::with_capacity(provider.headers.len());
+        for (name, raw) in &provider.headers {
+            let value = self
+                .resolve_value(raw)
+                .await
+                .map_err(|e| format!("header \"{name}\" of provider \"{}\": {e}", provider.name))?;
+            headers.push((name.clone(), value));
+        }
+        Ok((key.filter(|k| !k.is_empty()), headers))
+    }
+
+    /// Pi's rules for a configured secret: `!command` runs it, `$NAME`/`${NAME}` reads the
+    /// environment, a bare name of a set variable reads it too, anything else is literal.
+    pub async fn resolve_value(&self, raw: &str) -> Result<String, String> {
+        if let Some(command) = raw.strip_prefix('!') {
+            if let Some(hit) = self.cached(command) {
+                return Ok(hit);
+            }
+            let value = run_key_command(command).await?;
+            if let Ok(mut cache) = self.command_cache.lock() {
+                cache.insert(command.to_owned(), value.clone());
+            }
+            return Ok(value);
+        }
+        if let Some(name) = raw
+            .strip_prefix("${")
+            .and_then(|r| r.strip_suffix('}'))
+            .or_else(|| raw.strip_prefix('$'))
+        {
+            return std::env::var(name)
+                .map_err(|_| format!("environment variable {name} is not set"));
+        }
+        Ok(std::env::var(raw).unwrap_or_else(|_| raw.to_owned()))
+    }
+
+    fn cached(&self, command: &str) -> Option<String> {
+        self.command_cache.lock().ok()?.get(command).cloned()
+    }
+}
+
+fn parse_api(provider: &str, api: &str) -> Result<Api, String> {
+    Api::parse(api).ok_or_else(|| {
+        format!(
+            "provider \"{provider}\": unknown api \"{api}\" (nova speaks \"ollama\" and \"openai-completions\")"
+        )
+    })
+}
+
+async fn run_key_command(command: &str) -> Result<String, String> {
+    let child = tokio::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(command)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(KEY_COMMAND_TIMEOUT, child)
+        .await
+        .map_err(|_| format!("command `{command}` took longer than 10 s"))?
+        .map_err(|e| format!("command `{command}` could not run: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "command `{command}` failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"{"providers":{
+        "local":{"baseUrl":"http://127.0.0.1:11434/","api":"ollama","models":[
+            {"id":"qwen3:8b","reasoning":true},
+            {"id":"org/vision","input":["text","image"],"contextWindow":32000,"maxTokens":1000,"name":"Vision"}]},
+        "oai":{"baseUrl":"http://127.0.0.1:8000/v1","api":"openai-completions","apiKey":"literal-key",
+            "headers":{"X-Test":"$NOVA_TEST_HEADER_VAR"},
+            "models":[{"id":"gpt","cost":{"input":1.5,"output":2}}]}}}"#;
+
+    #[test]
+    fn parses_pi_format_with_defaults() {
+        let r = Registry::from_json(SAMPLE).unwrap();
+        let q = r.find("local", "qwen3:8b").unwrap();
+        assert_eq!(q.name, "qwen3:8b");
+        assert_eq!(q.base_url, "http://127.0.0.1:11434");
+        assert_eq!((q.context_window, q.max_tokens), (128_000, 16_384));
+        assert_eq!(q.input, vec!["text"]);
+        assert!(q.reasoning);
+        let g = r.find("oai", "gpt").unwrap();
+        assert_eq!(g.cost.input, 1.5);
+        assert_eq!(g.api, "openai-completions");
+        assert_eq!(r.resolve(None, "org/vision").unwrap().name, "Vision");
+        assert_eq!(r.resolve(None, "oai/gpt").unwrap().id, "gpt");
+        assert_eq!(r.resolve(Some("oai"), "gpt").unwrap().id, "gpt");
+        assert!(r.resolve(Some("local"), "gpt").is_none());
+        assert!(r.resolve(None, "nope").is_none());
+    }
+
+    #[test]
+    fn invalid_files_say_why() {
+        let e = Registry::from_json(
+            r#"{"providers":{"x":{"baseUrl":"u","api":"grpc","models":[{"id":"m"}]}}}"#,
+        )
+        .err()
+        .unwrap();
+        assert!(e.contains("unknown api \"grpc\""), "{e}");
+        let e =
+            Registry::from_json(r#"{"providers":{"x":{"api":"ollama","models":[{"id":"m"}]}}}"#)
+                .err()
+                .unwrap();
+        assert!(e.contains("baseUrl"), "{e}");
+        let e = Registry::from_json(r#"{"providers":{"x":{"models":[{"name":"m"}]}}}"#)
+            .err()
+            .unwrap();
+        assert!(e.contains("missing field `id`"), "{e}");
+        assert!(Registry::from_json("[]").is_err());
+    }
+
+    #[tokio::test]
+    async fn secrets_resolve_as_pi_does() {
+        let r = Registry::default();
+        assert_eq!(r.resolve_value("plain").await.unwrap(), "plain");
+        assert_eq!(r.resolve_value("!printf ' k1 \\n'").await.unwrap(), "k1");
+        assert!(
+            r.resolve_value("!exit 3")
+                .await
+                .unwrap_err()
+                .contains("failed")
+        );
+        assert_eq!(
+            r.resolve_value("$HOME").await.unwrap(),
+            std::env::var("HOME").unwrap()
+        );
+        assert_eq!(
+            r.resolve_value("${HOME}").await.unwrap(),
+            std::env::var("HOME").unwrap()
+        );
+        assert_eq!(
+            r.resolve_value("HOME").await.unwrap(),
+            std::env::var("HOME").unwrap()
+        );
+        assert!(
+            r.resolve_value("$NOVA_SURELY_UNSET_VAR_123")
+                .await
+                .unwrap_err()
+                .contains("NOVA_SURELY_UNSET_VAR_123")
+        );
+    }
+}

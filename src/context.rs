@@ -1,0 +1,175 @@
+//! The system prompt: nova's own instructions (or the user's replacement), the append text,
+//! the project's context files (`AGENTS.md`, else `CLAUDE.md`, from the agent dir and from the
+//! filesystem root down to the cwd), then the date and working directory — Pi's order.
+
+use crate::tools::Tool;
+use std::path::{Path, PathBuf};
+
+pub struct PromptInputs<'a> {
+    pub agent_dir: &'a Path,
+    pub cwd: &'a Path,
+    pub tools: &'a [Tool],
+    /// Replaces nova's own instructions (`--system-prompt`, else `SYSTEM.md`).
+    pub custom: Option<&'a str>,
+    /// Added after them (`--append-system-prompt`, else `APPEND_SYSTEM.md`).
+    pub append: Option<&'a str>,
+    /// `YYYY-MM-DD`.
+    pub date: &'a str,
+}
+
+pub fn system_prompt(inputs: &PromptInputs) -> String {
+    let project = inputs.cwd.join(".nova");
+    let custom = inputs.custom.map(str::to_owned).or_else(|| {
+        read_first(&[
+            project.join("SYSTEM.md"),
+            inputs.agent_dir.join("SYSTEM.md"),
+        ])
+    });
+    let append = inputs.append.map(str::to_owned).or_else(|| {
+        read_first(&[
+            project.join("APPEND_SYSTEM.md"),
+            inputs.agent_dir.join("APPEND_SYSTEM.md"),
+        ])
+    });
+
+    let mut out = custom.unwrap_or_else(|| builtin_instructions(inputs.tools));
+    if let Some(append) = append.filter(|a| !a.trim().is_empty()) {
+        out.push_str("\n\n");
+        out.push_str(append.trim_end());
+    }
+    let files = context_files(inputs.agent_dir, inputs.cwd);
+    if !files.is_empty() {
+        out.push_str("\n\n# Project Context\n\nInstructions from the project and the user:\n");
+        for (path, text) in files {
+            out.push_str(&format!("\n## {}\n\n{}\n", path.display(), text.trim_end()));
+        }
+    }
+    out.push_str(&format!(
+        "\nCurrent date: {}\nCurrent working directory: {}",
+        inputs.date,
+        inputs.cwd.display()
+    ));
+    out
+}
+
+fn builtin_instructions(tools: &[Tool]) -> String {
+    let mut s = String::from(
+        "You are nova, a coding agent working in the user's project. You read code, run \
+         commands, and edit files with the tools below to do what the user asks.\n",
+    );
+    if tools.is_empty() {
+        s.push_str(
+            "\nNo tools are available in this session: answer from the conversation alone.\n",
+        );
+    } else {
+        s.push_str("\nAvailable tools:\n");
+        for tool in tools {
+            s.push_str(&format!("- {}: {}\n", tool.name(), tool_summary(*tool)));
+        }
+    }
+    s.push_str("\nGuidelines:\n");
+    let has = |t: Tool| tools.contains(&t);
+    if has(Tool::Read) {
+        s.push_str("- Read a file before you change it; never guess at its contents.\n");
+    }
+    if has(Tool::Edit) {
+        s.push_str(
+            "- Change existing files with edit: the old text must match exactly and once.\n",
+        );
+    }
+    if has(Tool::Write) {
+        s.push_str("- Use write only for new files or complete rewrites.\n");
+    }
+    if has(Tool::Bash) {
+        s.push_str("- Use bash to list, search, build and test; prefer commands that finish.\n");
+    }
+    s.push_str("- Be concise in what you say.\n- Name file paths plainly when you mention files.");
+    s
+}
+
+fn tool_summary(tool: Tool) -> &'static str {
+    match tool {
+        Tool::Read => "show a file's text (or an image)",
+        Tool::Write => "create or overwrite a file",
+        Tool::Edit => "replace exact text in a file",
+        Tool::Bash => "run a shell command in the working directory",
+    }
+}
+
+fn read_first(paths: &[PathBuf]) -> Option<String> {
+    paths.iter().find_map(|p| std::fs::read_to_string(p).ok())
+}
+
+/// One context file per directory: the agent dir's first, then root → cwd.
+fn context_files(agent_dir: &Path, cwd: &Path) -> Vec<(PathBuf, String)> {
+    let mut dirs = vec![agent_dir.to_path_buf()];
+    let mut ancestors: Vec<&Path> = cwd.ancestors().collect();
+    ancestors.reverse();
+    dirs.extend(ancestors.into_iter().map(Path::to_path_buf));
+    let mut seen = Vec::new();
+    let mut files = Vec::new();
+    for dir in dirs {
+        for name in ["AGENTS.md", "CLAUDE.md"] {
+            let path = dir.join(name);
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                if !seen.contains(&path) {
+                    seen.push(path.clone());
+                    files.push((path, text));
+                }
+                break;
+            }
+        }
+    }
+    files
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_has_tools_context_files_and_footer_in_order() {
+        let agent = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let cwd = project.path().join("sub");
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::write(agent.path().join("AGENTS.md"), "global rules").unwrap();
+        std::fs::write(project.path().join("CLAUDE.md"), "project rules").unwrap();
+        std::fs::write(cwd.join("AGENTS.md"), "sub rules").unwrap();
+        std::fs::write(cwd.join("CLAUDE.md"), "ignored: AGENTS.md wins").unwrap();
+        let prompt = system_prompt(&PromptInputs {
+            agent_dir: agent.path(),
+            cwd: &cwd,
+            tools: &[Tool::Read, Tool::Bash],
+            custom: None,
+            append: Some("APPENDED"),
+            date: "2026-12-02",
+        });
+        let at = |needle: &str| {
+            prompt
+                .find(needle)
+                .unwrap_or_else(|| panic!("{needle} missing:\n{prompt}"))
+        };
+        assert!(at("- read:") < at("- bash:"));
+        assert!(!prompt.contains("- edit:"));
+        assert!(at("APPENDED") < at("# Project Context"));
+        assert!(at("global rules") < at("project rules"));
+        assert!(at("project rules") < at("sub rules"));
+        assert!(!prompt.contains("ignored"));
+        assert!(prompt.ends_with(&format!(
+            "Current date: 2026-12-02\nCurrent working directory: {}",
+            cwd.display()
+        )));
+
+        let custom = system_prompt(&PromptInputs {
+            agent_dir: agent.path(),
+            cwd: &cwd,
+            tools: &[Tool::Read],
+            custom: Some("CUSTOM"),
+            append: None,
+            date: "2026-12-02",
+        });
+        assert!(custom.starts_with("CUSTOM\n\n# Project Context"));
+    }
+}
