@@ -3,6 +3,11 @@
 //!
 //! The agent sees only `ProviderEvent` deltas; it never sees provider bytes or JSON text.
 
+pub mod error;
+pub mod lines;
+
+pub use error::ProviderError;
+
 use crate::protocol::{Model, StopReason, Usage};
 use serde_json::Value;
 
