@@ -139,7 +139,11 @@ impl ProviderError {
     /// retry the same request.
     pub fn is_context_overflow(&self) -> bool {
         let text = match self {
-            ProviderError::Http { status, body, .. } if matches!(status, 400 | 413) => body,
+            ProviderError::Http {
+                status: 400 | 413,
+                body,
+                ..
+            } => body,
             ProviderError::Api(message) => message,
             _ => return false,
         };
