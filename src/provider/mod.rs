@@ -6,6 +6,7 @@
 pub mod error;
 pub mod lines;
 pub mod ollama;
+pub mod openai;
 pub mod prepare;
 
 pub use error::ProviderError;
