@@ -14,6 +14,11 @@ const LINE_QUOTE_CHARS: usize = 200;
 pub enum ProviderError {
     #[error("unsupported api `{0}` (nova speaks `ollama` and `openai-completions`)")]
     UnsupportedApi(String),
+    #[error("could not set up the HTTP client: {0}")]
+    ClientSetup(String),
+    /// The request could not even be built: a malformed base URL or header.
+    #[error("invalid request to {url}: {message}")]
+    InvalidRequest { url: String, message: String },
     #[error("HTTP {status} from {url}: {body}")]
     Http {
         status: u16,
@@ -128,6 +133,8 @@ impl ProviderError {
             | ProviderError::IdleTimeout { .. } => true,
             ProviderError::Api(message) => contains_any(message, TRANSIENT_PHRASES),
             ProviderError::UnsupportedApi(_)
+            | ProviderError::ClientSetup(_)
+            | ProviderError::InvalidRequest { .. }
             | ProviderError::InvalidJson { .. }
             | ProviderError::LineTooLong { .. }
             | ProviderError::ContentFilter

@@ -4,6 +4,7 @@
 //! The agent sees only `ProviderEvent` deltas; it never sees provider bytes or JSON text.
 
 pub mod error;
+pub mod http;
 pub mod lines;
 pub mod ollama;
 pub mod openai;
