@@ -13,11 +13,7 @@ use std::collections::BTreeMap;
 
 /// One block of message content, tagged by `type` as Pi does.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum ContentBlock {
     Text {
         text: String,
@@ -266,11 +262,7 @@ pub enum QueueMode {
 
 /// A command from the client. Unknown fields are ignored, as Pi does; wrong types are errors.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "snake_case",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
 pub enum Command {
     Prompt {
         message: String,
@@ -409,45 +401,17 @@ pub struct State {
 
 /// The streaming detail inside `message_update`, with block boundaries made explicit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(
-    tag = "type",
-    rename_all = "snake_case",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
 pub enum AssistantMessageEvent {
-    TextStart {
-        content_index: usize,
-    },
-    TextDelta {
-        content_index: usize,
-        delta: String,
-    },
-    TextEnd {
-        content_index: usize,
-        content: String,
-    },
-    ThinkingStart {
-        content_index: usize,
-    },
-    ThinkingDelta {
-        content_index: usize,
-        delta: String,
-    },
-    ThinkingEnd {
-        content_index: usize,
-        content: String,
-    },
-    ToolcallStart {
-        content_index: usize,
-    },
-    ToolcallDelta {
-        content_index: usize,
-        delta: String,
-    },
-    ToolcallEnd {
-        content_index: usize,
-        tool_call: ContentBlock,
-    },
+    TextStart { content_index: usize },
+    TextDelta { content_index: usize, delta: String },
+    TextEnd { content_index: usize, content: String },
+    ThinkingStart { content_index: usize },
+    ThinkingDelta { content_index: usize, delta: String },
+    ThinkingEnd { content_index: usize, content: String },
+    ToolcallStart { content_index: usize },
+    ToolcallDelta { content_index: usize, delta: String },
+    ToolcallEnd { content_index: usize, tool_call: ContentBlock },
 }
 
 /// What a tool returned (or has produced so far), as carried by tool execution events.
@@ -459,11 +423,7 @@ pub struct ToolResultPayload {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(
-    tag = "type",
-    rename_all = "snake_case",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
 pub enum Event {
     AgentStart,
     AgentEnd {
