@@ -1,7 +1,11 @@
-//! LLM providers: each wire format is a pure state machine (`build_request` + an accumulator
-//! that turns body bytes into [`ProviderEvent`]s) behind thin HTTP glue in [`http`].
+//! LLM providers: each wire format ([`ollama`], [`openai`]) is a pure state machine
+//! (`build_body` + an `Accumulator` that turns body bytes into [`ProviderEvent`]s) behind thin
+//! HTTP glue in [`http`]. Both build their request from [`prepare::request_messages`], and both
+//! frame their body with [`lines`].
 //!
-//! The agent sees only `ProviderEvent` deltas; it never sees provider bytes or JSON text.
+//! The agent sees only `ProviderEvent` deltas; it never sees provider bytes or JSON text. A
+//! successful stream ends with `Usage` (when the server reported it) and then exactly one
+//! `Finish`; a failed one ends with a [`ProviderError`] instead, after whatever it delivered.
 
 pub mod error;
 pub mod http;
@@ -23,6 +27,7 @@ pub enum ProviderEvent {
     Thinking(String),
     /// A fragment of tool call number `index` (0-based within the reply). `id` and `name` are set
     /// on the fragment that introduces them; `arguments` is a piece of the JSON argument text.
+    /// The first fragment of every call carries an id, invented when the server gave none.
     ToolCall {
         index: usize,
         id: Option<String>,
