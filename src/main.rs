@@ -42,7 +42,10 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> ExitCode {
-    let client = provider::http::client();
+    let client = match provider::http::client() {
+        Ok(c) => c,
+        Err(e) => return fatal(&format!("cannot set up HTTP: {e}")),
+    };
     let config = match config::load(cli, &client).await {
         Ok(c) => c,
         Err(e) => return usage_error(&e),

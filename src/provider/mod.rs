@@ -1,9 +1,22 @@
-//! LLM providers: each wire format is a pure state machine (`build_request` + an accumulator
-//! that turns body bytes into [`ProviderEvent`]s) behind thin HTTP glue in [`http`].
+//! LLM providers: each wire format ([`ollama`], [`openai`]) is a pure state machine
+//! (`build_body` + an `Accumulator` that turns body bytes into [`ProviderEvent`]s) behind thin
+//! HTTP glue in [`http`]. Both build their request from [`prepare::request_messages`], and both
+//! frame their body with [`lines`].
 //!
-//! The agent sees only `ProviderEvent` deltas; it never sees provider bytes or JSON text.
+//! The agent sees only `ProviderEvent` deltas; it never sees provider bytes or JSON text. A
+//! successful stream ends with `Usage` (when the server reported it) and then exactly one
+//! `Finish`; a failed one ends with a [`ProviderError`] instead, after whatever it delivered.
 
-use crate::protocol::{Model, StopReason, Usage};
+pub mod error;
+pub mod http;
+pub mod lines;
+pub mod ollama;
+pub mod openai;
+pub mod prepare;
+
+pub use error::ProviderError;
+
+use crate::protocol::{Cost, Model, StopReason, Usage};
 use serde_json::Value;
 
 /// One normalised step of a streamed reply. Deltas carry no block boundaries; the agent's
@@ -14,6 +27,7 @@ pub enum ProviderEvent {
     Thinking(String),
     /// A fragment of tool call number `index` (0-based within the reply). `id` and `name` are set
     /// on the fragment that introduces them; `arguments` is a piece of the JSON argument text.
+    /// The first fragment of every call carries an id, invented when the server gave none.
     ToolCall {
         index: usize,
         id: Option<String>,
@@ -59,5 +73,71 @@ pub struct Request<'a> {
     pub api_key: Option<String>,
     pub headers: Vec<(String, String)>,
 }
-pub mod http;
-pub mod prepare;
+
+/// Pi caps every request's output budget at this, whatever the model allows, so one runaway
+/// reply cannot eat the context window.
+const MAX_OUTPUT_TOKENS: u64 = 32_000;
+
+fn max_output_tokens(model: &Model) -> u64 {
+    model.max_tokens.min(MAX_OUTPUT_TOKENS)
+}
+
+/// Token counts priced with the model's per-million-token costs.
+fn priced_usage(model: &Model, input: u64, output: u64, cache_read: u64) -> Usage {
+    let per_million = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
+    let input_cost = per_million(input, model.cost.input);
+    let output_cost = per_million(output, model.cost.output);
+    let cache_read_cost = per_million(cache_read, model.cost.cache_read);
+    Usage {
+        input,
+        output,
+        cache_read,
+        cache_write: 0,
+        total_tokens: input + output + cache_read,
+        cost: Cost {
+            input: input_cost,
+            output: output_cost,
+            cache_read: cache_read_cost,
+            cache_write: 0.0,
+            total: input_cost + output_cost + cache_read_cost,
+        },
+    }
+}
+
+/// A per-reply prefix for tool call ids the server did not supply. Random, because results are
+/// matched to calls by id across the whole conversation, so ids must not repeat between replies.
+fn fresh_call_id_prefix() -> String {
+    let mut id = uuid::Uuid::new_v4().simple().to_string();
+    id.truncate(12);
+    id
+}
+
+/// A tool call's arguments as JSON text. A string is passed through as it is: nova keeps
+/// arguments that did not parse as the raw text the model produced.
+fn arguments_text(arguments: &Value) -> String {
+    match arguments {
+        Value::String(s) => s.clone(),
+        Value::Null => "{}".to_string(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::{ProviderError, ProviderEvent};
+
+    /// What a whole stream produced: its events, and the error that ended it, if any.
+    pub(crate) type Outcome = (Vec<ProviderEvent>, Option<ProviderError>);
+
+    /// Runs a captured stream whole, cut in two at every byte boundary, and byte by byte;
+    /// framing must not leak into the events, so all runs must agree.
+    pub(crate) fn all_splits_agree(input: &[u8], run: impl Fn(&[&[u8]]) -> Outcome) -> Outcome {
+        let whole = run(&[input]);
+        for i in 0..=input.len() {
+            assert_eq!(run(&[&input[..i], &input[i..]]), whole, "split at byte {i}");
+        }
+        let bytes: Vec<&[u8]> = input.chunks(1).collect();
+        assert_eq!(run(&bytes), whole, "byte by byte");
+        whole
+    }
+}

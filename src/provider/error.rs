@@ -1,0 +1,232 @@
+//! What can go wrong talking to a model, as data: each variant's text names the problem well
+//! enough for a user to act on it, and the policy methods tell the agent whether to retry or to
+//! compact instead.
+
+use std::time::Duration;
+
+/// How much of an error body is kept: enough to read the server's explanation, not so much that
+/// an HTML error page floods the conversation.
+const BODY_LIMIT_CHARS: usize = 2000;
+/// How much of a bad stream line is quoted.
+const LINE_QUOTE_CHARS: usize = 200;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProviderError {
+    #[error("unsupported api `{0}` (nova speaks `ollama` and `openai-completions`)")]
+    UnsupportedApi(String),
+    #[error("could not set up the HTTP client: {0}")]
+    ClientSetup(String),
+    /// The request could not even be built: a malformed base URL or header.
+    #[error("invalid request to {url}: {message}")]
+    InvalidRequest { url: String, message: String },
+    #[error("HTTP {status} from {url}: {body}")]
+    Http {
+        status: u16,
+        url: String,
+        body: String,
+    },
+    #[error("connection refused by {url}{}", hint_suffix(.hint))]
+    ConnectionRefused { url: String, hint: Option<String> },
+    #[error("connection error talking to {url}: {message}")]
+    Connection { url: String, message: String },
+    #[error("stream from {url} was cut mid-way: {message}")]
+    StreamCut { url: String, message: String },
+    #[error("stream ended early: the server closed it before the reply was complete")]
+    EndedEarly,
+    #[error("invalid JSON in stream ({message}): {line}")]
+    InvalidJson { line: String, message: String },
+    #[error("stream line longer than {limit} bytes")]
+    LineTooLong { limit: usize },
+    #[error("no data from {url} for {}", seconds(*.after))]
+    IdleTimeout { url: String, after: Duration },
+    /// An error the provider reported inside an otherwise healthy stream.
+    #[error("provider error: {0}")]
+    Api(String),
+    #[error("the provider's content filter stopped the reply")]
+    ContentFilter,
+    /// Pi's wording, so clients see the same `errorMessage` for an abort.
+    #[error("Request was aborted")]
+    Aborted,
+}
+
+fn hint_suffix(hint: &Option<String>) -> String {
+    hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default()
+}
+
+fn seconds(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+/// Cuts `s` to at most `max` chars on a char boundary, marking the cut.
+fn cut(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}… [cut]", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// Phrases servers use when the prompt no longer fits the model's context window.
+const OVERFLOW_PHRASES: &[&str] = &[
+    "context length",
+    "context_length",
+    "maximum context",
+    "context window",
+    "context size",
+    "too many tokens",
+    "prompt is too long",
+    "prompt too long",
+    "request_too_large",
+    "token limit",
+    "reduce the length of the messages",
+];
+
+/// Phrases that look like overflow but mean "slow down" (e.g. "too many tokens per minute").
+const NOT_OVERFLOW_PHRASES: &[&str] = &["rate limit", "too many requests", "per minute"];
+
+/// Phrases in a provider-reported error that mean trying again later may work.
+const TRANSIENT_PHRASES: &[&str] = &[
+    "overloaded",
+    "rate limit",
+    "too many requests",
+    "service unavailable",
+    "server error",
+    "internal error",
+    "temporarily",
+    "try again",
+];
+
+impl ProviderError {
+    /// Builds an HTTP error, keeping only the start of a long body.
+    pub fn http(status: u16, url: &str, body: &str) -> Self {
+        ProviderError::Http {
+            status,
+            url: url.to_string(),
+            body: cut(body.trim(), BODY_LIMIT_CHARS),
+        }
+    }
+
+    /// Builds an invalid-JSON error quoting the start of the offending line.
+    pub fn invalid_json(line: &str, err: &serde_json::Error) -> Self {
+        ProviderError::InvalidJson {
+            line: cut(line, LINE_QUOTE_CHARS),
+            message: err.to_string(),
+        }
+    }
+
+    /// Whether the same request may succeed if sent again after a pause.
+    pub fn is_retryable(&self) -> bool {
+        if self.is_context_overflow() {
+            return false;
+        }
+        match self {
+            ProviderError::Http { status, .. } => {
+                matches!(status, 408 | 409 | 425 | 429 | 500..=599)
+            }
+            ProviderError::ConnectionRefused { .. }
+            | ProviderError::Connection { .. }
+            | ProviderError::StreamCut { .. }
+            | ProviderError::EndedEarly
+            | ProviderError::IdleTimeout { .. } => true,
+            ProviderError::Api(message) => contains_any(message, TRANSIENT_PHRASES),
+            ProviderError::UnsupportedApi(_)
+            | ProviderError::ClientSetup(_)
+            | ProviderError::InvalidRequest { .. }
+            | ProviderError::InvalidJson { .. }
+            | ProviderError::LineTooLong { .. }
+            | ProviderError::ContentFilter
+            | ProviderError::Aborted => false,
+        }
+    }
+
+    /// Whether the prompt was too long for the model, so the agent should compact rather than
+    /// retry the same request.
+    pub fn is_context_overflow(&self) -> bool {
+        let text = match self {
+            ProviderError::Http {
+                status: 400 | 413,
+                body,
+                ..
+            } => body,
+            ProviderError::Api(message) => message,
+            _ => return false,
+        };
+        contains_any(text, OVERFLOW_PHRASES) && !contains_any(text, NOT_OVERFLOW_PHRASES)
+    }
+}
+
+fn contains_any(text: &str, phrases: &[&str]) -> bool {
+    let lower = text.to_lowercase();
+    phrases.iter().any(|p| lower.contains(p))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_name_the_problem() {
+        let e = ProviderError::http(500, "http://h/x", &"é".repeat(3000));
+        let text = e.to_string();
+        assert!(text.starts_with("HTTP 500 from http://h/x: éé"));
+        assert!(text.ends_with("… [cut]"));
+        assert!(text.chars().count() < 2100);
+
+        let e = ProviderError::ConnectionRefused {
+            url: "http://127.0.0.1:1/api/chat".into(),
+            hint: Some("is Ollama running?".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "connection refused by http://127.0.0.1:1/api/chat (is Ollama running?)"
+        );
+        let e = ProviderError::IdleTimeout {
+            url: "u".into(),
+            after: Duration::from_millis(300),
+        };
+        assert_eq!(e.to_string(), "no data from u for 0.3 s");
+        let e = ProviderError::IdleTimeout {
+            url: "u".into(),
+            after: Duration::from_secs(120),
+        };
+        assert_eq!(e.to_string(), "no data from u for 120 s");
+        let bad = serde_json::from_str::<serde_json::Value>("{oops").unwrap_err();
+        let e = ProviderError::invalid_json("{oops", &bad);
+        assert!(e.to_string().ends_with(": {oops"), "{e}");
+    }
+
+    #[test]
+    fn policy() {
+        let overflow = ProviderError::http(
+            400,
+            "u",
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens"}}"#,
+        );
+        assert!(overflow.is_context_overflow());
+        assert!(!overflow.is_retryable());
+        assert!(
+            ProviderError::http(413, "u", "prompt is too long: 300000 tokens")
+                .is_context_overflow()
+        );
+        assert!(!ProviderError::http(500, "u", "context length").is_context_overflow());
+        assert!(
+            !ProviderError::http(400, "u", "rate limit: too many tokens").is_context_overflow()
+        );
+        assert!(
+            ProviderError::Api("the request exceeds the available context size".into())
+                .is_context_overflow()
+        );
+
+        assert!(ProviderError::http(503, "u", "busy").is_retryable());
+        assert!(ProviderError::http(429, "u", "slow down").is_retryable());
+        assert!(!ProviderError::http(404, "u", "model not found").is_retryable());
+        assert!(ProviderError::EndedEarly.is_retryable());
+        assert!(ProviderError::Api("Overloaded".into()).is_retryable());
+        assert!(!ProviderError::Api("bad tool schema".into()).is_retryable());
+        assert!(!ProviderError::Aborted.is_retryable());
+    }
+}

@@ -1,0 +1,590 @@
+//! The only provider code that does I/O: POST the body built by a wire format, then feed the
+//! response bytes to its accumulator. Every await races the cancellation token and the idle
+//! timeout, so a hung server or an abort never leaves the agent waiting.
+
+use super::{Api, ProviderError, ProviderEvent, Request, ollama, openai};
+use reqwest::header::CONTENT_TYPE;
+use serde::Deserialize;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How much of an error response is read; the error text keeps less than this anyway.
+const ERROR_BODY_LIMIT: usize = 16 * 1024;
+
+const OLLAMA_HINT: &str = "is Ollama running? start it with `ollama serve`";
+
+/// The HTTP client for all providers. Build it once and share it: it pools connections.
+///
+/// Has no overall request timeout because a reply may stream for many minutes; [`stream`]
+/// bounds the silence between chunks instead.
+pub fn client() -> Result<reqwest::Client, ProviderError> {
+    // reqwest is built without a crypto provider so that ring, not aws-lc (a C build), is used.
+    // An error only means some provider is installed already, which is all we need.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().build().or_else(|e| {
+        // Without platform roots HTTPS cannot be verified, but local servers on plain HTTP,
+        // nova's main use, still work; say why HTTPS will fail instead of refusing to start.
+        tracing::warn!(
+            "TLS root certificates unavailable ({}); HTTPS requests will fail",
+            describe(&e)
+        );
+        reqwest::Client::builder()
+            .tls_certs_only([])
+            .build()
+            .map_err(|e| ProviderError::ClientSetup(describe(&e)))
+    })
+}
+
+/// Streams one reply: sends `req` in the wire format its model's `api` names and calls
+/// `on_event` for each event as soon as it is parsed. On error, events already delivered stand.
+pub async fn stream(
+    client: &reqwest::Client,
+    req: &Request<'_>,
+    cancel: &CancellationToken,
+    idle_timeout: Duration,
+    mut on_event: impl FnMut(ProviderEvent),
+) -> Result<(), ProviderError> {
+    let api = Api::parse(&req.model.api)
+        .ok_or_else(|| ProviderError::UnsupportedApi(req.model.api.clone()))?;
+    let (url, body, mut decoder) = match api {
+        Api::Ollama => (
+            ollama::endpoint(&req.model.base_url),
+            ollama::build_body(req),
+            Decoder::Ollama(ollama::Accumulator::new(req.model)),
+        ),
+        Api::OpenAiCompletions => (
+            openai::endpoint(&req.model.base_url),
+            openai::build_body(req),
+            Decoder::OpenAi(openai::Accumulator::new(req.model)),
+        ),
+    };
+
+    let mut builder = client
+        .post(&url)
+        .header(CONTENT_TYPE, "application/json")
+        .body(body.to_string());
+    if let Some(key) = req.api_key.as_deref().filter(|k| !k.is_empty()) {
+        builder = builder.bearer_auth(key);
+    }
+    for (name, value) in &req.headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+
+    let guard = Guard {
+        cancel,
+        idle_timeout,
+        url: &url,
+    };
+    let mut response = guard
+        .run(builder.send())
+        .await?
+        .map_err(|e| send_error(&e, &url, api))?;
+    let status = response.status();
+    if !status.is_success() {
+        let body = read_error_body(&mut response, &guard).await?;
+        return Err(ProviderError::http(status.as_u16(), &url, &body));
+    }
+
+    let mut events = Vec::new();
+    loop {
+        let chunk = guard
+            .run(response.chunk())
+            .await?
+            .map_err(|e| ProviderError::StreamCut {
+                url: url.clone(),
+                message: describe(&e),
+            })?;
+        let Some(chunk) = chunk else { break };
+        let pushed = decoder.push(&chunk, &mut events);
+        events.drain(..).for_each(&mut on_event);
+        pushed?;
+    }
+    let finished = decoder.finish(&mut events);
+    events.drain(..).for_each(&mut on_event);
+    finished
+}
+
+/// The names of the models an Ollama server has pulled (`GET /api/tags`).
+pub async fn list_ollama_models(
+    client: &reqwest::Client,
+    base_url: &str,
+    timeout: Duration,
+) -> Result<Vec<String>, ProviderError> {
+    #[derive(Deserialize)]
+    struct Tags {
+        #[serde(default)]
+        models: Vec<Tag>,
+    }
+    #[derive(Deserialize)]
+    struct Tag {
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(default)]
+        model: Option<String>,
+    }
+
+    let url = format!("{}/api/tags", ollama::root(base_url));
+    let expired = |_| ProviderError::IdleTimeout {
+        url: url.clone(),
+        after: timeout,
+    };
+    let work = async {
+        let response = client
+            .get(&url)
+            .send()
+            .await
+            .map_err(|e| send_error(&e, &url, Api::Ollama))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| ProviderError::StreamCut {
+                url: url.clone(),
+                message: describe(&e),
+            })?;
+        let text = String::from_utf8_lossy(&body);
+        if !status.is_success() {
+            return Err(ProviderError::http(status.as_u16(), &url, &text));
+        }
+        let tags: Tags =
+            serde_json::from_str(&text).map_err(|e| ProviderError::invalid_json(&text, &e))?;
+        Ok(tags
+            .models
+            .into_iter()
+            .filter_map(|t| t.name.or(t.model))
+            .collect())
+    };
+    tokio::time::timeout(timeout, work).await.map_err(expired)?
+}
+
+/// Dispatch over the wire formats' accumulators.
+enum Decoder {
+    Ollama(ollama::Accumulator),
+    OpenAi(openai::Accumulator),
+}
+
+impl Decoder {
+    fn push(&mut self, bytes: &[u8], out: &mut Vec<ProviderEvent>) -> Result<(), ProviderError> {
+        match self {
+            Decoder::Ollama(a) => a.push(bytes, out),
+            Decoder::OpenAi(a) => a.push(bytes, out),
+        }
+    }
+
+    fn finish(self, out: &mut Vec<ProviderEvent>) -> Result<(), ProviderError> {
+        match self {
+            Decoder::Ollama(a) => a.finish(out),
+            Decoder::OpenAi(a) => a.finish(out),
+        }
+    }
+}
+
+/// What every await in [`stream`] is raced against.
+struct Guard<'a> {
+    cancel: &'a CancellationToken,
+    idle_timeout: Duration,
+    url: &'a str,
+}
+
+impl Guard<'_> {
+    async fn run<T>(&self, work: impl Future<Output = T>) -> Result<T, ProviderError> {
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => Err(ProviderError::Aborted),
+            done = tokio::time::timeout(self.idle_timeout, work) => {
+                done.map_err(|_| ProviderError::IdleTimeout {
+                    url: self.url.to_string(),
+                    after: self.idle_timeout,
+                })
+            }
+        }
+    }
+}
+
+/// Reads the start of an error response; a body that fails mid-way still yields what came.
+async fn read_error_body(
+    response: &mut reqwest::Response,
+    guard: &Guard<'_>,
+) -> Result<String, ProviderError> {
+    let mut body = Vec::new();
+    while body.len() < ERROR_BODY_LIMIT {
+        match guard.run(response.chunk()).await? {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+fn send_error(e: &reqwest::Error, url: &str, api: Api) -> ProviderError {
+    if e.is_builder() {
+        return ProviderError::InvalidRequest {
+            url: url.to_string(),
+            message: describe(e),
+        };
+    }
+    if e.is_connect() && is_connection_refused(e) {
+        return ProviderError::ConnectionRefused {
+            url: url.to_string(),
+            hint: (api == Api::Ollama).then(|| OLLAMA_HINT.to_string()),
+        };
+    }
+    ProviderError::Connection {
+        url: url.to_string(),
+        message: describe(e),
+    }
+}
+
+fn is_connection_refused(e: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
+/// An error with its causes: reqwest's own text ("error sending request") hides the reason.
+fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(err) = source {
+        let part = err.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = err.source();
+    }
+    text
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Model, StopReason};
+    use crate::provider::prepare::tests::{model, user_text};
+    use ProviderEvent::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// One step of a scripted server reply.
+    enum Step {
+        Send(String),
+        Sleep(u64),
+    }
+    use Step::*;
+
+    /// Serves one connection on 127.0.0.1 with a scripted reply, then closes it. Returns the
+    /// base URL and a handle yielding the raw request it received.
+    async fn serve(steps: Vec<Step>) -> (String, tokio::task::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let handle = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let request = read_request(&mut socket).await;
+            for step in steps {
+                match step {
+                    Send(bytes) => {
+                        if socket.write_all(bytes.as_bytes()).await.is_err() {
+                            break;
+                        }
+                        let _ = socket.flush().await;
+                    }
+                    Sleep(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                }
+            }
+            request
+        });
+        (base, handle)
+    }
+
+    async fn read_request(socket: &mut TcpStream) -> String {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = socket.read(&mut chunk).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf);
+            if let Some(end) = text.find("\r\n\r\n") {
+                let length = text[..end]
+                    .lines()
+                    .find_map(|l| {
+                        let (name, value) = l.split_once(':')?;
+                        name.eq_ignore_ascii_case("content-length")
+                            .then(|| value.trim().parse::<usize>().ok())?
+                    })
+                    .unwrap_or(0);
+                if buf.len() >= end + 4 + length {
+                    break;
+                }
+            }
+        }
+        String::from_utf8(buf).unwrap()
+    }
+
+    fn with_length(status_line: &str, body: &str) -> String {
+        format!(
+            "{status_line}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    /// One chunk of a `Transfer-Encoding: chunked` body.
+    fn chunk(data: &str) -> String {
+        format!("{:x}\r\n{data}\r\n", data.len())
+    }
+
+    const SSE_HEAD: &str =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+
+    fn model_at(api: &str, base: &str) -> Model {
+        Model {
+            base_url: base.to_string(),
+            ..model(api, true)
+        }
+    }
+
+    async fn run(
+        model: &Model,
+        cancel: &CancellationToken,
+        idle_ms: u64,
+    ) -> (Vec<ProviderEvent>, Result<(), ProviderError>) {
+        let messages = [user_text("hi")];
+        let req = Request {
+            model,
+            system_prompt: "sys",
+            messages: &messages,
+            tools: &[],
+            api_key: Some("sk-test".into()),
+            headers: vec![("X-Extra".into(), "yes".into())],
+        };
+        let mut events = Vec::new();
+        let result = stream(
+            &client().unwrap(),
+            &req,
+            cancel,
+            Duration::from_millis(idle_ms),
+            |e| events.push(e),
+        )
+        .await;
+        (events, result)
+    }
+
+    #[tokio::test]
+    async fn openai_success_across_split_writes() {
+        let (base, server) = serve(vec![
+            Send(SSE_HEAD.into()),
+            Send("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel".into()),
+            Sleep(30),
+            Send("lo\"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n".into()),
+            Sleep(30),
+            Send("data: [DONE]\n\n".into()),
+        ])
+        .await;
+        let m = model_at("openai-completions", &format!("{base}/v1"));
+        let (events, result) = run(&m, &CancellationToken::new(), 5000).await;
+        result.unwrap();
+        assert_eq!(events, [Text("Hello".into()), Finish(StopReason::Stop)]);
+        let request = server.await.unwrap();
+        assert!(
+            request.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),
+            "{request}"
+        );
+        let lower = request.to_lowercase();
+        assert!(
+            lower.contains("authorization: bearer sk-test\r\n"),
+            "{request}"
+        );
+        assert!(lower.contains("x-extra: yes\r\n"), "{request}");
+        assert!(
+            lower.contains("content-type: application/json\r\n"),
+            "{request}"
+        );
+        let body: serde_json::Value =
+            serde_json::from_str(request.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        assert_eq!(body["messages"][0]["content"], "sys");
+        assert_eq!(body["stream"], true);
+    }
+
+    #[tokio::test]
+    async fn ollama_success_chunked() {
+        let (base, server) = serve(vec![
+            Send("HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n".into()),
+            Send(chunk("{\"message\":{\"content\":\"Hi\"}}\n")),
+            Send(chunk("{\"done\":true}")),
+            Send("0\r\n\r\n".into()),
+        ])
+        .await;
+        let m = model_at("ollama", &base);
+        let (events, result) = run(&m, &CancellationToken::new(), 5000).await;
+        result.unwrap();
+        assert_eq!(events[0], Text("Hi".into()));
+        assert_eq!(events.last(), Some(&Finish(StopReason::Stop)));
+        assert!(
+            server
+                .await
+                .unwrap()
+                .starts_with("POST /api/chat HTTP/1.1\r\n")
+        );
+    }
+
+    #[tokio::test]
+    async fn http_error_keeps_the_body() {
+        let (base, _server) = serve(vec![Send(with_length(
+            "HTTP/1.1 500 Internal Server Error",
+            "{\"error\":\"model exploded\"}\n",
+        ))])
+        .await;
+        let m = model_at("ollama", &base);
+        let (events, result) = run(&m, &CancellationToken::new(), 5000).await;
+        assert!(events.is_empty());
+        let err = result.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("HTTP 500 from {base}/api/chat: {{\"error\":\"model exploded\"}}")
+        );
+        assert!(err.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn connection_refused_names_the_url() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        drop(listener);
+        let m = model_at("ollama", &base);
+        let (_, result) = run(&m, &CancellationToken::new(), 5000).await;
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            format!("connection refused by {base}/api/chat ({OLLAMA_HINT})")
+        );
+        let m = model_at("openai-completions", &base);
+        let (_, result) = run(&m, &CancellationToken::new(), 5000).await;
+        let err = result.unwrap_err();
+        assert_eq!(
+            err,
+            ProviderError::ConnectionRefused {
+                url: format!("{base}/chat/completions"),
+                hint: None
+            }
+        );
+        assert!(err.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn stall_hits_the_idle_timeout() {
+        let (base, _server) = serve(vec![
+            Send(SSE_HEAD.into()),
+            Send("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n".into()),
+            Sleep(5000),
+        ])
+        .await;
+        let m = model_at("openai-completions", &base);
+        let started = std::time::Instant::now();
+        let (events, result) = run(&m, &CancellationToken::new(), 300).await;
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert_eq!(events, [Text("Hi".into())]);
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            format!("no data from {base}/chat/completions for 0.3 s")
+        );
+    }
+
+    #[tokio::test]
+    async fn stall_before_headers_hits_the_idle_timeout() {
+        let (base, _server) = serve(vec![Sleep(5000)]).await;
+        let m = model_at("ollama", &base);
+        let (_, result) = run(&m, &CancellationToken::new(), 300).await;
+        assert!(matches!(result, Err(ProviderError::IdleTimeout { .. })));
+    }
+
+    #[tokio::test]
+    async fn cut_streams() {
+        // Chunked body closed without its last chunk: the transport reports the cut.
+        let (base, _server) = serve(vec![
+            Send("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".into()),
+            Send(chunk("{\"message\":{\"content\":\"Hi\"}}\n")),
+        ])
+        .await;
+        let m = model_at("ollama", &base);
+        let (events, result) = run(&m, &CancellationToken::new(), 5000).await;
+        assert_eq!(events, [Text("Hi".into())]);
+        let err = result.unwrap_err();
+        assert!(matches!(err, ProviderError::StreamCut { .. }), "{err:?}");
+        assert!(err.is_retryable());
+
+        // A cleanly closed body that never finished the reply.
+        let (base, _server) = serve(vec![
+            Send(SSE_HEAD.into()),
+            Send("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n".into()),
+        ])
+        .await;
+        let m = model_at("openai-completions", &base);
+        let (events, result) = run(&m, &CancellationToken::new(), 5000).await;
+        assert_eq!(events, [Text("Hi".into())]);
+        assert_eq!(result, Err(ProviderError::EndedEarly));
+    }
+
+    #[tokio::test]
+    async fn cancellation_aborts_promptly() {
+        let (base, _server) = serve(vec![
+            Send(SSE_HEAD.into()),
+            Send("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n".into()),
+            Sleep(5000),
+        ])
+        .await;
+        let m = model_at("openai-completions", &base);
+        let cancel = CancellationToken::new();
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            trigger.cancel();
+        });
+        let started = std::time::Instant::now();
+        let (events, result) = run(&m, &cancel, 10_000).await;
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert_eq!(events, [Text("Hi".into())]);
+        assert_eq!(result, Err(ProviderError::Aborted));
+    }
+
+    #[tokio::test]
+    async fn unsupported_api() {
+        let m = model_at("anthropic-messages", "http://127.0.0.1:1");
+        let (_, result) = run(&m, &CancellationToken::new(), 100).await;
+        assert_eq!(
+            result,
+            Err(ProviderError::UnsupportedApi("anthropic-messages".into()))
+        );
+    }
+
+    #[tokio::test]
+    async fn ollama_model_list() {
+        let (base, server) = serve(vec![Send(with_length(
+            "HTTP/1.1 200 OK",
+            r#"{"models":[{"name":"qwen3:8b","model":"qwen3:8b","size":1},{"model":"llava:7b"}]}"#,
+        ))])
+        .await;
+        let names = list_ollama_models(
+            &client().unwrap(),
+            &format!("{base}/v1/"),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        assert_eq!(names, ["qwen3:8b", "llava:7b"]);
+        assert!(
+            server
+                .await
+                .unwrap()
+                .starts_with("GET /api/tags HTTP/1.1\r\n")
+        );
+    }
+}

@@ -1,0 +1,753 @@
+//! OpenAI chat completions (`/chat/completions` with `stream: true`), as served by llama.cpp,
+//! vLLM, LM Studio, Ollama's `/v1` and OpenAI itself: SSE frames of `chat.completion.chunk`,
+//! tool calls streamed as fragments keyed by `index`, usage in a last chunk with no choices,
+//! then `data: [DONE]`.
+
+use super::lines::SseDecoder;
+use super::{ProviderError, ProviderEvent, Request, prepare};
+use crate::protocol::{ContentBlock, Message, Model, StopReason, Usage, UserContent, joined_text};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// `<base>/chat/completions`, for a base like `http://127.0.0.1:8000/v1`.
+pub fn endpoint(base_url: &str) -> String {
+    format!("{}/chat/completions", base_url.trim_end_matches('/'))
+}
+
+/// Text of a tool result that carried only images; the images follow in a user message.
+const IMAGE_ONLY_RESULT: &str = "(see attached image)";
+/// Lead-in of the user message that carries tool-result images, which the `tool` role cannot.
+const TOOL_IMAGES_LEAD: &str = "Attached image(s) from tool result:";
+
+pub fn build_body(req: &Request) -> Value {
+    let prepared = prepare::request_messages(req.messages, req.model);
+    let mut messages = Vec::new();
+    if !req.system_prompt.is_empty() {
+        messages.push(json!({"role": "system", "content": req.system_prompt}));
+    }
+    let mut tool_images: Vec<Value> = Vec::new();
+    for (i, m) in prepared.iter().enumerate() {
+        match m {
+            Message::User(u) => {
+                messages.push(json!({"role": "user", "content": user_content(&u.content)}))
+            }
+            Message::Assistant(a) => {
+                let text = joined_text(&a.content);
+                let calls: Vec<Value> = a
+                    .tool_calls()
+                    .map(|(id, name, arguments)| {
+                        json!({"id": id, "type": "function", "function": {
+                            "name": name, "arguments": super::arguments_text(arguments),
+                        }})
+                    })
+                    .collect();
+                // Servers reject an assistant turn with neither content nor tool calls.
+                if text.is_empty() && calls.is_empty() {
+                    continue;
+                }
+                let mut msg = json!({
+                    "role": "assistant",
+                    "content": if text.is_empty() { Value::Null } else { json!(text) },
+                });
+                if !calls.is_empty() {
+                    msg["tool_calls"] = json!(calls);
+                }
+                messages.push(msg);
+            }
+            Message::ToolResult(r) => {
+                let images: Vec<Value> = r.content.iter().filter_map(image_part).collect();
+                let mut text = joined_text(&r.content);
+                if text.is_empty() && !images.is_empty() {
+                    text = IMAGE_ONLY_RESULT.to_string();
+                }
+                messages.push(json!({
+                    "role": "tool",
+                    "tool_call_id": r.tool_call_id,
+                    "content": text,
+                }));
+                tool_images.extend(images);
+                // A user message between tool messages would break the call/result pairing, so
+                // the images wait for the end of the run of results.
+                let run_ends = !matches!(prepared.get(i + 1), Some(Message::ToolResult(_)));
+                if run_ends && !tool_images.is_empty() {
+                    let mut parts = vec![json!({"type": "text", "text": TOOL_IMAGES_LEAD})];
+                    parts.append(&mut tool_images);
+                    messages.push(json!({"role": "user", "content": parts}));
+                }
+            }
+        }
+    }
+
+    let mut body = json!({
+        "model": req.model.id,
+        "messages": messages,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "max_completion_tokens": super::max_output_tokens(req.model),
+    });
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    "strict": false,
+                }})
+            })
+            .collect();
+        body["tools"] = json!(tools);
+    }
+    body
+}
+
+/// A plain string when the message is text only: some servers' chat templates cannot render
+/// content parts at all.
+fn user_content(content: &UserContent) -> Value {
+    let blocks = match content {
+        UserContent::Text(t) => return json!(t),
+        UserContent::Blocks(b) => b,
+    };
+    if !blocks
+        .iter()
+        .any(|b| matches!(b, ContentBlock::Image { .. }))
+    {
+        return json!(joined_text(blocks));
+    }
+    let parts: Vec<Value> = blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text, .. } => Some(json!({"type": "text", "text": text})),
+            other => image_part(other),
+        })
+        .collect();
+    json!(parts)
+}
+
+fn image_part(block: &ContentBlock) -> Option<Value> {
+    match block {
+        ContentBlock::Image { data, mime_type } => Some(json!({
+            "type": "image_url",
+            "image_url": {"url": format!("data:{mime_type};base64,{data}")},
+        })),
+        _ => None,
+    }
+}
+
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Option<Vec<Choice>>,
+    #[serde(default)]
+    usage: Option<ChunkUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    reasoning_text: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<DeltaToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct DeltaToolCall {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<DeltaFunction>,
+}
+
+#[derive(Deserialize)]
+struct DeltaFunction {
+    #[serde(default)]
+    name: Option<String>,
+    /// A string fragment by the spec; a few servers send the whole object instead.
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ChunkUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptTokensDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+/// A tool call being streamed. Our index is its position in `Accumulator::calls`.
+#[derive(Debug)]
+struct CallState {
+    /// The server's `index`, which keys its fragments.
+    key: Option<u64>,
+    server_id: Option<String>,
+    named: bool,
+}
+
+/// Turns the SSE body into events; see the module docs for the format.
+#[derive(Debug)]
+pub struct Accumulator {
+    sse: SseDecoder,
+    model: Model,
+    id_prefix: String,
+    calls: Vec<CallState>,
+    finish_reason: Option<StopReason>,
+    usage: Option<Usage>,
+    done: bool,
+}
+
+impl Accumulator {
+    pub fn new(model: &Model) -> Self {
+        Self::with_id_prefix(model, super::fresh_call_id_prefix())
+    }
+
+    fn with_id_prefix(model: &Model, id_prefix: String) -> Self {
+        Accumulator {
+            sse: SseDecoder::default(),
+            model: model.clone(),
+            id_prefix,
+            calls: Vec::new(),
+            finish_reason: None,
+            usage: None,
+            done: false,
+        }
+    }
+
+    /// Feeds body bytes, appending the events they complete to `out`. Events parsed before an
+    /// error are still appended, so a reply cut by a server error keeps what arrived.
+    pub fn push(
+        &mut self,
+        bytes: &[u8],
+        out: &mut Vec<ProviderEvent>,
+    ) -> Result<(), ProviderError> {
+        for event in self.sse.push(bytes)? {
+            self.event(&event.event, &event.data, out)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the body. A stream that stopped after its finish reason but before `[DONE]` is
+    /// complete; one that stopped before either was cut.
+    pub fn finish(mut self, out: &mut Vec<ProviderEvent>) -> Result<(), ProviderError> {
+        let sse = std::mem::take(&mut self.sse);
+        for event in sse.finish()? {
+            self.event(&event.event, &event.data, out)?;
+        }
+        if self.done {
+            return Ok(());
+        }
+        if self.finish_reason.is_none() {
+            return Err(ProviderError::EndedEarly);
+        }
+        self.end(out);
+        Ok(())
+    }
+
+    fn event(
+        &mut self,
+        name: &str,
+        data: &str,
+        out: &mut Vec<ProviderEvent>,
+    ) -> Result<(), ProviderError> {
+        let data = data.trim();
+        if self.done || data.is_empty() {
+            return Ok(());
+        }
+        if name == "error" {
+            return Err(ProviderError::Api(error_message(data)));
+        }
+        if data == "[DONE]" {
+            self.end(out);
+            return Ok(());
+        }
+        let chunk: Chunk =
+            serde_json::from_str(data).map_err(|e| ProviderError::invalid_json(data, &e))?;
+        if let Some(error) = chunk.error {
+            return Err(ProviderError::Api(value_message(&error)));
+        }
+        // Some servers repeat a running total in every chunk; the last one wins.
+        if let Some(u) = chunk.usage {
+            let cached = u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0)
+                .min(u.prompt_tokens);
+            self.usage = Some(super::priced_usage(
+                &self.model,
+                u.prompt_tokens - cached,
+                u.completion_tokens,
+                cached,
+            ));
+        }
+        let Some(choice) = chunk.choices.and_then(|c| c.into_iter().next()) else {
+            return Ok(());
+        };
+        if let Some(delta) = choice.delta {
+            self.delta(delta, out);
+        }
+        if let Some(reason) = choice.finish_reason {
+            self.finish_reason = Some(match reason.as_str() {
+                "length" => StopReason::Length,
+                "tool_calls" | "function_call" => StopReason::ToolUse,
+                "content_filter" => return Err(ProviderError::ContentFilter),
+                _ => StopReason::Stop,
+            });
+        }
+        Ok(())
+    }
+
+    fn delta(&mut self, delta: Delta, out: &mut Vec<ProviderEvent>) {
+        let thinking = [
+            delta.reasoning_content,
+            delta.reasoning,
+            delta.reasoning_text,
+        ]
+        .into_iter()
+        .flatten()
+        .find(|t| !t.is_empty());
+        if let Some(thinking) = thinking {
+            out.push(ProviderEvent::Thinking(thinking));
+        }
+        if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+            out.push(ProviderEvent::Text(text));
+        }
+        for fragment in delta.tool_calls.unwrap_or_default() {
+            self.tool_call(fragment, out);
+        }
+    }
+
+    fn tool_call(&mut self, fragment: DeltaToolCall, out: &mut Vec<ProviderEvent>) {
+        let id = fragment.id.filter(|id| !id.is_empty());
+        let (name, arguments) = match fragment.function {
+            Some(f) => (
+                f.name.filter(|n| !n.is_empty()),
+                match f.arguments {
+                    Some(Value::String(s)) => s,
+                    Some(Value::Null) | None => String::new(),
+                    Some(other) => other.to_string(),
+                },
+            ),
+            None => (None, String::new()),
+        };
+
+        let existing = self.calls.iter().position(|c| match fragment.index {
+            // A known index with a different id is a new call: some servers number every call 0.
+            Some(key) => c.key == Some(key) && (id.is_none() || c.server_id == id),
+            None => id.is_some() && c.server_id == id,
+        });
+        // Without index or id, a fragment continues the latest call.
+        let existing = existing.or_else(|| {
+            (fragment.index.is_none() && id.is_none() && !self.calls.is_empty())
+                .then(|| self.calls.len() - 1)
+        });
+
+        match existing {
+            Some(index) => {
+                let call = &mut self.calls[index];
+                let name = name.filter(|_| !call.named);
+                call.named |= name.is_some();
+                if name.is_some() || !arguments.is_empty() {
+                    out.push(ProviderEvent::ToolCall {
+                        index,
+                        id: None,
+                        name,
+                        arguments,
+                    });
+                }
+            }
+            None => {
+                let index = self.calls.len();
+                self.calls.push(CallState {
+                    key: fragment.index,
+                    server_id: id.clone(),
+                    named: name.is_some(),
+                });
+                out.push(ProviderEvent::ToolCall {
+                    index,
+                    id: Some(id.unwrap_or_else(|| format!("call_{}_{index}", self.id_prefix))),
+                    name,
+                    arguments,
+                });
+            }
+        }
+    }
+
+    fn end(&mut self, out: &mut Vec<ProviderEvent>) {
+        self.done = true;
+        if let Some(usage) = self.usage.take() {
+            out.push(ProviderEvent::Usage(usage));
+        }
+        // Some servers say `stop` even when the reply is tool calls; the calls are what matter.
+        let reason = match self.finish_reason {
+            Some(StopReason::Stop) | None if !self.calls.is_empty() => StopReason::ToolUse,
+            Some(reason) => reason,
+            None => StopReason::Stop,
+        };
+        out.push(ProviderEvent::Finish(reason));
+    }
+}
+
+fn error_message(data: &str) -> String {
+    match serde_json::from_str::<Value>(data) {
+        Ok(v) => value_message(&v),
+        Err(_) => data.to_string(),
+    }
+}
+
+/// The human part of an error payload: `{"error":{"message":..}}`, `{"message":..}` or a string.
+fn value_message(v: &Value) -> String {
+    if let Some(s) = v.as_str() {
+        return s.to_string();
+    }
+    if let Some(inner) = v.get("error") {
+        return value_message(inner);
+    }
+    match v.get("message").and_then(Value::as_str) {
+        Some(m) => m.to_string(),
+        None => v.to_string(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::protocol::{StopReason, ToolResultMessage, UserMessage};
+    use crate::provider::ToolSpec;
+    use crate::provider::prepare::tests::{assistant, call, model, result, user_text};
+    use crate::provider::test_support::{Outcome, all_splits_agree};
+    use ProviderEvent::*;
+
+    fn run(chunks: &[&[u8]]) -> Outcome {
+        let mut acc = Accumulator::with_id_prefix(&model("openai-completions", true), "t".into());
+        let mut events = Vec::new();
+        for c in chunks {
+            if let Err(e) = acc.push(c, &mut events) {
+                return (events, Some(e));
+            }
+        }
+        let err = acc.finish(&mut events).err();
+        (events, err)
+    }
+
+    /// Frames each payload as `data: <payload>` plus a blank line, as servers do.
+    fn sse(payloads: &[&str]) -> String {
+        payloads.iter().map(|p| format!("data: {p}\n\n")).collect()
+    }
+
+    fn check(stream: &str) -> Outcome {
+        all_splits_agree(stream.as_bytes(), run)
+    }
+
+    const USAGE: &str = r#"{"id":"chatcmpl-9","object":"chat.completion.chunk","created":1764669600,"model":"qwen3","choices":[],"usage":{"prompt_tokens":1400,"completion_tokens":200,"total_tokens":1600,"prompt_tokens_details":{"cached_tokens":400}}}"#;
+
+    fn usage() -> ProviderEvent {
+        let u = crate::provider::priced_usage(&model("openai-completions", true), 1000, 200, 400);
+        assert_eq!((u.input, u.cache_read, u.total_tokens), (1000, 400, 1600));
+        Usage(u)
+    }
+
+    #[test]
+    fn thinking_then_text_llama_cpp() {
+        let stream = sse(&[
+            r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"created":1764669600,"id":"chatcmpl-9","model":"qwen3","system_fingerprint":"b6000-abc","object":"chat.completion.chunk"}"#,
+            r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"reasoning_content":"The user says hi"}}],"created":1764669600,"id":"chatcmpl-9","model":"qwen3","object":"chat.completion.chunk"}"#,
+            r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"reasoning_content":"","content":"Hello"}}],"created":1764669600,"id":"chatcmpl-9","model":"qwen3","object":"chat.completion.chunk"}"#,
+            r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"content":" there ✓"}}],"created":1764669600,"id":"chatcmpl-9","model":"qwen3","object":"chat.completion.chunk"}"#,
+            r#"{"choices":[{"finish_reason":"stop","index":0,"delta":{}}],"created":1764669600,"id":"chatcmpl-9","model":"qwen3","object":"chat.completion.chunk"}"#,
+            USAGE,
+            "[DONE]",
+        ]);
+        let want = (
+            vec![
+                Thinking("The user says hi".into()),
+                Text("Hello".into()),
+                Text(" there ✓".into()),
+                usage(),
+                Finish(StopReason::Stop),
+            ],
+            None,
+        );
+        assert_eq!(check(&stream), want);
+        // CRLF framing, keep-alive comments and a missing final blank line change nothing.
+        let crlf = format!(": ping\r\n\r\n{}", stream.replace('\n', "\r\n"));
+        assert_eq!(check(crlf.trim_end()), want);
+        // Neither does a server that stops after the finish reason without `[DONE]`.
+        let no_done = stream.replace("data: [DONE]\n\n", "");
+        assert_eq!(check(&no_done), want);
+    }
+
+    #[test]
+    fn other_reasoning_fields_and_length() {
+        let stream = sse(&[
+            r#"{"choices":[{"index":0,"delta":{"reasoning":"a"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"reasoning_text":"b"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"c"},"finish_reason":"length"}]}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(
+            check(&stream),
+            (
+                vec![
+                    Thinking("a".into()),
+                    Thinking("b".into()),
+                    Text("c".into()),
+                    Finish(StopReason::Length)
+                ],
+                None
+            )
+        );
+    }
+
+    #[test]
+    fn parallel_tool_calls_interleaved() {
+        let stream = sse(&[
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Let me look."},"finish_reason":null}]}"#,
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"read","arguments":""}}]},"finish_reason":null}]}"#,
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"pa"}}]},"finish_reason":null}]}"#,
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"bash","arguments":"{\"comm"}}]},"finish_reason":null}]}"#,
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"th\": \"a.rs\"}"}}]},"finish_reason":null}]}"#,
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"and\": \"ls\"}"}}]},"finish_reason":null}]}"#,
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            USAGE,
+            "[DONE]",
+        ]);
+        let frag = |index, id: Option<&str>, name: Option<&str>, arguments: &str| ToolCall {
+            index,
+            id: id.map(Into::into),
+            name: name.map(Into::into),
+            arguments: arguments.into(),
+        };
+        assert_eq!(
+            check(&stream),
+            (
+                vec![
+                    Text("Let me look.".into()),
+                    frag(0, Some("call_a"), Some("read"), ""),
+                    frag(0, None, None, "{\"pa"),
+                    frag(1, Some("call_b"), Some("bash"), "{\"comm"),
+                    frag(0, None, None, "th\": \"a.rs\"}"),
+                    frag(1, None, None, "and\": \"ls\"}"),
+                    usage(),
+                    Finish(StopReason::ToolUse),
+                ],
+                None
+            )
+        );
+    }
+
+    #[test]
+    fn tool_calls_without_ids_or_with_reused_index() {
+        let stream = sse(&[
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"ls","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"x1","function":{"name":"read","arguments":{"path":"a"}}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"x2","function":{"name":"read","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]);
+        let (events, err) = check(&stream);
+        assert_eq!(err, None);
+        let ids: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                ToolCall { index, id, .. } => Some((*index, id.clone().unwrap())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            [(0, "call_t_0".into()), (1, "x1".into()), (2, "x2".into())]
+        );
+        assert_eq!(events.last(), Some(&Finish(StopReason::ToolUse)));
+    }
+
+    #[test]
+    fn errors() {
+        let text = r#"{"choices":[{"index":0,"delta":{"content":"Hi"}}]}"#;
+        let cases = [
+            (
+                sse(&[
+                    text,
+                    r#"{"error":{"code":500,"message":"llama runner crashed","type":"server_error"}}"#,
+                ]),
+                ProviderError::Api("llama runner crashed".into()),
+            ),
+            (
+                format!(
+                    "{}event: error\ndata: {{\"message\":\"Overloaded\"}}\n\n",
+                    sse(&[text])
+                ),
+                ProviderError::Api("Overloaded".into()),
+            ),
+            (
+                sse(&[
+                    text,
+                    r#"{"choices":[{"index":0,"delta":{},"finish_reason":"content_filter"}]}"#,
+                ]),
+                ProviderError::ContentFilter,
+            ),
+            (sse(&[text]), ProviderError::EndedEarly),
+        ];
+        for (stream, want) in cases {
+            assert_eq!(check(&stream), (vec![Text("Hi".into())], Some(want)));
+        }
+        let (events, err) = check(&sse(&[text, r#"{"choices":[{"ind"#]));
+        assert_eq!(events, [Text("Hi".into())]);
+        assert!(
+            err.unwrap().to_string().contains(r#"{"choices":[{"ind"#),
+            "the bad line is quoted"
+        );
+    }
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(
+            endpoint("http://127.0.0.1:8000/v1/"),
+            "http://127.0.0.1:8000/v1/chat/completions"
+        );
+    }
+
+    #[test]
+    fn body() {
+        let m = model("openai-completions", true);
+        let png = ContentBlock::image("aW1n", "image/png");
+        let messages = vec![
+            Message::User(UserMessage {
+                content: UserContent::Blocks(vec![
+                    ContentBlock::text("What is this?"),
+                    png.clone(),
+                ]),
+                timestamp: 1,
+            }),
+            assistant(
+                vec![
+                    ContentBlock::Thinking {
+                        thinking: "hmm".into(),
+                        thinking_signature: None,
+                        redacted: None,
+                    },
+                    call("c1", "read"),
+                    call("c2", "view_image"),
+                    call("c3", "view_image"),
+                ],
+                StopReason::ToolUse,
+            ),
+            result(
+                "c1",
+                vec![ContentBlock::text("line 1"), ContentBlock::text("line 2")],
+            ),
+            Message::ToolResult(ToolResultMessage {
+                tool_call_id: "c2".into(),
+                tool_name: "view_image".into(),
+                content: vec![png.clone()],
+                details: None,
+                is_error: false,
+                timestamp: 3,
+            }),
+            Message::ToolResult(ToolResultMessage {
+                tool_call_id: "c3".into(),
+                tool_name: "view_image".into(),
+                content: vec![
+                    ContentBlock::text("zoomed"),
+                    ContentBlock::image("Y2F0", "image/jpeg"),
+                ],
+                details: None,
+                is_error: false,
+                timestamp: 3,
+            }),
+            assistant(vec![], StopReason::Stop),
+            assistant(vec![ContentBlock::text("A cat.")], StopReason::Stop),
+            Message::User(UserMessage {
+                content: UserContent::Blocks(vec![ContentBlock::text("thanks")]),
+                timestamp: 4,
+            }),
+            user_text("bye"),
+        ];
+        let tools = [ToolSpec {
+            name: "read",
+            description: "Read a file",
+            parameters: json!({"type": "object"}),
+        }];
+        let req = Request {
+            model: &m,
+            system_prompt: "You are nova.",
+            messages: &messages,
+            tools: &tools,
+            api_key: None,
+            headers: vec![],
+        };
+        let png_part =
+            json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,aW1n"}});
+        assert_eq!(
+            build_body(&req),
+            json!({
+                "model": "m1",
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "max_completion_tokens": 32000,
+                "messages": [
+                    {"role": "system", "content": "You are nova."},
+                    {"role": "user", "content": [{"type": "text", "text": "What is this?"}, png_part]},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"c1\"}"}},
+                        {"id": "c2", "type": "function", "function": {"name": "view_image", "arguments": "{\"path\":\"c2\"}"}},
+                        {"id": "c3", "type": "function", "function": {"name": "view_image", "arguments": "{\"path\":\"c3\"}"}},
+                    ]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "line 1\nline 2"},
+                    {"role": "tool", "tool_call_id": "c2", "content": "(see attached image)"},
+                    {"role": "tool", "tool_call_id": "c3", "content": "zoomed"},
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "Attached image(s) from tool result:"},
+                        png_part,
+                        {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,Y2F0"}},
+                    ]},
+                    {"role": "assistant", "content": "A cat."},
+                    {"role": "user", "content": "thanks"},
+                    {"role": "user", "content": "bye"},
+                ],
+                "tools": [{"type": "function", "function": {
+                    "name": "read", "description": "Read a file",
+                    "parameters": {"type": "object"}, "strict": false,
+                }}],
+            })
+        );
+
+        // A text-only model gets notes instead of images, and no image message at all.
+        let text_only = model("openai-completions", false);
+        let body = build_body(&Request {
+            model: &text_only,
+            ..req
+        });
+        let text = body.to_string();
+        assert!(!text.contains("image_url"), "{text}");
+        assert!(text.contains("[image omitted: model m1 does not accept images]"));
+    }
+}
