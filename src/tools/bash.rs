@@ -314,3 +314,199 @@ async fn read(reader: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> std::io::R
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::{Tool, ToolContext, ToolOutput};
+    use crate::protocol::{ToolResultPayload, joined_text};
+    use serde_json::{Value, json};
+    use std::path::Path;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    use tokio_util::sync::CancellationToken;
+
+    type Updates = Arc<Mutex<Vec<ToolResultPayload>>>;
+
+    fn ctx(dir: &Path) -> (ToolContext, Updates) {
+        let updates: Updates = Arc::default();
+        let sink = updates.clone();
+        let ctx = ToolContext {
+            cwd: dir.to_path_buf(),
+            cancel: CancellationToken::new(),
+            on_update: Arc::new(move |p| sink.lock().unwrap().push(p)),
+        };
+        (ctx, updates)
+    }
+
+    async fn bash(args: Value) -> ToolOutput {
+        let dir = tempfile::tempdir().unwrap();
+        Tool::Bash.execute(args, ctx(dir.path()).0).await
+    }
+
+    /// Gone, or a zombie waiting for a reaper that this container may not have.
+    fn process_gone(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        }
+    }
+
+    #[tokio::test]
+    async fn runs_in_cwd_with_merged_ordered_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, _) = ctx(dir.path());
+        let cmd = "pwd; for i in 1 2 3; do echo out$i; echo err$i >&2; done";
+        let out = Tool::Bash.execute(json!({"command": cmd}), c).await;
+        assert!(!out.is_error);
+        let cwd = dir.path().canonicalize().unwrap();
+        let expected = format!("{}\nout1\nerr1\nout2\nerr2\nout3\nerr3\n", cwd.display());
+        assert_eq!(joined_text(&out.content), expected);
+        assert_eq!(out.details, None);
+    }
+
+    #[tokio::test]
+    async fn empty_output_and_exit_codes() {
+        let out = bash(json!({"command": "true"})).await;
+        assert_eq!(out, ToolOutput::text("(no output)", None));
+
+        let out = bash(json!({"command": "echo oops; exit 3"})).await;
+        assert_eq!(
+            out,
+            ToolOutput::error("oops\n\n\nCommand exited with code 3")
+        );
+
+        let out = bash(json!({"command": "exit 1"})).await;
+        assert_eq!(
+            out,
+            ToolOutput::error("(no output)\n\nCommand exited with code 1")
+        );
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_group() {
+        let started = Instant::now();
+        let out = bash(json!({"command": "echo start; sleep 30", "timeout": "0.5"})).await;
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(
+            out,
+            ToolOutput::error("start\n\n\nCommand timed out after 0.5 seconds")
+        );
+    }
+
+    #[tokio::test]
+    async fn abort_kills_background_grandchildren() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, updates) = ctx(dir.path());
+        let cancel = c.cancel.clone();
+        let task =
+            tokio::spawn(Tool::Bash.execute(json!({"command": "sleep 30 & echo $!; wait"}), c));
+        // The grandchild's pid arrives as the first streamed update.
+        let pid = loop {
+            let seen = updates
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|u| joined_text(&u.content))
+                .find(|t| !t.trim().is_empty());
+            if let Some(text) = seen {
+                break text.trim().parse::<i32>().unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert!(!process_gone(pid));
+        cancel.cancel();
+        let out = tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            out,
+            ToolOutput::error(format!("{pid}\n\n\nCommand aborted"))
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !process_gone(pid) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(process_gone(pid), "grandchild {pid} survived the abort");
+    }
+
+    #[tokio::test]
+    async fn background_child_holding_the_pipe_does_not_hang() {
+        let started = Instant::now();
+        let out = bash(json!({"command": "sleep 30 & echo $!"})).await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let text = joined_text(&out.content);
+        let pid: i32 = text.trim().parse().unwrap();
+        // Not part of a timeout or abort, so the background job is left running, as in Pi.
+        assert!(!process_gone(pid));
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+
+    #[tokio::test]
+    async fn long_output_is_tail_truncated_with_full_output_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, updates) = ctx(dir.path());
+        let out = Tool::Bash
+            .execute(json!({"command": "seq 1 3000"}), c)
+            .await;
+        assert!(!out.is_error);
+        let text = joined_text(&out.content);
+        let details = out.details.unwrap();
+        let path = details["fullOutputPath"].as_str().unwrap().to_owned();
+        assert!(path.contains("nova-bash-"));
+        assert!(text.starts_with("1002\n1003\n"), "{}", &text[..20]);
+        assert!(text.ends_with(&format!(
+            "3000\n\n\n[Showing lines 1002-3001 of 3001. Full output: {path}]"
+        )));
+        assert_eq!(details["truncation"]["truncatedBy"], "lines");
+        let full = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(full.lines().count(), 3000);
+        std::fs::remove_file(&path).unwrap();
+
+        let updates = updates.lock().unwrap();
+        assert!(
+            updates.len() >= 2,
+            "an initial update and at least one with output"
+        );
+        let last = updates.last().unwrap();
+        assert!(joined_text(&last.content).ends_with("2999\n3000\n"));
+        assert_eq!(
+            last.details.as_ref().unwrap()["fullOutputPath"],
+            path.as_str()
+        );
+    }
+
+    #[tokio::test]
+    async fn updates_stream_while_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, updates) = ctx(dir.path());
+        let cmd = "echo one; sleep 0.3; echo two";
+        let out = Tool::Bash.execute(json!({"command": cmd}), c).await;
+        assert_eq!(joined_text(&out.content), "one\ntwo\n");
+        let texts: Vec<String> = updates
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|u| joined_text(&u.content))
+            .collect();
+        assert_eq!(texts.first().map(String::as_str), Some(""));
+        assert!(texts.contains(&"one\n".to_owned()), "{texts:?}");
+        assert_eq!(texts.last().map(String::as_str), Some("one\ntwo\n"));
+    }
+
+    #[tokio::test]
+    async fn missing_command_fails_validation() {
+        let out = bash(json!({"timeout": "x"})).await;
+        let text = joined_text(&out.content);
+        assert!(out.is_error);
+        assert!(text.starts_with(
+            "Validation failed for tool \"bash\":\n  - command: must have required property 'command'\n  - timeout: must be number\n\nReceived arguments:\n"
+        ), "{text}");
+    }
+}

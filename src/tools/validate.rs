@@ -33,6 +33,12 @@ fn coerce(value: Value, schema: &Value) -> Value {
     match (schema_type(schema), value) {
         (Some("number"), Value::String(s)) => parse_number(&s, false).unwrap_or(Value::String(s)),
         (Some("integer"), Value::String(s)) => parse_number(&s, true).unwrap_or(Value::String(s)),
+        // `10.0` is an integer to JSON Schema, but must become `10` to decode as one.
+        (Some("integer"), Value::Number(n)) => n
+            .as_f64()
+            .filter(|_| n.is_f64())
+            .and_then(|f| parse_number(&f.to_string(), true))
+            .unwrap_or(Value::Number(n)),
         (Some("string"), Value::Number(n)) => Value::String(n.to_string()),
         (Some("string"), Value::Bool(b)) => Value::String(b.to_string()),
         (Some("object"), Value::Object(map)) => {
@@ -64,7 +70,6 @@ fn parse_number(s: &str, integer: bool) -> Option<Value> {
     }
     // Integral values become JSON integers so they print as `10`, not `10.0`.
     if f.fract() == 0.0 && f.abs() < 9.0e15 {
-        #[allow(clippy::cast_possible_truncation)]
         return Some(Value::from(f as i64));
     }
     serde_json::Number::from_f64(f).map(Value::Number)
@@ -173,6 +178,12 @@ mod tests {
         let out = validate("t", &schema(), &args).unwrap();
         assert_eq!(out["offset"], json!(10));
         assert_eq!(out["timeout"], json!(1.5));
+        let out = validate(
+            "t",
+            &schema(),
+            &json!({"path": "a", "offset": 3.0, "edits": []}),
+        );
+        assert!(out.unwrap()["offset"].is_i64());
         // A number where a string is expected is taken as its text.
         let out = validate("t", &schema(), &json!({"path": 7, "edits": []})).unwrap();
         assert_eq!(out["path"], "7");
