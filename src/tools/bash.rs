@@ -483,6 +483,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn byte_limit_and_overlong_last_line_notices() {
+        // 1000 lines of 101 bytes: the 50KB limit bites before the line limit.
+        let out = bash(json!({"command": "seq -f '%0100g' 1 1000"})).await;
+        let text = joined_text(&out.content);
+        let path = out.details.as_ref().unwrap()["fullOutputPath"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            text.ends_with(&format!(
+                "\n\n[Showing lines 495-1001 of 1001 (50.0KB limit). Full output: {path}]"
+            )),
+            "{}",
+            &text[text.len() - 120..]
+        );
+        std::fs::remove_file(&path).unwrap();
+
+        let out = bash(json!({"command": "head -c 60000 /dev/zero | tr '\\0' x"})).await;
+        let text = joined_text(&out.content);
+        let path = out.details.as_ref().unwrap()["fullOutputPath"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(text.starts_with(&"x".repeat(51200)));
+        assert!(text.ends_with(&format!(
+            "x\n\n[Showing last 50.0KB of line 1 (line is 58.6KB). Full output: {path}]"
+        )));
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[tokio::test]
     async fn updates_stream_while_running() {
         let dir = tempfile::tempdir().unwrap();
         let (c, updates) = ctx(dir.path());
