@@ -1,8 +1,22 @@
 //! The built-in tools. Each runs as its own task, reports progress through
 //! [`ToolContext::on_update`], and turns every failure into an error result, never a crashed run.
 
+mod bash;
+mod diff;
+mod edit;
+mod edit_match;
+mod fs;
+mod image;
+mod output;
+pub mod path;
+mod read;
+pub mod truncate;
+pub mod validate;
+mod write;
+
 use crate::protocol::{ContentBlock, ToolResultPayload};
 use crate::provider::ToolSpec;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,7 +58,18 @@ impl ToolOutput {
             is_error: true,
         }
     }
+
+    pub fn text(text: impl Into<String>, details: Option<Value>) -> Self {
+        ToolOutput {
+            content: vec![ContentBlock::text(text)],
+            details,
+            is_error: false,
+        }
+    }
 }
+
+/// What a tool's own code returns: a result, or the text of the error result.
+type ToolResult = Result<ToolOutput, String>;
 
 impl Tool {
     pub const ALL: &'static [Tool] = &[Tool::Read, Tool::Write, Tool::Edit, Tool::Bash];
@@ -61,4 +86,67 @@ impl Tool {
             Tool::Bash => "bash",
         }
     }
+
+    /// The name, description and parameter schema the model is shown.
+    pub fn spec(self) -> ToolSpec {
+        match self {
+            Tool::Read => read::spec(),
+            Tool::Write => write::spec(),
+            Tool::Edit => edit::spec(),
+            Tool::Bash => bash::spec(),
+        }
+    }
+
+    /// Validates `args` against [`Tool::spec`], then runs the tool. Every failure, including
+    /// cancellation through `ctx.cancel`, comes back as an error output.
+    pub async fn execute(self, args: Value, ctx: ToolContext) -> ToolOutput {
+        let prepared = match self {
+            Tool::Edit => edit::prepare(&args),
+            _ => args.clone(),
+        };
+        let valid = match validate::validate(self.name(), &self.spec().parameters, &prepared) {
+            Ok(v) => v,
+            Err(text) => return ToolOutput::error(text),
+        };
+        let result = match self {
+            Tool::Read => run(valid, |a| read::run(a, &ctx)).await,
+            Tool::Write => run(valid, |a| write::run(a, &ctx)).await,
+            Tool::Edit => run(valid, |a| edit::run(a, &ctx)).await,
+            Tool::Bash => run(valid, |a| bash::run(a, &ctx)).await,
+        };
+        result.unwrap_or_else(ToolOutput::error)
+    }
+}
+
+/// Decodes validated arguments into the tool's own type and runs it.
+async fn run<A, F, Fut>(args: Value, f: F) -> ToolResult
+where
+    A: DeserializeOwned,
+    F: FnOnce(A) -> Fut,
+    Fut: Future<Output = ToolResult>,
+{
+    let args: A = serde_json::from_value(args).map_err(|e| format!("Invalid arguments: {e}"))?;
+    f(args).await
+}
+
+/// Runs blocking file work off the async threads. Read-only work is abandoned as soon as `cancel`
+/// fires; work that writes checks the token itself so that "aborted" means "nothing written".
+async fn blocking<F>(cancel: &CancellationToken, abandon_on_cancel: bool, f: F) -> ToolResult
+where
+    F: FnOnce() -> ToolResult + Send + 'static,
+{
+    if cancel.is_cancelled() {
+        return Err(fs::ABORTED.to_owned());
+    }
+    let task = tokio::task::spawn_blocking(f);
+    let joined = if abandon_on_cancel {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(fs::ABORTED.to_owned()),
+            joined = task => joined,
+        }
+    } else {
+        task.await
+    };
+    joined.map_err(|e| format!("Tool task failed: {e}"))?
 }

@@ -1,0 +1,543 @@
+//! `bash`: run a command with `/bin/bash -c`, streaming its merged stdout and stderr.
+//!
+//! The shell leads its own process group so that a timeout or an abort can kill everything it
+//! started, grandchildren included. Both output streams share one pipe, so their lines arrive
+//! in the order they were written.
+
+use super::output::{Output, Snapshot};
+use super::truncate::{Limits, MAX_BYTES, TruncatedBy, format_size};
+use super::{ToolContext, ToolOutput, ToolResult};
+use crate::protocol::{ContentBlock, ToolResultPayload};
+use crate::provider::ToolSpec;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::process::{Child, Command};
+use tokio::time::{Instant, sleep_until};
+
+/// How often at most progress is reported while output streams in.
+const UPDATE_INTERVAL: Duration = Duration::from_millis(50);
+/// How long to keep reading after the shell exits: a background child may hold the pipe open
+/// indefinitely, and waiting for it would hang the tool.
+const EXIT_GRACE: Duration = Duration::from_millis(200);
+
+#[derive(Deserialize)]
+pub(super) struct Args {
+    command: String,
+    timeout: Option<f64>,
+}
+
+pub(super) fn spec() -> ToolSpec {
+    ToolSpec {
+        name: "bash",
+        description: "Run a bash command in the working directory and return its combined \
+            stdout and stderr. Only the last 2000 lines or 50KB are shown; when output is cut, \
+            the full output is saved to a file whose path is given. Optionally stop the command \
+            after a timeout in seconds.",
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The bash command to run"},
+                "timeout": {"type": "number", "description": "Seconds before the command is killed (default: no limit)"}
+            },
+            "required": ["command"]
+        }),
+    }
+}
+
+enum Ending {
+    Exited(ExitStatus),
+    TimedOut,
+    Aborted,
+}
+
+/// Kills the process group if the tool stops early (its future dropped), so no command outlives
+/// the run that started it.
+struct GroupGuard(Option<Pid>);
+
+impl GroupGuard {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            // ESRCH only means the group is already gone.
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn spawn(command: &str, cwd: &Path) -> std::io::Result<(pipe::Receiver, Child)> {
+    let (tx, rx) = pipe::pipe()?;
+    let stdout = tx.into_blocking_fd()?;
+    let stderr = stdout.try_clone()?;
+    // The `Command` (and with it our copy of the pipe's write end) is dropped at the end of this
+    // statement, so the reader sees end-of-file once the command's processes have closed it.
+    let child = Command::new("/bin/bash")
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr))
+        .process_group(0)
+        .spawn()?;
+    Ok((rx, child))
+}
+
+pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
+    if !ctx.cwd.is_dir() {
+        return Err(format!(
+            "Working directory does not exist: {}\nCannot execute bash commands.",
+            ctx.cwd.display()
+        ));
+    }
+    (ctx.on_update)(ToolResultPayload {
+        content: Vec::new(),
+        details: None,
+    });
+    let (reader, mut child) =
+        spawn(&args.command, &ctx.cwd).map_err(|e| format!("Could not start /bin/bash: {e}"))?;
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+    let mut group = GroupGuard(pgid);
+    let mut stream = Stream {
+        reader: Some(reader),
+        output: Output::new(Limits::DEFAULT, "nova-bash"),
+        last_update: None,
+        dirty: false,
+        ctx,
+    };
+    let deadline = args
+        .timeout
+        .filter(|t| *t > 0.0 && t.is_finite())
+        .map(|t| Instant::now() + Duration::from_secs_f64(t.min(1e9)));
+    let ending = stream.until_exit(&mut child, deadline).await;
+    match ending {
+        Ok(Ending::Exited(_)) => {}
+        _ => {
+            group.kill();
+            let _ = child.wait().await;
+        }
+    }
+    // The shell has been reaped, so its pid (the group id) may be reused: never signal it again.
+    group.0 = None;
+    stream.drain(Instant::now() + EXIT_GRACE).await;
+    stream.output.finish();
+    stream.emit();
+    let snapshot = stream.output.snapshot();
+    let last_line = stream.output.last_line_bytes();
+    let status = match ending {
+        Ok(Ending::Exited(status)) => status,
+        Ok(Ending::TimedOut) => {
+            let secs = args.timeout.unwrap_or_default();
+            let (text, _) = render(&snapshot, last_line, "");
+            return Err(with_status(
+                &text,
+                &format!("Command timed out after {secs} seconds"),
+            ));
+        }
+        Ok(Ending::Aborted) => {
+            let (text, _) = render(&snapshot, last_line, "");
+            return Err(with_status(&text, "Command aborted"));
+        }
+        Err(e) => return Err(format!("Could not wait for /bin/bash: {e}")),
+    };
+    let (text, details) = render(&snapshot, last_line, "(no output)");
+    match (
+        status.code(),
+        std::os::unix::process::ExitStatusExt::signal(&status),
+    ) {
+        (Some(0), _) => Ok(ToolOutput::text(text, details)),
+        (Some(code), _) => Err(with_status(
+            &text,
+            &format!("Command exited with code {code}"),
+        )),
+        (None, Some(sig)) => {
+            let name = Signal::try_from(sig).map_or_else(|_| sig.to_string(), |s| s.to_string());
+            Err(with_status(
+                &text,
+                &format!("Command was killed by signal {name}"),
+            ))
+        }
+        (None, None) => Ok(ToolOutput::text(text, details)),
+    }
+}
+
+fn with_status(text: &str, status: &str) -> String {
+    if text.is_empty() {
+        status.to_owned()
+    } else {
+        format!("{text}\n\n{status}")
+    }
+}
+
+/// The final text (output plus Pi's truncation notice) and `details`.
+fn render(snapshot: &Snapshot, last_line_bytes: usize, empty: &str) -> (String, Option<Value>) {
+    let t = &snapshot.truncation;
+    let mut text = if t.content.is_empty() {
+        empty.to_owned()
+    } else {
+        t.content.clone()
+    };
+    if !t.truncated {
+        return (text, None);
+    }
+    let full = snapshot
+        .full_output_path
+        .as_ref()
+        .map(|p| format!(". Full output: {}", p.display()))
+        .unwrap_or_default();
+    let start = t.total_lines + 1 - t.output_lines;
+    let end = t.total_lines;
+    let notice = if t.last_line_partial {
+        format!(
+            "[Showing last {} of line {end} (line is {}){full}]",
+            format_size(t.output_bytes),
+            format_size(last_line_bytes)
+        )
+    } else if t.truncated_by == Some(TruncatedBy::Lines) {
+        format!("[Showing lines {start}-{end} of {}{full}]", t.total_lines)
+    } else {
+        format!(
+            "[Showing lines {start}-{end} of {} ({} limit){full}]",
+            t.total_lines,
+            format_size(MAX_BYTES)
+        )
+    };
+    text.push_str("\n\n");
+    text.push_str(&notice);
+    (text, details(snapshot))
+}
+
+fn details(snapshot: &Snapshot) -> Option<Value> {
+    let mut map = Map::new();
+    if snapshot.truncation.truncated {
+        map.insert("truncation".into(), json!(snapshot.truncation));
+    }
+    if let Some(p) = &snapshot.full_output_path {
+        map.insert("fullOutputPath".into(), json!(p.display().to_string()));
+    }
+    (!map.is_empty()).then_some(Value::Object(map))
+}
+
+/// The read side of the pipe plus throttled progress reporting.
+struct Stream<'a> {
+    reader: Option<pipe::Receiver>,
+    output: Output,
+    last_update: Option<Instant>,
+    dirty: bool,
+    ctx: &'a ToolContext,
+}
+
+impl Stream<'_> {
+    async fn until_exit(
+        &mut self,
+        child: &mut Child,
+        deadline: Option<Instant>,
+    ) -> std::io::Result<Ending> {
+        let mut buf = vec![0u8; 64 * 1024];
+        let far = Instant::now() + Duration::from_secs(100 * 365 * 86_400);
+        loop {
+            let update_at = self.update_due().unwrap_or(far);
+            tokio::select! {
+                biased;
+                () = self.ctx.cancel.cancelled() => return Ok(Ending::Aborted),
+                () = sleep_until(deadline.unwrap_or(far)) => return Ok(Ending::TimedOut),
+                status = child.wait() => return status.map(Ending::Exited),
+                n = read(&mut self.reader, &mut buf) => self.take(n, &buf),
+                () = sleep_until(update_at) => self.emit(),
+            }
+        }
+    }
+
+    /// Reads what the command's leftovers still write, until end-of-file or `until`.
+    async fn drain(&mut self, until: Instant) {
+        let mut buf = vec![0u8; 64 * 1024];
+        while self.reader.is_some() {
+            tokio::select! {
+                () = sleep_until(until) => break,
+                n = read(&mut self.reader, &mut buf) => self.take(n, &buf),
+            }
+        }
+        self.reader = None;
+    }
+
+    fn take(&mut self, n: std::io::Result<usize>, buf: &[u8]) {
+        match n {
+            Ok(0) | Err(_) => self.reader = None,
+            Ok(n) => {
+                self.output.push(&buf[..n]);
+                self.dirty = true;
+            }
+        }
+    }
+
+    fn update_due(&self) -> Option<Instant> {
+        self.dirty.then(|| {
+            self.last_update
+                .map_or_else(Instant::now, |t| t + UPDATE_INTERVAL)
+        })
+    }
+
+    /// Sends the whole tail-truncated output so far, if anything changed since the last update.
+    fn emit(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        self.dirty = false;
+        self.last_update = Some(Instant::now());
+        let snapshot = self.output.snapshot();
+        let details = details(&snapshot);
+        (self.ctx.on_update)(ToolResultPayload {
+            content: vec![ContentBlock::text(snapshot.truncation.content)],
+            details,
+        });
+    }
+}
+
+/// Reads from the pipe, or waits forever once it is closed (so a `select!` branch goes quiet).
+async fn read(reader: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> std::io::Result<usize> {
+    match reader {
+        Some(r) => r.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::{Tool, ToolContext, ToolOutput};
+    use crate::protocol::{ToolResultPayload, joined_text};
+    use serde_json::{Value, json};
+    use std::path::Path;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    use tokio_util::sync::CancellationToken;
+
+    type Updates = Arc<Mutex<Vec<ToolResultPayload>>>;
+
+    fn ctx(dir: &Path) -> (ToolContext, Updates) {
+        let updates: Updates = Arc::default();
+        let sink = updates.clone();
+        let ctx = ToolContext {
+            cwd: dir.to_path_buf(),
+            cancel: CancellationToken::new(),
+            on_update: Arc::new(move |p| sink.lock().unwrap().push(p)),
+        };
+        (ctx, updates)
+    }
+
+    async fn bash(args: Value) -> ToolOutput {
+        let dir = tempfile::tempdir().unwrap();
+        Tool::Bash.execute(args, ctx(dir.path()).0).await
+    }
+
+    /// Gone, or a zombie waiting for a reaper that this container may not have.
+    fn process_gone(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        }
+    }
+
+    #[tokio::test]
+    async fn runs_in_cwd_with_merged_ordered_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, _) = ctx(dir.path());
+        let cmd = "pwd; for i in 1 2 3; do echo out$i; echo err$i >&2; done";
+        let out = Tool::Bash.execute(json!({"command": cmd}), c).await;
+        assert!(!out.is_error);
+        let cwd = dir.path().canonicalize().unwrap();
+        let expected = format!("{}\nout1\nerr1\nout2\nerr2\nout3\nerr3\n", cwd.display());
+        assert_eq!(joined_text(&out.content), expected);
+        assert_eq!(out.details, None);
+    }
+
+    #[tokio::test]
+    async fn empty_output_and_exit_codes() {
+        let out = bash(json!({"command": "true"})).await;
+        assert_eq!(out, ToolOutput::text("(no output)", None));
+
+        let out = bash(json!({"command": "echo oops; exit 3"})).await;
+        assert_eq!(
+            out,
+            ToolOutput::error("oops\n\n\nCommand exited with code 3")
+        );
+
+        let out = bash(json!({"command": "exit 1"})).await;
+        assert_eq!(
+            out,
+            ToolOutput::error("(no output)\n\nCommand exited with code 1")
+        );
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_group() {
+        let started = Instant::now();
+        let out = bash(json!({"command": "echo start; sleep 30", "timeout": "0.5"})).await;
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(
+            out,
+            ToolOutput::error("start\n\n\nCommand timed out after 0.5 seconds")
+        );
+    }
+
+    #[tokio::test]
+    async fn abort_kills_background_grandchildren() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, updates) = ctx(dir.path());
+        let cancel = c.cancel.clone();
+        let task =
+            tokio::spawn(Tool::Bash.execute(json!({"command": "sleep 30 & echo $!; wait"}), c));
+        // The grandchild's pid arrives as the first streamed update.
+        let pid = loop {
+            let seen = updates
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|u| joined_text(&u.content))
+                .find(|t| !t.trim().is_empty());
+            if let Some(text) = seen {
+                break text.trim().parse::<i32>().unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert!(!process_gone(pid));
+        cancel.cancel();
+        let out = tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            out,
+            ToolOutput::error(format!("{pid}\n\n\nCommand aborted"))
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !process_gone(pid) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(process_gone(pid), "grandchild {pid} survived the abort");
+    }
+
+    #[tokio::test]
+    async fn background_child_holding_the_pipe_does_not_hang() {
+        let started = Instant::now();
+        let out = bash(json!({"command": "sleep 30 & echo $!"})).await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let text = joined_text(&out.content);
+        let pid: i32 = text.trim().parse().unwrap();
+        // Not part of a timeout or abort, so the background job is left running, as in Pi.
+        assert!(!process_gone(pid));
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+
+    #[tokio::test]
+    async fn long_output_is_tail_truncated_with_full_output_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, updates) = ctx(dir.path());
+        let out = Tool::Bash
+            .execute(json!({"command": "seq 1 3000"}), c)
+            .await;
+        assert!(!out.is_error);
+        let text = joined_text(&out.content);
+        let details = out.details.unwrap();
+        let path = details["fullOutputPath"].as_str().unwrap().to_owned();
+        assert!(path.contains("nova-bash-"));
+        assert!(text.starts_with("1002\n1003\n"), "{}", &text[..20]);
+        assert!(text.ends_with(&format!(
+            "3000\n\n\n[Showing lines 1002-3001 of 3001. Full output: {path}]"
+        )));
+        assert_eq!(details["truncation"]["truncatedBy"], "lines");
+        let full = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(full.lines().count(), 3000);
+        std::fs::remove_file(&path).unwrap();
+
+        let updates = updates.lock().unwrap();
+        assert!(
+            updates.len() >= 2,
+            "an initial update and at least one with output"
+        );
+        let last = updates.last().unwrap();
+        assert!(joined_text(&last.content).ends_with("2999\n3000\n"));
+        assert_eq!(
+            last.details.as_ref().unwrap()["fullOutputPath"],
+            path.as_str()
+        );
+    }
+
+    #[tokio::test]
+    async fn byte_limit_and_overlong_last_line_notices() {
+        // 1000 lines of 101 bytes: the 50KB limit bites before the line limit.
+        let out = bash(json!({"command": "seq -f '%0100g' 1 1000"})).await;
+        let text = joined_text(&out.content);
+        let path = out.details.as_ref().unwrap()["fullOutputPath"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            text.ends_with(&format!(
+                "\n\n[Showing lines 495-1001 of 1001 (50.0KB limit). Full output: {path}]"
+            )),
+            "{}",
+            &text[text.len() - 120..]
+        );
+        std::fs::remove_file(&path).unwrap();
+
+        let out = bash(json!({"command": "head -c 60000 /dev/zero | tr '\\0' x"})).await;
+        let text = joined_text(&out.content);
+        let path = out.details.as_ref().unwrap()["fullOutputPath"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(text.starts_with(&"x".repeat(51200)));
+        assert!(text.ends_with(&format!(
+            "x\n\n[Showing last 50.0KB of line 1 (line is 58.6KB). Full output: {path}]"
+        )));
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[tokio::test]
+    async fn updates_stream_while_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, updates) = ctx(dir.path());
+        let cmd = "echo one; sleep 0.3; echo two";
+        let out = Tool::Bash.execute(json!({"command": cmd}), c).await;
+        assert_eq!(joined_text(&out.content), "one\ntwo\n");
+        let texts: Vec<String> = updates
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|u| joined_text(&u.content))
+            .collect();
+        assert_eq!(texts.first().map(String::as_str), Some(""));
+        assert!(texts.contains(&"one\n".to_owned()), "{texts:?}");
+        assert_eq!(texts.last().map(String::as_str), Some("one\ntwo\n"));
+    }
+
+    #[tokio::test]
+    async fn missing_command_fails_validation() {
+        let out = bash(json!({"timeout": "x"})).await;
+        let text = joined_text(&out.content);
+        assert!(out.is_error);
+        assert!(text.starts_with(
+            "Validation failed for tool \"bash\":\n  - command: must have required property 'command'\n  - timeout: must be number\n\nReceived arguments:\n"
+        ), "{text}");
+    }
+}

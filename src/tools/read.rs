@@ -1,0 +1,280 @@
+//! `read`: a text file's lines (head-truncated, continued with `offset`), or an image as an
+//! attachment.
+
+use super::truncate::{self, Limits, MAX_BYTES, TruncatedBy, format_size};
+use super::{ToolContext, ToolOutput, ToolResult, blocking, fs::error_text, image, path};
+use crate::protocol::ContentBlock;
+use crate::provider::ToolSpec;
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::json;
+use std::io::Read;
+use std::path::Path;
+
+/// Until images are resized, larger ones are refused rather than sent whole to the model.
+const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
+
+#[derive(Deserialize)]
+pub(super) struct Args {
+    path: String,
+    offset: Option<i64>,
+    limit: Option<i64>,
+}
+
+pub(super) fn spec() -> ToolSpec {
+    ToolSpec {
+        name: "read",
+        description: "Read a file. Text comes back as-is (no line numbers), at most 2000 lines or \
+            50KB per call; page through longer files with offset and limit. PNG, JPEG, GIF and \
+            WebP images come back as image attachments.",
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File to read, absolute or relative to the working directory"},
+                "offset": {"type": "integer", "description": "First line to return, counting from 1"},
+                "limit": {"type": "integer", "description": "Most lines to return"}
+            },
+            "required": ["path"]
+        }),
+    }
+}
+
+pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
+    let abs = path::resolve(&args.path, &ctx.cwd);
+    blocking(&ctx.cancel, true, move || read(&args, &abs)).await
+}
+
+fn read(args: &Args, abs: &Path) -> ToolResult {
+    let mut file = std::fs::File::open(abs).map_err(|e| error_text(&e, "open", abs))?;
+    let mut head = Vec::with_capacity(image::SNIFF_BYTES);
+    (&mut file)
+        .take(image::SNIFF_BYTES as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| error_text(&e, "read", abs))?;
+    if let Some(mime) = image::sniff(&head) {
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if size > MAX_IMAGE_BYTES {
+            return Err(format!(
+                "Image file {} is {}, over the {} limit for images (resizing is not supported yet).",
+                abs.display(),
+                format_size(usize::try_from(size).unwrap_or(usize::MAX)),
+                format_size(MAX_IMAGE_BYTES as usize),
+            ));
+        }
+        let mut bytes = head;
+        file.read_to_end(&mut bytes)
+            .map_err(|e| error_text(&e, "read", abs))?;
+        let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        return Ok(ToolOutput {
+            content: vec![
+                ContentBlock::text(format!("Read image file [{mime}]")),
+                ContentBlock::image(data, mime),
+            ],
+            details: None,
+            is_error: false,
+        });
+    }
+    let mut bytes = head;
+    file.read_to_end(&mut bytes)
+        .map_err(|e| error_text(&e, "read", abs))?;
+    Ok(text_result(&String::from_utf8_lossy(&bytes), args))
+}
+
+fn text_result(text: &str, args: &Args) -> ToolOutput {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let total = lines.len();
+    let start = match args.offset {
+        Some(o) if o != 0 => usize::try_from(o.saturating_sub(1)).unwrap_or(0),
+        _ => 0,
+    };
+    if start >= total {
+        return ToolOutput::error(format!(
+            "Offset {} is beyond end of file ({total} lines total)",
+            args.offset.unwrap_or(0)
+        ));
+    }
+    let end = match args.limit {
+        Some(l) => start
+            .saturating_add(usize::try_from(l).unwrap_or(0))
+            .min(total),
+        None => total,
+    };
+    let t = truncate::truncate_head(&lines[start..end].join("\n"), Limits::DEFAULT);
+    let first = start + 1;
+    let details = Some(json!({ "truncation": t }));
+    if t.first_line_exceeds_limit {
+        let text = format!(
+            "[Line {first} is {}, exceeds {} limit. Use bash: sed -n '{first}p' {} | head -c {MAX_BYTES}]",
+            format_size(lines[start].len()),
+            format_size(MAX_BYTES),
+            args.path,
+        );
+        return ToolOutput::text(text, details);
+    }
+    if t.truncated {
+        let last = start + t.output_lines;
+        let limit_note = match t.truncated_by {
+            Some(TruncatedBy::Bytes) => format!(" ({} limit)", format_size(MAX_BYTES)),
+            _ => String::new(),
+        };
+        let text = format!(
+            "{}\n\n[Showing lines {first}-{last} of {total}{limit_note}. Use offset={} to continue.]",
+            t.content,
+            last + 1
+        );
+        return ToolOutput::text(text, details);
+    }
+    if args.limit.is_some() && end < total {
+        let text = format!(
+            "{}\n\n[{} more lines in file. Use offset={} to continue.]",
+            t.content,
+            total - end,
+            end + 1
+        );
+        return ToolOutput::text(text, None);
+    }
+    ToolOutput::text(t.content, None)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::image::tests::TINY_PNG;
+    use super::super::{Tool, ToolContext};
+    use crate::protocol::{ContentBlock, joined_text};
+    use base64::Engine;
+    use serde_json::{Value, json};
+    use std::sync::Arc;
+    use tokio_util::sync::CancellationToken;
+
+    fn ctx(dir: &std::path::Path) -> ToolContext {
+        ToolContext {
+            cwd: dir.to_path_buf(),
+            cancel: CancellationToken::new(),
+            on_update: Arc::new(|_| {}),
+        }
+    }
+
+    async fn read(dir: &std::path::Path, args: Value) -> (String, bool) {
+        let out = Tool::Read.execute(args, ctx(dir)).await;
+        (joined_text(&out.content), out.is_error)
+    }
+
+    #[tokio::test]
+    async fn reads_text_without_line_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+        let (text, err) = read(dir.path(), json!({"path": "a.txt"})).await;
+        assert!(!err);
+        assert_eq!(text, "one\ntwo\nthree\n");
+    }
+
+    #[tokio::test]
+    async fn offset_and_limit_with_continuation_notice() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "1\n2\n3\n4\n5").unwrap();
+        let (text, _) = read(
+            dir.path(),
+            json!({"path": "a.txt", "offset": 2, "limit": 2}),
+        )
+        .await;
+        assert_eq!(
+            text,
+            "2\n3\n\n[2 more lines in file. Use offset=4 to continue.]"
+        );
+        let (text, _) = read(dir.path(), json!({"path": "a.txt", "offset": "4"})).await;
+        assert_eq!(text, "4\n5");
+        let (text, err) = read(dir.path(), json!({"path": "a.txt", "offset": 9})).await;
+        assert!(err);
+        assert_eq!(text, "Offset 9 is beyond end of file (5 lines total)");
+    }
+
+    #[tokio::test]
+    async fn long_files_are_cut_with_a_notice() {
+        let dir = tempfile::tempdir().unwrap();
+        let body: Vec<String> = (1..=2500).map(|i| i.to_string()).collect();
+        std::fs::write(dir.path().join("long.txt"), body.join("\n")).unwrap();
+        let out = Tool::Read
+            .execute(json!({"path": "long.txt"}), ctx(dir.path()))
+            .await;
+        let text = joined_text(&out.content);
+        assert!(text.starts_with("1\n2\n"));
+        assert!(
+            text.ends_with("2000\n\n[Showing lines 1-2000 of 2500. Use offset=2001 to continue.]")
+        );
+        assert_eq!(out.details.unwrap()["truncation"]["truncatedBy"], "lines");
+
+        let wide: Vec<String> = (0..100).map(|_| "x".repeat(1000)).collect();
+        std::fs::write(dir.path().join("wide.txt"), wide.join("\n")).unwrap();
+        let (text, _) = read(dir.path(), json!({"path": "wide.txt", "offset": 3})).await;
+        assert!(text.ends_with(
+            "\n\n[Showing lines 3-53 of 100 (50.0KB limit). Use offset=54 to continue.]"
+        ));
+    }
+
+    #[tokio::test]
+    async fn huge_first_line_points_at_sed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("big.txt"), "y".repeat(60_000)).unwrap();
+        let (text, err) = read(dir.path(), json!({"path": "big.txt"})).await;
+        assert!(!err);
+        assert_eq!(
+            text,
+            "[Line 1 is 58.6KB, exceeds 50.0KB limit. Use bash: sed -n '1p' big.txt | head -c 51200]"
+        );
+    }
+
+    #[tokio::test]
+    async fn images_come_back_as_second_block() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pic.bin"), TINY_PNG).unwrap();
+        let out = Tool::Read
+            .execute(json!({"path": "@pic.bin"}), ctx(dir.path()))
+            .await;
+        assert!(!out.is_error);
+        assert_eq!(
+            out.content[0],
+            ContentBlock::text("Read image file [image/png]")
+        );
+        let ContentBlock::Image { data, mime_type } = &out.content[1] else {
+            panic!("expected an image block, got {:?}", out.content[1]);
+        };
+        assert_eq!(mime_type, "image/png");
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .unwrap();
+        assert_eq!(decoded, TINY_PNG);
+    }
+
+    #[tokio::test]
+    async fn oversized_images_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut big = TINY_PNG.to_vec();
+        big.resize(6 * 1024 * 1024, 0);
+        std::fs::write(dir.path().join("big.png"), big).unwrap();
+        let (text, err) = read(dir.path(), json!({"path": "big.png"})).await;
+        assert!(err);
+        assert!(text.contains("is 6.0MB, over the 5.0MB limit"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn missing_file_and_cancel() {
+        let dir = tempfile::tempdir().unwrap();
+        let (text, err) = read(dir.path(), json!({"path": "nope.txt"})).await;
+        assert!(err);
+        let abs = dir.path().join("nope.txt");
+        assert_eq!(
+            text,
+            format!(
+                "ENOENT: no such file or directory, open '{}'",
+                abs.display()
+            )
+        );
+
+        std::fs::write(dir.path().join("a.txt"), "x").unwrap();
+        let c = ctx(dir.path());
+        c.cancel.cancel();
+        let out = Tool::Read.execute(json!({"path": "a.txt"}), c).await;
+        assert_eq!(out, super::super::ToolOutput::error("Operation aborted"));
+    }
+}
