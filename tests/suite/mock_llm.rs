@@ -555,21 +555,55 @@ fn stall_keeps_the_connection_open() {
     let mock = MockLlm::start();
     mock.push(Reply::text("abcdef").text_chunks(3).stall_after(2));
     mock.push(Reply::text("after"));
-    let body = json!({"model": "m", "messages": [], "stream": true});
-    // The read timeout is the only way to observe a stall; it cannot fire early.
-    let r = request(
-        mock.port(),
-        "POST",
-        "/api/chat",
-        Some(&body),
-        Duration::from_millis(300),
-    );
-    assert!(r.stalled && !r.complete);
-    assert_eq!(r.ndjson().len(), 2);
+    let mut s = open_stream(mock.port(), "/api/chat");
+    let mut raw = read_until_frames(&mut s, "\"done\":false", 2);
+    // Nothing more will come, so a short timeout cannot fire early; EOF would mean a close.
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    match s.read(&mut buf) {
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+        Ok(0) => panic!("the stalled stream was closed"),
+        other => {
+            raw.extend_from_slice(&buf[..*other.as_ref().unwrap_or(&0)]);
+            panic!("data after the stall: {}", String::from_utf8_lossy(&raw));
+        }
+    }
+    drop(s);
     // The client went away; the mock carries on serving.
     let r = ollama_chat(&mock, hello());
     assert!(r.complete);
     assert_eq!(r.ndjson()[0]["message"]["content"], "after");
+}
+
+/// Send a streaming chat request on a raw connection and return it unread.
+fn open_stream(port: u16, path: &str) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(LONG)).unwrap();
+    let body = json!({"model": "m", "messages": [], "stream": true}).to_string();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    s
+}
+
+/// Read raw bytes until `marker` has appeared `n` times.
+fn read_until_frames(s: &mut TcpStream, marker: &str, n: usize) -> Vec<u8> {
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    while String::from_utf8_lossy(&raw).matches(marker).count() < n {
+        let got = s.read(&mut buf).unwrap();
+        assert!(
+            got > 0,
+            "stream ended early: {}",
+            String::from_utf8_lossy(&raw)
+        );
+        raw.extend_from_slice(&buf[..got]);
+    }
+    raw
 }
 
 #[test]
@@ -642,27 +676,8 @@ fn gate_lets_the_client_read_the_frames_before_it() {
     let mock = MockLlm::start();
     let gate = Gate::new();
     mock.push(Reply::text("abcd").text_chunks(4).gate_after(2, &gate));
-    let mut s = TcpStream::connect(("127.0.0.1", mock.port())).unwrap();
-    s.set_read_timeout(Some(LONG)).unwrap();
-    let body = json!({"model": "m", "messages": [], "stream": true}).to_string();
-    write!(
-        s,
-        "POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 4096];
-    // Read until the two frames before the gate are in.
-    while String::from_utf8_lossy(&raw)
-        .matches("\"done\":false")
-        .count()
-        < 2
-    {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "stream ended at the gate");
-        raw.extend_from_slice(&buf[..n]);
-    }
+    let mut s = open_stream(mock.port(), "/api/chat");
+    let mut raw = read_until_frames(&mut s, "\"done\":false", 2);
     assert!(!String::from_utf8_lossy(&raw).contains("\"c\""));
     gate.open();
     s.read_to_end(&mut raw).unwrap();

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
@@ -74,9 +75,21 @@ pub struct NovaBuilder {
     settings: Option<Value>,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    program: Option<(String, Vec<String>)>,
 }
 
 impl NovaBuilder {
+    /// Run this program with these arguments instead of `nova --mode rpc <args>` (for testing
+    /// the driver itself against a scripted stand-in).
+    pub fn program<I, S>(mut self, program: impl Into<String>, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.program = Some((program.into(), args.into_iter().map(Into::into).collect()));
+        self
+    }
+
     /// `<agent>/models.json`.
     pub fn models_json(mut self, v: Value) -> Self {
         self.models_json = Some(v);
@@ -161,11 +174,19 @@ impl NovaBuilder {
                 &serde_json::to_vec_pretty(s).unwrap(),
             );
         }
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nova"));
-        cmd.arg("--mode")
-            .arg("rpc")
-            .args(&self.args)
-            .current_dir(self.cwd.path())
+        let mut cmd = match &self.program {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args);
+                cmd
+            }
+            None => {
+                let mut cmd = Command::new(env!("CARGO_BIN_EXE_nova"));
+                cmd.arg("--mode").arg("rpc").args(&self.args);
+                cmd
+            }
+        };
+        cmd.current_dir(self.cwd.path())
             .env("NOVA_AGENT_DIR", agent)
             .env("HOME", self.home.path())
             .env_remove("PI_CODING_AGENT_DIR")
@@ -210,7 +231,7 @@ impl NovaBuilder {
 
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let sink = stderr.clone();
-        std::thread::Builder::new()
+        let stderr_thread = std::thread::Builder::new()
             .name("nova-stderr".into())
             .spawn(move || {
                 let mut chunk = [0u8; 4096];
@@ -234,6 +255,7 @@ impl NovaBuilder {
             pending: VecDeque::new(),
             log: Vec::new(),
             stderr,
+            stderr_thread: Some(stderr_thread),
             next_id: 0,
             agent_dir: self.agent_dir,
             cwd: self.cwd,
@@ -260,6 +282,7 @@ pub struct Nova {
     /// Every line received, in order.
     log: Vec<Line>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    stderr_thread: Option<JoinHandle<()>>,
     next_id: u64,
     agent_dir: TempDir,
     cwd: TempDir,
@@ -288,6 +311,7 @@ impl Nova {
             settings: None,
             args: Vec::new(),
             env: Vec::new(),
+            program: None,
         }
     }
 
@@ -446,12 +470,27 @@ impl Nova {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                self.settle_stderr(deadline);
                 return status;
             }
             if Instant::now() >= deadline {
                 panic!("nova did not exit within {timeout:?}\n{}", self.report());
             }
             std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// After exit: let the stderr thread collect the last bytes (bounded: a grandchild may still
+    /// hold the pipe open).
+    fn settle_stderr(&mut self, deadline: Instant) {
+        let deadline = deadline.max(Instant::now() + Duration::from_secs(2));
+        while let Some(t) = self.stderr_thread.take() {
+            if t.is_finished() {
+                let _ = t.join();
+            } else if Instant::now() < deadline {
+                self.stderr_thread = Some(t);
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
     }
 
