@@ -544,10 +544,13 @@ fn cut_after_ends_without_terminating_chunk() {
 fn cut_after_all_frames_drops_only_the_terminator() {
     let mock = MockLlm::start();
     mock.push(Reply::text("hi").cut_after(2));
-    let r = ollama_chat(&mock, hello());
-    assert!(!r.complete);
-    assert_eq!(r.ndjson().len(), 2);
-    assert_eq!(r.ndjson()[1]["done"], true);
+    mock.push(Reply::text("hi").cut_after(usize::MAX));
+    for _ in 0..2 {
+        let r = ollama_chat(&mock, hello());
+        assert!(!r.complete);
+        assert_eq!(r.ndjson().len(), 2);
+        assert_eq!(r.ndjson()[1]["done"], true);
+    }
 }
 
 #[test]

@@ -137,7 +137,8 @@ enum Segment {
 ///
 /// Frame counting (for `cut_after`, `stall_after`, `invalid_json_after`, `gate_after`): every
 /// NDJSON line / SSE event is one frame, including Ollama's final `done` line and OpenAI's
-/// finish chunk, usage chunk and `[DONE]`. `n` means "after the first n frames were written".
+/// finish chunk, usage chunk and `[DONE]`. `n` means "after the first n frames were written";
+/// an `n` at or beyond the frame count acts after the last frame, before the terminating chunk.
 #[derive(Debug, Clone)]
 pub struct Reply {
     segments: Vec<Segment>,
@@ -1148,8 +1149,11 @@ async fn stream_frames(
     head.push_str("\r\n");
     wr.write_all(head.as_bytes()).await.ok()?;
     wr.flush().await.ok()?;
+    // A fault placed beyond the last frame acts just before the terminating chunk.
+    let at = |n: Option<usize>| n.map(|n| n.min(frames.len()));
+    let (cut_after, stall_after) = (at(reply.cut_after), at(reply.stall_after));
     for i in 0..=frames.len() {
-        if reply.cut_after == Some(i) {
+        if cut_after == Some(i) {
             if reply.cut_inside_frame
                 && let Some(f) = frames.get(i)
             {
@@ -1157,11 +1161,15 @@ async fn stream_frames(
             }
             return None;
         }
-        if reply.stall_after == Some(i) {
+        if stall_after == Some(i) {
             reader.until_gone().await;
             return None;
         }
-        for (_, gate) in reply.gates.iter().filter(|(n, _)| *n == i) {
+        for (_, gate) in reply
+            .gates
+            .iter()
+            .filter(|(n, _)| (*n).min(frames.len()) == i)
+        {
             tokio::select! {
                 _ = gate.pass() => {}
                 _ = reader.until_gone() => return None,

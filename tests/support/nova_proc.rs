@@ -385,6 +385,13 @@ impl Nova {
         r.get("data").cloned().unwrap_or(Value::Null)
     }
 
+    /// Send `prompt` (asserting it is accepted) and return every line up to and including the
+    /// run's `agent_settled`.
+    pub fn run_prompt(&mut self, message: &str) -> Vec<Value> {
+        self.request_ok(json!({"type": "prompt", "message": message}));
+        self.events_until("agent_settled")
+    }
+
     /// The next line (event or response) in arrival order; panics after `timeout`.
     pub fn next_event(&mut self, timeout: Duration) -> Value {
         let deadline = Instant::now() + timeout;
