@@ -1,0 +1,5 @@
+//! The integration suite, one file per capability.
+
+mod mock_llm;
+mod nova_proc;
+mod wire;

@@ -1,0 +1,593 @@
+//! Drives the real `nova` binary in RPC mode over pipes, with a temp agent dir and cwd.
+//!
+//! A reader thread parses every stdout line as JSON (a line that is not JSON fails the test) and
+//! hands it over a channel; each line is also decoded into the [`wire`] mirror types, so a shape
+//! drift fails wherever it appears. Stderr is collected into a buffer. Every wait has a timeout
+//! and panics with a readable list of what was received.
+
+use super::mock_llm::MockLlm;
+use super::wire::{self, Out};
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// How long `request` waits for its response.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default wait for events.
+pub const EVENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A models.json with one Ollama-native provider `mock-ollama` serving `test-model` from `mock`.
+pub fn ollama_models(mock: &MockLlm) -> Value {
+    models_json("mock-ollama", "ollama", &mock.base_url_ollama())
+}
+
+/// A models.json with one OpenAI-compatible provider `mock-openai` serving `test-model`.
+pub fn openai_models(mock: &MockLlm) -> Value {
+    models_json("mock-openai", "openai-completions", &mock.base_url_openai())
+}
+
+fn models_json(provider: &str, api: &str, base_url: &str) -> Value {
+    json!({
+        "providers": {
+            provider: {
+                "baseUrl": base_url,
+                "api": api,
+                "apiKey": "mock-key",
+                "models": [{
+                    "id": "test-model",
+                    "name": "test-model",
+                    "api": api,
+                    "reasoning": false,
+                    "input": ["text"],
+                    "contextWindow": 128000,
+                    "maxTokens": 4096,
+                }],
+            },
+        },
+    })
+}
+
+/// One stdout line: the raw text, its JSON and its decoded form.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub raw: String,
+    pub value: Value,
+    pub out: Out,
+}
+
+enum FromReader {
+    Line(String),
+    Eof,
+}
+
+pub struct NovaBuilder {
+    agent_dir: TempDir,
+    cwd: TempDir,
+    home: TempDir,
+    models_json: Option<Value>,
+    settings: Option<Value>,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    program: Option<(String, Vec<String>)>,
+}
+
+impl NovaBuilder {
+    /// Run this program with these arguments instead of `nova --mode rpc <args>` (for testing
+    /// the driver itself against a scripted stand-in).
+    pub fn program<I, S>(mut self, program: impl Into<String>, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.program = Some((program.into(), args.into_iter().map(Into::into).collect()));
+        self
+    }
+
+    /// `<agent>/models.json`.
+    pub fn models_json(mut self, v: Value) -> Self {
+        self.models_json = Some(v);
+        self
+    }
+
+    /// `<agent>/settings.json`.
+    pub fn settings(mut self, v: Value) -> Self {
+        self.settings = Some(v);
+        self
+    }
+
+    /// Extra CLI arguments after `--mode rpc`.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn env(mut self, k: impl Into<String>, v: impl Into<String>) -> Self {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+
+    /// Use the mock's Ollama endpoint: [`ollama_models`] plus `--provider mock-ollama --model
+    /// test-model`.
+    pub fn ollama(self, mock: &MockLlm) -> Self {
+        self.models_json(ollama_models(mock)).args([
+            "--provider",
+            "mock-ollama",
+            "--model",
+            "test-model",
+        ])
+    }
+
+    /// Use the mock's OpenAI endpoint: [`openai_models`] plus `--provider mock-openai --model
+    /// test-model`.
+    pub fn openai(self, mock: &MockLlm) -> Self {
+        self.models_json(openai_models(mock)).args([
+            "--provider",
+            "mock-openai",
+            "--model",
+            "test-model",
+        ])
+    }
+
+    pub fn agent_dir(&self) -> &Path {
+        self.agent_dir.path()
+    }
+
+    pub fn cwd(&self) -> &Path {
+        self.cwd.path()
+    }
+
+    /// Write a file relative to the cwd before spawning (parents created).
+    pub fn file(self, rel: &str, contents: impl AsRef<[u8]>) -> Self {
+        write_file(&self.cwd.path().join(rel), contents.as_ref());
+        self
+    }
+
+    /// Write a file relative to the agent dir before spawning (parents created).
+    pub fn agent_file(self, rel: &str, contents: impl AsRef<[u8]>) -> Self {
+        write_file(&self.agent_dir.path().join(rel), contents.as_ref());
+        self
+    }
+
+    /// Run `nova --mode rpc <args>` in the temp cwd with `NOVA_AGENT_DIR` set.
+    pub fn spawn(self) -> Nova {
+        let agent = self.agent_dir.path();
+        if let Some(m) = &self.models_json {
+            write_file(
+                &agent.join("models.json"),
+                &serde_json::to_vec_pretty(m).unwrap(),
+            );
+        }
+        if let Some(s) = &self.settings {
+            write_file(
+                &agent.join("settings.json"),
+                &serde_json::to_vec_pretty(s).unwrap(),
+            );
+        }
+        let mut cmd = match &self.program {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args);
+                cmd
+            }
+            None => {
+                let mut cmd = Command::new(env!("CARGO_BIN_EXE_nova"));
+                cmd.arg("--mode").arg("rpc").args(&self.args);
+                cmd
+            }
+        };
+        cmd.current_dir(self.cwd.path())
+            .env("NOVA_AGENT_DIR", agent)
+            .env("HOME", self.home.path())
+            .env_remove("PI_CODING_AGENT_DIR")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OLLAMA_HOST")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn the nova binary");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut stderr_pipe = child.stderr.take().unwrap();
+
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("nova-stdout".into())
+            .spawn(move || {
+                let mut reader = BufReader::new(stdout);
+                let mut buf = Vec::new();
+                loop {
+                    buf.clear();
+                    match reader.read_until(b'\n', &mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {
+                            if buf.last() == Some(&b'\n') {
+                                buf.pop();
+                            }
+                            let line = String::from_utf8_lossy(&buf).into_owned();
+                            if tx.send(FromReader::Line(line)).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                let _ = tx.send(FromReader::Eof);
+            })
+            .unwrap();
+
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let sink = stderr.clone();
+        let stderr_thread = std::thread::Builder::new()
+            .name("nova-stderr".into())
+            .spawn(move || {
+                let mut chunk = [0u8; 4096];
+                loop {
+                    match stderr_pipe.read(&mut chunk) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => sink
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .extend_from_slice(&chunk[..n]),
+                    }
+                }
+            })
+            .unwrap();
+
+        Nova {
+            child,
+            stdin: Some(stdin),
+            rx,
+            eof: false,
+            pending: VecDeque::new(),
+            log: Vec::new(),
+            stderr,
+            stderr_thread: Some(stderr_thread),
+            next_id: 0,
+            agent_dir: self.agent_dir,
+            cwd: self.cwd,
+            _home: self.home,
+        }
+    }
+}
+
+fn write_file(path: &Path, contents: &[u8]) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(path, contents).unwrap();
+}
+
+/// A running `nova --mode rpc`. Killed when dropped.
+pub struct Nova {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: Receiver<FromReader>,
+    eof: bool,
+    /// Lines received but not consumed by a wait yet.
+    pending: VecDeque<Line>,
+    /// Every line received, in order.
+    log: Vec<Line>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr_thread: Option<JoinHandle<()>>,
+    next_id: u64,
+    agent_dir: TempDir,
+    cwd: TempDir,
+    _home: TempDir,
+}
+
+impl Nova {
+    pub fn builder() -> NovaBuilder {
+        let agent_dir = tempfile::Builder::new()
+            .prefix("nova-agent-")
+            .tempdir()
+            .unwrap();
+        let cwd = tempfile::Builder::new()
+            .prefix("nova-cwd-")
+            .tempdir()
+            .unwrap();
+        let home = tempfile::Builder::new()
+            .prefix("nova-home-")
+            .tempdir()
+            .unwrap();
+        NovaBuilder {
+            agent_dir,
+            cwd,
+            home,
+            models_json: None,
+            settings: None,
+            args: Vec::new(),
+            env: Vec::new(),
+            program: None,
+        }
+    }
+
+    pub fn agent_dir(&self) -> PathBuf {
+        self.agent_dir.path().to_path_buf()
+    }
+
+    pub fn cwd(&self) -> PathBuf {
+        self.cwd.path().to_path_buf()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Write one command as a JSON line.
+    pub fn send(&mut self, v: &Value) {
+        let mut line = serde_json::to_vec(v).unwrap();
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    /// Write raw bytes to stdin (no newline added).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin already closed");
+        if let Err(e) = stdin.write_all(bytes).and_then(|_| stdin.flush()) {
+            panic!("writing to nova's stdin failed: {e}\n{}", self.report());
+        }
+    }
+
+    /// Send a command with a fresh string `id` (unless it has one) and wait up to 10 s for the
+    /// response with that id; other lines stay buffered for later waits. Returns the response.
+    pub fn request(&mut self, mut cmd: Value) -> Value {
+        let id = match cmd.get("id") {
+            Some(id) => id.clone(),
+            None => {
+                self.next_id += 1;
+                let id = json!(format!("req-{}", self.next_id));
+                cmd["id"] = id.clone();
+                id
+            }
+        };
+        self.send(&cmd);
+        let deadline = Instant::now() + REQUEST_TIMEOUT;
+        loop {
+            if let Some(pos) = self
+                .pending
+                .iter()
+                .position(|l| l.value["type"] == "response" && l.value.get("id") == Some(&id))
+            {
+                return self.pending.remove(pos).unwrap().value;
+            }
+            if !self.receive(deadline) {
+                panic!(
+                    "no response to {cmd} within {REQUEST_TIMEOUT:?}\n{}",
+                    self.report()
+                );
+            }
+        }
+    }
+
+    /// [`Nova::request`] that asserts `success: true` and returns `data` (`null` when absent).
+    pub fn request_ok(&mut self, cmd: Value) -> Value {
+        let r = self.request(cmd.clone());
+        assert_eq!(
+            r["success"],
+            json!(true),
+            "command {cmd} failed: {r}\n{}",
+            self.report()
+        );
+        r.get("data").cloned().unwrap_or(Value::Null)
+    }
+
+    /// Send `prompt` (asserting it is accepted) and return every line up to and including the
+    /// run's `agent_settled`.
+    pub fn run_prompt(&mut self, message: &str) -> Vec<Value> {
+        self.request_ok(json!({"type": "prompt", "message": message}));
+        self.events_until("agent_settled")
+    }
+
+    /// The next line (event or response) in arrival order; panics after `timeout`.
+    pub fn next_event(&mut self, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(l) = self.pending.pop_front() {
+                return l.value;
+            }
+            if !self.receive(deadline) {
+                panic!("no line from nova within {timeout:?}\n{}", self.report());
+            }
+        }
+    }
+
+    /// Consume lines until one satisfies `pred`; returns it. Skipped lines stay in [`Nova::log`].
+    pub fn wait_for(&mut self, mut pred: impl FnMut(&Value) -> bool, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            while let Some(l) = self.pending.pop_front() {
+                if pred(&l.value) {
+                    return l.value;
+                }
+            }
+            if !self.receive(deadline) {
+                panic!(
+                    "no matching line from nova within {timeout:?}\n{}",
+                    self.report()
+                );
+            }
+        }
+    }
+
+    /// Wait for the first line whose `type` is `ty`.
+    pub fn wait_for_type(&mut self, ty: &str, timeout: Duration) -> Value {
+        self.wait_for(|v| v["type"] == ty, timeout)
+    }
+
+    /// Consume lines up to and including the first whose `type` is `ty` (10 s); returns them.
+    pub fn events_until(&mut self, ty: &str) -> Vec<Value> {
+        self.events_until_timeout(ty, EVENT_TIMEOUT)
+    }
+
+    pub fn events_until_timeout(&mut self, ty: &str, timeout: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + timeout;
+        let mut out = Vec::new();
+        loop {
+            while let Some(l) = self.pending.pop_front() {
+                let done = l.value["type"] == ty;
+                out.push(l.value);
+                if done {
+                    return out;
+                }
+            }
+            if !self.receive(deadline) {
+                let seen: Vec<String> = out.iter().map(|v| short(&v.to_string())).collect();
+                panic!(
+                    "no {ty:?} line within {timeout:?}; consumed while waiting:\n  {}\n{}",
+                    seen.join("\n  "),
+                    self.report()
+                );
+            }
+        }
+    }
+
+    /// Every line received so far (consumed or not), with its decoded form.
+    pub fn log(&self) -> &[Line] {
+        &self.log
+    }
+
+    /// Lines received but not consumed yet (without waiting).
+    pub fn drain_pending(&mut self) -> Vec<Value> {
+        while let Ok(FromReader::Line(l)) = self.rx.try_recv() {
+            self.accept(l);
+        }
+        self.pending.drain(..).map(|l| l.value).collect()
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Wait for the process to exit; panics after `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                self.settle_stderr(deadline);
+                return status;
+            }
+            if Instant::now() >= deadline {
+                panic!("nova did not exit within {timeout:?}\n{}", self.report());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// After exit: let the stderr thread collect the last bytes (bounded: a grandchild may still
+    /// hold the pipe open).
+    fn settle_stderr(&mut self, deadline: Instant) {
+        let deadline = deadline.max(Instant::now() + Duration::from_secs(2));
+        while let Some(t) = self.stderr_thread.take() {
+            if t.is_finished() {
+                let _ = t.join();
+            } else if Instant::now() < deadline {
+                self.stderr_thread = Some(t);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+
+    /// Everything nova wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Take one line from the reader into `pending`; false on timeout. Panics when stdout closed
+    /// (nothing more can arrive).
+    fn receive(&mut self, deadline: Instant) -> bool {
+        if self.eof {
+            panic!("nova closed stdout\n{}", self.report());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.rx.recv_timeout(left) {
+            Ok(FromReader::Line(l)) => {
+                self.accept(l);
+                true
+            }
+            Ok(FromReader::Eof) | Err(RecvTimeoutError::Disconnected) => {
+                self.eof = true;
+                // Give the stderr thread a moment to collect the last words.
+                let _ = self.child.try_wait();
+                panic!("nova closed stdout\n{}", self.report());
+            }
+            Err(RecvTimeoutError::Timeout) => false,
+        }
+    }
+
+    fn accept(&mut self, raw: String) {
+        let raw = raw.strip_suffix('\r').map(str::to_string).unwrap_or(raw);
+        let value: Value = match serde_json::from_str(&raw) {
+            Ok(v) => v,
+            Err(e) => panic!(
+                "nova wrote a stdout line that is not JSON ({e}):\n  {}\n{}",
+                short(&raw),
+                self.report()
+            ),
+        };
+        let out = wire::decode_line(&value);
+        let line = Line { raw, value, out };
+        self.log.push(line.clone());
+        self.pending.push_back(line);
+    }
+
+    /// The last lines received and the stderr tail, for panic messages.
+    pub fn report(&self) -> String {
+        const LAST: usize = 40;
+        let skip = self.log.len().saturating_sub(LAST);
+        let lines: Vec<String> = self.log[skip..]
+            .iter()
+            .map(|l| format!("  {}", short(&l.raw)))
+            .collect();
+        let stderr = self.stderr();
+        let tail: String = {
+            let chars: Vec<char> = stderr.chars().collect();
+            chars[chars.len().saturating_sub(4000)..].iter().collect()
+        };
+        format!(
+            "--- stdout ({} line(s), last {}):\n{}\n--- stderr (tail):\n{}",
+            self.log.len(),
+            lines.len(),
+            lines.join("\n"),
+            tail
+        )
+    }
+}
+
+impl Drop for Nova {
+    fn drop(&mut self) {
+        self.stdin = None;
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+fn short(s: &str) -> String {
+    const MAX: usize = 400;
+    if s.chars().count() <= MAX {
+        s.to_string()
+    } else {
+        let head: String = s.chars().take(MAX).collect();
+        format!("{head}… ({} chars)", s.chars().count())
+    }
+}

@@ -1,0 +1,625 @@
+//! Mirror types for everything nova writes to stdout, written independently of
+//! `src/protocol.rs` and marked `deny_unknown_fields`, so any drift between nova's output and the
+//! expected shape (a renamed, extra or missing field, a `null` where Pi omits the field) fails
+//! loudly. [`decode_line`] is applied to every line the test driver reads.
+//!
+//! Sources: `src/protocol.rs`, `shared/spec/RPC.md` and `pi-reference.md` §§0, 4, 5 and 13.
+//! Events nova does not emit yet but the spec defines (`permission_request`, `auto_retry_*`)
+//! are mirrored from the spec; `compaction_*` is left out until its fields are fixed.
+
+use serde::de::{DeserializeOwned, Deserializer};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// An optional field that must be omitted rather than `null` when absent (Pi never writes
+/// `null` for an undefined field).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Content blocks and messages
+// ---------------------------------------------------------------------------------------------
+
+/// A block in an assistant message: text, thinking or a tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    deny_unknown_fields
+)]
+pub enum AssistantBlock {
+    Text {
+        text: String,
+        #[serde(
+            default,
+            deserialize_with = "present",
+            skip_serializing_if = "Option::is_none"
+        )]
+        text_signature: Option<String>,
+    },
+    Thinking {
+        thinking: String,
+        #[serde(
+            default,
+            deserialize_with = "present",
+            skip_serializing_if = "Option::is_none"
+        )]
+        thinking_signature: Option<String>,
+        #[serde(
+            default,
+            deserialize_with = "present",
+            skip_serializing_if = "Option::is_none"
+        )]
+        redacted: Option<bool>,
+    },
+    ToolCall(ToolCall),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub thought_signature: Option<String>,
+}
+
+/// A block in user or tool-result content: text or an image.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    deny_unknown_fields
+)]
+pub enum MediaBlock {
+    Text {
+        text: String,
+        #[serde(
+            default,
+            deserialize_with = "present",
+            skip_serializing_if = "Option::is_none"
+        )]
+        text_signature: Option<String>,
+    },
+    Image {
+        data: String,
+        mime_type: String,
+    },
+}
+
+impl MediaBlock {
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            MediaBlock::Text { text, .. } => Some(text),
+            MediaBlock::Image { .. } => None,
+        }
+    }
+}
+
+/// A user message's content: a bare string or a block list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum UserContent {
+    Text(String),
+    Blocks(Vec<MediaBlock>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StopReason {
+    Stop,
+    Length,
+    ToolUse,
+    Error,
+    Aborted,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Cost {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_write: f64,
+    pub total: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub total_tokens: u64,
+    pub cost: Cost,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UserMessage {
+    pub content: UserContent,
+    pub timestamp: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AssistantMessage {
+    pub content: Vec<AssistantBlock>,
+    pub api: String,
+    pub provider: String,
+    pub model: String,
+    pub usage: Usage,
+    pub stop_reason: StopReason,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub error_message: Option<String>,
+    pub timestamp: i64,
+}
+
+impl AssistantMessage {
+    /// All text blocks concatenated.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                AssistantBlock::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn thinking(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                AssistantBlock::Thinking { thinking, .. } => Some(thinking.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn tool_calls(&self) -> Vec<&ToolCall> {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                AssistantBlock::ToolCall(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolResultMessage {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub content: Vec<MediaBlock>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+    pub is_error: bool,
+    pub timestamp: i64,
+}
+
+/// A conversation message, tagged by `role`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "camelCase")]
+pub enum Message {
+    User(UserMessage),
+    Assistant(AssistantMessage),
+    ToolResult(ToolResultMessage),
+}
+
+impl Message {
+    pub fn as_assistant(&self) -> Option<&AssistantMessage> {
+        match self {
+            Message::Assistant(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Models and state
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelCost {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_write: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Model {
+    pub id: String,
+    pub name: String,
+    pub api: String,
+    pub provider: String,
+    pub base_url: String,
+    pub reasoning: bool,
+    pub input: Vec<String>,
+    pub cost: ModelCost,
+    pub context_window: u64,
+    pub max_tokens: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QueueMode {
+    #[serde(rename = "all")]
+    All,
+    #[serde(rename = "one-at-a-time")]
+    OneAtATime,
+}
+
+/// `get_state` data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct State {
+    /// Always present; `null` when no model is selected.
+    pub model: Option<Model>,
+    pub thinking_level: String,
+    pub is_streaming: bool,
+    pub is_compacting: bool,
+    pub steering_mode: QueueMode,
+    pub follow_up_mode: QueueMode,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub session_file: Option<String>,
+    pub session_id: String,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub session_name: Option<String>,
+    pub auto_compaction_enabled: bool,
+    pub message_count: usize,
+    pub pending_message_count: usize,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+// ---------------------------------------------------------------------------------------------
+
+/// The envelope of every response. `data` stays a `Value` here; [`ResponseData`] decodes it for
+/// the commands whose data shape is fixed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Response {
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub id: Option<Value>,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub command: String,
+    pub success: bool,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub data: Option<Value>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Disposition {
+    Started,
+    Queued,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptData {
+    pub disposition: Disposition,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessagesData {
+    pub messages: Vec<Message>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LastTextData {
+    pub text: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandsData {
+    pub commands: Vec<Value>,
+}
+
+/// A successful response's data, decoded for the commands whose shape the spec fixes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResponseData {
+    /// `prompt` (also `steer`/`follow_up` if they ever carry a disposition): Pi 1.6 shape.
+    Prompt(PromptData),
+    State(Box<State>),
+    /// `get_messages`: Pi's `{messages}`.
+    Messages(MessagesData),
+    /// `get_last_assistant_text`: Pi's `{text}`.
+    LastText(LastTextData),
+    /// `set_model`: the full Model, as Pi.
+    Model(Box<Model>),
+    /// `get_commands`: `{commands: []}`.
+    Commands(CommandsData),
+    /// No data.
+    None,
+    /// A command whose data shape is not pinned down (yet): kept as JSON.
+    Other(Value),
+}
+
+impl Response {
+    /// Decode `data` according to `command`; `Err` names the problem.
+    pub fn decoded_data(&self) -> Result<ResponseData, String> {
+        let Some(data) = &self.data else {
+            return Ok(ResponseData::None);
+        };
+        fn de<T: DeserializeOwned>(v: &Value) -> Result<T, String> {
+            serde_json::from_value(v.clone()).map_err(|e| e.to_string())
+        }
+        Ok(match self.command.as_str() {
+            "prompt" => ResponseData::Prompt(de(data)?),
+            "get_state" => ResponseData::State(Box::new(de(data)?)),
+            "get_messages" => ResponseData::Messages(de(data)?),
+            "get_last_assistant_text" => ResponseData::LastText(de(data)?),
+            "set_model" => ResponseData::Model(Box::new(de(data)?)),
+            "get_commands" => ResponseData::Commands(de(data)?),
+            _ => ResponseData::Other(data.clone()),
+        })
+    }
+
+    /// The envelope rules: `type` is `response`; success carries no `error`; failure carries an
+    /// `error` and no `data`.
+    fn check(&self) -> Result<(), String> {
+        if self.kind != "response" {
+            return Err(format!("type is {:?}", self.kind));
+        }
+        match (self.success, &self.error, &self.data) {
+            (true, Some(_), _) => Err("success with an error".into()),
+            (false, None, _) => Err("failure without an error".into()),
+            (false, _, Some(_)) => Err("failure with data".into()),
+            _ => self.decoded_data().map(|_| ()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events
+// ---------------------------------------------------------------------------------------------
+
+/// The streaming detail inside `message_update`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase",
+    deny_unknown_fields
+)]
+pub enum AssistantMessageEvent {
+    TextStart {
+        content_index: usize,
+    },
+    TextDelta {
+        content_index: usize,
+        delta: String,
+    },
+    TextEnd {
+        content_index: usize,
+        content: String,
+    },
+    ThinkingStart {
+        content_index: usize,
+    },
+    ThinkingDelta {
+        content_index: usize,
+        delta: String,
+    },
+    ThinkingEnd {
+        content_index: usize,
+        content: String,
+    },
+    ToolcallStart {
+        content_index: usize,
+    },
+    ToolcallDelta {
+        content_index: usize,
+        delta: String,
+    },
+    ToolcallEnd {
+        content_index: usize,
+        tool_call: ToolCallBlock,
+    },
+}
+
+/// `toolcall_end.toolCall`: a `{"type":"toolCall", …}` block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+pub enum ToolCallBlock {
+    ToolCall(ToolCall),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResultPayload {
+    pub content: Vec<MediaBlock>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+impl ToolResultPayload {
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(MediaBlock::text)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Every event nova emits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase",
+    deny_unknown_fields
+)]
+pub enum Event {
+    /// Written `{}` rather than as a unit variant so extra fields are rejected too.
+    AgentStart {},
+    AgentEnd {
+        messages: Vec<Message>,
+        will_retry: bool,
+    },
+    AgentSettled {
+        aborted: bool,
+    },
+    TurnStart {},
+    TurnEnd {
+        turn_index: usize,
+        message: Message,
+        tool_results: Vec<Message>,
+    },
+    MessageStart {
+        message: Message,
+    },
+    MessageUpdate {
+        assistant_message_event: AssistantMessageEvent,
+    },
+    MessageEnd {
+        message: Message,
+    },
+    ToolExecutionStart {
+        tool_call_id: String,
+        tool_name: String,
+        /// An object when the arguments parse, else the raw string.
+        args: Value,
+    },
+    ToolExecutionUpdate {
+        tool_call_id: String,
+        tool_name: String,
+        args: Value,
+        partial_result: ToolResultPayload,
+    },
+    ToolExecutionEnd {
+        tool_call_id: String,
+        tool_name: String,
+        result: ToolResultPayload,
+        is_error: bool,
+    },
+    QueueUpdate {
+        steering: Vec<String>,
+        follow_up: Vec<String>,
+        pending_message_count: usize,
+    },
+    /// From RPC.md (not yet in protocol.rs).
+    PermissionRequest {
+        request_id: u64,
+        tool_name: String,
+        command: String,
+    },
+    /// From pi-reference §4/§11 (not yet in protocol.rs).
+    AutoRetryStart {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        error_message: String,
+    },
+    /// From pi-reference §4/§11 (not yet in protocol.rs).
+    AutoRetryEnd {
+        success: bool,
+        attempt: u32,
+        #[serde(
+            default,
+            deserialize_with = "present",
+            skip_serializing_if = "Option::is_none"
+        )]
+        final_error: Option<String>,
+    },
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lines
+// ---------------------------------------------------------------------------------------------
+
+/// One stdout line, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Out {
+    Response(Response),
+    Event(Box<Event>),
+}
+
+impl Out {
+    pub fn response(&self) -> Option<&Response> {
+        match self {
+            Out::Response(r) => Some(r),
+            Out::Event(_) => None,
+        }
+    }
+
+    pub fn event(&self) -> Option<&Event> {
+        match self {
+            Out::Event(e) => Some(e),
+            Out::Response(_) => None,
+        }
+    }
+}
+
+/// Decode one stdout line; `Err` says why it does not match the mirror types.
+pub fn try_decode_line(v: &Value) -> Result<Out, String> {
+    let Some(kind) = v.get("type").and_then(Value::as_str) else {
+        return Err("no string `type` field".into());
+    };
+    if kind == "response" {
+        let r: Response = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+        r.check()?;
+        Ok(Out::Response(r))
+    } else {
+        let e: Event = serde_json::from_value(v.clone()).map_err(|e| {
+            format!("{e} (a new event type needs a mirror in tests/support/wire.rs)")
+        })?;
+        Ok(Out::Event(Box::new(e)))
+    }
+}
+
+/// Decode one stdout line into the mirror types; panics with the line when it does not match.
+pub fn decode_line(v: &Value) -> Out {
+    match try_decode_line(v) {
+        Ok(out) => out,
+        Err(e) => {
+            panic!("nova wrote a line that does not match the wire mirror types: {e}\n  line: {v}")
+        }
+    }
+}
