@@ -1,0 +1,209 @@
+//! Framing and the command envelope, against the real binary: every bad input gets one clear
+//! error response (with the id when there was one) and the session goes on.
+
+use crate::support::mock_llm::{MockLlm, Reply};
+use crate::support::nova_proc::{EVENT_TIMEOUT, Nova};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn idle_nova() -> Nova {
+    Nova::builder().spawn()
+}
+
+fn error_text(r: &Value) -> &str {
+    assert_eq!(r["success"], json!(false), "{r}");
+    r["error"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn malformed_lines_get_parse_errors_without_id_and_the_session_goes_on() {
+    let mut nova = idle_nova();
+    nova.send_raw(b"{not json\nnull\n[1,2]\n42\n\"str\"\n\n   \r\n");
+    for needle in [
+        "Failed to parse command",
+        "got null",
+        "got an array",
+        "got a number",
+        "got a string",
+    ] {
+        let r = nova.next_event(EVENT_TIMEOUT);
+        assert_eq!(r["type"], "response");
+        assert_eq!(r["command"], "parse", "{r}");
+        assert!(r.get("id").is_none(), "{r}");
+        assert!(error_text(&r).contains(needle), "{needle}: {r}");
+    }
+    // Blank lines produce nothing: the next line is the answer to this request.
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    assert_eq!(state["messageCount"], 0);
+}
+
+#[test]
+fn command_errors_echo_the_id_and_name_the_problem() {
+    let mut nova = idle_nova();
+    let r = nova.request(json!({"type": "dance"}));
+    assert_eq!(r["command"], "dance");
+    assert_eq!(error_text(&r), "Unknown command: dance");
+
+    let r = nova.request(json!({"type": 7}));
+    assert_eq!(r["command"], "parse");
+    assert!(error_text(&r).contains("\"type\" must be a string"), "{r}");
+
+    let r = nova.request(json!({"no_type": true}));
+    assert!(error_text(&r).contains("missing the \"type\""), "{r}");
+
+    let r = nova.request(json!({"type": "prompt", "message": 5}));
+    assert_eq!(r["command"], "prompt");
+    let e = error_text(&r);
+    assert!(
+        e.contains("\"message\"") && e.contains("expected a string"),
+        "{e}"
+    );
+
+    let r = nova.request(json!({"type": "set_model", "provider": "x"}));
+    assert!(error_text(&r).contains("missing field `modelId`"), "{r}");
+
+    let r = nova.request(json!({"type": "set_follow_up_mode", "mode": "sometimes"}));
+    assert!(error_text(&r).contains("one-at-a-time"), "{r}");
+
+    // Numeric ids are echoed as numbers.
+    let r = nova.request(json!({"id": 17, "type": "get_commands"}));
+    assert_eq!(r["id"], json!(17));
+    assert_eq!(r["data"], json!({"commands": []}));
+}
+
+#[test]
+fn crlf_and_line_separators_inside_strings_are_not_record_breaks() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("ok"));
+    let mut nova = Nova::builder().ollama(&mock).spawn();
+    nova.send_raw(
+        "{\"id\":\"a\",\"type\":\"prompt\",\"message\":\"one\u{2028}two\u{2029}three\"}\r\n"
+            .as_bytes(),
+    );
+    let r = nova.wait_for(|v| v["id"] == "a", EVENT_TIMEOUT);
+    assert_eq!(r["success"], json!(true), "{r}");
+    nova.events_until("agent_settled");
+    let sent = &mock.chat_requests()[0];
+    let user = sent
+        .messages()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .unwrap();
+    assert_eq!(user["content"], "one\u{2028}two\u{2029}three");
+}
+
+#[test]
+fn an_oversized_record_is_skipped_with_one_error() {
+    let mut nova = idle_nova();
+    let mut big = b"{\"type\":\"prompt\",\"message\":\"".to_vec();
+    big.resize(9 * 1024 * 1024, b'x');
+    big.extend_from_slice(b"\"}\n");
+    nova.send_raw(&big);
+    let r = nova.next_event(EVENT_TIMEOUT);
+    assert_eq!(r["command"], "parse");
+    assert!(error_text(&r).contains("8 MiB"), "{r}");
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    assert_eq!(state["messageCount"], 0);
+    // Nothing else was produced for the oversized record.
+    assert!(nova.drain_pending().is_empty());
+}
+
+#[test]
+fn bad_images_are_refused_by_index_and_change_nothing() {
+    let mock = MockLlm::start();
+    let mut nova = Nova::builder().ollama(&mock).spawn();
+    let png = "iVBORw0KGgo=";
+    let good = json!({"type": "image", "data": png, "mimeType": "image/png"});
+    let cases = [
+        (
+            json!([good, {"type":"image","data":"@@@","mimeType":"image/png"}]),
+            "images[1]: data is not valid base64",
+        ),
+        (
+            json!([{"type":"image","data":png,"mimeType":"text/plain"}]),
+            "images[0]: mimeType \"text/plain\"",
+        ),
+        (json!(vec![good.clone(); 17]), "images[16]: too many images"),
+        (
+            json!([{"type":"image","data":"A".repeat(7_200_000),"mimeType":"image/png"}]),
+            "images[0]: image is too large: 5400000 bytes",
+        ),
+        (
+            json!([{"type":"image","data":png}]),
+            "missing field `mimeType`",
+        ),
+    ];
+    for command in ["prompt", "steer", "follow_up"] {
+        for (images, needle) in &cases {
+            let r = nova.request(json!({"type": command, "message": "look", "images": images}));
+            assert_eq!(r["command"], command);
+            assert!(error_text(&r).contains(needle), "{command} {needle}: {r}");
+        }
+    }
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    assert_eq!(
+        (
+            state["messageCount"].as_u64(),
+            state["pendingMessageCount"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
+    assert!(mock.chat_requests().is_empty());
+
+    // The snake_case alias is accepted.
+    nova.request_ok(json!({"type": "steer", "message": "s", "images": [{"data": png, "mime_type": "image/png"}]}));
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    assert_eq!(state["pendingMessageCount"], 1);
+}
+
+#[test]
+fn not_yet_supported_commands_say_so() {
+    let mut nova = idle_nova();
+    let r = nova.request(json!({"type": "switch_session", "sessionId": "abc"}));
+    assert!(error_text(&r).contains("not supported yet"), "{r}");
+    let r = nova.request(json!({"type": "permission_response", "requestId": 1, "approved": true}));
+    assert!(error_text(&r).contains("not supported yet"), "{r}");
+}
+
+#[test]
+fn idle_commands_answer_with_pi_shapes() {
+    let mut nova = idle_nova();
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    for key in [
+        "isStreaming",
+        "isCompacting",
+        "messageCount",
+        "pendingMessageCount",
+        "sessionId",
+        "thinkingLevel",
+        "steeringMode",
+        "followUpMode",
+        "autoCompactionEnabled",
+    ] {
+        assert!(state.get(key).is_some(), "get_state lacks {key}: {state}");
+    }
+    assert_eq!(state["model"], Value::Null);
+    assert_eq!(state["steeringMode"], "one-at-a-time");
+    assert_eq!(
+        nova.request_ok(json!({"type": "get_messages"})),
+        json!({"messages": []})
+    );
+    assert_eq!(
+        nova.request_ok(json!({"type": "get_last_assistant_text"})),
+        json!({"text": null})
+    );
+    nova.request_ok(json!({"type": "set_steering_mode", "mode": "all"}));
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    assert_eq!(state["steeringMode"], "all");
+    let before = state["sessionId"].clone();
+    assert_eq!(
+        nova.request_ok(json!({"type": "new_session"})),
+        json!({"cancelled": false})
+    );
+    let after = nova.request_ok(json!({"type": "get_state"}))["sessionId"].clone();
+    assert_ne!(before, after);
+    let r = nova.request(json!({"type": "prompt", "message": "hi"}));
+    assert!(error_text(&r).contains("No model selected"), "{r}");
+    nova.close_stdin();
+    assert!(nova.wait_exit(Duration::from_secs(10)).success());
+}
