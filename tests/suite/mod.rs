@@ -3,4 +3,5 @@
 mod mock_llm;
 mod nova_proc;
 mod protocol;
+mod run;
 mod wire;
