@@ -2,4 +2,5 @@
 
 mod mock_llm;
 mod nova_proc;
+mod providers;
 mod wire;
