@@ -1,5 +1,6 @@
 //! The integration suite, one file per capability.
 
+mod cli;
 mod mock_llm;
 mod nova_proc;
 mod providers;
