@@ -256,6 +256,10 @@ fn plain_text_reply(f: Format) {
     let reqs = mock.chat_requests();
     assert_eq!(reqs.len(), 1);
     assert_eq!(reqs[0].body["model"], "test-model");
+    assert_eq!(reqs[0].body["stream"], true);
+    if f == Format::OpenAi {
+        assert_eq!(reqs[0].body["stream_options"]["include_usage"], true);
+    }
     assert_eq!(roles(reqs[0].messages()), ["system", "user"]);
     assert_eq!(reqs[0].messages()[1]["content"], "say hello");
 
@@ -720,6 +724,22 @@ fn auth(f: Format) {
             json!({"X-Nova-Literal": "other", "X-Nova-Env": "!printf cmd-header"}),
             "Bearer secret",
             [("x-nova-literal", "other"), ("x-nova-env", "cmd-header")],
+        ),
+        // Older Pi: a bare name of a set variable reads it; anything else is literal.
+        (
+            json!("NOVA_TEST_KEY"),
+            json!({"X-Nova-Literal": "NOVA_UNSET_VAR_X", "X-Nova-Env": "NOVA_TEST_HDR"}),
+            "Bearer env-secret-123",
+            [
+                ("x-nova-literal", "NOVA_UNSET_VAR_X"),
+                ("x-nova-env", "hdr-from-env"),
+            ],
+        ),
+        (
+            json!("sk-literal-key"),
+            json!({"X-Nova-Literal": "a b c", "X-Nova-Env": "$NOVA_TEST_HDR"}),
+            "Bearer sk-literal-key",
+            [("x-nova-literal", "a b c"), ("x-nova-env", "hdr-from-env")],
         ),
     ];
     for (i, (key, headers, bearer, expect)) in cases.into_iter().enumerate() {
