@@ -352,6 +352,17 @@ fn zero_config_uses_the_local_ollama() {
     assert_eq!(chat.len(), 1);
     assert_eq!(chat[0].path, "/api/chat");
     assert_eq!(chat[0].body["model"], "llama3:8b");
+
+    // OLLAMA_HOST as a URL with a trailing slash works the same.
+    mock.push(Reply::text("again"));
+    let mut nova = Nova::builder()
+        .env("OLLAMA_HOST", format!("{}/", mock.base_url_ollama()))
+        .spawn();
+    let model = &state(&mut nova)["model"];
+    assert_eq!(model["id"], "llama3:8b");
+    assert_eq!(model["baseUrl"], mock.base_url_ollama());
+    nova.run_prompt("hi");
+    assert_eq!(mock.chat_requests()[1].path, "/api/chat");
     mock.assert_no_violations();
 }
 
@@ -589,4 +600,66 @@ fn prompt_flags_read_files() {
 
 fn path_str(p: &Path) -> String {
     p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn stdin_eof_during_a_tool_kills_it_and_exits_0() {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call(
+        "call_1",
+        "bash",
+        json!({"command": "sleep 300 & echo $! > sleep.pid; wait"}),
+    ));
+    let mut nova = Nova::builder().openai(&mock).spawn();
+    nova.request_ok(json!({"type": "prompt", "message": "sleep"}));
+    nova.wait_for_type("tool_execution_start", LONG);
+    let pid_file = nova.cwd().join("sleep.pid");
+    let pid = wait_until(|| {
+        std::fs::read_to_string(&pid_file)
+            .ok()
+            .filter(|s| s.ends_with('\n'))
+    });
+    let proc_dir = Path::new("/proc").join(pid.trim());
+    assert!(proc_dir.exists());
+    let t0 = Instant::now();
+    nova.close_stdin();
+    assert_clean_shutdown_after_tool(&mut nova, t0);
+    wait_until(|| (!proc_dir.exists() || is_zombie(&proc_dir)).then_some(()));
+}
+
+fn assert_clean_shutdown_after_tool(nova: &mut Nova, t0: Instant) {
+    let status = nova.wait_exit(LONG);
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    assert_eq!(status.code(), Some(0), "{status:?}\n{}", nova.report());
+    let rest = nova.events_until("agent_settled");
+    let end = of_type(&rest, "tool_execution_end");
+    assert_eq!(end.len(), 1, "{rest:?}");
+    assert_eq!(end[0]["isError"], true, "{}", end[0]);
+}
+
+fn is_zombie(proc_dir: &Path) -> bool {
+    std::fs::read_to_string(proc_dir.join("stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(true)
+}
+
+/// Poll `f` every 10 ms until it yields a value; panics after [`LONG`].
+fn wait_until<T>(mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + LONG;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "condition not met within {LONG:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }

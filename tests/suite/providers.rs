@@ -763,6 +763,21 @@ fn auth(f: Format) {
     mock.assert_no_violations();
 }
 
+fn unresolvable_api_key(f: Format) {
+    let mock = MockLlm::start();
+    let mut provider = provider_entry(f, &f.base_url(&mock), json!([{"id": "test-model"}]));
+    provider["apiKey"] = json!("$NOVA_SURELY_UNSET_VAR");
+    let mut nova = Nova::builder()
+        .models_json(json!({"providers": {f.provider(): provider}}))
+        .spawn();
+    let events = nova.run_prompt("hi");
+    let msg = assert_error_turn(&events);
+    assert!(msg.contains("NOVA_SURELY_UNSET_VAR"), "{msg}");
+    assert!(mock.chat_requests().is_empty());
+    let s = nova.request_ok(json!({"type": "get_state"}));
+    assert_eq!(s["isStreaming"], false);
+}
+
 trait PromptExt {
     /// `run_prompt` with a longer wait (tool runs on a loaded machine).
     fn events_until_prompt(&mut self, message: &str) -> Vec<Value>;
@@ -828,4 +843,5 @@ for_both_formats! {
     image_to_image_model;
     image_to_text_only_model;
     auth;
+    unresolvable_api_key;
 }
