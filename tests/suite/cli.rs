@@ -131,7 +131,8 @@ fn two_providers(mock: &MockLlm, ids: &[&str]) -> Value {
 fn no_arguments_is_a_usage_error() {
     let r = run_nova(&[], None);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
-    assert!(r.stderr.contains("--mode"), "{}", r.stderr);
+    assert!(r.stderr.contains("--mode rpc"), "{}", r.stderr);
+    assert!(r.stderr.contains("Usage: nova"), "{}", r.stderr);
     assert!(r.stdout.is_empty(), "{}", r.stdout);
 }
 
