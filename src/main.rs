@@ -18,9 +18,10 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(&first_line(&e.to_string())),
     };
     if cli.mode.is_none() {
+        let usage = <Cli as clap::CommandFactory>::command().render_usage();
         let _ = writeln!(
             std::io::stderr(),
-            "nova: choose an interface with --mode rpc (see nova --help)"
+            "nova: choose an interface with --mode rpc (see nova --help)\n\n{usage}"
         );
         return ExitCode::from(2);
     }

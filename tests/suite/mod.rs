@@ -1,7 +1,9 @@
 //! The integration suite, one file per capability.
 
+mod cli;
 mod mock_llm;
 mod nova_proc;
 mod protocol;
+mod providers;
 mod run;
 mod wire;
