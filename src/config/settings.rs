@@ -14,6 +14,10 @@ pub struct Settings {
     pub follow_up_mode: QueueMode,
     /// How long a provider may send nothing before the turn fails.
     pub stream_idle_timeout: Duration,
+    /// `permissions.bash`, validated by the permission gate.
+    pub bash_permissions: Option<Value>,
+    /// `compaction`, validated by the compaction settings.
+    pub compaction: Option<Value>,
 }
 
 impl Default for Settings {
@@ -24,6 +28,8 @@ impl Default for Settings {
             steering_mode: QueueMode::OneAtATime,
             follow_up_mode: QueueMode::OneAtATime,
             stream_idle_timeout: Duration::from_secs(120),
+            bash_permissions: None,
+            compaction: None,
         }
     }
 }
@@ -103,6 +109,8 @@ fn from_map(map: &Map<String, Value>, warnings: &mut Vec<String>) -> Settings {
             )),
         }
     }
+    s.bash_permissions = map.get("permissions").and_then(|p| p.get("bash")).cloned();
+    s.compaction = map.get("compaction").cloned();
     match map.get("streamIdleTimeoutSeconds") {
         None => {}
         Some(v) => match v.as_f64().filter(|n| *n > 0.0 && n.is_finite()) {
