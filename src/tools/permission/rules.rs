@@ -196,6 +196,9 @@ impl Walker {
             }
         } else if name == "eval" {
             Some(values(args).collect::<Vec<_>>().join(" "))
+        } else if name == "trap" {
+            // `trap 'cmd' SIGNAL…`: the script runs later, when the signal arrives.
+            (args.len() >= 2 && !args[0].value.starts_with('-')).then(|| args[0].value.clone())
         } else if name == "su" {
             option_value(args, "-c", "--command").map(str::to_string)
         } else if name == "env" {
