@@ -3,7 +3,8 @@
 //! [`classify`] parses the command as bash would split it and looks at every simple command it
 //! would run: those separated by `;`, `&&`, `||`, `|`, `|&`, `&` and newlines; those inside
 //! `$( )`, backticks, `<( )`/`>( )`, `( )` subshells, `{ …; }` groups, `if`/`for`/`while`/`case`
-//! bodies and function bodies; the script of `bash -c`/`sh -c`/`zsh -c`/`eval`/`su -c`; the
+//! bodies and function bodies; the script of `bash -c`/`sh -c`/`zsh -c`/`eval`/`su -c`/`env -S`
+//! and of `trap 'script' SIGNAL`; the
 //! command run by `xargs`, `find -exec`, and the wrappers `env`, `command`, `nohup`, `time`,
 //! `nice`, `timeout`, `exec`, `stdbuf`, `setsid`, `sudo`, `doas`; and the command after leading
 //! `VAR=value` assignments. Quotes and escapes are resolved first, so `echo "rm -rf /"` is only an
