@@ -4,10 +4,9 @@
 //! would run: those separated by `;`, `&&`, `||`, `|`, `|&`, `&` and newlines; those inside
 //! `$( )`, backticks, `<( )`/`>( )`, `( )` subshells, `{ …; }` groups, `if`/`for`/`while`/`case`
 //! bodies and function bodies; the script of `bash -c`/`sh -c`/`zsh -c`/`eval`/`su -c`/`env -S`
-//! and of `trap 'script' SIGNAL`; the
-//! command run by `xargs`, `find -exec`, and the wrappers `env`, `command`, `nohup`, `time`,
-//! `nice`, `timeout`, `exec`, `stdbuf`, `setsid`, `sudo`, `doas`; and the command after leading
-//! `VAR=value` assignments. Quotes and escapes are resolved first, so `echo "rm -rf /"` is only an
+//! and of `trap 'script' SIGNAL`; the command run by `xargs`, `find -exec`, and the wrappers
+//! `env`, `command`, `nohup`, `time`, `nice`, `timeout`, `exec`, `stdbuf`, `setsid`, `sudo`,
+//! `doas`; and the command after leading `VAR=value` assignments. Quotes and escapes are resolved first, so `echo "rm -rf /"` is only an
 //! `echo`, while `echo "$(rm -rf /)"` runs `rm`. Here-document bodies are data, except the
 //! substitutions an unquoted delimiter lets run. Input the parser cannot follow (an unclosed
 //! quote, `$(` or `{`, a stray `)`, nesting beyond any real use) is asked about, never run.
