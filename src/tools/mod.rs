@@ -9,6 +9,7 @@ mod fs;
 mod image;
 mod output;
 pub mod path;
+pub mod permission;
 mod read;
 pub mod truncate;
 pub mod validate;
