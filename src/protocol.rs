@@ -400,6 +400,8 @@ pub struct State {
     pub auto_compaction_enabled: bool,
     pub message_count: usize,
     pub pending_message_count: usize,
+    /// Bash commands waiting for `permission_response` (nova's addition).
+    pub pending_permission_requests: usize,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -508,5 +510,13 @@ pub enum Event {
         steering: Vec<String>,
         follow_up: Vec<String>,
         pending_message_count: usize,
+    },
+    /// A flagged bash command waits for `permission_response` (nova's addition, RPC.md).
+    PermissionRequest {
+        request_id: u64,
+        tool_name: String,
+        command: String,
+        /// Why the command was flagged (nova's addition, for the person deciding).
+        reason: String,
     },
 }

@@ -1,16 +1,21 @@
-//! Running one assistant message's tool calls: prepared in call order, run concurrently, and
-//! finalised in call order (a call that finishes early waits for the ones before it).
+//! Running one assistant message's tool calls: prepared in call order (a flagged bash command
+//! asks for permission here), run concurrently, and finalised in call order (a call that
+//! finishes early waits for the ones before it).
 
 use super::{Agent, now_ms};
 use crate::protocol::{Event, Message, ToolResultMessage, ToolResultPayload};
+use crate::tools::permission::{Verdict, classify};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use serde_json::Value;
 use std::sync::Arc;
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Pi's text for calls dropped because the user steered before they ran.
 pub const SKIPPED: &str = "Skipped due to queued user message.";
+const DENIED: &str = "The user denied permission to run this command, so it was not run.";
+const ABORTED: &str = "Command aborted";
 
 type Call = (String, String, Value);
 
@@ -42,12 +47,21 @@ pub(super) async fn run_tools(
                 ToolOutput::error(format!("Tool {name} not found")),
             )),
             Some(tool) => {
+                let approval = match gate(agent, tool, call) {
+                    Gate::Run => None,
+                    Gate::Ask(answer) => Some(answer),
+                    Gate::Deny(text) => {
+                        results.push(finish(agent, call, ToolOutput::error(text)));
+                        continue;
+                    }
+                };
                 let ctx = ToolContext {
                     cwd: agent.inner.cwd.clone(),
                     cancel: cancel.child_token(),
                     on_update: update_sink(agent, call),
                 };
-                running.push((call, tokio::spawn(tool.execute(args.clone(), ctx))));
+                let task = run_approved(tool, args.clone(), ctx, approval);
+                running.push((call, tokio::spawn(task)));
             }
         }
     }
@@ -58,6 +72,66 @@ pub(super) async fn run_tools(
         results.push(finish(agent, call, output));
     }
     results
+}
+
+enum Gate {
+    Run,
+    Ask(oneshot::Receiver<bool>),
+    Deny(String),
+}
+
+/// Classifies a bash call's command; a flagged one gets a `permission_request` right after its
+/// `tool_execution_start`.
+fn gate(agent: &Agent, tool: Tool, call: &Call) -> Gate {
+    if tool != Tool::Bash {
+        return Gate::Run;
+    }
+    // The command as the tool will see it: validation turns numbers and booleans into strings.
+    let command = match &call.2["command"] {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        _ => return Gate::Run,
+    };
+    match classify(&command, &agent.inner.permission_rules) {
+        Verdict::Run => Gate::Run,
+        Verdict::Deny { rule } => Gate::Deny(format!(
+            "Blocked by the permissions.bash deny rule `{rule}`; the command was not run."
+        )),
+        Verdict::Ask { reason } => {
+            let mut state = agent.state();
+            let (request_id, answer) = state.permissions.open();
+            agent.emit(Event::PermissionRequest {
+                request_id,
+                tool_name: call.1.clone(),
+                command,
+                reason,
+            });
+            Gate::Ask(answer)
+        }
+    }
+}
+
+/// Waits for the client's answer (when one is needed), then runs the tool.
+async fn run_approved(
+    tool: Tool,
+    args: Value,
+    ctx: ToolContext,
+    approval: Option<oneshot::Receiver<bool>>,
+) -> ToolOutput {
+    if let Some(answer) = approval {
+        let approved = tokio::select! {
+            answer = answer => answer.unwrap_or(false),
+            () = ctx.cancel.cancelled() => false,
+        };
+        if ctx.cancel.is_cancelled() {
+            return ToolOutput::error(ABORTED);
+        }
+        if !approved {
+            return ToolOutput::error(DENIED);
+        }
+    }
+    tool.execute(args, ctx).await
 }
 
 fn update_sink(agent: &Agent, call: &Call) -> crate::tools::UpdateFn {

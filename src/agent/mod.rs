@@ -7,6 +7,7 @@
 
 mod assemble;
 mod exec;
+mod permission;
 mod queue;
 mod run;
 
@@ -18,6 +19,7 @@ use crate::protocol::{
 use crate::provider::ToolSpec;
 use crate::rpc::writer::Outbox;
 use crate::tools::Tool;
+use crate::tools::permission::Rules as PermissionRules;
 use queue::Queue;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -59,6 +61,7 @@ struct Inner {
     registry: Registry,
     tools: Vec<Tool>,
     tool_specs: Vec<ToolSpec>,
+    permission_rules: PermissionRules,
     system_prompt: String,
     cwd: PathBuf,
     idle_timeout: Duration,
@@ -71,6 +74,7 @@ struct State {
     model: Option<Model>,
     queue: Queue,
     run: Option<RunHandle>,
+    permissions: permission::Pending,
     session_id: String,
 }
 
@@ -94,6 +98,7 @@ impl Agent {
                 config.settings.follow_up_mode,
             ),
             run: None,
+            permissions: permission::Pending::default(),
             session_id: new_session_id(),
         };
         Agent {
@@ -101,6 +106,7 @@ impl Agent {
                 out,
                 tool_specs: config.tools.iter().map(|t| t.spec()).collect(),
                 tools: config.tools,
+                permission_rules: config.permissions,
                 registry: config.registry,
                 system_prompt,
                 cwd: config.cwd,
@@ -186,6 +192,8 @@ impl Agent {
             run.cancel.cancel();
             run.done.clone()
         });
+        // After the cancel, so a waiting bash call reports the abort rather than a denial.
+        state.permissions.deny_all();
         drop(state);
         async move {
             if let Some(mut done) = done {
@@ -213,6 +221,7 @@ impl Agent {
             auto_compaction_enabled: false,
             message_count: state.messages.len(),
             pending_message_count: state.queue.pending(),
+            pending_permission_requests: state.permissions.len(),
         }
     }
 
@@ -262,6 +271,10 @@ impl Agent {
             .ok_or_else(|| format!("Model not found: {provider}/{id}"))?;
         state.model = Some(model.clone());
         Ok(model)
+    }
+
+    pub fn resolve_permission(&self, request_id: u64, approved: bool) -> Result<(), String> {
+        self.state().permissions.resolve(request_id, approved)
     }
 
     pub fn available_models(&self) -> Vec<Model> {

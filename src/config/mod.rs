@@ -5,6 +5,7 @@ pub mod models;
 pub mod settings;
 
 use crate::protocol::Model;
+use crate::tools::permission::{Mode as PermissionMode, Rules as PermissionRules};
 use crate::tools::{DEFAULT_TOOLS, Tool};
 pub use cli::{Cli, Mode};
 pub use models::{ProviderConfig, Registry};
@@ -24,6 +25,8 @@ pub struct Config {
     /// The startup model; `None` when nothing is declared (then `prompt` explains why).
     pub model: Option<Model>,
     pub tools: Vec<Tool>,
+    /// The bash permission gate's rules (`permissions.bash` in settings).
+    pub permissions: PermissionRules,
     /// `--system-prompt`, already read from its file when it named one.
     pub system_prompt: Option<String>,
     pub append_system_prompt: Option<String>,
@@ -65,6 +68,7 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
     };
     let model = startup_model(&cli, &settings, &registry)?;
     let tools = active_tools(&cli)?;
+    let permissions = permission_rules(&settings, &mut warnings);
     Ok(Config {
         system_prompt: cli.system_prompt.as_deref().map(text_or_file).transpose()?,
         append_system_prompt: cli
@@ -80,6 +84,7 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
         settings,
         model,
         tools,
+        permissions,
         warnings,
     })
 }
@@ -133,6 +138,20 @@ fn startup_model(
         return Ok(Some(m.clone()));
     }
     Ok(registry.models().first().cloned())
+}
+
+/// Invalid rules fail closed: every bash command asks until the settings are fixed, so a typo
+/// in a `deny` list never silently lets a command through.
+fn permission_rules(settings: &Settings, warnings: &mut Vec<String>) -> PermissionRules {
+    PermissionRules::from_settings(settings.bash_permissions.as_ref()).unwrap_or_else(|e| {
+        warnings.push(format!(
+            "settings: {e}; asking before every bash command until this is fixed"
+        ));
+        PermissionRules {
+            mode: PermissionMode::Always,
+            ..PermissionRules::default()
+        }
+    })
 }
 
 fn active_tools(cli: &Cli) -> Result<Vec<Tool>, String> {

@@ -85,10 +85,12 @@ pub fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
             agent.set_follow_up_mode(mode);
             Ok(None)
         }
-        Command::PermissionResponse { request_id, .. } => Err(format!(
-            "permission_response is not supported yet: this build has no permission gate, so \
-             request {request_id} is not pending"
-        )),
+        Command::PermissionResponse {
+            request_id,
+            approved,
+        } => agent
+            .resolve_permission(request_id, approved)
+            .map(|()| None),
     };
     out.respond(match result {
         Ok(data) => Response::ok(id, name, data),

@@ -3,6 +3,7 @@
 mod cli;
 mod mock_llm;
 mod nova_proc;
+mod permission;
 mod protocol;
 mod providers;
 mod run;

@@ -133,6 +133,12 @@ fn all_events() -> Vec<p::Event> {
             follow_up: vec![],
             pending_message_count: 1,
         },
+        p::Event::PermissionRequest {
+            request_id: 1,
+            tool_name: "bash".into(),
+            command: "rm -rf x".into(),
+            reason: "a recursive or forced rm".into(),
+        },
     ];
     events.extend(updates.into_iter().map(|e| p::Event::MessageUpdate {
         assistant_message_event: e,
@@ -188,6 +194,7 @@ fn responses_decode_with_their_data() {
         auto_compaction_enabled: true,
         message_count: 0,
         pending_message_count: 0,
+        pending_permission_requests: 0,
     };
     let r = p::Response::ok(
         Some(json!("req-1")),

@@ -291,6 +291,7 @@ pub struct State {
         skip_serializing_if = "Option::is_none"
     )]
     pub session_name: Option<String>,
+    pub pending_permission_requests: usize,
     pub auto_compaction_enabled: bool,
     pub message_count: usize,
     pub pending_message_count: usize,
@@ -549,6 +550,7 @@ pub enum Event {
         request_id: u64,
         tool_name: String,
         command: String,
+        reason: String,
     },
     /// From pi-reference §4/§11 (not yet in protocol.rs).
     AutoRetryStart {

@@ -1,0 +1,65 @@
+//! Bash commands waiting for the client's `permission_response`.
+
+use std::collections::HashMap;
+use tokio::sync::oneshot;
+
+#[derive(Debug, Default)]
+pub struct Pending {
+    /// Request ids are unique for the process and increase from 1, across sessions.
+    last_id: u64,
+    waiting: HashMap<u64, oneshot::Sender<bool>>,
+}
+
+impl Pending {
+    /// Registers a new request; the receiver yields the client's answer, or an error when the
+    /// request is dropped (abort), which counts as a denial.
+    pub fn open(&mut self) -> (u64, oneshot::Receiver<bool>) {
+        self.last_id += 1;
+        let (tx, rx) = oneshot::channel();
+        self.waiting.insert(self.last_id, tx);
+        (self.last_id, rx)
+    }
+
+    pub fn resolve(&mut self, id: u64, approved: bool) -> Result<(), String> {
+        let sender = self.waiting.remove(&id).ok_or_else(|| {
+            format!("Unknown permission request {id}: it was never issued or is already resolved")
+        })?;
+        // The call may have been aborted meanwhile; then nobody is listening and that is fine.
+        let _ = sender.send(approved);
+        Ok(())
+    }
+
+    pub fn deny_all(&mut self) {
+        self.waiting.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.waiting.len()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_increase_and_resolve_once() {
+        let mut p = Pending::default();
+        let (a, mut rx_a) = p.open();
+        let (b, rx_b) = p.open();
+        assert_eq!((a, b), (1, 2));
+        assert_eq!(p.len(), 2);
+        p.resolve(a, true).unwrap();
+        assert!(rx_a.try_recv().unwrap());
+        assert!(
+            p.resolve(a, false)
+                .unwrap_err()
+                .contains("Unknown permission request 1")
+        );
+        p.deny_all();
+        assert_eq!(p.len(), 0);
+        assert!(rx_b.blocking_recv().is_err());
+        assert_eq!(p.open().0, 3);
+    }
+}
