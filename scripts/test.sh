@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The project's test command. The HTML export test renders its page in headless Chromium, so
+# Debian's package is installed first when it is missing; arguments go to `cargo test`.
+set -euo pipefail
+
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "scripts/test.sh: chromium is not on PATH; installing Debian's chromium package"
+    echo "+ apt-get update"
+    echo "+ apt-get install -y --no-install-recommends chromium"
+    if ! { apt-get update && apt-get install -y --no-install-recommends chromium; }; then
+        echo "scripts/test.sh: installing chromium failed; the export tests need it" >&2
+        echo "scripts/test.sh: install it by hand (apt-get install chromium) and run this again" >&2
+        exit 1
+    fi
+    echo "scripts/test.sh: installed $(chromium --version)"
+fi
+
+echo "+ cargo test $*"
+exec cargo test "$@"
