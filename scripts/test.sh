@@ -2,12 +2,16 @@
 # The project's test command. The HTML export test renders its page in headless Chromium, so
 # Debian's package is installed first when it is missing; arguments go to `cargo test`.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run() {
+    echo "+ $*"
+    "$@"
+}
 
 if ! command -v chromium >/dev/null 2>&1; then
     echo "scripts/test.sh: chromium is not on PATH; installing Debian's chromium package"
-    echo "+ apt-get update"
-    echo "+ apt-get install -y --no-install-recommends chromium"
-    if ! { apt-get update && apt-get install -y --no-install-recommends chromium; }; then
+    if ! { run apt-get update && run apt-get install -y --no-install-recommends chromium; }; then
         echo "scripts/test.sh: installing chromium failed; the export tests need it" >&2
         echo "scripts/test.sh: install it by hand (apt-get install chromium) and run this again" >&2
         exit 1
@@ -15,5 +19,4 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "scripts/test.sh: installed $(chromium --version)"
 fi
 
-echo "+ cargo test $*"
-exec cargo test "$@"
+run cargo test "$@"
