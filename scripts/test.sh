@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The project's test command. The HTML export test renders its page in headless Chromium, so
+# Debian's package is installed first when it is missing; arguments go to `cargo test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run() {
+    echo "+ $*"
+    "$@"
+}
+
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "scripts/test.sh: chromium is not on PATH; installing Debian's chromium package"
+    if ! { run apt-get update && run apt-get install -y --no-install-recommends chromium; }; then
+        echo "scripts/test.sh: installing chromium failed; the export tests need it" >&2
+        echo "scripts/test.sh: install it by hand (apt-get install chromium) and run this again" >&2
+        exit 1
+    fi
+    echo "scripts/test.sh: installed $(chromium --version)"
+fi
+
+run cargo test "$@"
