@@ -5,51 +5,67 @@
 use crate::tools::Tool;
 use std::path::{Path, PathBuf};
 
-pub struct PromptInputs<'a> {
-    pub agent_dir: &'a Path,
-    pub cwd: &'a Path,
-    pub tools: &'a [Tool],
+/// Everything the prompt is made of except the tool list, read from disk once; the prompt is
+/// rendered again whenever the active tools change (a model with or without image input).
+#[derive(Debug, Clone)]
+pub struct PromptSource {
     /// Replaces nova's own instructions (`--system-prompt`, else `SYSTEM.md`).
-    pub custom: Option<&'a str>,
+    custom: Option<String>,
     /// Added after them (`--append-system-prompt`, else `APPEND_SYSTEM.md`).
-    pub append: Option<&'a str>,
+    append: Option<String>,
+    files: Vec<(PathBuf, String)>,
+    cwd: PathBuf,
     /// `YYYY-MM-DD`.
-    pub date: &'a str,
+    date: String,
 }
 
-pub fn system_prompt(inputs: &PromptInputs) -> String {
-    let project = inputs.cwd.join(".nova");
-    let custom = inputs.custom.map(str::to_owned).or_else(|| {
-        read_first(&[
-            project.join("SYSTEM.md"),
-            inputs.agent_dir.join("SYSTEM.md"),
-        ])
-    });
-    let append = inputs.append.map(str::to_owned).or_else(|| {
-        read_first(&[
-            project.join("APPEND_SYSTEM.md"),
-            inputs.agent_dir.join("APPEND_SYSTEM.md"),
-        ])
-    });
-
-    let mut out = custom.unwrap_or_else(|| builtin_instructions(inputs.tools));
-    if let Some(append) = append.filter(|a| !a.trim().is_empty()) {
-        out.push_str("\n\n");
-        out.push_str(append.trim_end());
-    }
-    let files = context_files(inputs.agent_dir, inputs.cwd);
-    if !files.is_empty() {
-        out.push_str("\n\n# Project Context\n\nInstructions from the project and the user:\n");
-        for (path, text) in files {
-            out.push_str(&format!("\n## {}\n\n{}\n", path.display(), text.trim_end()));
+impl PromptSource {
+    pub fn load(
+        agent_dir: &Path,
+        cwd: &Path,
+        custom: Option<&str>,
+        append: Option<&str>,
+        date: &str,
+    ) -> Self {
+        let project = cwd.join(".nova");
+        PromptSource {
+            custom: custom
+                .map(str::to_owned)
+                .or_else(|| read_first(&[project.join("SYSTEM.md"), agent_dir.join("SYSTEM.md")])),
+            append: append.map(str::to_owned).or_else(|| {
+                read_first(&[
+                    project.join("APPEND_SYSTEM.md"),
+                    agent_dir.join("APPEND_SYSTEM.md"),
+                ])
+            }),
+            files: context_files(agent_dir, cwd),
+            cwd: cwd.to_path_buf(),
+            date: date.to_owned(),
         }
     }
-    out.push_str(&format!(
-        "\nCurrent date: {}\nCurrent working directory: {}",
-        inputs.date,
-        inputs.cwd.display()
-    ));
-    out
+
+    pub fn render(&self, tools: &[Tool]) -> String {
+        let mut out = self
+            .custom
+            .clone()
+            .unwrap_or_else(|| builtin_instructions(tools));
+        if let Some(append) = self.append.as_deref().filter(|a| !a.trim().is_empty()) {
+            out.push_str("\n\n");
+            out.push_str(append.trim_end());
+        }
+        if !self.files.is_empty() {
+            out.push_str("\n\n# Project Context\n\nInstructions from the project and the user:\n");
+            for (path, text) in &self.files {
+                out.push_str(&format!("\n## {}\n\n{}\n", path.display(), text.trim_end()));
+            }
+        }
+        out.push_str(&format!(
+            "\nCurrent date: {}\nCurrent working directory: {}",
+            self.date,
+            self.cwd.display()
+        ));
+        out
+    }
 }
 
 fn builtin_instructions(tools: &[Tool]) -> String {
@@ -138,14 +154,8 @@ mod tests {
         std::fs::write(project.path().join("CLAUDE.md"), "project rules").unwrap();
         std::fs::write(cwd.join("AGENTS.md"), "sub rules").unwrap();
         std::fs::write(cwd.join("CLAUDE.md"), "ignored: AGENTS.md wins").unwrap();
-        let prompt = system_prompt(&PromptInputs {
-            agent_dir: agent.path(),
-            cwd: &cwd,
-            tools: &[Tool::Read, Tool::Bash],
-            custom: None,
-            append: Some("APPENDED"),
-            date: "2026-12-02",
-        });
+        let prompt = PromptSource::load(agent.path(), &cwd, None, Some("APPENDED"), "2026-12-02")
+            .render(&[Tool::Read, Tool::Bash]);
         let at = |needle: &str| {
             prompt
                 .find(needle)
@@ -162,14 +172,8 @@ mod tests {
             cwd.display()
         )));
 
-        let custom = system_prompt(&PromptInputs {
-            agent_dir: agent.path(),
-            cwd: &cwd,
-            tools: &[Tool::Read],
-            custom: Some("CUSTOM"),
-            append: None,
-            date: "2026-12-02",
-        });
+        let custom = PromptSource::load(agent.path(), &cwd, Some("CUSTOM"), None, "2026-12-02")
+            .render(&[Tool::Read]);
         assert!(custom.starts_with("CUSTOM\n\n# Project Context"));
     }
 }

@@ -55,16 +55,15 @@ async fn run(cli: Cli) -> ExitCode {
         let _ = writeln!(std::io::stderr(), "nova: warning: {warning}");
     }
     let date = humantime::format_rfc3339(std::time::SystemTime::now()).to_string();
-    let system_prompt = context::system_prompt(&context::PromptInputs {
-        agent_dir: &config.agent_dir,
-        cwd: &config.cwd,
-        tools: &config.tools,
-        custom: config.system_prompt.as_deref(),
-        append: config.append_system_prompt.as_deref(),
-        date: date.get(..10).unwrap_or(&date),
-    });
+    let prompt_source = context::PromptSource::load(
+        &config.agent_dir,
+        &config.cwd,
+        config.system_prompt.as_deref(),
+        config.append_system_prompt.as_deref(),
+        date.get(..10).unwrap_or(&date),
+    );
     let (out, writer) = rpc::writer::spawn(std::io::stdout());
-    let agent = Agent::new(config, system_prompt, client, out.clone());
+    let agent = Agent::new(config, prompt_source, client, out.clone());
     let served = rpc::serve(agent, out.clone()).await;
     out.close();
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;

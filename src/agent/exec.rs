@@ -28,7 +28,10 @@ pub(super) async fn run_tools(
     if calls.is_empty() {
         return Vec::new();
     }
-    let skip = agent.state().queue.has_steering();
+    let (skip, active) = {
+        let state = agent.state();
+        (state.queue.has_steering(), state.tools.active.clone())
+    };
     let mut running: Vec<(&Call, JoinHandle<ToolOutput>)> = Vec::new();
     let mut results = Vec::with_capacity(calls.len());
     for call in calls {
@@ -38,7 +41,7 @@ pub(super) async fn run_tools(
             tool_name: name.clone(),
             args: args.clone(),
         });
-        let tool = Tool::from_name(name).filter(|t| agent.inner.tools.contains(t));
+        let tool = Tool::from_name(name).filter(|t| active.contains(t));
         match tool {
             _ if skip => results.push(finish(agent, call, ToolOutput::error(SKIPPED))),
             None => results.push(finish(

@@ -11,7 +11,8 @@ mod permission;
 mod queue;
 mod run;
 
-use crate::config::{Config, Registry};
+use crate::config::{Config, Registry, ToolSelection};
+use crate::context::PromptSource;
 use crate::protocol::{
     ContentBlock, Event, Message, Model, QueueMode, State as WireState, StreamingBehavior,
     UserContent, UserMessage,
@@ -59,10 +60,9 @@ pub struct Agent {
 struct Inner {
     out: Outbox,
     registry: Registry,
-    tools: Vec<Tool>,
-    tool_specs: Vec<ToolSpec>,
+    tool_selection: ToolSelection,
+    prompt_source: PromptSource,
     permission_rules: PermissionRules,
-    system_prompt: String,
     cwd: PathBuf,
     idle_timeout: Duration,
     client: reqwest::Client,
@@ -72,10 +72,31 @@ struct Inner {
 struct State {
     messages: Vec<Message>,
     model: Option<Model>,
+    /// What the model is offered; follows the model (see [`ToolSelection`]).
+    tools: Tools,
     queue: Queue,
     run: Option<RunHandle>,
     permissions: permission::Pending,
     session_id: String,
+}
+
+/// The active tools with the system prompt that describes them, shared cheaply with each turn.
+#[derive(Clone)]
+struct Tools {
+    active: Arc<[Tool]>,
+    specs: Arc<[ToolSpec]>,
+    system_prompt: Arc<str>,
+}
+
+impl Tools {
+    fn for_model(selection: &ToolSelection, source: &PromptSource, model: Option<&Model>) -> Self {
+        let active = selection.active(model);
+        Tools {
+            specs: active.iter().map(|t| t.spec()).collect(),
+            system_prompt: source.render(&active).into(),
+            active: active.into(),
+        }
+    }
 }
 
 struct RunHandle {
@@ -86,13 +107,15 @@ struct RunHandle {
 impl Agent {
     pub fn new(
         config: Config,
-        system_prompt: String,
+        prompt_source: PromptSource,
         client: reqwest::Client,
         out: Outbox,
     ) -> Self {
+        let tools = Tools::for_model(&config.tools, &prompt_source, config.model.as_ref());
         let state = State {
             messages: Vec::new(),
             model: config.model,
+            tools,
             queue: Queue::new(
                 config.settings.steering_mode,
                 config.settings.follow_up_mode,
@@ -104,11 +127,10 @@ impl Agent {
         Agent {
             inner: Arc::new(Inner {
                 out,
-                tool_specs: config.tools.iter().map(|t| t.spec()).collect(),
-                tools: config.tools,
+                tool_selection: config.tools,
+                prompt_source,
                 permission_rules: config.permissions,
                 registry: config.registry,
-                system_prompt,
                 cwd: config.cwd,
                 idle_timeout: config.settings.stream_idle_timeout,
                 client,
@@ -269,6 +291,11 @@ impl Agent {
             .find(provider, id)
             .cloned()
             .ok_or_else(|| format!("Model not found: {provider}/{id}"))?;
+        state.tools = Tools::for_model(
+            &self.inner.tool_selection,
+            &self.inner.prompt_source,
+            Some(&model),
+        );
         state.model = Some(model.clone());
         Ok(model)
     }

@@ -55,9 +55,13 @@ pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMe
 /// Every failure ends up in the returned message (`stopReason` error or aborted), never as a
 /// lost turn.
 async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> AssistantMessage {
-    let (model, history) = {
+    let (model, history, tools) = {
         let state = agent.state();
-        (state.model.clone(), state.messages.clone())
+        (
+            state.model.clone(),
+            state.messages.clone(),
+            state.tools.clone(),
+        )
     };
     let mut empty = AssistantMessage {
         content: Vec::new(),
@@ -91,9 +95,9 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> AssistantMes
                     let messages = provider::prepare::request_messages(&history, model);
                     let request = Request {
                         model,
-                        system_prompt: &inner.system_prompt,
+                        system_prompt: &tools.system_prompt,
                         messages: &messages,
-                        tools: &inner.tool_specs,
+                        tools: &tools.specs,
                         api_key,
                         headers,
                     };

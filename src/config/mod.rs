@@ -6,7 +6,7 @@ pub mod settings;
 
 use crate::protocol::Model;
 use crate::tools::permission::{Mode as PermissionMode, Rules as PermissionRules};
-use crate::tools::{DEFAULT_TOOLS, Tool};
+use crate::tools::{Tool, default_tools};
 pub use cli::{Cli, Mode};
 pub use models::{ProviderConfig, Registry};
 pub use settings::Settings;
@@ -24,7 +24,7 @@ pub struct Config {
     pub settings: Settings,
     /// The startup model; `None` when nothing is declared (then `prompt` explains why).
     pub model: Option<Model>,
-    pub tools: Vec<Tool>,
+    pub tools: ToolSelection,
     /// The bash permission gate's rules (`permissions.bash` in settings).
     pub permissions: PermissionRules,
     /// `--system-prompt`, already read from its file when it named one.
@@ -154,9 +154,26 @@ fn permission_rules(settings: &Settings, warnings: &mut Vec<String>) -> Permissi
     })
 }
 
-fn active_tools(cli: &Cli) -> Result<Vec<Tool>, String> {
+/// Which tools are active: the default set follows the model (image tools only for models that
+/// take images); `--tools`/`--no-tools` fix the set whatever the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolSelection {
+    Default,
+    Only(Vec<Tool>),
+}
+
+impl ToolSelection {
+    pub fn active(&self, model: Option<&Model>) -> Vec<Tool> {
+        match self {
+            ToolSelection::Default => default_tools(model.is_some_and(Model::accepts_images)),
+            ToolSelection::Only(tools) => tools.clone(),
+        }
+    }
+}
+
+fn active_tools(cli: &Cli) -> Result<ToolSelection, String> {
     if cli.no_tools {
-        return Ok(vec![]);
+        return Ok(ToolSelection::Only(vec![]));
     }
     let names: Vec<&str> = match &cli.tools {
         Some(list) => list
@@ -164,7 +181,7 @@ fn active_tools(cli: &Cli) -> Result<Vec<Tool>, String> {
             .map(|s| s.trim())
             .filter(|s| !s.is_empty())
             .collect(),
-        None => DEFAULT_TOOLS.to_vec(),
+        None => return Ok(ToolSelection::Default),
     };
     let mut tools = Vec::new();
     for name in names {
@@ -179,7 +196,7 @@ fn active_tools(cli: &Cli) -> Result<Vec<Tool>, String> {
             tools.push(tool);
         }
     }
-    Ok(tools)
+    Ok(ToolSelection::Only(tools))
 }
 
 /// Pi's rule for prompt flags: a value naming an existing file means that file's text.

@@ -23,8 +23,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// Active when neither `--tools` nor `--no-tools` says otherwise (Pi's default set).
-pub const DEFAULT_TOOLS: &[&str] = &["read", "bash", "edit", "write"];
+/// Active when neither `--tools` nor `--no-tools` says otherwise.
+pub fn default_tools(model_takes_images: bool) -> Vec<Tool> {
+    let _ = model_takes_images;
+    vec![Tool::Read, Tool::Bash, Tool::Edit, Tool::Write]
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tool {
