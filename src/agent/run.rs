@@ -96,6 +96,7 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> AssistantMes
                         tools: &inner.tool_specs,
                         api_key,
                         headers,
+                        max_tokens: None,
                     };
                     let result = provider::http::stream(
                         &inner.client,
