@@ -308,3 +308,314 @@ fn add_usage(a: Usage, b: Usage) -> Usage {
         },
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::agent::compaction::tests::{assistant, call, result, text, user};
+    use crate::provider::prepare::tests::model;
+    use serde_json::{Value, json};
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// How the fake Ollama answers one request.
+    enum Reply {
+        /// A streamed reply: thinking first, then this text in two pieces.
+        Summary(&'static str),
+        Status(u16, &'static str),
+        Stall,
+    }
+
+    /// A fake Ollama on 127.0.0.1 answering every `/api/chat` request with `reply(body)`.
+    /// Returns the base URL and the request bodies received so far.
+    async fn serve(reply: fn(&Value) -> Reply) -> (String, Arc<Mutex<Vec<Value>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let seen = bodies.clone();
+        tokio::spawn(async move {
+            loop {
+                let (socket, _) = listener.accept().await.unwrap();
+                let seen = seen.clone();
+                tokio::spawn(async move { answer(socket, reply, &seen).await });
+            }
+        });
+        (base, bodies)
+    }
+
+    async fn answer(mut socket: TcpStream, reply: fn(&Value) -> Reply, seen: &Mutex<Vec<Value>>) {
+        let request = read_request(&mut socket).await;
+        let (head, body) = request.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("POST /api/chat HTTP/1.1"), "{head}");
+        let body: Value = serde_json::from_str(body).unwrap();
+        let answer = reply(&body);
+        seen.lock().unwrap().push(body);
+        let (status, body) = match answer {
+            Reply::Summary(summary) => {
+                let (a, b) = summary.split_at(summary.len() / 2);
+                let lines = [
+                    json!({"message": {"role": "assistant", "thinking": "Let me think."}, "done": false}),
+                    json!({"message": {"role": "assistant", "content": a}, "done": false}),
+                    json!({"message": {"role": "assistant", "content": b}, "done": false}),
+                    json!({"message": {"role": "assistant", "content": ""}, "done": true,
+                           "done_reason": "stop", "prompt_eval_count": 100, "eval_count": 20}),
+                ];
+                let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+                (200, body)
+            }
+            Reply::Status(status, body) => (status, body.to_string()),
+            Reply::Stall => {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                return;
+            }
+        };
+        let response = format!(
+            "HTTP/1.1 {status} X\r\nContent-Type: application/x-ndjson\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = socket.write_all(response.as_bytes()).await;
+    }
+
+    async fn read_request(socket: &mut TcpStream) -> String {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        loop {
+            let n = socket.read(&mut chunk).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf);
+            if let Some(end) = text.find("\r\n\r\n") {
+                let length = text[..end]
+                    .lines()
+                    .find_map(|l| {
+                        let (name, value) = l.split_once(':')?;
+                        name.eq_ignore_ascii_case("content-length")
+                            .then(|| value.trim().parse::<usize>().ok())?
+                    })
+                    .unwrap_or(0);
+                if buf.len() >= end + 4 + length {
+                    break;
+                }
+            }
+        }
+        String::from_utf8(buf).unwrap()
+    }
+
+    fn prompt_of(body: &Value) -> &str {
+        body["messages"][1]["content"].as_str().unwrap()
+    }
+
+    fn is_prefix_request(body: &Value) -> bool {
+        prompt_of(body).contains("BEGINNING of a turn")
+    }
+
+    async fn run(
+        base: &str,
+        to_summarize: &[Message],
+        turn_prefix: &[Message],
+        previous: Option<&str>,
+        focus: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<(String, Usage), SummaryError> {
+        let model = Model {
+            base_url: base.to_string(),
+            ..model("ollama", false)
+        };
+        summarize(
+            &http::client().unwrap(),
+            &model,
+            None,
+            vec![],
+            to_summarize,
+            turn_prefix,
+            previous,
+            focus,
+            &CompactionSettings::default(),
+            cancel,
+            Duration::from_secs(5),
+        )
+        .await
+    }
+
+    fn history() -> Vec<Message> {
+        vec![
+            user("Fix the parser"),
+            assistant(vec![
+                text("Reading it."),
+                call("c1", "read", json!({"path": "src/parse.rs"})),
+            ]),
+            result("c1", "fn parse() {}"),
+        ]
+    }
+
+    #[tokio::test]
+    async fn split_turn_update_with_focus() {
+        let (base, bodies) = serve(|body| {
+            Reply::Summary(if is_prefix_request(body) {
+                "## Original Request\nAdd tests"
+            } else {
+                "## Goal\nFix the parser"
+            })
+        })
+        .await;
+        let prefix = vec![
+            user("Now add tests"),
+            assistant(vec![text("Writing tests.")]),
+        ];
+        let (summary, usage) = run(
+            &base,
+            &history(),
+            &prefix,
+            Some("## Goal\nEarlier goal"),
+            Some("the parser bugs"),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            summary,
+            "## Goal\nFix the parser\n\n---\n\n**Turn Context (split turn):**\n\n\
+             ## Original Request\nAdd tests"
+        );
+        assert_eq!(
+            (usage.input, usage.output, usage.total_tokens),
+            (200, 40, 240)
+        );
+
+        let bodies = bodies.lock().unwrap();
+        assert_eq!(bodies.len(), 2);
+        let main = bodies.iter().find(|b| !is_prefix_request(b)).unwrap();
+        assert_eq!(main["messages"][0]["content"], SUMMARY_SYSTEM_PROMPT);
+        assert_eq!(main["messages"].as_array().unwrap().len(), 2);
+        assert!(main.get("tools").is_none());
+        assert_eq!(main["options"]["num_predict"], 13107);
+        let prompt = prompt_of(main);
+        assert!(prompt.starts_with(&format!(
+            "<conversation>\n{}\n</conversation>\n\n",
+            serialize_conversation(&history())
+        )));
+        assert!(prompt.contains("[Assistant tool calls]: read(path=\"src/parse.rs\")"));
+        assert!(prompt.contains("<previous-summary>\n## Goal\nEarlier goal\n</previous-summary>"));
+        assert!(prompt.contains(UPDATE_INSTRUCTIONS));
+        assert!(prompt.ends_with("\n\nAlso focus on: the parser bugs"));
+
+        let prefix_body = bodies.iter().find(|b| is_prefix_request(b)).unwrap();
+        assert_eq!(prefix_body["options"]["num_predict"], 8192);
+        let prompt = prompt_of(prefix_body);
+        assert_eq!(prompt, turn_prefix_prompt(&prefix));
+        assert!(prompt.contains("[User]: Now add tests\n\n[Assistant]: Writing tests."));
+        assert!(!prompt.contains("Earlier goal") && !prompt.contains("parser bugs"));
+    }
+
+    #[tokio::test]
+    async fn first_summary() {
+        let (base, bodies) = serve(|_| Reply::Summary("  ## Goal\nFix the parser\n")).await;
+        let (summary, usage) = run(
+            &base,
+            &history(),
+            &[],
+            None,
+            None,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        // Thinking is left out, surrounding blank space trimmed.
+        assert_eq!(summary, "## Goal\nFix the parser");
+        assert_eq!(usage.total_tokens, 120);
+        let bodies = bodies.lock().unwrap();
+        assert_eq!(bodies.len(), 1);
+        let prompt = prompt_of(&bodies[0]);
+        assert!(prompt.ends_with(INITIAL_INSTRUCTIONS), "{prompt}");
+        assert!(!prompt.contains("<previous-summary>"));
+    }
+
+    #[tokio::test]
+    async fn only_a_split_turn_keeps_the_previous_summary() {
+        let (base, bodies) = serve(|_| Reply::Summary("Prefix")).await;
+        let prefix = [user("Go"), assistant(vec![text("Going.")])];
+        let cancel = CancellationToken::new();
+        let (summary, _) = run(&base, &[], &prefix, Some("Old"), None, &cancel)
+            .await
+            .unwrap();
+        assert_eq!(
+            summary,
+            "Old\n\n---\n\n**Turn Context (split turn):**\n\nPrefix"
+        );
+        let (summary, _) = run(&base, &[], &prefix, None, None, &cancel).await.unwrap();
+        assert!(summary.starts_with("No prior history.\n\n---\n\n"));
+        assert_eq!(bodies.lock().unwrap().len(), 2);
+        assert_eq!(
+            run(&base, &[], &[], None, None, &cancel).await,
+            Err(SummaryError::NothingToSummarize)
+        );
+    }
+
+    #[tokio::test]
+    async fn provider_errors_are_reported() {
+        let (base, _) = serve(|_| Reply::Status(500, "{\"error\":\"model exploded\"}")).await;
+        let cancel = CancellationToken::new();
+        let err = run(&base, &history(), &[], None, None, &cancel)
+            .await
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            SummaryError::Failed(ProviderError::Http { status: 500, .. })
+        ));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "Summarization failed: HTTP 500 from {base}/api/chat: {{\"error\":\"model exploded\"}}"
+            )
+        );
+
+        let (base, _) = serve(|body| {
+            if is_prefix_request(body) {
+                Reply::Status(400, "prompt is too long")
+            } else {
+                Reply::Summary("Main")
+            }
+        })
+        .await;
+        let err = run(&base, &history(), &history(), None, None, &cancel)
+            .await
+            .unwrap_err();
+        let SummaryError::TurnPrefixFailed(inner) = &err else {
+            panic!("{err:?}")
+        };
+        assert!(inner.is_context_overflow());
+        assert!(
+            err.to_string()
+                .starts_with("Turn prefix summarization failed: HTTP 400")
+        );
+
+        let (base, _) = serve(|_| Reply::Summary("")).await;
+        assert_eq!(
+            run(&base, &history(), &[], None, None, &cancel).await,
+            Err(SummaryError::Empty)
+        );
+    }
+
+    #[tokio::test]
+    async fn abort_stops_the_call() {
+        let (base, _) = serve(|_| Reply::Stall).await;
+        let cancel = CancellationToken::new();
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            trigger.cancel();
+        });
+        let started = std::time::Instant::now();
+        let prefix = [user("Go")];
+        let result = run(&base, &history(), &prefix, None, None, &cancel).await;
+        assert_eq!(result, Err(SummaryError::Aborted));
+        assert!(started.elapsed() < Duration::from_secs(3));
+        // Already cancelled: aborted before anything is sent.
+        let result = run(&base, &history(), &[], None, None, &cancel).await;
+        assert_eq!(result, Err(SummaryError::Aborted));
+    }
+}
