@@ -6,6 +6,7 @@
 //! final events.
 
 mod assemble;
+pub mod compaction;
 mod exec;
 mod permission;
 mod queue;

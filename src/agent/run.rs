@@ -100,6 +100,7 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> AssistantMes
                         tools: &tools.specs,
                         api_key,
                         headers,
+                        max_tokens: None,
                     };
                     let result = provider::http::stream(
                         &inner.client,

@@ -366,6 +366,7 @@ mod tests {
             tools: &[],
             api_key: Some("sk-test".into()),
             headers: vec![("X-Extra".into(), "yes".into())],
+            max_tokens: None,
         };
         let mut events = Vec::new();
         let result = stream(

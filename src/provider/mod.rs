@@ -72,14 +72,18 @@ pub struct Request<'a> {
     pub tools: &'a [ToolSpec],
     pub api_key: Option<String>,
     pub headers: Vec<(String, String)>,
+    /// A tighter output budget than the model's own, for side requests such as compaction
+    /// summaries that must leave room in the context window.
+    pub max_tokens: Option<u64>,
 }
 
 /// Pi caps every request's output budget at this, whatever the model allows, so one runaway
 /// reply cannot eat the context window.
 const MAX_OUTPUT_TOKENS: u64 = 32_000;
 
-fn max_output_tokens(model: &Model) -> u64 {
-    model.max_tokens.min(MAX_OUTPUT_TOKENS)
+fn max_output_tokens(req: &Request) -> u64 {
+    let cap = req.model.max_tokens.min(MAX_OUTPUT_TOKENS);
+    req.max_tokens.map_or(cap, |n| n.min(cap))
 }
 
 /// Token counts priced with the model's per-million-token costs.

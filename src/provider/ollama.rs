@@ -83,7 +83,7 @@ pub fn build_body(req: &Request) -> Value {
         "model": req.model.id,
         "messages": messages,
         "stream": true,
-        "options": {"num_predict": super::max_output_tokens(req.model)},
+        "options": {"num_predict": super::max_output_tokens(req)},
     });
     if !req.tools.is_empty() {
         let tools: Vec<Value> = req
@@ -485,6 +485,7 @@ mod tests {
             tools: &tools,
             api_key: None,
             headers: vec![],
+            max_tokens: None,
         };
         assert_eq!(
             build_body(&req),
@@ -524,5 +525,12 @@ mod tests {
         let body = build_body(&req);
         assert!(body.get("think").is_none() && body.get("tools").is_none());
         assert_eq!(body["options"]["num_predict"], 4096);
+        for (asked, sent) in [(1000, 1000), (100_000, 4096)] {
+            let body = build_body(&Request {
+                max_tokens: Some(asked),
+                ..req.clone()
+            });
+            assert_eq!(body["options"]["num_predict"], sent);
+        }
     }
 }

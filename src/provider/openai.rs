@@ -83,7 +83,7 @@ pub fn build_body(req: &Request) -> Value {
         "messages": messages,
         "stream": true,
         "stream_options": {"include_usage": true},
-        "max_completion_tokens": super::max_output_tokens(req.model),
+        "max_completion_tokens": super::max_output_tokens(req),
     });
     if !req.tools.is_empty() {
         let tools: Vec<Value> = req
@@ -703,6 +703,7 @@ mod tests {
             tools: &tools,
             api_key: None,
             headers: vec![],
+            max_tokens: None,
         };
         let png_part =
             json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,aW1n"}});
@@ -744,8 +745,10 @@ mod tests {
         let text_only = model("openai-completions", false);
         let body = build_body(&Request {
             model: &text_only,
+            max_tokens: Some(2000),
             ..req
         });
+        assert_eq!(body["max_completion_tokens"], 2000);
         let text = body.to_string();
         assert!(!text.contains("image_url"), "{text}");
         assert!(text.contains("[image omitted: model m1 does not accept images]"));
