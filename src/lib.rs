@@ -16,4 +16,5 @@ pub mod context;
 pub mod protocol;
 pub mod provider;
 pub mod rpc;
+pub mod session;
 pub mod tools;
