@@ -17,4 +17,5 @@ pub mod export;
 pub mod protocol;
 pub mod provider;
 pub mod rpc;
+pub mod session;
 pub mod tools;

@@ -182,6 +182,16 @@ pub struct ToolResultMessage {
     pub timestamp: i64,
 }
 
+/// What a compaction left of the conversation before its kept tail. It stands first in the
+/// rebuilt context and reaches the model as a user message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionSummaryMessage {
+    pub summary: String,
+    pub tokens_before: u64,
+    pub timestamp: i64,
+}
+
 /// A conversation message, tagged by `role`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
@@ -189,6 +199,7 @@ pub enum Message {
     User(UserMessage),
     Assistant(AssistantMessage),
     ToolResult(ToolResultMessage),
+    CompactionSummary(CompactionSummaryMessage),
 }
 
 // ---------------------------------------------------------------------------------------------

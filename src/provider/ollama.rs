@@ -67,6 +67,8 @@ pub fn build_body(req: &Request) -> Value {
                 }
                 messages.push(msg);
             }
+            // `prepare` has already turned summaries into user messages.
+            Message::CompactionSummary(_) => {}
             Message::ToolResult(r) => {
                 let mut msg = json!({
                     "role": "tool",

@@ -54,6 +54,8 @@ pub fn build_body(req: &Request) -> Value {
                 }
                 messages.push(msg);
             }
+            // `prepare` has already turned summaries into user messages.
+            Message::CompactionSummary(_) => {}
             Message::ToolResult(r) => {
                 let images: Vec<Value> = r.content.iter().filter_map(image_part).collect();
                 let mut text = joined_text(&r.content);

@@ -11,6 +11,10 @@ use std::collections::{HashMap, HashSet};
 /// Text of the result made up for a tool call that never got one (Pi's wording).
 pub const MISSING_RESULT_TEXT: &str = "No result provided";
 
+/// Pi's framing of a compaction summary, so a model reads it as history rather than a request.
+const SUMMARY_LEAD: &str = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n";
+const SUMMARY_END: &str = "\n</summary>";
+
 /// `messages` with failed replies left out, each kept tool call followed by exactly one result
 /// in call order, and images replaced by a note when `model` cannot take them.
 pub fn request_messages(messages: &[Message], model: &Model) -> Vec<Message> {
@@ -46,6 +50,13 @@ pub fn request_messages(messages: &[Message], model: &Model) -> Vec<Message> {
             }
             // Placed after their call above; orphans and duplicates end here.
             Message::ToolResult(_) => {}
+            Message::CompactionSummary(c) => out.push(Message::User(UserMessage {
+                content: UserContent::Blocks(vec![ContentBlock::text(format!(
+                    "{SUMMARY_LEAD}{}{SUMMARY_END}",
+                    c.summary
+                ))]),
+                timestamp: c.timestamp,
+            })),
         }
     }
     out
@@ -169,8 +180,33 @@ pub(crate) mod tests {
                     r.tool_call_id,
                     crate::protocol::joined_text(&r.content)
                 ),
+                Message::CompactionSummary(c) => format!("summary:{}", c.summary),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_compaction_summary_reaches_the_model_as_pis_user_message() {
+        let msgs = vec![
+            Message::CompactionSummary(crate::protocol::CompactionSummaryMessage {
+                summary: "Goal: x".into(),
+                tokens_before: 1234,
+                timestamp: 7,
+            }),
+            user_text("next"),
+        ];
+        let out = request_messages(&msgs, &model("ollama", true));
+        let text = "The conversation history before this point was compacted into the following \
+                    summary:\n\n<summary>\nGoal: x\n</summary>";
+        assert_eq!(shape(&out), [format!("user:{text}"), "user:next".into()]);
+        let Message::User(u) = &out[0] else {
+            panic!("expected a user message")
+        };
+        assert_eq!(u.timestamp, 7);
+        assert_eq!(
+            serde_json::to_value(&msgs[0]).unwrap(),
+            json!({"role": "compactionSummary", "summary": "Goal: x", "tokensBefore": 1234, "timestamp": 7})
+        );
     }
 
     #[test]

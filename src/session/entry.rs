@@ -1,0 +1,230 @@
+//! One line of a session file, in Pi's v3 shape: the header, then entries linked by `parentId`.
+
+use crate::protocol::Message;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+
+pub(crate) const VERSION: u64 = 3;
+
+/// The first line of every session file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Header {
+    #[serde(rename = "type")]
+    pub kind: String,
+    // Pi's v1 files have no version field.
+    #[serde(default)]
+    pub version: Option<u64>,
+    pub id: String,
+    #[serde(default)]
+    pub timestamp: String,
+    #[serde(default)]
+    pub cwd: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+}
+
+impl Header {
+    pub fn is_valid(&self) -> bool {
+        self.kind == "session"
+    }
+}
+
+/// One node of the session tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub id: String,
+    pub parent_id: Option<String>,
+    /// ISO 8601, as Pi writes it.
+    pub timestamp: String,
+    pub body: Body,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    Message(Message),
+    ModelChange {
+        provider: String,
+        model_id: String,
+    },
+    ThinkingLevelChange {
+        thinking_level: String,
+    },
+    Compaction {
+        summary: String,
+        first_kept_entry_id: String,
+        tokens_before: u64,
+        details: Option<Value>,
+        from_hook: Option<bool>,
+    },
+    SessionInfo {
+        name: Option<String>,
+    },
+    /// An entry nova does not model (Pi's `custom`, `label`, `branch_summary`, a message with a
+    /// role nova lacks…), kept whole so that it is written back unchanged.
+    Other(Value),
+}
+
+impl Body {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Body::Message(_) => "message",
+            Body::ModelChange { .. } => "model_change",
+            Body::ThinkingLevelChange { .. } => "thinking_level_change",
+            Body::Compaction { .. } => "compaction",
+            Body::SessionInfo { .. } => "session_info",
+            Body::Other(_) => "",
+        }
+    }
+}
+
+impl Serialize for Entry {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if let Body::Other(raw) = &self.body {
+            return raw.serialize(s);
+        }
+        // Pi's field order: type, id, parentId, timestamp, then the type's own fields.
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("type", self.body.type_name())?;
+        m.serialize_entry("id", &self.id)?;
+        m.serialize_entry("parentId", &self.parent_id)?;
+        m.serialize_entry("timestamp", &self.timestamp)?;
+        match &self.body {
+            Body::Message(message) => m.serialize_entry("message", message)?,
+            Body::ModelChange { provider, model_id } => {
+                m.serialize_entry("provider", provider)?;
+                m.serialize_entry("modelId", model_id)?;
+            }
+            Body::ThinkingLevelChange { thinking_level } => {
+                m.serialize_entry("thinkingLevel", thinking_level)?
+            }
+            Body::Compaction {
+                summary,
+                first_kept_entry_id,
+                tokens_before,
+                details,
+                from_hook,
+            } => {
+                m.serialize_entry("summary", summary)?;
+                m.serialize_entry("firstKeptEntryId", first_kept_entry_id)?;
+                m.serialize_entry("tokensBefore", tokens_before)?;
+                if let Some(d) = details {
+                    m.serialize_entry("details", d)?;
+                }
+                if let Some(h) = from_hook {
+                    m.serialize_entry("fromHook", h)?;
+                }
+            }
+            Body::SessionInfo { name } => {
+                if let Some(n) = name {
+                    m.serialize_entry("name", n)?;
+                }
+            }
+            Body::Other(_) => {}
+        }
+        m.end()
+    }
+}
+
+/// Every field any modelled entry type has, so a line parses in one pass without buffering it
+/// as a tree first (an internally tagged enum would). Fields of other types are ignored here.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Line {
+    #[serde(rename = "type")]
+    kind: String,
+    id: Option<String>,
+    parent_id: Option<String>,
+    timestamp: Option<String>,
+    message: Option<Message>,
+    provider: Option<String>,
+    model_id: Option<String>,
+    thinking_level: Option<String>,
+    summary: Option<String>,
+    first_kept_entry_id: Option<String>,
+    tokens_before: Option<u64>,
+    details: Option<Value>,
+    from_hook: Option<bool>,
+    name: Option<String>,
+}
+
+impl Line {
+    fn into_entry(self) -> Option<Entry> {
+        let body = match self.kind.as_str() {
+            "message" => Body::Message(self.message?),
+            "model_change" => Body::ModelChange {
+                provider: self.provider?,
+                model_id: self.model_id?,
+            },
+            "thinking_level_change" => Body::ThinkingLevelChange {
+                thinking_level: self.thinking_level?,
+            },
+            "compaction" => Body::Compaction {
+                summary: self.summary?,
+                first_kept_entry_id: self.first_kept_entry_id?,
+                tokens_before: self.tokens_before.unwrap_or(0),
+                details: self.details,
+                from_hook: self.from_hook,
+            },
+            "session_info" => Body::SessionInfo { name: self.name },
+            _ => return None,
+        };
+        Some(Entry {
+            id: self.id?,
+            parent_id: self.parent_id,
+            timestamp: self.timestamp.unwrap_or_default(),
+            body,
+        })
+    }
+}
+
+/// An entry of any kind as raw JSON: kept when it has the fields the tree needs.
+fn other(raw: Value) -> Option<Entry> {
+    let id = raw.get("type").and(raw.get("id"))?.as_str()?.to_owned();
+    let parent_id = raw
+        .get("parentId")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let timestamp = raw
+        .get("timestamp")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    Some(Entry {
+        id,
+        parent_id,
+        timestamp,
+        body: Body::Other(raw),
+    })
+}
+
+/// Parses one entry line; `None` means the line is torn or is not an entry at all.
+pub(crate) fn parse(line: &[u8]) -> Option<Entry> {
+    match serde_json::from_slice::<Line>(line) {
+        Ok(l) if is_modelled(&l.kind) => match l.into_entry() {
+            Some(e) => Some(e),
+            None => other(serde_json::from_slice(line).ok()?),
+        },
+        // Unmodelled types and roles take the slow path; they are rare.
+        _ => other(serde_json::from_slice(line).ok()?),
+    }
+}
+
+/// The same as [`parse`] for a line already read as JSON (old-version files).
+pub(crate) fn from_value(raw: Value) -> Option<Entry> {
+    match Line::deserialize(&raw) {
+        Ok(l) if is_modelled(&l.kind) => match l.into_entry() {
+            Some(e) => Some(e),
+            None => other(raw),
+        },
+        _ => other(raw),
+    }
+}
+
+fn is_modelled(kind: &str) -> bool {
+    matches!(
+        kind,
+        "message" | "model_change" | "thinking_level_change" | "compaction" | "session_info"
+    )
+}
