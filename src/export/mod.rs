@@ -64,6 +64,18 @@ pub fn render_html(meta: &ExportMeta, messages: &[Message]) -> String {
                 index + 1,
                 &mut shown,
             ),
+            Message::CompactionSummary(summary) => {
+                out.push_str("<section class=\"msg summary\">\n");
+                role_line(
+                    &mut out,
+                    "Summary of earlier conversation",
+                    None,
+                    summary.timestamp,
+                );
+                out.push_str("<details>\n<summary>Compacted context</summary>\n");
+                render_markdown(&mut out, &summary.summary);
+                out.push_str("</details>\n</section>\n");
+            }
             Message::ToolResult(result) => {
                 // A result whose call is not in the export (cut by compaction, say) still shows.
                 if !shown.contains(&index) {

@@ -91,12 +91,7 @@ pub fn estimate_tokens(message: &Message) -> u64 {
         },
         Message::Assistant(a) => blocks_chars(&a.content),
         Message::ToolResult(r) => blocks_chars(&r.content),
-        // Roles added to `Message` later (summaries, bash executions…) are read as user text.
-        #[allow(unreachable_patterns)]
-        _ => {
-            let other = OtherRole::of(message);
-            other.text.chars().count() + other.images * IMAGE_CHARS
-        }
+        Message::CompactionSummary(s) => s.summary.chars().count(),
     };
     (chars as u64).div_ceil(4)
 }
@@ -262,45 +257,7 @@ fn valid_cut_points(entries: &[(String, Message)]) -> Vec<bool> {
 /// Whether a message opens a turn: a user message, or a role this module does not know, which
 /// (like Pi's summaries and bash executions) reaches the model as user text.
 fn is_user_like(message: &Message) -> bool {
-    !matches!(message, Message::Assistant(_) | Message::ToolResult(_))
-}
-
-/// The readable content of a message whose role this module has no arm for, taken from its wire
-/// shape so that new roles work before this module learns their names.
-struct OtherRole {
-    role: String,
-    text: String,
-    images: usize,
-}
-
-impl OtherRole {
-    fn of(message: &Message) -> OtherRole {
-        let value = serde_json::to_value(message).unwrap_or(Value::Null);
-        let field = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or("");
-        let mut parts = vec![field("summary"), field("command"), field("output")];
-        let mut images = 0;
-        match value.get("content") {
-            Some(Value::String(s)) => parts.push(s),
-            Some(Value::Array(blocks)) => {
-                for block in blocks {
-                    match block.get("type").and_then(Value::as_str) {
-                        Some("text") => {
-                            parts.push(block.get("text").and_then(Value::as_str).unwrap_or(""));
-                        }
-                        Some("image") => images += 1,
-                        _ => {}
-                    }
-                }
-            }
-            _ => {}
-        }
-        parts.retain(|p| !p.is_empty());
-        OtherRole {
-            role: field("role").to_string(),
-            text: parts.join("\n"),
-            images,
-        }
-    }
+    matches!(message, Message::User(_))
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! The summariser gets a transcript, not a conversation: given real turns, a model tends to
 //! answer the last one instead of summarising them.
 
-use super::OtherRole;
 use crate::protocol::{ContentBlock, Message, UserContent, joined_text};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -62,22 +61,10 @@ pub fn serialize_conversation(messages: &[Message]) -> String {
                     ));
                 }
             }
-            // Roles added to `Message` later (summaries, bash executions…) are read as user text.
-            #[allow(unreachable_patterns)]
-            _ => {
-                let other = OtherRole::of(message);
-                if other.text.is_empty() {
-                    continue;
-                }
-                if other.role.ends_with("Summary") {
-                    parts.push(format!(
-                        "[User]: The conversation before this point was summarized as follows:\n\n<summary>\n{}\n</summary>",
-                        other.text
-                    ));
-                } else {
-                    parts.push(format!("[User]: {}", other.text));
-                }
-            }
+            Message::CompactionSummary(summary) => parts.push(format!(
+                "[User]: The conversation before this point was summarized as follows:\n\n<summary>\n{}\n</summary>",
+                summary.summary
+            )),
         }
     }
     parts.join("\n\n")
