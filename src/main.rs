@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use clap::error::ErrorKind;
-use nova::agent::Agent;
+use nova::agent::{self, Agent};
 use nova::config::{self, Cli};
 use nova::{context, provider, rpc};
 use std::io::Write;
@@ -51,7 +51,11 @@ async fn run(cli: Cli) -> ExitCode {
         Ok(c) => c,
         Err(e) => return usage_error(&e),
     };
-    for warning in &config.warnings {
+    let (session, session_warnings) = match agent::startup_session(&config) {
+        Ok(s) => s,
+        Err(e) => return usage_error(&e),
+    };
+    for warning in config.warnings.iter().chain(&session_warnings) {
         let _ = writeln!(std::io::stderr(), "nova: warning: {warning}");
     }
     let date = humantime::format_rfc3339(std::time::SystemTime::now()).to_string();
@@ -63,7 +67,7 @@ async fn run(cli: Cli) -> ExitCode {
         date.get(..10).unwrap_or(&date),
     );
     let (out, writer) = rpc::writer::spawn(std::io::stdout());
-    let agent = Agent::new(config, prompt_source, client, out.clone());
+    let agent = Agent::new(config, session, prompt_source, client, out.clone());
     let served = rpc::serve(agent, out.clone()).await;
     out.close();
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;

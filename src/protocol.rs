@@ -329,6 +329,24 @@ pub enum Command {
         request_id: u64,
         approved: bool,
     },
+    GetSessionStats {},
+    SetSessionName {
+        name: String,
+    },
+    GetForkMessages {},
+    Fork {
+        entry_id: String,
+    },
+    Clone {},
+    GetEntries {
+        #[serde(default)]
+        since: Option<String>,
+    },
+    GetTree {},
+    ExportHtml {
+        #[serde(default)]
+        output_path: Option<String>,
+    },
 }
 
 /// Every command type nova knows, so an unknown one is reported as such rather than as a
@@ -349,6 +367,14 @@ pub const COMMAND_TYPES: &[&str] = &[
     "set_steering_mode",
     "set_follow_up_mode",
     "permission_response",
+    "get_session_stats",
+    "set_session_name",
+    "get_fork_messages",
+    "fork",
+    "clone",
+    "get_entries",
+    "get_tree",
+    "export_html",
 ];
 
 // ---------------------------------------------------------------------------------------------

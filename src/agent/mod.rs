@@ -11,6 +11,9 @@ mod exec;
 mod permission;
 mod queue;
 mod run;
+mod sessions;
+
+pub use sessions::startup_session;
 
 use crate::config::{Config, Registry, ToolSelection};
 use crate::context::PromptSource;
@@ -20,6 +23,7 @@ use crate::protocol::{
 };
 use crate::provider::ToolSpec;
 use crate::rpc::writer::Outbox;
+use crate::session::Session;
 use crate::tools::Tool;
 use crate::tools::permission::Rules as PermissionRules;
 use queue::Queue;
@@ -65,6 +69,11 @@ struct Inner {
     prompt_source: PromptSource,
     permission_rules: PermissionRules,
     cwd: PathBuf,
+    agent_dir: PathBuf,
+    /// `--session-dir`, which confines session lookups to itself.
+    session_dir_flag: Option<PathBuf>,
+    /// Where new session files go; `None` with `--no-session`.
+    session_files: Option<PathBuf>,
     idle_timeout: Duration,
     client: reqwest::Client,
     state: Mutex<State>,
@@ -78,7 +87,7 @@ struct State {
     queue: Queue,
     run: Option<RunHandle>,
     permissions: permission::Pending,
-    session_id: String,
+    session: Session,
 }
 
 /// The active tools with the system prompt that describes them, shared cheaply with each turn.
@@ -106,16 +115,27 @@ struct RunHandle {
 }
 
 impl Agent {
+    /// `session` comes from [`startup_session`]: a resumed session brings its conversation and,
+    /// unless the command line named a model, its model.
     pub fn new(
         config: Config,
+        session: Session,
         prompt_source: PromptSource,
         client: reqwest::Client,
         out: Outbox,
     ) -> Self {
-        let tools = Tools::for_model(&config.tools, &prompt_source, config.model.as_ref());
+        let session_files = sessions::file_dir(&config);
+        let context = session.context();
+        let restored = context
+            .model
+            .as_ref()
+            .filter(|_| !config.model_explicit)
+            .and_then(|(provider, id)| config.registry.find(provider, id).cloned());
+        let model = restored.or(config.model);
+        let tools = Tools::for_model(&config.tools, &prompt_source, model.as_ref());
         let state = State {
-            messages: Vec::new(),
-            model: config.model,
+            messages: context.messages,
+            model,
             tools,
             queue: Queue::new(
                 config.settings.steering_mode,
@@ -123,21 +143,26 @@ impl Agent {
             ),
             run: None,
             permissions: permission::Pending::default(),
-            session_id: new_session_id(),
+            session,
         };
-        Agent {
+        let agent = Agent {
             inner: Arc::new(Inner {
                 out,
                 tool_selection: config.tools,
                 prompt_source,
                 permission_rules: config.permissions,
                 registry: config.registry,
+                session_files,
+                session_dir_flag: config.session_dir,
+                agent_dir: config.agent_dir,
                 cwd: config.cwd,
                 idle_timeout: config.settings.stream_idle_timeout,
                 client,
                 state: Mutex::new(state),
             }),
-        }
+        };
+        agent.record_settings_if_new();
+        agent
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -238,9 +263,12 @@ impl Agent {
             is_compacting: false,
             steering_mode: state.queue.steering_mode,
             follow_up_mode: state.queue.follow_up_mode,
-            session_file: None,
-            session_id: state.session_id.clone(),
-            session_name: None,
+            session_file: state
+                .session
+                .path()
+                .map(|p| p.to_string_lossy().into_owned()),
+            session_id: state.session.id().to_owned(),
+            session_name: state.session.name().map(str::to_owned),
             auto_compaction_enabled: false,
             message_count: state.messages.len(),
             pending_message_count: state.queue.pending(),
@@ -264,21 +292,6 @@ impl Agent {
         })
     }
 
-    pub fn new_session(&self) -> Result<(), String> {
-        let mut state = self.state();
-        if state.run.is_some() {
-            return Err(
-                "Cannot start a new session while the agent is streaming; abort first.".into(),
-            );
-        }
-        state.messages.clear();
-        if state.queue.clear() {
-            self.emit(state.queue.update_event());
-        }
-        state.session_id = new_session_id();
-        Ok(())
-    }
-
     pub fn set_model(&self, provider: &str, id: &str) -> Result<Model, String> {
         let mut state = self.state();
         if state.run.is_some() {
@@ -298,6 +311,12 @@ impl Agent {
             Some(&model),
         );
         state.model = Some(model.clone());
+        if let Err(e) = state
+            .session
+            .append_model_change(&model.provider, &model.id)
+        {
+            tracing::error!("{e}");
+        }
         Ok(model)
     }
 
@@ -324,10 +343,6 @@ fn no_model_error() -> String {
         .to_owned()
 }
 
-fn new_session_id() -> String {
-    uuid::Uuid::now_v7().to_string()
-}
-
 fn user_message(text: String, images: Vec<ContentBlock>) -> UserMessage {
     let mut content = Vec::with_capacity(1 + images.len());
     content.push(ContentBlock::text(text));
@@ -352,6 +367,10 @@ impl Agent {
     fn append(&self, message: Message) {
         let announce_start = !matches!(message, Message::Assistant(_));
         let mut state = self.state();
+        // On disk before any event announces it: a client that saw it can rely on it.
+        if let Err(e) = state.session.append_message(&message) {
+            tracing::error!("{e}");
+        }
         state.messages.push(message.clone());
         if announce_start {
             self.emit(Event::MessageStart {

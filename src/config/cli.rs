@@ -32,6 +32,12 @@ pub struct Cli {
     /// Directory for session files.
     #[arg(long, value_name = "DIR")]
     pub session_dir: Option<PathBuf>,
+    /// Resume a session: its id, a unique prefix of it, or its file.
+    #[arg(long, value_name = "ID|PREFIX|PATH", conflicts_with_all = ["no_session", "continue_newest"])]
+    pub session: Option<String>,
+    /// Resume the newest session of this directory.
+    #[arg(short = 'c', long = "continue", conflicts_with = "no_session")]
+    pub continue_newest: bool,
     /// Replace the built-in system prompt (text, or a file to read it from).
     #[arg(long, value_name = "TEXT|FILE")]
     pub system_prompt: Option<String>,

@@ -24,6 +24,8 @@ pub struct Config {
     pub settings: Settings,
     /// The startup model; `None` when nothing is declared (then `prompt` explains why).
     pub model: Option<Model>,
+    /// `--model`/`--provider` named it: a resumed session's model does not replace it.
+    pub model_explicit: bool,
     pub tools: ToolSelection,
     /// The bash permission gate's rules (`permissions.bash` in settings).
     pub permissions: PermissionRules,
@@ -32,6 +34,10 @@ pub struct Config {
     pub append_system_prompt: Option<String>,
     pub no_session: bool,
     pub session_dir: Option<PathBuf>,
+    /// `--session <id|prefix|path>`.
+    pub resume: Option<String>,
+    /// `-c/--continue`: the newest session of this cwd.
+    pub continue_newest: bool,
     /// Problems with configuration files, reported once on stderr; nova runs on without them.
     pub warnings: Vec<String>,
 }
@@ -77,6 +83,9 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
             .map(text_or_file)
             .transpose()?,
         no_session: cli.no_session,
+        model_explicit: cli.model.is_some() || cli.provider.is_some(),
+        resume: cli.session,
+        continue_newest: cli.continue_newest,
         session_dir: cli.session_dir,
         agent_dir,
         cwd,

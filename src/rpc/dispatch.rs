@@ -66,12 +66,11 @@ pub fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
         Command::GetLastAssistantText {} => {
             Ok(Some(json!({ "text": agent.last_assistant_text() })))
         }
-        Command::NewSession { .. } => agent
-            .new_session()
-            .map(|()| Some(json!({"cancelled": false}))),
-        Command::SwitchSession { .. } => Err("switch_session is not supported yet: this build \
-                                              keeps no session files to switch to"
-            .to_owned()),
+        Command::NewSession { parent_session } => agent.new_session(parent_session).map(Some),
+        Command::SwitchSession {
+            session_id,
+            session_path,
+        } => agent.switch_session(session_id, session_path).map(Some),
         Command::SetModel { provider, model_id } => {
             agent.set_model(&provider, &model_id).and_then(data)
         }
@@ -85,6 +84,14 @@ pub fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
             agent.set_follow_up_mode(mode);
             Ok(None)
         }
+        Command::GetSessionStats {} => Ok(Some(agent.session_stats())),
+        Command::SetSessionName { name } => agent.set_session_name(&name).map(|()| None),
+        Command::GetForkMessages {} => agent.fork_messages().map(Some),
+        Command::Fork { entry_id } => agent.fork(&entry_id).map(Some),
+        Command::Clone {} => agent.clone_session().map(Some),
+        Command::GetEntries { since } => agent.entries(since.as_deref()).map(Some),
+        Command::GetTree {} => agent.tree().map(Some),
+        Command::ExportHtml { output_path } => agent.export_html(output_path.as_deref()).map(Some),
         Command::PermissionResponse {
             request_id,
             approved,

@@ -160,6 +160,11 @@ impl Session {
         &self.header.cwd
     }
 
+    /// When the session began (the header's ISO timestamp).
+    pub fn created(&self) -> &str {
+        &self.header.timestamp
+    }
+
     pub fn parent_session(&self) -> Option<&str> {
         self.header.parent_session.as_deref()
     }

@@ -157,10 +157,10 @@ fn bad_images_are_refused_by_index_and_change_nothing() {
 }
 
 #[test]
-fn unsupported_and_unknown_requests_say_so() {
+fn unknown_sessions_and_requests_say_so() {
     let mut nova = idle_nova();
     let r = nova.request(json!({"type": "switch_session", "sessionId": "abc"}));
-    assert!(error_text(&r).contains("not supported yet"), "{r}");
+    assert!(error_text(&r).contains("abc"), "{r}");
     let r = nova.request(json!({"type": "permission_response", "requestId": 1, "approved": true}));
     assert!(
         error_text(&r).contains("Unknown permission request 1"),
