@@ -12,7 +12,9 @@ pub mod path;
 mod read;
 pub mod truncate;
 pub mod validate;
+mod view_image;
 mod write;
+mod zoom;
 
 use crate::protocol::{ContentBlock, ToolResultPayload};
 use crate::provider::ToolSpec;
@@ -31,6 +33,8 @@ pub enum Tool {
     Write,
     Edit,
     Bash,
+    ViewImage,
+    Zoom,
 }
 
 /// Called with the whole output so far each time a tool has more to show.
@@ -72,7 +76,14 @@ impl ToolOutput {
 type ToolResult = Result<ToolOutput, String>;
 
 impl Tool {
-    pub const ALL: &'static [Tool] = &[Tool::Read, Tool::Write, Tool::Edit, Tool::Bash];
+    pub const ALL: &'static [Tool] = &[
+        Tool::Read,
+        Tool::Write,
+        Tool::Edit,
+        Tool::Bash,
+        Tool::ViewImage,
+        Tool::Zoom,
+    ];
 
     pub fn from_name(name: &str) -> Option<Tool> {
         Tool::ALL.iter().copied().find(|t| t.name() == name)
@@ -84,6 +95,8 @@ impl Tool {
             Tool::Write => "write",
             Tool::Edit => "edit",
             Tool::Bash => "bash",
+            Tool::ViewImage => "view_image",
+            Tool::Zoom => "zoom",
         }
     }
 
@@ -94,6 +107,8 @@ impl Tool {
             Tool::Write => write::spec(),
             Tool::Edit => edit::spec(),
             Tool::Bash => bash::spec(),
+            Tool::ViewImage => view_image::spec(),
+            Tool::Zoom => zoom::spec(),
         }
     }
 
@@ -113,6 +128,8 @@ impl Tool {
             Tool::Write => run(valid, |a| write::run(a, &ctx)).await,
             Tool::Edit => run(valid, |a| edit::run(a, &ctx)).await,
             Tool::Bash => run(valid, |a| bash::run(a, &ctx)).await,
+            Tool::ViewImage => run(valid, |a| view_image::run(a, &ctx)).await,
+            Tool::Zoom => run(valid, |a| zoom::run(a, &ctx)).await,
         };
         result.unwrap_or_else(ToolOutput::error)
     }
