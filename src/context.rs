@@ -109,6 +109,8 @@ fn tool_summary(tool: Tool) -> &'static str {
         Tool::Write => "create or overwrite a file",
         Tool::Edit => "replace exact text in a file",
         Tool::Bash => "run a shell command in the working directory",
+        Tool::ViewImage => "look at an image file",
+        Tool::Zoom => "magnify a region of an image file",
     }
 }
 

@@ -13,7 +13,9 @@ pub mod permission;
 mod read;
 pub mod truncate;
 pub mod validate;
+mod view_image;
 mod write;
+mod zoom;
 
 use crate::protocol::{ContentBlock, ToolResultPayload};
 use crate::provider::ToolSpec;
@@ -25,8 +27,11 @@ use tokio_util::sync::CancellationToken;
 
 /// Active when neither `--tools` nor `--no-tools` says otherwise.
 pub fn default_tools(model_takes_images: bool) -> Vec<Tool> {
-    let _ = model_takes_images;
-    vec![Tool::Read, Tool::Bash, Tool::Edit, Tool::Write]
+    let mut tools = vec![Tool::Read, Tool::Bash, Tool::Edit, Tool::Write];
+    if model_takes_images {
+        tools.extend([Tool::ViewImage, Tool::Zoom]);
+    }
+    tools
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +40,8 @@ pub enum Tool {
     Write,
     Edit,
     Bash,
+    ViewImage,
+    Zoom,
 }
 
 /// Called with the whole output so far each time a tool has more to show.
@@ -76,7 +83,14 @@ impl ToolOutput {
 type ToolResult = Result<ToolOutput, String>;
 
 impl Tool {
-    pub const ALL: &'static [Tool] = &[Tool::Read, Tool::Write, Tool::Edit, Tool::Bash];
+    pub const ALL: &'static [Tool] = &[
+        Tool::Read,
+        Tool::Write,
+        Tool::Edit,
+        Tool::Bash,
+        Tool::ViewImage,
+        Tool::Zoom,
+    ];
 
     pub fn from_name(name: &str) -> Option<Tool> {
         Tool::ALL.iter().copied().find(|t| t.name() == name)
@@ -88,6 +102,8 @@ impl Tool {
             Tool::Write => "write",
             Tool::Edit => "edit",
             Tool::Bash => "bash",
+            Tool::ViewImage => "view_image",
+            Tool::Zoom => "zoom",
         }
     }
 
@@ -98,6 +114,8 @@ impl Tool {
             Tool::Write => write::spec(),
             Tool::Edit => edit::spec(),
             Tool::Bash => bash::spec(),
+            Tool::ViewImage => view_image::spec(),
+            Tool::Zoom => zoom::spec(),
         }
     }
 
@@ -117,6 +135,8 @@ impl Tool {
             Tool::Write => run(valid, |a| write::run(a, &ctx)).await,
             Tool::Edit => run(valid, |a| edit::run(a, &ctx)).await,
             Tool::Bash => run(valid, |a| bash::run(a, &ctx)).await,
+            Tool::ViewImage => run(valid, |a| view_image::run(a, &ctx)).await,
+            Tool::Zoom => run(valid, |a| zoom::run(a, &ctx)).await,
         };
         result.unwrap_or_else(ToolOutput::error)
     }

@@ -10,9 +10,11 @@ use serde::Deserialize;
 use serde_json::json;
 use std::io::Read;
 use std::path::Path;
+use tokio_util::sync::CancellationToken;
 
-/// Until images are resized, larger ones are refused rather than sent whole to the model.
-const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
+/// Pi's cap for images `read` returns: 4.5 MiB once base64-encoded, which is what the provider
+/// receives, so this many decoded bytes.
+const MAX_IMAGE_BYTES: usize = 4_718_592 / 4 * 3;
 
 #[derive(Deserialize)]
 pub(super) struct Args {
@@ -26,7 +28,7 @@ pub(super) fn spec() -> ToolSpec {
         name: "read",
         description: "Read a file. Text comes back as-is (no line numbers), at most 2000 lines or \
             50KB per call; page through longer files with offset and limit. PNG, JPEG, GIF and \
-            WebP images come back as image attachments.",
+            WebP images come back as image attachments, downscaled to fit 2000x2000 px.",
         parameters: json!({
             "type": "object",
             "properties": {
@@ -41,10 +43,11 @@ pub(super) fn spec() -> ToolSpec {
 
 pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
     let abs = path::resolve(&args.path, &ctx.cwd);
-    blocking(&ctx.cancel, true, move || read(&args, &abs)).await
+    let cancel = ctx.cancel.clone();
+    blocking(&ctx.cancel, true, move || read(&args, &abs, &cancel)).await
 }
 
-fn read(args: &Args, abs: &Path) -> ToolResult {
+fn read(args: &Args, abs: &Path, cancel: &CancellationToken) -> ToolResult {
     let mut file = std::fs::File::open(abs).map_err(|e| error_text(&e, "open", abs))?;
     let mut head = Vec::with_capacity(image::SNIFF_BYTES);
     (&mut file)
@@ -52,32 +55,48 @@ fn read(args: &Args, abs: &Path) -> ToolResult {
         .read_to_end(&mut head)
         .map_err(|e| error_text(&e, "read", abs))?;
     if let Some(mime) = image::sniff(&head) {
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        if size > MAX_IMAGE_BYTES {
-            return Err(format!(
-                "Image file {} is {}, over the {} limit for images (resizing is not supported yet).",
-                abs.display(),
-                format_size(usize::try_from(size).unwrap_or(usize::MAX)),
-                format_size(MAX_IMAGE_BYTES as usize),
-            ));
-        }
         let mut bytes = head;
         file.read_to_end(&mut bytes)
             .map_err(|e| error_text(&e, "read", abs))?;
-        let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
-        return Ok(ToolOutput {
-            content: vec![
-                ContentBlock::text(format!("Read image file [{mime}]")),
-                ContentBlock::image(data, mime),
-            ],
-            details: None,
-            is_error: false,
-        });
+        return read_image(bytes, mime, abs, cancel);
     }
     let mut bytes = head;
     file.read_to_end(&mut bytes)
         .map_err(|e| error_text(&e, "read", abs))?;
     Ok(text_result(&String::from_utf8_lossy(&bytes), args))
+}
+
+/// Pi's layout: a note, then the image, resized when over 2000 px or the byte cap, with the
+/// mapping back to the original's coordinates.
+fn read_image(
+    bytes: Vec<u8>,
+    mime: &'static str,
+    abs: &Path,
+    cancel: &CancellationToken,
+) -> ToolResult {
+    let src = image::decode(bytes, mime, abs)?;
+    let fitted = image::fit(&src, image::MAX_SIDE, MAX_IMAGE_BYTES, cancel)?;
+    let mut note = format!("Read image file [{}]", fitted.mime);
+    let from = image::Px::of(&src.image);
+    if fitted.size != from {
+        note.push_str(&format!(
+            "\n[Image: original {}x{}, displayed at {}x{}. Multiply coordinates by {:.2} to map to original image.]",
+            from.width,
+            from.height,
+            fitted.size.width,
+            fitted.size.height,
+            f64::from(from.width) / f64::from(fitted.size.width),
+        ));
+    }
+    let data = base64::engine::general_purpose::STANDARD.encode(&fitted.data);
+    Ok(ToolOutput {
+        content: vec![
+            ContentBlock::text(note),
+            ContentBlock::image(data, fitted.mime),
+        ],
+        details: None,
+        is_error: false,
+    })
 }
 
 fn text_result(text: &str, args: &Args) -> ToolOutput {
@@ -140,8 +159,10 @@ fn text_result(text: &str, args: &Args) -> ToolOutput {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::super::image::tests::TINY_PNG;
+    use super::super::view_image::tests::{encoded, gradient, image_block};
     use super::super::{Tool, ToolContext};
     use crate::protocol::{ContentBlock, joined_text};
+    use ::image::ImageFormat;
     use base64::Engine;
     use serde_json::{Value, json};
     use std::sync::Arc;
@@ -247,14 +268,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn oversized_images_are_refused() {
+    async fn large_images_are_resized_with_a_note() {
         let dir = tempfile::tempdir().unwrap();
-        let mut big = TINY_PNG.to_vec();
-        big.resize(6 * 1024 * 1024, 0);
-        std::fs::write(dir.path().join("big.png"), big).unwrap();
-        let (text, err) = read(dir.path(), json!({"path": "big.png"})).await;
-        assert!(err);
-        assert!(text.contains("is 6.0MB, over the 5.0MB limit"), "{text}");
+        let png = encoded(&gradient(4000, 1000), ImageFormat::Png);
+        std::fs::write(dir.path().join("wide.png"), png).unwrap();
+        let out = Tool::Read
+            .execute(json!({"path": "wide.png"}), ctx(dir.path()))
+            .await;
+        let (data, mime) = image_block(&out);
+        assert_eq!(mime, "image/png");
+        let shown = ::image::load_from_memory(&data).unwrap();
+        assert_eq!((shown.width(), shown.height()), (2000, 500));
+        assert_eq!(
+            out.content[0],
+            ContentBlock::text(
+                "Read image file [image/png]\n[Image: original 4000x1000, displayed at 2000x500. \
+                 Multiply coordinates by 2.00 to map to original image.]"
+            )
+        );
     }
 
     #[tokio::test]
