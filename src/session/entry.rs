@@ -1,9 +1,14 @@
 //! One line of a session file, in Pi's v3 shape: the header, then entries linked by `parentId`.
 
-use crate::protocol::Message;
+use crate::protocol::{
+    AssistantMessage, CompactionSummaryMessage, ContentBlock, Message, StopReason,
+    ToolResultMessage, Usage, UserContent, UserMessage,
+};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
+use std::fmt;
 
 pub(crate) const VERSION: u64 = 3;
 
@@ -137,7 +142,7 @@ struct Line {
     id: Option<String>,
     parent_id: Option<String>,
     timestamp: Option<String>,
-    message: Option<Message>,
+    message: Option<WireMessage>,
     provider: Option<String>,
     model_id: Option<String>,
     thinking_level: Option<String>,
@@ -152,7 +157,7 @@ struct Line {
 impl Line {
     fn into_entry(self) -> Option<Entry> {
         let body = match self.kind.as_str() {
-            "message" => Body::Message(self.message?),
+            "message" => Body::Message(self.message?.into_message()?),
             "model_change" => Body::ModelChange {
                 provider: self.provider?,
                 model_id: self.model_id?,
@@ -227,4 +232,163 @@ fn is_modelled(kind: &str) -> bool {
         kind,
         "message" | "model_change" | "thinking_level_change" | "compaction" | "session_info"
     )
+}
+
+// The protocol types are tagged enums, which serde decodes by first buffering each message and
+// each content block as a tree of owned values. Resuming a long session spends most of its time
+// there, so message entries are read through flat mirrors of those types and converted; anything
+// the mirrors cannot express falls back to the raw path and is kept as `Body::Other`.
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireMessage {
+    role: String,
+    content: Option<WireContent>,
+    timestamp: Option<i64>,
+    api: Option<String>,
+    provider: Option<String>,
+    model: Option<String>,
+    usage: Option<Usage>,
+    stop_reason: Option<StopReason>,
+    error_message: Option<String>,
+    tool_call_id: Option<String>,
+    tool_name: Option<String>,
+    details: Option<Value>,
+    is_error: Option<bool>,
+    summary: Option<String>,
+    tokens_before: Option<u64>,
+}
+
+impl WireMessage {
+    fn into_message(self) -> Option<Message> {
+        let timestamp = self.timestamp?;
+        Some(match self.role.as_str() {
+            "user" => Message::User(UserMessage {
+                content: match self.content? {
+                    WireContent::Text(t) => UserContent::Text(t),
+                    WireContent::Blocks(b) => UserContent::Blocks(blocks(b)?),
+                },
+                timestamp,
+            }),
+            "assistant" => Message::Assistant(AssistantMessage {
+                content: self.content?.into_blocks()?,
+                api: self.api?,
+                provider: self.provider?,
+                model: self.model?,
+                usage: self.usage?,
+                stop_reason: self.stop_reason?,
+                error_message: self.error_message,
+                timestamp,
+            }),
+            "toolResult" => Message::ToolResult(ToolResultMessage {
+                tool_call_id: self.tool_call_id?,
+                tool_name: self.tool_name?,
+                content: self.content?.into_blocks()?,
+                details: self.details,
+                is_error: self.is_error?,
+                timestamp,
+            }),
+            "compactionSummary" => Message::CompactionSummary(CompactionSummaryMessage {
+                summary: self.summary?,
+                tokens_before: self.tokens_before?,
+                timestamp,
+            }),
+            _ => return None,
+        })
+    }
+}
+
+enum WireContent {
+    Text(String),
+    Blocks(Vec<WireBlock>),
+}
+
+impl WireContent {
+    fn into_blocks(self) -> Option<Vec<ContentBlock>> {
+        match self {
+            WireContent::Text(_) => None,
+            WireContent::Blocks(b) => blocks(b),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for WireContent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = WireContent;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string or a list of content blocks")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<WireContent, E> {
+                Ok(WireContent::Text(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<WireContent, E> {
+                Ok(WireContent::Text(v))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<WireContent, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(2));
+                while let Some(b) = seq.next_element()? {
+                    out.push(b);
+                }
+                Ok(WireContent::Blocks(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireBlock {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+    text_signature: Option<String>,
+    thinking: Option<String>,
+    thinking_signature: Option<String>,
+    redacted: Option<bool>,
+    data: Option<String>,
+    mime_type: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
+    arguments: Option<Value>,
+    thought_signature: Option<String>,
+}
+
+fn blocks(wire: Vec<WireBlock>) -> Option<Vec<ContentBlock>> {
+    // Not `collect`: it would reuse the larger mirror allocation for the result, and these
+    // vectors live as long as the session.
+    let mut out = Vec::with_capacity(wire.len());
+    for b in wire {
+        out.push(b.into_block()?);
+    }
+    Some(out)
+}
+
+impl WireBlock {
+    fn into_block(self) -> Option<ContentBlock> {
+        Some(match self.kind.as_str() {
+            "text" => ContentBlock::Text {
+                text: self.text?,
+                text_signature: self.text_signature,
+            },
+            "thinking" => ContentBlock::Thinking {
+                thinking: self.thinking?,
+                thinking_signature: self.thinking_signature,
+                redacted: self.redacted,
+            },
+            "image" => ContentBlock::Image {
+                data: self.data?,
+                mime_type: self.mime_type?,
+            },
+            "toolCall" => ContentBlock::ToolCall {
+                id: self.id?,
+                name: self.name?,
+                arguments: self.arguments?,
+                thought_signature: self.thought_signature,
+            },
+            _ => return None,
+        })
+    }
 }

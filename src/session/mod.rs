@@ -83,7 +83,7 @@ impl Session {
         let mut warnings = Vec::new();
         let mut malformed = 0usize;
         let old_version = header.version.unwrap_or(1);
-        let entries = if old_version >= VERSION {
+        let mut entries = if old_version >= VERSION {
             let mut entries = Vec::new();
             loop {
                 line.clear();
@@ -116,6 +116,7 @@ impl Session {
             migrate(old_version, &mut raw);
             raw.into_iter().filter_map(entry::from_value).collect()
         };
+        entries.shrink_to_fit();
         if malformed > 0 {
             warnings.push(format!("skipped {malformed} malformed line(s) in {shown}"));
         }

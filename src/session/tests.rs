@@ -608,3 +608,64 @@ fn newest_is_by_modification_time() {
     set(&old, now);
     assert_eq!(newest(dir.path()), Some(old));
 }
+
+#[test]
+fn every_message_shape_reads_back_as_written() {
+    let rich = vec![
+        Message::User(UserMessage {
+            content: UserContent::Blocks(vec![
+                ContentBlock::text("look"),
+                ContentBlock::image("aGk=", "image/png"),
+            ]),
+            timestamp: 5,
+        }),
+        Message::Assistant(AssistantMessage {
+            content: vec![
+                ContentBlock::Thinking {
+                    thinking: "hmm".into(),
+                    thinking_signature: Some("sig".into()),
+                    redacted: Some(false),
+                },
+                ContentBlock::Text {
+                    text: "t".into(),
+                    text_signature: Some("ts".into()),
+                },
+                ContentBlock::ToolCall {
+                    id: "c1".into(),
+                    name: "edit".into(),
+                    arguments: json!({"path": "a", "edits": [{"oldText": "x"}]}),
+                    thought_signature: Some("th".into()),
+                },
+            ],
+            error_message: Some("boom".into()),
+            stop_reason: StopReason::Error,
+            ..match assistant("") {
+                Message::Assistant(a) => a,
+                _ => unreachable!(),
+            }
+        }),
+        Message::ToolResult(ToolResultMessage {
+            details: Some(json!({"diff": "-a\n+b"})),
+            is_error: true,
+            ..match tool_result("out") {
+                Message::ToolResult(r) => r,
+                _ => unreachable!(),
+            }
+        }),
+        Message::CompactionSummary(crate::protocol::CompactionSummaryMessage {
+            summary: "s".into(),
+            tokens_before: 3,
+            timestamp: 4,
+        }),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Session::create(Some(dir.path().into()), Path::new("/p"), None);
+    for m in &rich {
+        s.append_message(m).unwrap();
+    }
+    let (back, warnings) = Session::open(s.path().unwrap()).unwrap();
+    assert!(warnings.is_empty());
+    assert_eq!(back.entries(), s.entries());
+    let read: Vec<Message> = back.context().messages;
+    assert_eq!(read, rich);
+}

@@ -6,8 +6,9 @@ use crate::protocol::{CompactionSummaryMessage, Message};
 use serde::Serialize;
 use std::collections::HashMap;
 
-/// What the agent resumes from: the messages on the current path (with a compaction applied)
-/// and the settings recorded on it.
+/// What the agent resumes from: the messages on the current path and the settings recorded on
+/// it. With a compaction on the path the messages are its summary, the entries from
+/// `firstKeptEntryId` up to it, then everything after it (Pi's rule).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Context {
     pub messages: Vec<Message>,
@@ -90,47 +91,59 @@ impl Session {
         path
     }
 
-    /// The conversation on the current path, each message with the id of its entry (the
-    /// compaction's id for a summary). With a compaction on the path: its summary, the entries
-    /// from `firstKeptEntryId` up to it, then everything after it.
-    pub fn context_entries(&self) -> Vec<(String, Message)> {
+    /// The conversation on the current path as entry indices, the compaction (if any) standing
+    /// for its summary. With a compaction on the path: its summary, the entries from
+    /// `firstKeptEntryId` up to it, then everything after it.
+    fn conversation(&self) -> Vec<usize> {
         let path = self.path_to(self.leaf);
-        let message = |&i: &usize| match &self.entries[i].body {
-            Body::Message(m) => Some((self.entries[i].id.clone(), m.clone())),
-            _ => None,
-        };
+        let is_message = |i: &&usize| matches!(self.entries[**i].body, Body::Message(_));
         let compaction = path
             .iter()
             .rposition(|&i| matches!(self.entries[i].body, Body::Compaction { .. }));
         let Some(c) = compaction else {
-            return path.iter().filter_map(message).collect();
+            return path.iter().filter(is_message).copied().collect();
         };
-        let entry = &self.entries[path[c]];
         let Body::Compaction {
-            summary,
             first_kept_entry_id,
-            tokens_before,
             ..
-        } = &entry.body
+        } = &self.entries[path[c]].body
         else {
             return Vec::new();
         };
-        let mut out = vec![(
-            entry.id.clone(),
-            Message::CompactionSummary(CompactionSummaryMessage {
+        let kept = path[..c]
+            .iter()
+            .position(|&i| self.entries[i].id == *first_kept_entry_id)
+            .unwrap_or(c);
+        let mut out = vec![path[c]];
+        out.extend(path[kept..c].iter().filter(is_message));
+        out.extend(path[c + 1..].iter().filter(is_message));
+        out
+    }
+
+    fn conversation_message(&self, i: usize) -> Option<Message> {
+        let entry = &self.entries[i];
+        match &entry.body {
+            Body::Message(m) => Some(m.clone()),
+            Body::Compaction {
+                summary,
+                tokens_before,
+                ..
+            } => Some(Message::CompactionSummary(CompactionSummaryMessage {
                 summary: summary.clone(),
                 tokens_before: *tokens_before,
                 timestamp: iso_to_ms(&entry.timestamp),
-            }),
-        )];
-        let kept = path[..c]
-            .iter()
-            .position(|&i| self.entries[i].id == *first_kept_entry_id);
-        if let Some(k) = kept {
-            out.extend(path[k..c].iter().filter_map(message));
+            })),
+            _ => None,
         }
-        out.extend(path[c + 1..].iter().filter_map(message));
-        out
+    }
+
+    /// The messages of [`Session::context`], each with the id of its entry (the compaction's
+    /// id for the summary), e.g. to choose a `firstKeptEntryId`.
+    pub fn context_entries(&self) -> Vec<(String, Message)> {
+        self.conversation()
+            .into_iter()
+            .filter_map(|i| Some((self.entries[i].id.clone(), self.conversation_message(i)?)))
+            .collect()
     }
 
     /// What the agent needs to resume: see [`Context`].
@@ -149,8 +162,15 @@ impl Session {
                 _ => {}
             }
         }
+        let order = self.conversation();
+        let mut messages = Vec::with_capacity(order.len());
+        messages.extend(
+            order
+                .into_iter()
+                .filter_map(|i| self.conversation_message(i)),
+        );
         Context {
-            messages: self.context_entries().into_iter().map(|(_, m)| m).collect(),
+            messages,
             model,
             thinking_level,
             name: self.name().map(str::to_owned),

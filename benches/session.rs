@@ -1,0 +1,198 @@
+//! `cargo bench --bench session`: figures for the session issue's targets, printed, not asserted.
+//!
+//! - resume: `Session::open` + `context()` of a 100,000-entry (~100 MB) file, time and peak RSS
+//!   (VmHWM, reset just before) next to the file size; targets ≤ 1 s and ≤ 3× the file size
+//! - the mean time of `append_message` on a session that is already on disk
+#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
+
+use nova::protocol::{
+    AssistantMessage, ContentBlock, Message, StopReason, Usage, UserContent, UserMessage,
+};
+use nova::session::Session;
+use serde_json::json;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::time::Instant;
+
+const ENTRIES: usize = 100_000;
+const APPENDS: usize = 1_000;
+
+/// A deterministic xorshift, enough to vary sizes without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, below: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % below as u64) as usize
+    }
+}
+
+fn text(rng: &mut Rng, min: usize, spread: usize) -> String {
+    const WORDS: &[&str] = &[
+        "fn",
+        "let",
+        "the",
+        "session",
+        "entry",
+        "parent",
+        "{",
+        "}",
+        "\"quoted\"",
+        "path/to/file.rs",
+        "error:",
+        "\n",
+        "\t",
+        "ok",
+        "value",
+        "ünïcode",
+    ];
+    let target = min + rng.next(spread);
+    let mut s = String::with_capacity(target + 16);
+    while s.len() < target {
+        s.push_str(WORDS[rng.next(WORDS.len())]);
+        s.push(' ');
+    }
+    s
+}
+
+/// Streams a Pi-format session: a user prompt, then assistant turns with tool calls and their
+/// results, with the odd plain reply, user message and settings change.
+fn generate(path: &Path) {
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(path).unwrap());
+    let header = json!({"type": "session", "version": 3, "id": "0190bench-0000-7000-8000-000000000000",
+        "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/bench"});
+    writeln!(out, "{header}").unwrap();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut parent: Option<String> = None;
+    let mut call = 0usize;
+    for i in 0..ENTRIES {
+        let id = format!("{:08x}", i + 1);
+        let ts = "2026-01-01T00:00:01.000Z";
+        let message = match (i % 10, rng.next(8)) {
+            (0, _) => {
+                json!({"role": "user", "content": [{"type": "text", "text": text(&mut rng, 40, 1100)}],
+                "timestamp": i})
+            }
+            (9, 0) => {
+                let entry = json!({"type": "model_change", "id": id, "parentId": parent,
+                    "timestamp": ts, "provider": "ollama", "modelId": "llama3.1:8b"});
+                writeln!(out, "{entry}").unwrap();
+                parent = Some(id);
+                continue;
+            }
+            (n, _) if n % 2 == 1 => {
+                call += 1;
+                json!({"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": text(&mut rng, 15, 300)},
+                    {"type": "text", "text": text(&mut rng, 10, 450)},
+                    {"type": "toolCall", "id": format!("call_{call}"), "name": "bash",
+                        "arguments": {"command": text(&mut rng, 10, 150)}}],
+                    "api": "openai-completions", "provider": "ollama", "model": "llama3.1:8b",
+                    "usage": {"input": 1000 + i, "output": 200, "cacheRead": 0, "cacheWrite": 0,
+                        "totalTokens": 1200 + i, "cost": {"input": 0.001, "output": 0.002,
+                        "cacheRead": 0, "cacheWrite": 0, "total": 0.003}},
+                    "stopReason": "toolUse", "timestamp": i})
+            }
+            _ => json!({"role": "toolResult", "toolCallId": format!("call_{call}"),
+                "toolName": "bash", "content": [{"type": "text", "text": text(&mut rng, 80, 1850)}],
+                "isError": rng.next(20) == 0, "timestamp": i}),
+        };
+        let entry = json!({"type": "message", "id": id, "parentId": parent, "timestamp": ts,
+            "message": message});
+        writeln!(out, "{entry}").unwrap();
+        parent = Some(id);
+    }
+    out.flush().unwrap();
+}
+
+fn status_kb(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Resets VmHWM to the current RSS, so the peak measured is the resume's own.
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1_048_576.0
+}
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.jsonl");
+    generate(&path);
+    let size = std::fs::metadata(&path).unwrap().len();
+
+    reset_peak();
+    let rss_before = status_kb("VmRSS:") * 1024;
+    let started = Instant::now();
+    let (session, warnings) = Session::open(&path).unwrap();
+    let opened = started.elapsed();
+    let peak_open = status_kb("VmHWM:") * 1024;
+    let context = session.context();
+    let resumed = started.elapsed();
+    let peak = status_kb("VmHWM:") * 1024;
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(context.messages.len() > ENTRIES * 9 / 10);
+    drop(context);
+    drop(session);
+
+    let mut s = Session::create(Some(dir.path().join("appends")), Path::new("/bench"), None);
+    let user = Message::User(UserMessage {
+        content: UserContent::Text("start".into()),
+        timestamp: 0,
+    });
+    s.append_message(&user).unwrap();
+    let reply = Message::Assistant(AssistantMessage {
+        content: vec![ContentBlock::text(text(&mut Rng(7), 800, 1))],
+        api: "openai-completions".into(),
+        provider: "ollama".into(),
+        model: "llama3.1:8b".into(),
+        usage: Usage::default(),
+        stop_reason: StopReason::Stop,
+        error_message: None,
+        timestamp: 0,
+    });
+    let started = Instant::now();
+    for _ in 0..APPENDS {
+        s.append_message(&reply).unwrap();
+    }
+    let append_mean = started.elapsed() / APPENDS as u32;
+
+    println!("session bench ({ENTRIES} entries)");
+    println!("{:<34} {:>14}", "figure", "value");
+    println!("{:<34} {:>11.1} MB", "file size", mb(size));
+    println!("{:<34} {:>11.0} ms", "open", opened.as_secs_f64() * 1000.0);
+    println!(
+        "{:<34} {:>11.0} ms   (target ≤ 1000)",
+        "open + context()",
+        resumed.as_secs_f64() * 1000.0
+    );
+    println!(
+        "{:<34} {:>11.1} MB   ({:.2}× file; target ≤ 3×)",
+        "peak RSS (VmHWM) during resume",
+        mb(peak),
+        peak as f64 / size as f64
+    );
+    println!(
+        "{:<34} {:>11.1} MB   ({:.2}× file)",
+        "  peak RSS after open alone",
+        mb(peak_open),
+        peak_open as f64 / size as f64
+    );
+    println!("{:<34} {:>11.1} MB", "  RSS before resume", mb(rss_before));
+    println!(
+        "{:<34} {:>11.1} µs",
+        "append_message mean (1 KB, flushed)",
+        append_mean.as_secs_f64() * 1e6
+    );
+}
