@@ -5,11 +5,15 @@ mod bash;
 mod diff;
 mod edit;
 mod edit_match;
+mod find;
 mod fs;
+mod grep;
 mod image;
+mod ls;
 mod output;
 pub mod path;
 mod read;
+mod search;
 pub mod truncate;
 pub mod validate;
 mod write;
@@ -31,6 +35,9 @@ pub enum Tool {
     Write,
     Edit,
     Bash,
+    Grep,
+    Find,
+    Ls,
 }
 
 /// Called with the whole output so far each time a tool has more to show.
@@ -72,7 +79,15 @@ impl ToolOutput {
 type ToolResult = Result<ToolOutput, String>;
 
 impl Tool {
-    pub const ALL: &'static [Tool] = &[Tool::Read, Tool::Write, Tool::Edit, Tool::Bash];
+    pub const ALL: &'static [Tool] = &[
+        Tool::Read,
+        Tool::Write,
+        Tool::Edit,
+        Tool::Bash,
+        Tool::Grep,
+        Tool::Find,
+        Tool::Ls,
+    ];
 
     pub fn from_name(name: &str) -> Option<Tool> {
         Tool::ALL.iter().copied().find(|t| t.name() == name)
@@ -84,6 +99,9 @@ impl Tool {
             Tool::Write => "write",
             Tool::Edit => "edit",
             Tool::Bash => "bash",
+            Tool::Grep => "grep",
+            Tool::Find => "find",
+            Tool::Ls => "ls",
         }
     }
 
@@ -94,6 +112,9 @@ impl Tool {
             Tool::Write => write::spec(),
             Tool::Edit => edit::spec(),
             Tool::Bash => bash::spec(),
+            Tool::Grep => grep::spec(),
+            Tool::Find => find::spec(),
+            Tool::Ls => ls::spec(),
         }
     }
 
@@ -113,6 +134,9 @@ impl Tool {
             Tool::Write => run(valid, |a| write::run(a, &ctx)).await,
             Tool::Edit => run(valid, |a| edit::run(a, &ctx)).await,
             Tool::Bash => run(valid, |a| bash::run(a, &ctx)).await,
+            Tool::Grep => run(valid, |a| grep::run(a, &ctx)).await,
+            Tool::Find => run(valid, |a| find::run(a, &ctx)).await,
+            Tool::Ls => run(valid, |a| ls::run(a, &ctx)).await,
         };
         result.unwrap_or_else(ToolOutput::error)
     }

@@ -1,0 +1,98 @@
+//! `ls`: one directory's entries, every one of them (dotfiles and ignored files too), sorted
+//! without regard to case, directories marked with a trailing `/`.
+
+use super::search;
+use super::{ToolContext, ToolOutput, ToolResult, blocking, fs::error_text, path};
+use crate::provider::ToolSpec;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::path::Path;
+
+const DEFAULT_LIMIT: i64 = 500;
+
+#[derive(Deserialize)]
+pub(super) struct Args {
+    path: Option<String>,
+    limit: Option<i64>,
+}
+
+pub(super) fn spec() -> ToolSpec {
+    ToolSpec {
+        name: "ls",
+        description: "List a directory's entries, sorted alphabetically without regard to case, \
+            directories ending in '/'. Dotfiles are included. At most 500 entries by default \
+            (see limit) and 50KB of output.",
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Directory to list (default: the working directory)"},
+                "limit": {"type": "integer", "description": "Most entries to return (default: 500)"}
+            }
+        }),
+    }
+}
+
+pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
+    let dir = search::clean(&path::resolve(
+        args.path
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .unwrap_or("."),
+        &ctx.cwd,
+    ));
+    let limit = usize::try_from(args.limit.unwrap_or(DEFAULT_LIMIT).max(1)).unwrap_or(usize::MAX);
+    blocking(&ctx.cancel, true, move || list(&dir, limit)).await
+}
+
+fn list(dir: &Path, limit: usize) -> ToolResult {
+    let meta = std::fs::metadata(dir).map_err(|_| format!("Path not found: {}", dir.display()))?;
+    if !meta.is_dir() {
+        return Err(format!("Not a directory: {}", dir.display()));
+    }
+    let read_err =
+        |e: std::io::Error| format!("Cannot read directory: {}", error_text(&e, "scandir", dir));
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(read_err)? {
+        names.push(
+            entry
+                .map_err(read_err)?
+                .file_name()
+                .to_string_lossy()
+                .into_owned(),
+        );
+    }
+    // Pi compares lower-cased names; the raw name breaks ties so the order never depends on
+    // the order the file system returned them in.
+    names.sort_by_cached_key(|n| (n.to_lowercase(), n.clone()));
+
+    let mut lines = Vec::new();
+    let mut reached = false;
+    for name in names {
+        if lines.len() >= limit {
+            reached = true;
+            break;
+        }
+        // Pi follows symlinks here, so a link to a directory gets the `/` and a dangling one is
+        // left out.
+        match std::fs::metadata(dir.join(&name)) {
+            Ok(m) if m.is_dir() => lines.push(format!("{name}/")),
+            Ok(_) => lines.push(name),
+            Err(_) => {}
+        }
+    }
+    if lines.is_empty() {
+        return Ok(ToolOutput::text("(empty directory)", None));
+    }
+    let limit_notice = reached.then(|| {
+        (
+            format!(
+                "{limit} entries limit reached. Use limit={} for more",
+                limit.saturating_mul(2)
+            ),
+            "entryLimitReached",
+            Value::from(limit),
+        )
+    });
+    let (text, details) = search::finish(&lines, limit_notice, None);
+    Ok(ToolOutput::text(text, details))
+}
