@@ -134,3 +134,133 @@ fn find(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
     let (text, details) = search::finish(&lines, limit_notice, None);
     Ok(ToolOutput::text(text, details))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::{Tool, ToolContext, ToolOutput};
+    use crate::protocol::joined_text;
+    use serde_json::{Value, json};
+    use std::path::Path;
+    use std::sync::Arc;
+    use tokio_util::sync::CancellationToken;
+
+    fn ctx(dir: &Path) -> ToolContext {
+        ToolContext {
+            cwd: dir.to_path_buf(),
+            cancel: CancellationToken::new(),
+            on_update: Arc::new(|_| {}),
+        }
+    }
+
+    fn touch(dir: &Path, rel: &str) {
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "x").unwrap();
+    }
+
+    async fn find(dir: &Path, args: Value) -> ToolOutput {
+        Tool::Find.execute(args, ctx(dir)).await
+    }
+
+    async fn text(dir: &Path, args: Value) -> String {
+        let out = find(dir, args).await;
+        assert!(!out.is_error, "{:?}", out.content);
+        joined_text(&out.content)
+    }
+
+    fn tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for rel in [
+            ".git/HEAD",
+            ".gitignore",
+            ".hidden/x.rs",
+            "build/out.rs",
+            "src/main.rs",
+            "src/tools/grep.rs",
+            "src/tools/README.md",
+            "tests/main.rs",
+            "notes.log",
+        ] {
+            touch(d, rel);
+        }
+        std::fs::write(d.join(".gitignore"), "build/\n*.log\n").unwrap();
+        std::fs::create_dir_all(d.join("src/main.rs.d")).unwrap();
+        dir
+    }
+
+    #[tokio::test]
+    async fn names_match_anywhere_with_dirs_marked() {
+        let dir = tree();
+        // No `.git` needed: Pi runs fd with --no-require-git. `.git` itself is left out.
+        let out = text(dir.path(), json!({"pattern": "*.rs*"})).await;
+        assert_eq!(
+            out,
+            ".hidden/x.rs\nsrc/main.rs\nsrc/main.rs.d/\nsrc/tools/grep.rs\ntests/main.rs"
+        );
+        assert_eq!(text(dir.path(), json!({"pattern": "src"})).await, "src/");
+        assert_eq!(
+            text(dir.path(), json!({"pattern": "HEAD"})).await,
+            "No files found matching pattern"
+        );
+    }
+
+    #[tokio::test]
+    async fn patterns_with_a_slash_match_paths() {
+        let dir = tree();
+        let out = text(dir.path(), json!({"pattern": "src/**/*.rs"})).await;
+        assert_eq!(out, "src/main.rs\nsrc/tools/grep.rs");
+        let out = text(dir.path(), json!({"pattern": "tools/*.rs"})).await;
+        assert_eq!(out, "src/tools/grep.rs");
+        let abs = format!("{}/src/*.rs", dir.path().display());
+        assert_eq!(
+            text(dir.path(), json!({"pattern": abs})).await,
+            "src/main.rs"
+        );
+        let out = text(dir.path(), json!({"pattern": "*.rs", "path": "src"})).await;
+        assert_eq!(out, "main.rs\ntools/grep.rs");
+    }
+
+    #[tokio::test]
+    async fn smart_case() {
+        let dir = tree();
+        let out = text(dir.path(), json!({"pattern": "readme*"})).await;
+        assert_eq!(out, "src/tools/README.md");
+        let out = text(dir.path(), json!({"pattern": "Readme*"})).await;
+        assert_eq!(out, "No files found matching pattern");
+    }
+
+    #[tokio::test]
+    async fn limit_notice_and_errors() {
+        let dir = tree();
+        let out = find(dir.path(), json!({"pattern": "*", "limit": 3})).await;
+        assert_eq!(
+            joined_text(&out.content),
+            ".gitignore\n.hidden/\n.hidden/x.rs\n\n\
+             [3 results limit reached. Use limit=6 for more, or refine pattern]"
+        );
+        assert_eq!(out.details.unwrap(), json!({"resultLimitReached": 3}));
+
+        let out = find(dir.path(), json!({"pattern": "*", "path": "nope"})).await;
+        let missing = dir.path().join("nope");
+        assert_eq!(
+            out,
+            ToolOutput::error(format!("Path not found: {}", missing.display()))
+        );
+        let out = find(dir.path(), json!({"pattern": "*", "path": "notes.log"})).await;
+        let file = dir.path().join("notes.log");
+        assert_eq!(
+            out,
+            ToolOutput::error(format!("Not a directory: {}", file.display()))
+        );
+        let out = find(dir.path(), json!({"pattern": "a[b"})).await;
+        assert!(out.is_error);
+        assert!(joined_text(&out.content).starts_with("Invalid glob pattern \"a[b\""));
+
+        let c = ctx(dir.path());
+        c.cancel.cancel();
+        let out = Tool::Find.execute(json!({"pattern": "*"}), c).await;
+        assert_eq!(out, ToolOutput::error("Operation aborted"));
+    }
+}

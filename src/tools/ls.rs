@@ -96,3 +96,78 @@ fn list(dir: &Path, limit: usize) -> ToolResult {
     let (text, details) = search::finish(&lines, limit_notice, None);
     Ok(ToolOutput::text(text, details))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::{Tool, ToolContext, ToolOutput};
+    use crate::protocol::joined_text;
+    use serde_json::{Value, json};
+    use std::path::Path;
+    use std::sync::Arc;
+    use tokio_util::sync::CancellationToken;
+
+    fn ctx(dir: &Path) -> ToolContext {
+        ToolContext {
+            cwd: dir.to_path_buf(),
+            cancel: CancellationToken::new(),
+            on_update: Arc::new(|_| {}),
+        }
+    }
+
+    async fn ls(dir: &Path, args: Value) -> ToolOutput {
+        Tool::Ls.execute(args, ctx(dir)).await
+    }
+
+    #[tokio::test]
+    async fn lists_everything_sorted_without_case_dirs_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for f in ["b.txt", "A.txt", ".env", "c.log", ".gitignore"] {
+            std::fs::write(d.join(f), "x").unwrap();
+        }
+        std::fs::write(d.join(".gitignore"), "*.log\n").unwrap();
+        std::fs::create_dir(d.join("Src")).unwrap();
+        std::fs::create_dir(d.join(".git")).unwrap();
+        std::os::unix::fs::symlink(d.join("Src"), d.join("link")).unwrap();
+        std::os::unix::fs::symlink(d.join("gone"), d.join("dangling")).unwrap();
+        let out = ls(d, json!({})).await;
+        assert_eq!(
+            joined_text(&out.content),
+            ".env\n.git/\n.gitignore\nA.txt\nb.txt\nc.log\nlink/\nSrc/"
+        );
+        assert_eq!(out.details, None);
+
+        let out = ls(d, json!({"path": ".", "limit": 2})).await;
+        assert_eq!(
+            joined_text(&out.content),
+            ".env\n.git/\n\n[2 entries limit reached. Use limit=4 for more]"
+        );
+        assert_eq!(out.details.unwrap(), json!({"entryLimitReached": 2}));
+        let out = ls(d, json!({"path": "Src"})).await;
+        assert_eq!(out, ToolOutput::text("(empty directory)", None));
+    }
+
+    #[tokio::test]
+    async fn errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("f"), "x").unwrap();
+        let out = ls(d, json!({"path": "nope"})).await;
+        let missing = d.join("nope");
+        assert_eq!(
+            out,
+            ToolOutput::error(format!("Path not found: {}", missing.display()))
+        );
+        let out = ls(d, json!({"path": "f"})).await;
+        assert_eq!(
+            out,
+            ToolOutput::error(format!("Not a directory: {}", d.join("f").display()))
+        );
+
+        let c = ctx(d);
+        c.cancel.cancel();
+        let out = Tool::Ls.execute(json!({}), c).await;
+        assert_eq!(out, ToolOutput::error("Operation aborted"));
+    }
+}
