@@ -1,7 +1,7 @@
 //! `find`: files and directories whose name (or, for a pattern with a `/`, whose path below the
 //! search root) matches a glob, found the way Pi runs `fd --glob --hidden --no-require-git`.
 
-use super::search::{self, FirstN};
+use super::search::{self, FirstN, Lines};
 use super::{ToolContext, ToolOutput, ToolResult, fs::ABORTED, path};
 use crate::provider::ToolSpec;
 use globset::{GlobBuilder, GlobMatcher};
@@ -99,7 +99,7 @@ fn find(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
         };
         if hit {
             let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-            first.push(rel.to_path_buf(), is_dir);
+            first.push(rel.to_path_buf(), 1, is_dir);
         }
         WalkState::Continue
     };
@@ -109,18 +109,15 @@ fn find(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
         return Ok(ToolOutput::text("No files found matching pattern", None));
     }
     let reached = found.seen() >= limit;
-    let lines: Vec<String> = found
-        .into_sorted()
-        .into_iter()
-        .map(|(rel, is_dir)| {
-            let rel = rel.to_string_lossy();
-            if is_dir {
-                format!("{rel}/")
-            } else {
-                rel.into_owned()
-            }
-        })
-        .collect();
+    let mut lines = Lines::default();
+    for (rel, is_dir) in found.into_sorted() {
+        let rel = rel.to_string_lossy();
+        if is_dir {
+            lines.push_fmt(format_args!("{rel}/"));
+        } else {
+            lines.push(&rel);
+        }
+    }
     let limit_notice = reached.then(|| {
         (
             format!(
@@ -131,7 +128,7 @@ fn find(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
             Value::from(limit),
         )
     });
-    let (text, details) = search::finish(&lines, limit_notice, None);
+    let (text, details) = search::finish(lines, limit_notice, None);
     Ok(ToolOutput::text(text, details))
 }
 

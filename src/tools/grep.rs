@@ -2,7 +2,7 @@
 //! (ignore files honoured, hidden files included, binary files skipped), each match shown as
 //! `path:LINE: text` with optional context lines as `path-LINE- text`.
 
-use super::search::{self, FirstN};
+use super::search::{self, FirstN, Lines};
 use super::{ToolContext, ToolOutput, ToolResult, path};
 use crate::provider::ToolSpec;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -11,6 +11,7 @@ use ignore::WalkState;
 use ignore::overrides::OverrideBuilder;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,13 +67,12 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
     search::run_stoppable(&ctx.cancel, move |stop| grep(&args, &root, stop)).await
 }
 
-/// One match and the lines shown with it, ordered by line within a file.
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct Hit {
-    line: u64,
-    /// The formatted block, path prefix not yet applied: `(line, text, is_the_match)`.
-    block: Vec<(u64, String, bool)>,
-    cut: bool,
+/// A line of a file that is shown: a match, or context around one.
+struct Line {
+    n: u64,
+    text: String,
+    /// False for a match past the limit, shown only as another match's context.
+    is_match: bool,
 }
 
 fn grep(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
@@ -109,24 +109,18 @@ fn grep(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
     let visit = |(searcher, matcher): &mut (Searcher, RegexMatcher),
                  entry: &ignore::DirEntry,
                  rel: &Path,
-                 first: &mut FirstN<Hit>| {
-        if !entry
+                 first: &mut FirstN<Vec<Line>>| {
+        let searchable = entry
             .file_type()
-            .is_some_and(|t| t.is_file() || (entry.depth() == 0 && !t.is_dir()))
-        {
+            .is_some_and(|t| t.is_file() || (entry.depth() == 0 && !t.is_dir()));
+        if !searchable {
             return WalkState::Continue;
         }
         let mut sink = FileSink::new(limit, context, stop);
         // An unreadable file is skipped, as rg skips it (with a message we have nowhere to put).
-        if searcher
-            .search_path(&*matcher, entry.path(), &mut sink)
-            .is_err()
-            || sink.binary
-        {
-            return WalkState::Continue;
-        }
-        for hit in sink.hits() {
-            first.push(rel.to_path_buf(), hit);
+        let searched = searcher.search_path(&*matcher, entry.path(), &mut sink);
+        if searched.is_ok() && !sink.binary && sink.matches > 0 {
+            first.push(rel.to_path_buf(), sink.matches, sink.lines);
         }
         WalkState::Continue
     };
@@ -136,9 +130,10 @@ fn grep(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
         return Ok(ToolOutput::text("No matches found", None));
     }
     let reached = found.seen() >= limit;
-    let mut lines = Vec::new();
+    let mut out = Lines::default();
+    let mut shown_matches = 0;
     let mut any_cut = false;
-    for (rel, hit) in found.into_sorted() {
+    'files: for (rel, lines) in found.into_sorted() {
         let shown = if meta.is_dir() {
             rel.to_string_lossy().into_owned()
         } else {
@@ -146,10 +141,17 @@ fn grep(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         };
-        any_cut |= hit.cut;
-        for (n, text, is_match) in hit.block {
-            let sep = if is_match { ':' } else { '-' };
-            lines.push(format!("{shown}{sep}{n}{sep} {text}"));
+        for (n, block) in blocks(&lines, context) {
+            if shown_matches == limit {
+                break 'files;
+            }
+            shown_matches += 1;
+            for line in block {
+                let sep = if line.n == n { ':' } else { '-' };
+                let (text, cut) = cut_line(&line.text);
+                any_cut |= cut;
+                out.push_fmt(format_args!("{shown}{sep}{}{sep} {text}", line.n));
+            }
         }
     }
     let limit_notice = reached.then(|| {
@@ -171,8 +173,24 @@ fn grep(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
             Value::Bool(true),
         )
     });
-    let (text, details) = search::finish(&lines, limit_notice, cut_notice);
+    let (text, details) = search::finish(out, limit_notice, cut_notice);
     Ok(ToolOutput::text(text, details))
+}
+
+/// Each match with the lines within `context` of it. Pi repeats lines shared by overlapping
+/// blocks rather than merging them.
+fn blocks(lines: &[Line], context: u64) -> impl Iterator<Item = (u64, &[Line])> {
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.is_match)
+        .map(move |(i, l)| {
+            let lo = l.n.saturating_sub(context);
+            let hi = l.n.saturating_add(context);
+            let before = lines[..i].iter().rev().take_while(|m| m.n >= lo).count();
+            let after = lines[i + 1..].iter().take_while(|m| m.n <= hi).count();
+            (l.n, &lines[i - before..=i + after])
+        })
 }
 
 /// Collects one file's first `limit` matching lines and the context lines around them.
@@ -180,8 +198,7 @@ struct FileSink<'a> {
     limit: usize,
     context: u64,
     stop: &'a AtomicBool,
-    /// `(line, text, is_match)` in file order; a match past the limit is kept as context only.
-    lines: Vec<(u64, String, bool)>,
+    lines: Vec<Line>,
     matches: usize,
     /// Once the limit is reached, the last line still needed as after-context.
     last_needed: Option<u64>,
@@ -210,7 +227,11 @@ impl<'a> FileSink<'a> {
             return false;
         }
         let is_match = is_match && self.matches < self.limit;
-        self.lines.push((n, clean_line(bytes), is_match));
+        self.lines.push(Line {
+            n,
+            text: clean_line(bytes),
+            is_match,
+        });
         if is_match {
             self.matches += 1;
             if self.matches == self.limit {
@@ -219,43 +240,6 @@ impl<'a> FileSink<'a> {
             }
         }
         true
-    }
-
-    /// One hit per match, with the lines within `context` of it (Pi repeats lines shared by
-    /// overlapping blocks rather than merging them).
-    fn hits(&self) -> Vec<Hit> {
-        let mut hits = Vec::with_capacity(self.matches);
-        for (i, (n, _, is_match)) in self.lines.iter().enumerate() {
-            if !is_match {
-                continue;
-            }
-            let lo = n.saturating_sub(self.context);
-            let hi = n.saturating_add(self.context);
-            let before = self.lines[..i]
-                .iter()
-                .rev()
-                .take_while(|(m, _, _)| *m >= lo)
-                .count();
-            let after = self.lines[i + 1..]
-                .iter()
-                .take_while(|(m, _, _)| *m <= hi)
-                .count();
-            let mut cut = false;
-            let block = self.lines[i - before..=i + after]
-                .iter()
-                .map(|(m, text, _)| {
-                    let (text, was_cut) = cut_line(text);
-                    cut |= was_cut;
-                    (*m, text, m == n)
-                })
-                .collect();
-            hits.push(Hit {
-                line: *n,
-                block,
-                cut,
-            });
-        }
-        hits
     }
 }
 
@@ -287,10 +271,14 @@ fn clean_line(bytes: &[u8]) -> String {
     }
 }
 
-fn cut_line(text: &str) -> (String, bool) {
+fn cut_line(text: &str) -> (Cow<'_, str>, bool) {
+    // A line of at most MAX_LINE_CHARS bytes cannot have more chars than that.
+    if text.len() <= MAX_LINE_CHARS {
+        return (Cow::Borrowed(text), false);
+    }
     match text.char_indices().nth(MAX_LINE_CHARS) {
-        Some((at, _)) => (format!("{}... [truncated]", &text[..at]), true),
-        None => (text.to_owned(), false),
+        Some((at, _)) => (Cow::Owned(format!("{}... [truncated]", &text[..at])), true),
+        None => (Cow::Borrowed(text), false),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `ls`: one directory's entries, every one of them (dotfiles and ignored files too), sorted
 //! without regard to case, directories marked with a trailing `/`.
 
-use super::search;
+use super::search::{self, Lines};
 use super::{ToolContext, ToolOutput, ToolResult, blocking, fs::error_text, path};
 use crate::provider::ToolSpec;
 use serde::Deserialize;
@@ -65,20 +65,22 @@ fn list(dir: &Path, limit: usize) -> ToolResult {
     // the order the file system returned them in.
     names.sort_by_cached_key(|n| (n.to_lowercase(), n.clone()));
 
-    let mut lines = Vec::new();
+    let mut lines = Lines::default();
+    let mut listed = 0;
     let mut reached = false;
     for name in names {
-        if lines.len() >= limit {
+        if listed >= limit {
             reached = true;
             break;
         }
         // Pi follows symlinks here, so a link to a directory gets the `/` and a dangling one is
         // left out.
         match std::fs::metadata(dir.join(&name)) {
-            Ok(m) if m.is_dir() => lines.push(format!("{name}/")),
-            Ok(_) => lines.push(name),
-            Err(_) => {}
+            Ok(m) if m.is_dir() => lines.push_fmt(format_args!("{name}/")),
+            Ok(_) => lines.push(&name),
+            Err(_) => continue,
         }
+        listed += 1;
     }
     if lines.is_empty() {
         return Ok(ToolOutput::text("(empty directory)", None));
@@ -93,7 +95,7 @@ fn list(dir: &Path, limit: usize) -> ToolResult {
             Value::from(limit),
         )
     });
-    let (text, details) = search::finish(&lines, limit_notice, None);
+    let (text, details) = search::finish(lines, limit_notice, None);
     Ok(ToolOutput::text(text, details))
 }
 

@@ -8,11 +8,12 @@
 //! whose set is full can skip any entry (and its whole subtree) that sorts after its worst kept
 //! result: asking for 100 matches then stops searching early, as `rg` does when Pi kills it.
 
-use super::truncate::{Limits, MAX_BYTES, Truncation, format_size, truncate_head};
+use super::truncate::{MAX_BYTES, TruncatedBy, Truncation, format_size};
 use super::{ToolResult, fs::ABORTED};
 use ignore::{DirEntry, WalkBuilder, WalkState};
 use serde_json::{Map, Value};
 use std::collections::BinaryHeap;
+use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -68,46 +69,78 @@ pub(super) fn walker(root: &Path, require_git: bool, custom_ignore: &str) -> Wal
     builder
 }
 
-/// The `limit` smallest `(path, item)` pairs pushed, and how many were pushed in all (at least
-/// `limit` whenever anything was skipped, which is all the limit notice needs).
-pub(super) struct FirstN<T: Ord> {
+/// The results at the smallest paths, holding at least `limit` units between them (a grep file
+/// counts its matches), and how many units were pushed in all (at least `limit` whenever
+/// anything was left out, which is all the limit notice needs). Comparing paths once per file
+/// rather than once per match keeps a search with many matches cheap.
+pub(super) struct FirstN<T> {
     limit: usize,
-    heap: BinaryHeap<(PathBuf, T)>,
+    heap: BinaryHeap<ByPath<T>>,
+    kept: usize,
     seen: usize,
 }
 
-impl<T: Ord> FirstN<T> {
+/// Ordered by path alone: each path is pushed once.
+struct ByPath<T> {
+    path: PathBuf,
+    units: usize,
+    item: T,
+}
+
+impl<T> PartialEq for ByPath<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path
+    }
+}
+
+impl<T> Eq for ByPath<T> {}
+
+impl<T> PartialOrd for ByPath<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T> Ord for ByPath<T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.path.cmp(&other.path)
+    }
+}
+
+impl<T> FirstN<T> {
     pub(super) fn new(limit: usize) -> Self {
         FirstN {
             limit,
             heap: BinaryHeap::new(),
+            kept: 0,
             seen: 0,
         }
     }
 
-    pub(super) fn push(&mut self, path: PathBuf, item: T) {
-        self.seen += 1;
-        if self.heap.len() < self.limit {
-            self.heap.push((path, item));
-        } else if self
-            .heap
-            .peek()
-            .is_some_and(|worst| (&path, &item) < (&worst.0, &worst.1))
+    pub(super) fn push(&mut self, path: PathBuf, units: usize, item: T) {
+        self.seen += units;
+        if self.excludes(&path) {
+            return;
+        }
+        self.heap.push(ByPath { path, units, item });
+        self.kept += units;
+        while let Some(worst) = self.heap.peek()
+            && self.kept - worst.units >= self.limit
         {
+            self.kept -= worst.units;
             self.heap.pop();
-            self.heap.push((path, item));
         }
     }
 
     /// Whether nothing at `path` or below it can make the cut any more.
     pub(super) fn excludes(&self, path: &Path) -> bool {
-        self.heap.len() >= self.limit && self.heap.peek().is_some_and(|w| path > w.0.as_path())
+        self.kept >= self.limit && self.heap.peek().is_some_and(|w| path > w.path.as_path())
     }
 
     fn merge(&mut self, other: FirstN<T>) {
         let seen = self.seen + other.seen;
-        for (path, item) in other.heap {
-            self.push(path, item);
+        for e in other.heap {
+            self.push(e.path, e.units, e.item);
         }
         self.seen = seen;
     }
@@ -116,8 +149,12 @@ impl<T: Ord> FirstN<T> {
         self.seen
     }
 
-    pub(super) fn into_sorted(self) -> Vec<(PathBuf, T)> {
-        self.heap.into_sorted_vec()
+    /// In path order. The last one may hold units beyond the limit.
+    pub(super) fn into_sorted(self) -> impl Iterator<Item = (PathBuf, T)> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|e| (e.path, e.item))
     }
 }
 
@@ -134,7 +171,7 @@ pub(super) fn collect<T, S, M, V>(
     visit: V,
 ) -> Option<FirstN<T>>
 where
-    T: Ord + Send,
+    T: Send,
     S: Send,
     M: Fn() -> S + Sync,
     V: Fn(&mut S, &DirEntry, &Path, &mut FirstN<T>) -> WalkState + Sync,
@@ -168,12 +205,12 @@ where
 }
 
 /// One thread's results, handed over when the walk drops the thread's visitor.
-struct Local<'a, T: Ord> {
+struct Local<'a, T> {
     first: FirstN<T>,
     merged: &'a Mutex<FirstN<T>>,
 }
 
-impl<T: Ord> Drop for Local<'_, T> {
+impl<T> Drop for Local<'_, T> {
     fn drop(&mut self) {
         let first = std::mem::replace(&mut self.first, FirstN::new(0));
         self.merged
@@ -183,27 +220,81 @@ impl<T: Ord> Drop for Local<'_, T> {
     }
 }
 
-/// Joins result lines, cuts them at 50 KB, and appends Pi's notices in one `[...]` line. `limit`
-/// is the limit notice (if reached) with the `details` key and value that record it.
-pub(super) fn finish(
-    lines: &[String],
-    limit: Option<(String, &str, Value)>,
-    extra: Option<(String, &str, Value)>,
-) -> (String, Option<Value>) {
-    let truncation: Truncation = truncate_head(
-        &lines.join("\n"),
-        Limits {
+/// Result lines joined as they come, keeping what fits in 50 KB: the cut `truncate_head` makes
+/// with no line limit, without first building text that is thrown away (a search can yield
+/// megabytes of matching lines).
+#[derive(Default)]
+pub(super) struct Lines {
+    content: String,
+    scratch: String,
+    total_lines: usize,
+    total_bytes: usize,
+    output_lines: usize,
+    cut: bool,
+}
+
+impl Lines {
+    pub(super) fn push_fmt(&mut self, line: std::fmt::Arguments<'_>) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let _ = scratch.write_fmt(line);
+        self.push(&scratch);
+        self.scratch = scratch;
+    }
+
+    pub(super) fn push(&mut self, line: &str) {
+        let sep = usize::from(self.total_lines > 0);
+        self.total_lines += 1;
+        self.total_bytes += sep + line.len();
+        if !self.cut && self.content.len() + sep + line.len() <= MAX_BYTES {
+            if sep == 1 {
+                self.content.push('\n');
+            }
+            self.content.push_str(line);
+            self.output_lines += 1;
+        } else {
+            self.cut = true;
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.total_lines == 0
+    }
+
+    fn truncation(&self) -> Option<Truncation> {
+        (self.total_bytes > MAX_BYTES).then(|| Truncation {
+            content: String::new(),
+            truncated: true,
+            truncated_by: Some(TruncatedBy::Bytes),
+            total_lines: self.total_lines,
+            total_bytes: self.total_bytes,
+            output_lines: self.output_lines,
+            output_bytes: self.content.len(),
+            last_line_partial: false,
+            first_line_exceeds_limit: self.output_lines == 0,
             max_lines: UNLIMITED_LINES,
             max_bytes: MAX_BYTES,
-        },
-    );
+        })
+    }
+}
+
+/// A notice for the `[...]` line and the `details` key and value that record it.
+pub(super) type Notice = (String, &'static str, Value);
+
+/// The text (lines, then Pi's notices in one `[...]` line) and `details`. `limit` is the limit
+/// notice, if reached; `extra` goes after the size notice, as in Pi.
+pub(super) fn finish(
+    lines: Lines,
+    limit: Option<Notice>,
+    extra: Option<Notice>,
+) -> (String, Option<Value>) {
     let mut notices = Vec::new();
     let mut details = Map::new();
     if let Some((notice, key, value)) = limit {
         notices.push(notice);
         details.insert(key.to_owned(), value);
     }
-    if truncation.truncated {
+    if let Some(truncation) = lines.truncation() {
         notices.push(format!("{} limit reached", format_size(MAX_BYTES)));
         details.insert(
             "truncation".to_owned(),
@@ -214,7 +305,7 @@ pub(super) fn finish(
         notices.push(notice);
         details.insert(key.to_owned(), value);
     }
-    let mut text = truncation.content;
+    let mut text = lines.content;
     if !notices.is_empty() {
         text.push_str(&format!("\n\n[{}]", notices.join(". ")));
     }
@@ -231,34 +322,42 @@ mod tests {
     fn first_n_keeps_the_smallest_in_order() {
         let mut first = FirstN::new(2);
         for name in ["c", "a", "d", "b"] {
-            first.push(PathBuf::from(name), 0);
+            first.push(PathBuf::from(name), 1, ());
         }
         assert_eq!(first.seen(), 4);
         assert!(first.excludes(Path::new("c")));
         assert!(!first.excludes(Path::new("a/x")));
-        let names: Vec<_> = first.into_sorted().into_iter().map(|(p, _)| p).collect();
+        let names: Vec<_> = first.into_sorted().map(|(p, ())| p).collect();
         assert_eq!(names, [PathBuf::from("a"), PathBuf::from("b")]);
     }
 
     #[test]
-    fn merged_sets_count_everything_seen() {
+    fn first_n_counts_units_and_merges() {
         let mut a = FirstN::new(3);
-        a.push(PathBuf::from("x"), 1);
-        a.push(PathBuf::from("x"), 2);
+        a.push(PathBuf::from("x"), 2, 'x');
+        a.push(PathBuf::from("y"), 1, 'y');
         let mut b = FirstN::new(3);
-        b.push(PathBuf::from("a"), 9);
-        b.push(PathBuf::from("y"), 1);
+        b.push(PathBuf::from("a"), 2, 'a');
+        b.push(PathBuf::from("z"), 5, 'z');
         a.merge(b);
-        assert_eq!(a.seen(), 4);
-        let kept: Vec<_> = a.into_sorted().into_iter().map(|(_, n)| n).collect();
-        assert_eq!(kept, [9, 1, 2]);
+        assert_eq!(a.seen(), 10);
+        // "a" and "x" hold 4 units, enough for the limit, so "y" and "z" are dropped.
+        let kept: Vec<_> = a.into_sorted().map(|(_, c)| c).collect();
+        assert_eq!(kept, ['a', 'x']);
+    }
+
+    fn lines_of(items: &[String]) -> Lines {
+        let mut lines = Lines::default();
+        for item in items {
+            lines.push(item);
+        }
+        lines
     }
 
     #[test]
     fn finish_appends_notices_in_pis_order() {
-        let lines = vec!["a".to_owned(), "b".to_owned()];
         let (text, details) = finish(
-            &lines,
+            lines_of(&["a".to_owned(), "b".to_owned()]),
             Some(("2 things".to_owned(), "limitReached", Value::from(2))),
             Some(("Some note".to_owned(), "note", Value::Bool(true))),
         );
@@ -266,12 +365,38 @@ mod tests {
         let details = details.unwrap();
         assert_eq!(details["limitReached"], 2);
         assert_eq!(details["note"], true);
+        assert_eq!(finish(Lines::default(), None, None), (String::new(), None));
+    }
 
-        let big: Vec<String> = (0..2000).map(|i| format!("{i:0>40}")).collect();
-        let (text, details) = finish(&big, None, None);
-        assert!(text.ends_with("\n\n[50.0KB limit reached]"), "{text}");
+    #[test]
+    fn lines_cut_as_truncate_head_does() {
+        use crate::tools::truncate::{Limits, truncate_head};
+        let limits = Limits {
+            max_lines: UNLIMITED_LINES,
+            max_bytes: MAX_BYTES,
+        };
+        let mut big: Vec<String> = (0..2000).map(|i| format!("{i:0>40}")).collect();
+        big.insert(1200, "y".repeat(3000));
+        let expected = truncate_head(&big.join("\n"), limits);
+        let (text, details) = finish(lines_of(&big), None, None);
+        assert_eq!(
+            text,
+            format!("{}\n\n[50.0KB limit reached]", expected.content)
+        );
         let t = &details.unwrap()["truncation"];
-        assert_eq!(t["truncatedBy"], "bytes");
+        assert_eq!(t, &serde_json::to_value(&expected).unwrap());
         assert_eq!(t["maxLines"], 9_007_199_254_740_991_u64);
+
+        let huge = vec!["z".repeat(60_000), "a".to_owned()];
+        let expected = truncate_head(&huge.join("\n"), limits);
+        let (text, details) = finish(lines_of(&huge), None, None);
+        assert_eq!(text, "\n\n[50.0KB limit reached]");
+        assert_eq!(
+            details.unwrap()["truncation"],
+            serde_json::to_value(&expected).unwrap()
+        );
+
+        let fits = vec!["a".repeat(MAX_BYTES - 2), "b".to_owned()];
+        assert_eq!(finish(lines_of(&fits), None, None).1, None);
     }
 }
