@@ -126,21 +126,33 @@ fn grep(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
     };
     let found = search::collect(&builder, root, limit, stop, make_searcher, visit)
         .ok_or_else(|| super::fs::ABORTED.to_owned())?;
+    // A single file is shown by its name, as Pi does.
+    let single = (!meta.is_dir()).then(|| {
+        root.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    Ok(render(found, single.as_deref(), context, limit))
+}
+
+/// Pi's text: each match's block of lines, the first `limit` matches in path order, then the
+/// notices.
+fn render(
+    found: FirstN<Vec<Line>>,
+    single: Option<&str>,
+    context: u64,
+    limit: usize,
+) -> ToolOutput {
     if found.seen() == 0 {
-        return Ok(ToolOutput::text("No matches found", None));
+        return ToolOutput::text("No matches found", None);
     }
     let reached = found.seen() >= limit;
     let mut out = Lines::default();
     let mut shown_matches = 0;
     let mut any_cut = false;
     'files: for (rel, lines) in found.into_sorted() {
-        let shown = if meta.is_dir() {
-            rel.to_string_lossy().into_owned()
-        } else {
-            root.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        };
+        let rel = rel.to_string_lossy();
+        let shown = single.unwrap_or(&rel);
         for (n, block) in blocks(&lines, context) {
             if shown_matches == limit {
                 break 'files;
@@ -174,7 +186,7 @@ fn grep(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
         )
     });
     let (text, details) = search::finish(out, limit_notice, cut_notice);
-    Ok(ToolOutput::text(text, details))
+    ToolOutput::text(text, details)
 }
 
 /// Each match with the lines within `context` of it. Pi repeats lines shared by overlapping
@@ -235,7 +247,7 @@ impl<'a> FileSink<'a> {
         if is_match {
             self.matches += 1;
             if self.matches == self.limit {
-                self.last_needed = Some(n + self.context);
+                self.last_needed = Some(n.saturating_add(self.context));
                 return self.context > 0;
             }
         }
@@ -454,6 +466,17 @@ mod tests {
         );
         assert_eq!(joined_text(&out.content), expected);
         assert_eq!(out.details.unwrap(), json!({"linesTruncated": true}));
+    }
+
+    #[tokio::test]
+    async fn a_symlinked_root_is_followed_but_links_inside_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "real/f.txt", "needle\n");
+        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
+        let out = text(dir.path(), json!({"pattern": "needle", "path": "link"})).await;
+        assert_eq!(out, "f.txt:1: needle");
+        let out = text(dir.path(), json!({"pattern": "needle"})).await;
+        assert_eq!(out, "real/f.txt:1: needle");
     }
 
     #[tokio::test]
