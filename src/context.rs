@@ -109,6 +109,9 @@ fn tool_summary(tool: Tool) -> &'static str {
         Tool::Write => "create or overwrite a file",
         Tool::Edit => "replace exact text in a file",
         Tool::Bash => "run a shell command in the working directory",
+        Tool::Grep => "search file contents with a regex (honours .gitignore)",
+        Tool::Find => "find files by glob pattern (honours .gitignore)",
+        Tool::Ls => "list a directory's entries",
         Tool::ViewImage => "look at an image file",
         Tool::Zoom => "magnify a region of an image file",
     }

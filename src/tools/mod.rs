@@ -5,12 +5,16 @@ mod bash;
 mod diff;
 mod edit;
 mod edit_match;
+mod find;
 mod fs;
+mod grep;
 mod image;
+mod ls;
 mod output;
 pub mod path;
 pub mod permission;
 mod read;
+mod search;
 pub mod truncate;
 pub mod validate;
 mod view_image;
@@ -27,7 +31,15 @@ use tokio_util::sync::CancellationToken;
 
 /// Active when neither `--tools` nor `--no-tools` says otherwise.
 pub fn default_tools(model_takes_images: bool) -> Vec<Tool> {
-    let mut tools = vec![Tool::Read, Tool::Bash, Tool::Edit, Tool::Write];
+    let mut tools = vec![
+        Tool::Read,
+        Tool::Bash,
+        Tool::Edit,
+        Tool::Write,
+        Tool::Grep,
+        Tool::Find,
+        Tool::Ls,
+    ];
     if model_takes_images {
         tools.extend([Tool::ViewImage, Tool::Zoom]);
     }
@@ -40,6 +52,9 @@ pub enum Tool {
     Write,
     Edit,
     Bash,
+    Grep,
+    Find,
+    Ls,
     ViewImage,
     Zoom,
 }
@@ -88,6 +103,9 @@ impl Tool {
         Tool::Write,
         Tool::Edit,
         Tool::Bash,
+        Tool::Grep,
+        Tool::Find,
+        Tool::Ls,
         Tool::ViewImage,
         Tool::Zoom,
     ];
@@ -102,6 +120,9 @@ impl Tool {
             Tool::Write => "write",
             Tool::Edit => "edit",
             Tool::Bash => "bash",
+            Tool::Grep => "grep",
+            Tool::Find => "find",
+            Tool::Ls => "ls",
             Tool::ViewImage => "view_image",
             Tool::Zoom => "zoom",
         }
@@ -114,6 +135,9 @@ impl Tool {
             Tool::Write => write::spec(),
             Tool::Edit => edit::spec(),
             Tool::Bash => bash::spec(),
+            Tool::Grep => grep::spec(),
+            Tool::Find => find::spec(),
+            Tool::Ls => ls::spec(),
             Tool::ViewImage => view_image::spec(),
             Tool::Zoom => zoom::spec(),
         }
@@ -135,6 +159,9 @@ impl Tool {
             Tool::Write => run(valid, |a| write::run(a, &ctx)).await,
             Tool::Edit => run(valid, |a| edit::run(a, &ctx)).await,
             Tool::Bash => run(valid, |a| bash::run(a, &ctx)).await,
+            Tool::Grep => run(valid, |a| grep::run(a, &ctx)).await,
+            Tool::Find => run(valid, |a| find::run(a, &ctx)).await,
+            Tool::Ls => run(valid, |a| ls::run(a, &ctx)).await,
             Tool::ViewImage => run(valid, |a| view_image::run(a, &ctx)).await,
             Tool::Zoom => run(valid, |a| zoom::run(a, &ctx)).await,
         };

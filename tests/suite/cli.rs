@@ -215,7 +215,10 @@ fn model_flags_pick_the_startup_model() {
 fn tools_flags_shape_the_request() {
     let mock = MockLlm::start();
     let cases: [(&[&str], &[&str]); 3] = [
-        (&[], &["read", "bash", "edit", "write"]),
+        (
+            &[],
+            &["read", "bash", "edit", "write", "grep", "find", "ls"],
+        ),
         (&["--no-tools"], &[]),
         (&["--tools", "read"], &["read"]),
     ];
@@ -663,4 +666,42 @@ fn wait_until<T>(mut f: impl FnMut() -> Option<T>) -> T {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+#[test]
+fn image_tools_follow_the_model() {
+    let mock = MockLlm::start();
+    let mut models = openai_models(&mock);
+    let vision = json!({"id": "vision-model", "input": ["text", "image"]});
+    models["providers"]["mock-openai"]["models"]
+        .as_array_mut()
+        .unwrap()
+        .push(vision);
+    let mut nova = Nova::builder().models_json(models).spawn();
+    mock.push(Reply::text("text only"));
+    nova.run_prompt("tools?");
+    nova.request_ok(
+        json!({"type": "set_model", "provider": "mock-openai", "modelId": "vision-model"}),
+    );
+    mock.push(Reply::text("with eyes"));
+    nova.run_prompt("tools now?");
+    let requests = mock.chat_requests();
+    let names = |i: usize| tool_names(&requests[i]);
+    assert!(
+        !names(0).contains(&"view_image".to_owned()),
+        "{:?}",
+        names(0)
+    );
+    for tool in ["view_image", "zoom", "grep"] {
+        assert!(
+            names(1).contains(&tool.to_owned()),
+            "{tool} missing: {:?}",
+            names(1)
+        );
+    }
+    let system = requests[1].messages()[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.contains("- zoom:"), "{system}");
 }

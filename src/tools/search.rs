@@ -1,0 +1,402 @@
+//! What `grep` and `find` share: a tree walk configured the way `rg` and `fd` walk (ignore files
+//! honoured, hidden files included, `.git` left out), a stop flag tied to the call's
+//! cancellation, and a bounded collection that keeps the first results in path order.
+//!
+//! The walk runs on several threads and visits entries in no particular order, yet results must
+//! not depend on thread timing. So each thread keeps its own first-N set, and the sets are merged
+//! at the end. Because every path inside a directory sorts after the directory itself, a thread
+//! whose set is full can skip any entry (and its whole subtree) that sorts after its worst kept
+//! result: asking for 100 matches then stops searching early, as `rg` does when Pi kills it.
+
+use super::truncate::{MAX_BYTES, TruncatedBy, Truncation, format_size};
+use super::{ToolResult, fs::ABORTED};
+use ignore::{DirEntry, WalkBuilder, WalkState};
+use serde_json::{Map, Value};
+use std::collections::BinaryHeap;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio_util::sync::CancellationToken;
+
+/// Pi truncates search output by bytes only, passing `Number.MAX_SAFE_INTEGER` as the line
+/// limit; that value shows in `details.truncation.maxLines`.
+const UNLIMITED_LINES: usize = (1 << 53) - 1;
+
+/// Runs `f` on a blocking thread. When `cancel` fires the call ends at once with Pi's abort
+/// error, and the flag handed to `f` tells the walk to wind down instead of running on unseen.
+pub(super) async fn run_stoppable<F>(cancel: &CancellationToken, f: F) -> ToolResult
+where
+    F: FnOnce(&AtomicBool) -> ToolResult + Send + 'static,
+{
+    if cancel.is_cancelled() {
+        return Err(ABORTED.to_owned());
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let task = tokio::task::spawn_blocking(move || f(&flag));
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => {
+            stop.store(true, Ordering::Relaxed);
+            Err(ABORTED.to_owned())
+        }
+        joined = task => joined.map_err(|e| format!("Tool task failed: {e}"))?,
+    }
+}
+
+/// Interior `.` components dropped, so error texts show `/work/p`, not `/work/p/.`.
+pub(super) fn clean(path: &Path) -> PathBuf {
+    path.components().collect()
+}
+
+/// A walker over `root` with the filters both tools share. `require_git` is rg's default (a
+/// `.gitignore` counts only inside a repository); Pi runs fd with `--no-require-git`.
+pub(super) fn walker(root: &Path, require_git: bool, custom_ignore: &str) -> WalkBuilder {
+    let mut builder = WalkBuilder::new(root);
+    builder
+        .hidden(false)
+        .require_git(require_git)
+        .add_custom_ignore_filename(custom_ignore)
+        .threads(
+            std::thread::available_parallelism()
+                .map(usize::from)
+                .unwrap_or(1),
+        )
+        // Hidden files are searched, but the repository's object store is never what the model
+        // is looking for and can dwarf the tree.
+        .filter_entry(|e| !(e.file_name() == ".git" && e.file_type().is_some_and(|t| t.is_dir())));
+    builder
+}
+
+/// The results at the smallest paths, holding at least `limit` units between them (a grep file
+/// counts its matches), and how many units were pushed in all (at least `limit` whenever
+/// anything was left out, which is all the limit notice needs). Comparing paths once per file
+/// rather than once per match keeps a search with many matches cheap.
+pub(super) struct FirstN<T> {
+    limit: usize,
+    heap: BinaryHeap<ByPath<T>>,
+    kept: usize,
+    seen: usize,
+}
+
+/// Ordered by path alone: each path is pushed once.
+struct ByPath<T> {
+    path: PathBuf,
+    units: usize,
+    item: T,
+}
+
+impl<T> PartialEq for ByPath<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path
+    }
+}
+
+impl<T> Eq for ByPath<T> {}
+
+impl<T> PartialOrd for ByPath<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T> Ord for ByPath<T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.path.cmp(&other.path)
+    }
+}
+
+impl<T> FirstN<T> {
+    pub(super) fn new(limit: usize) -> Self {
+        FirstN {
+            limit,
+            heap: BinaryHeap::new(),
+            kept: 0,
+            seen: 0,
+        }
+    }
+
+    pub(super) fn push(&mut self, path: PathBuf, units: usize, item: T) {
+        self.seen += units;
+        if self.excludes(&path) {
+            return;
+        }
+        self.heap.push(ByPath { path, units, item });
+        self.kept += units;
+        while let Some(worst) = self.heap.peek()
+            && self.kept - worst.units >= self.limit
+        {
+            self.kept -= worst.units;
+            self.heap.pop();
+        }
+    }
+
+    /// Whether nothing at `path` or below it can make the cut any more.
+    pub(super) fn excludes(&self, path: &Path) -> bool {
+        self.kept >= self.limit && self.heap.peek().is_some_and(|w| path > w.path.as_path())
+    }
+
+    fn merge(&mut self, other: FirstN<T>) {
+        let seen = self.seen + other.seen;
+        for e in other.heap {
+            self.push(e.path, e.units, e.item);
+        }
+        self.seen = seen;
+    }
+
+    pub(super) fn seen(&self) -> usize {
+        self.seen
+    }
+
+    /// In path order. The last one may hold units beyond the limit.
+    pub(super) fn into_sorted(self) -> impl Iterator<Item = (PathBuf, T)> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|e| (e.path, e.item))
+    }
+}
+
+/// Walks `root` in parallel. Each thread gets its own `state` from `make_state` and its own
+/// first-N set; `visit` sees every entry with its path relative to `root` (empty for the root
+/// itself). Errors on single entries (unreadable directories, vanished files) are skipped, as
+/// `rg` and `fd` skip them. Returns `None` when `stop` was raised.
+pub(super) fn collect<T, S, M, V>(
+    builder: &WalkBuilder,
+    root: &Path,
+    limit: usize,
+    stop: &AtomicBool,
+    make_state: M,
+    visit: V,
+) -> Option<FirstN<T>>
+where
+    T: Send,
+    S: Send,
+    M: Fn() -> S + Sync,
+    V: Fn(&mut S, &DirEntry, &Path, &mut FirstN<T>) -> WalkState + Sync,
+{
+    let merged = Mutex::new(FirstN::new(limit));
+    builder.build_parallel().run(|| {
+        let mut local = Local {
+            first: FirstN::new(limit),
+            merged: &merged,
+        };
+        let mut state = make_state();
+        let visit = &visit;
+        Box::new(move |entry| {
+            if stop.load(Ordering::Relaxed) {
+                return WalkState::Quit;
+            }
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+            if local.first.excludes(rel) {
+                return WalkState::Skip;
+            }
+            visit(&mut state, &entry, rel, &mut local.first)
+        })
+    });
+    if stop.load(Ordering::Relaxed) {
+        return None;
+    }
+    Some(merged.into_inner().unwrap_or_else(PoisonError::into_inner))
+}
+
+/// One thread's results, handed over when the walk drops the thread's visitor.
+struct Local<'a, T> {
+    first: FirstN<T>,
+    merged: &'a Mutex<FirstN<T>>,
+}
+
+impl<T> Drop for Local<'_, T> {
+    fn drop(&mut self) {
+        let first = std::mem::replace(&mut self.first, FirstN::new(0));
+        self.merged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .merge(first);
+    }
+}
+
+/// Result lines joined as they come, keeping what fits in 50 KB: the cut `truncate_head` makes
+/// with no line limit, without first building text that is thrown away (a search can yield
+/// megabytes of matching lines).
+#[derive(Default)]
+pub(super) struct Lines {
+    content: String,
+    scratch: String,
+    total_lines: usize,
+    total_bytes: usize,
+    output_lines: usize,
+    cut: bool,
+}
+
+impl Lines {
+    pub(super) fn push_fmt(&mut self, line: std::fmt::Arguments<'_>) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let _ = scratch.write_fmt(line);
+        self.push(&scratch);
+        self.scratch = scratch;
+    }
+
+    pub(super) fn push(&mut self, line: &str) {
+        let sep = usize::from(self.total_lines > 0);
+        self.total_lines += 1;
+        self.total_bytes += sep + line.len();
+        if !self.cut && self.content.len() + sep + line.len() <= MAX_BYTES {
+            if sep == 1 {
+                self.content.push('\n');
+            }
+            self.content.push_str(line);
+            self.output_lines += 1;
+        } else {
+            self.cut = true;
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.total_lines == 0
+    }
+
+    fn truncation(&self) -> Option<Truncation> {
+        (self.total_bytes > MAX_BYTES).then(|| Truncation {
+            content: String::new(),
+            truncated: true,
+            truncated_by: Some(TruncatedBy::Bytes),
+            total_lines: self.total_lines,
+            total_bytes: self.total_bytes,
+            output_lines: self.output_lines,
+            output_bytes: self.content.len(),
+            last_line_partial: false,
+            first_line_exceeds_limit: self.output_lines == 0,
+            max_lines: UNLIMITED_LINES,
+            max_bytes: MAX_BYTES,
+        })
+    }
+}
+
+/// A notice for the `[...]` line and the `details` key and value that record it.
+pub(super) type Notice = (String, &'static str, Value);
+
+/// The text (lines, then Pi's notices in one `[...]` line) and `details`. `limit` is the limit
+/// notice, if reached; `extra` goes after the size notice, as in Pi.
+pub(super) fn finish(
+    lines: Lines,
+    limit: Option<Notice>,
+    extra: Option<Notice>,
+) -> (String, Option<Value>) {
+    let mut notices = Vec::new();
+    let mut details = Map::new();
+    if let Some((notice, key, value)) = limit {
+        notices.push(notice);
+        details.insert(key.to_owned(), value);
+    }
+    if let Some(truncation) = lines.truncation() {
+        notices.push(format!("{} limit reached", format_size(MAX_BYTES)));
+        details.insert(
+            "truncation".to_owned(),
+            serde_json::to_value(&truncation).unwrap_or(Value::Null),
+        );
+    }
+    if let Some((notice, key, value)) = extra {
+        notices.push(notice);
+        details.insert(key.to_owned(), value);
+    }
+    let mut text = lines.content;
+    if !notices.is_empty() {
+        text.push_str(&format!("\n\n[{}]", notices.join(". ")));
+    }
+    let details = (!details.is_empty()).then_some(Value::Object(details));
+    (text, details)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_n_keeps_the_smallest_in_order() {
+        let mut first = FirstN::new(2);
+        for name in ["c", "a", "d", "b"] {
+            first.push(PathBuf::from(name), 1, ());
+        }
+        assert_eq!(first.seen(), 4);
+        assert!(first.excludes(Path::new("c")));
+        assert!(!first.excludes(Path::new("a/x")));
+        let names: Vec<_> = first.into_sorted().map(|(p, ())| p).collect();
+        assert_eq!(names, [PathBuf::from("a"), PathBuf::from("b")]);
+    }
+
+    #[test]
+    fn first_n_counts_units_and_merges() {
+        let mut a = FirstN::new(3);
+        a.push(PathBuf::from("x"), 2, 'x');
+        a.push(PathBuf::from("y"), 1, 'y');
+        let mut b = FirstN::new(3);
+        b.push(PathBuf::from("a"), 2, 'a');
+        b.push(PathBuf::from("z"), 5, 'z');
+        a.merge(b);
+        assert_eq!(a.seen(), 10);
+        // "a" and "x" hold 4 units, enough for the limit, so "y" and "z" are dropped.
+        let kept: Vec<_> = a.into_sorted().map(|(_, c)| c).collect();
+        assert_eq!(kept, ['a', 'x']);
+    }
+
+    fn lines_of(items: &[String]) -> Lines {
+        let mut lines = Lines::default();
+        for item in items {
+            lines.push(item);
+        }
+        lines
+    }
+
+    #[test]
+    fn finish_appends_notices_in_pis_order() {
+        let (text, details) = finish(
+            lines_of(&["a".to_owned(), "b".to_owned()]),
+            Some(("2 things".to_owned(), "limitReached", Value::from(2))),
+            Some(("Some note".to_owned(), "note", Value::Bool(true))),
+        );
+        assert_eq!(text, "a\nb\n\n[2 things. Some note]");
+        let details = details.unwrap();
+        assert_eq!(details["limitReached"], 2);
+        assert_eq!(details["note"], true);
+        assert_eq!(finish(Lines::default(), None, None), (String::new(), None));
+    }
+
+    #[test]
+    fn lines_cut_as_truncate_head_does() {
+        use crate::tools::truncate::{Limits, truncate_head};
+        let limits = Limits {
+            max_lines: UNLIMITED_LINES,
+            max_bytes: MAX_BYTES,
+        };
+        let mut big: Vec<String> = (0..2000).map(|i| format!("{i:0>40}")).collect();
+        big.insert(1200, "y".repeat(3000));
+        let expected = truncate_head(&big.join("\n"), limits);
+        let (text, details) = finish(lines_of(&big), None, None);
+        assert_eq!(
+            text,
+            format!("{}\n\n[50.0KB limit reached]", expected.content)
+        );
+        let t = &details.unwrap()["truncation"];
+        assert_eq!(t, &serde_json::to_value(&expected).unwrap());
+        assert_eq!(t["maxLines"], 9_007_199_254_740_991_u64);
+
+        let huge = vec!["z".repeat(60_000), "a".to_owned()];
+        let expected = truncate_head(&huge.join("\n"), limits);
+        let (text, details) = finish(lines_of(&huge), None, None);
+        assert_eq!(text, "\n\n[50.0KB limit reached]");
+        assert_eq!(
+            details.unwrap()["truncation"],
+            serde_json::to_value(&expected).unwrap()
+        );
+
+        let fits = vec!["a".repeat(MAX_BYTES - 2), "b".to_owned()];
+        assert_eq!(finish(lines_of(&fits), None, None).1, None);
+    }
+}
