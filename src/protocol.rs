@@ -347,6 +347,13 @@ pub enum Command {
         #[serde(default)]
         output_path: Option<String>,
     },
+    Compact {
+        #[serde(default)]
+        custom_instructions: Option<String>,
+    },
+    SetAutoCompaction {
+        enabled: bool,
+    },
 }
 
 /// Every command type nova knows, so an unknown one is reported as such rather than as a
@@ -375,6 +382,8 @@ pub const COMMAND_TYPES: &[&str] = &[
     "get_entries",
     "get_tree",
     "export_html",
+    "compact",
+    "set_auto_compaction",
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -444,6 +453,32 @@ pub struct State {
 // ---------------------------------------------------------------------------------------------
 // Events
 // ---------------------------------------------------------------------------------------------
+
+/// Why a compaction ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CompactionReason {
+    /// The `compact` command.
+    Manual,
+    /// The context passed `contextWindow - reserveTokens`.
+    Threshold,
+    /// The provider refused the request as too long; the turn is retried afterwards.
+    Overflow,
+}
+
+/// What a successful compaction did (`compaction_end.result`, the `compact` response's data).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionResult {
+    pub summary: String,
+    pub first_kept_entry_id: String,
+    pub tokens_before: u64,
+    pub estimated_tokens_after: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
 
 /// The streaming detail inside `message_update`, with block boundaries made explicit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -547,6 +582,18 @@ pub enum Event {
         steering: Vec<String>,
         follow_up: Vec<String>,
         pending_message_count: usize,
+    },
+    CompactionStart {
+        reason: CompactionReason,
+    },
+    /// `result` is `null` when the compaction failed or was aborted.
+    CompactionEnd {
+        reason: CompactionReason,
+        result: Option<CompactionResult>,
+        aborted: bool,
+        will_retry: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error_message: Option<String>,
     },
     /// A flagged bash command waits for `permission_response` (nova's addition, RPC.md).
     PermissionRequest {

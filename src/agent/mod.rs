@@ -6,6 +6,7 @@
 //! final events.
 
 mod assemble;
+mod compact;
 pub mod compaction;
 mod exec;
 mod permission;
@@ -18,14 +19,15 @@ pub use sessions::startup_session;
 use crate::config::{Config, Registry, ToolSelection};
 use crate::context::PromptSource;
 use crate::protocol::{
-    ContentBlock, Event, Message, Model, QueueMode, State as WireState, StreamingBehavior,
-    UserContent, UserMessage,
+    CompactionReason, CompactionResult, ContentBlock, Event, Message, Model, QueueMode,
+    State as WireState, StreamingBehavior, UserContent, UserMessage,
 };
 use crate::provider::ToolSpec;
 use crate::rpc::writer::Outbox;
 use crate::session::Session;
 use crate::tools::Tool;
 use crate::tools::permission::Rules as PermissionRules;
+use compaction::CompactionSettings;
 use queue::Queue;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -68,6 +70,7 @@ struct Inner {
     tool_selection: ToolSelection,
     prompt_source: PromptSource,
     permission_rules: PermissionRules,
+    compaction: CompactionSettings,
     cwd: PathBuf,
     agent_dir: PathBuf,
     /// `--session-dir`, which confines session lookups to itself.
@@ -88,6 +91,20 @@ struct State {
     run: Option<RunHandle>,
     permissions: permission::Pending,
     session: Session,
+    /// A compaction is running (inside a run, or for the `compact` command).
+    compacting: bool,
+    /// `set_auto_compaction`; starts from `compaction.enabled`.
+    auto_compaction: bool,
+    /// Index of the first message whose reported usage describes the current context: replies
+    /// kept through a compaction measured the longer context before it.
+    usage_from: usize,
+}
+
+impl State {
+    /// The context size as Pi counts it: the last usable reported usage plus estimates.
+    fn context_tokens(&self) -> u64 {
+        compaction::context_tokens(&self.messages, self.usage_from).tokens
+    }
 }
 
 /// The active tools with the system prompt that describes them, shared cheaply with each turn.
@@ -112,6 +129,8 @@ impl Tools {
 struct RunHandle {
     cancel: CancellationToken,
     done: watch::Receiver<bool>,
+    /// The `compact` command, not a prompt's run: nothing would deliver queued messages.
+    manual_compaction: bool,
 }
 
 impl Agent {
@@ -133,6 +152,7 @@ impl Agent {
             .and_then(|(provider, id)| config.registry.find(provider, id).cloned());
         let model = restored.or(config.model);
         let tools = Tools::for_model(&config.tools, &prompt_source, model.as_ref());
+        let usage_from = usage_floor(&context.messages);
         let state = State {
             messages: context.messages,
             model,
@@ -144,6 +164,9 @@ impl Agent {
             run: None,
             permissions: permission::Pending::default(),
             session,
+            compacting: false,
+            auto_compaction: config.compaction.enabled,
+            usage_from,
         };
         let agent = Agent {
             inner: Arc::new(Inner {
@@ -151,6 +174,7 @@ impl Agent {
                 tool_selection: config.tools,
                 prompt_source,
                 permission_rules: config.permissions,
+                compaction: config.compaction,
                 registry: config.registry,
                 session_files,
                 session_dir_flag: config.session_dir,
@@ -183,7 +207,17 @@ impl Agent {
     ) -> Result<Prompted, String> {
         let message = user_message(text, images);
         let mut state = self.state();
-        if state.run.is_some() {
+        if let Some(run) = &state.run {
+            if run.manual_compaction {
+                return Err("A compaction is in progress; prompt again after its response.".into());
+            }
+            // An automatic compaction looks idle to the client (isStreaming is false), so a
+            // plain prompt is taken as a follow-up and starts as soon as the compaction ends.
+            if state.compacting {
+                state.queue.push_follow_up(message);
+                self.emit(state.queue.update_event());
+                return Ok(Prompted::Queued);
+            }
             return match behavior {
                 Some(StreamingBehavior::Steer) => {
                     state.queue.push_steer(message);
@@ -208,6 +242,7 @@ impl Agent {
         state.run = Some(RunHandle {
             cancel: cancel.clone(),
             done: done_rx,
+            manual_compaction: false,
         });
         Ok(Prompted::Started(PendingRun {
             agent: self.clone(),
@@ -259,8 +294,8 @@ impl Agent {
             }
             .to_owned(),
             model: state.model.clone(),
-            is_streaming: state.run.is_some(),
-            is_compacting: false,
+            is_streaming: state.run.is_some() && !state.compacting,
+            is_compacting: state.compacting,
             steering_mode: state.queue.steering_mode,
             follow_up_mode: state.queue.follow_up_mode,
             session_file: state
@@ -269,7 +304,7 @@ impl Agent {
                 .map(|p| p.to_string_lossy().into_owned()),
             session_id: state.session.id().to_owned(),
             session_name: state.session.name().map(str::to_owned),
-            auto_compaction_enabled: false,
+            auto_compaction_enabled: state.auto_compaction,
             message_count: state.messages.len(),
             pending_message_count: state.queue.pending(),
             pending_permission_requests: state.permissions.len(),
@@ -320,6 +355,45 @@ impl Agent {
         Ok(model)
     }
 
+    /// The `compact` command: summarises the older conversation now. The future resolves with
+    /// the result once `compaction_end` is out; `abort` cancels it.
+    pub fn compact(
+        &self,
+        custom_instructions: Option<String>,
+    ) -> Result<impl Future<Output = Result<CompactionResult, String>> + Send + 'static, String>
+    {
+        let mut state = self.state();
+        if state.run.is_some() {
+            return Err("Cannot compact while the agent is streaming; abort first.".into());
+        }
+        let cancel = CancellationToken::new();
+        let (done_tx, done_rx) = watch::channel(false);
+        state.run = Some(RunHandle {
+            cancel: cancel.clone(),
+            done: done_rx,
+            manual_compaction: true,
+        });
+        drop(state);
+        let agent = self.clone();
+        Ok(async move {
+            let result = compact::compact(
+                &agent,
+                &cancel,
+                CompactionReason::Manual,
+                custom_instructions.as_deref(),
+                false,
+            )
+            .await;
+            agent.state().run = None;
+            let _ = done_tx.send(true);
+            result
+        })
+    }
+
+    pub fn set_auto_compaction(&self, enabled: bool) {
+        self.state().auto_compaction = enabled;
+    }
+
     pub fn resolve_permission(&self, request_id: u64, approved: bool) -> Result<(), String> {
         self.state().permissions.resolve(request_id, approved)
     }
@@ -334,6 +408,16 @@ impl Agent {
 
     pub fn set_follow_up_mode(&self, mode: QueueMode) {
         self.state().queue.follow_up_mode = mode;
+    }
+}
+
+/// For a conversation just rebuilt from a session: when it begins with a compaction summary,
+/// none of its replies measured the compacted context, so sizes are estimated until the next
+/// reply reports one.
+fn usage_floor(messages: &[Message]) -> usize {
+    match messages.first() {
+        Some(Message::CompactionSummary(_)) => messages.len(),
+        _ => 0,
     }
 }
 
@@ -401,5 +485,40 @@ impl Agent {
             will_retry: false,
         });
         self.emit(Event::AgentSettled { aborted });
+    }
+
+    /// `agent_end` for a run that goes on to compact before it settles.
+    fn emit_agent_end(&self, will_retry: bool) {
+        let state = self.state();
+        self.emit(Event::AgentEnd {
+            messages: state.messages.clone(),
+            will_retry,
+        });
+    }
+
+    /// Ends a run whose `agent_end` was already emitted.
+    fn settle(&self, aborted: bool) {
+        let mut state = self.state();
+        state.run = None;
+        self.emit(Event::AgentSettled { aborted });
+    }
+
+    fn auto_compaction_enabled(&self) -> bool {
+        self.state().auto_compaction && self.inner.compaction.enabled
+    }
+
+    /// Whether the context (the last reported usage plus estimates after it) has passed
+    /// `contextWindow - reserveTokens`.
+    fn needs_compaction(&self) -> bool {
+        let state = self.state();
+        let Some(model) = &state.model else {
+            return false;
+        };
+        state.auto_compaction
+            && compaction::should_compact(
+                state.context_tokens(),
+                model.context_window,
+                &self.inner.compaction,
+            )
     }
 }

@@ -1,25 +1,115 @@
 //! One run: from `agent_start` to `agent_settled`. Turns repeat while the model calls tools or
 //! queued messages wait; steering is delivered after a tool batch, follow-ups when the agent
-//! would otherwise stop, both inside the same run (Pi's semantics).
+//! would otherwise stop, both inside the same run (Pi's semantics). Between `agent_end` and
+//! `agent_settled` a compaction may run: on a context overflow (then the turn is retried once)
+//! or when the context passed the threshold.
 
 use super::assemble::Assembler;
+use super::compact::compact;
+use super::compaction::is_overflow_text;
 use super::{Agent, exec, now_ms};
-use crate::protocol::{AssistantMessage, Event, Message, StopReason, Usage, UserMessage};
+use crate::protocol::{
+    AssistantMessage, CompactionReason, Event, Message, StopReason, Usage, UserMessage,
+};
 use crate::provider::{self, Request};
 use tokio_util::sync::CancellationToken;
 
 pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMessage) {
-    agent.emit(Event::AgentStart);
+    // Pi's pre-prompt check: a context already past the threshold (after an aborted reply, or
+    // on a model with a smaller window) is compacted before it is sent again.
+    if agent.needs_compaction() {
+        let _ = compact(agent, &cancel, CompactionReason::Threshold, None, false).await;
+    }
     // Steering queued while idle rides along with the prompt, in the first turn.
     let mut pending = vec![prompt];
     pending.extend(agent.take_queued(|q| q.take_steering()));
+    let mut overflow_retried = false;
+    loop {
+        agent.emit(Event::AgentStart);
+        let outcome = turns(agent, &cancel, std::mem::take(&mut pending)).await;
+        let next = if outcome.aborted {
+            None
+        } else if outcome.overflow && agent.auto_compaction_enabled() {
+            Some(if overflow_retried {
+                After::OverflowGaveUp
+            } else {
+                After::Overflow
+            })
+        } else if agent.needs_compaction() {
+            Some(After::Threshold)
+        } else {
+            None
+        };
+        let Some(next) = next else {
+            agent.finish_run(outcome.aborted);
+            return;
+        };
+        agent.emit_agent_end(next == After::Overflow);
+        match next {
+            After::Overflow => {
+                overflow_retried = true;
+                let compacted =
+                    compact(agent, &cancel, CompactionReason::Overflow, None, true).await;
+                if compacted.is_ok() {
+                    // The failed turn is tried again on the compacted context; the user's
+                    // message is already there and is not sent twice.
+                    continue;
+                }
+            }
+            After::OverflowGaveUp => agent.emit(Event::CompactionEnd {
+                reason: CompactionReason::Overflow,
+                result: None,
+                aborted: false,
+                will_retry: false,
+                error_message: Some(OVERFLOW_GAVE_UP.to_owned()),
+            }),
+            After::Threshold => {
+                let _ = compact(agent, &cancel, CompactionReason::Threshold, None, false).await;
+            }
+        }
+        // Messages queued while the compaction ran start the next run at once.
+        pending = agent.take_queued(|q| {
+            let mut all = q.take_steering();
+            all.extend(q.take_follow_up());
+            all
+        });
+        if pending.is_empty() || cancel.is_cancelled() {
+            agent.settle(cancel.is_cancelled());
+            return;
+        }
+    }
+}
+
+const OVERFLOW_GAVE_UP: &str = "Context overflow recovery failed after one compact-and-retry \
+                                attempt; the conversation is still too long for the model";
+
+/// What happens between a run's `agent_end` and its `agent_settled`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    Overflow,
+    OverflowGaveUp,
+    Threshold,
+}
+
+struct Outcome {
+    aborted: bool,
+    /// The last reply failed because the context was too long for the model.
+    overflow: bool,
+}
+
+/// The turns of one `agent_start`…`agent_end` span.
+async fn turns(
+    agent: &Agent,
+    cancel: &CancellationToken,
+    mut pending: Vec<UserMessage>,
+) -> Outcome {
     let mut turn_index = 0;
-    let aborted = loop {
+    loop {
         agent.emit(Event::TurnStart);
         for message in pending.drain(..) {
             agent.append(Message::User(message));
         }
-        let reply = stream_reply(agent, &cancel).await;
+        let (reply, overflow) = stream_reply(agent, cancel).await;
         let calls: Vec<_> = if reply.is_failed() {
             Vec::new()
         } else {
@@ -28,7 +118,7 @@ pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMe
                 .map(|(id, name, args)| (id.to_owned(), name.to_owned(), args.clone()))
                 .collect()
         };
-        let results = exec::run_tools(agent, &cancel, &calls).await;
+        let results = exec::run_tools(agent, cancel, &calls).await;
         let stop = reply.stop_reason;
         agent.emit(Event::TurnEnd {
             turn_index,
@@ -37,7 +127,10 @@ pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMe
         });
         turn_index += 1;
         if matches!(stop, StopReason::Error | StopReason::Aborted) {
-            break stop == StopReason::Aborted;
+            return Outcome {
+                aborted: stop == StopReason::Aborted,
+                overflow,
+            };
         }
         pending = agent.take_queued(|q| q.take_steering());
         if !pending.is_empty() || !calls.is_empty() {
@@ -45,16 +138,18 @@ pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMe
         }
         pending = agent.take_queued(|q| q.take_follow_up());
         if pending.is_empty() {
-            break false;
+            return Outcome {
+                aborted: false,
+                overflow: false,
+            };
         }
-    };
-    agent.finish_run(aborted);
+    }
 }
 
 /// Streams one assistant reply, emitting `message_start`, the updates and `message_end`.
 /// Every failure ends up in the returned message (`stopReason` error or aborted), never as a
-/// lost turn.
-async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> AssistantMessage {
+/// lost turn. The flag says whether the failure was the context being too long.
+async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMessage, bool) {
     let (model, history, tools) = {
         let state = agent.state();
         (
@@ -84,6 +179,7 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> AssistantMes
     let mut assembler = Assembler::new(empty);
     let mut updates = Vec::new();
 
+    let mut overflow = false;
     let outcome = match &model {
         _ if cancel.is_cancelled() => Err((StopReason::Aborted, ABORTED.to_owned())),
         None => Err((StopReason::Error, super::no_model_error())),
@@ -122,7 +218,10 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> AssistantMes
                         Err(_) if cancel.is_cancelled() => {
                             Err((StopReason::Aborted, ABORTED.to_owned()))
                         }
-                        Err(e) => Err((StopReason::Error, e.to_string())),
+                        Err(e) => {
+                            overflow = e.is_context_overflow() || is_overflow_text(&e.to_string());
+                            Err((StopReason::Error, e.to_string()))
+                        }
                     }
                 }
             }
@@ -138,7 +237,7 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> AssistantMes
         });
     }
     agent.append(Message::Assistant(message.clone()));
-    message
+    (message, overflow)
 }
 
 const ABORTED: &str = "Request was aborted";

@@ -82,6 +82,7 @@ impl Agent {
             );
             state.model = Some(model.clone());
         }
+        state.usage_from = super::usage_floor(&context.messages);
         state.messages = context.messages;
         state.session = session;
         if state.queue.clear() {
@@ -186,7 +187,7 @@ impl Agent {
             stats["sessionFile"] = json!(path.to_string_lossy());
         }
         if let Some(model) = &state.model {
-            let tokens = super::compaction::context_tokens(&state.messages).tokens;
+            let tokens = state.context_tokens();
             let percent = (model.context_window > 0)
                 .then(|| tokens as f64 * 100.0 / model.context_window as f64);
             stats["contextUsage"] = json!({

@@ -4,6 +4,7 @@ pub mod cli;
 pub mod models;
 pub mod settings;
 
+use crate::agent::compaction::CompactionSettings;
 use crate::protocol::Model;
 use crate::tools::permission::{Mode as PermissionMode, Rules as PermissionRules};
 use crate::tools::{Tool, default_tools};
@@ -29,6 +30,8 @@ pub struct Config {
     pub tools: ToolSelection,
     /// The bash permission gate's rules (`permissions.bash` in settings).
     pub permissions: PermissionRules,
+    /// `compaction` in settings.
+    pub compaction: CompactionSettings,
     /// `--system-prompt`, already read from its file when it named one.
     pub system_prompt: Option<String>,
     pub append_system_prompt: Option<String>,
@@ -75,6 +78,11 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
     let model = startup_model(&cli, &settings, &registry)?;
     let tools = active_tools(&cli)?;
     let permissions = permission_rules(&settings, &mut warnings);
+    let compaction = CompactionSettings::from_settings(settings.compaction.as_ref())
+        .unwrap_or_else(|e| {
+            warnings.push(format!("{e}; using the default compaction settings"));
+            CompactionSettings::default()
+        });
     Ok(Config {
         system_prompt: cli.system_prompt.as_deref().map(text_or_file).transpose()?,
         append_system_prompt: cli
@@ -94,6 +102,7 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
         model,
         tools,
         permissions,
+        compaction,
         warnings,
     })
 }

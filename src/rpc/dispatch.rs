@@ -92,6 +92,25 @@ pub fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
         Command::GetEntries { since } => agent.entries(since.as_deref()).map(Some),
         Command::GetTree {} => agent.tree().map(Some),
         Command::ExportHtml { output_path } => agent.export_html(output_path.as_deref()).map(Some),
+        Command::Compact {
+            custom_instructions,
+        } => match agent.compact(custom_instructions) {
+            Ok(compaction) => {
+                let out = out.clone();
+                tokio::spawn(async move {
+                    out.respond(match compaction.await.and_then(data) {
+                        Ok(result) => Response::ok(id, name, result),
+                        Err(error) => Response::error(id, name, error),
+                    });
+                });
+                return;
+            }
+            Err(e) => Err(e),
+        },
+        Command::SetAutoCompaction { enabled } => {
+            agent.set_auto_compaction(enabled);
+            Ok(None)
+        }
         Command::PermissionResponse {
             request_id,
             approved,

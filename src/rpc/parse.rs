@@ -115,7 +115,7 @@ mod tests {
     fn every_listed_command_type_decodes() {
         let args = json!({
             "message": "m", "provider": "p", "modelId": "m", "mode": "all",
-            "requestId": 1, "approved": true, "sessionId": "s", "name": "n", "entryId": "e"
+            "requestId": 1, "approved": true, "sessionId": "s", "name": "n", "entryId": "e", "enabled": true
         });
         for t in COMMAND_TYPES {
             let mut obj = args.clone();

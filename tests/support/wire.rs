@@ -4,8 +4,8 @@
 //! loudly. [`decode_line`] is applied to every line the test driver reads.
 //!
 //! Sources: `src/protocol.rs`, `shared/spec/RPC.md` and `pi-reference.md` §§0, 4, 5 and 13.
-//! Events nova does not emit yet but the spec defines (`permission_request`, `auto_retry_*`)
-//! are mirrored from the spec; `compaction_*` is left out until its fields are fixed.
+//! Events nova does not emit yet but the spec defines (`auto_retry_*`)
+//! are mirrored from the spec.
 
 use serde::de::{DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
@@ -545,7 +545,23 @@ pub enum Event {
         follow_up: Vec<String>,
         pending_message_count: usize,
     },
-    /// From RPC.md (not yet in protocol.rs).
+    CompactionStart {
+        reason: CompactionReason,
+    },
+    CompactionEnd {
+        reason: CompactionReason,
+        /// Always present: `null` when the compaction failed or was aborted.
+        result: Option<CompactionResult>,
+        aborted: bool,
+        will_retry: bool,
+        #[serde(
+            default,
+            deserialize_with = "present",
+            skip_serializing_if = "Option::is_none"
+        )]
+        error_message: Option<String>,
+    },
+    /// From RPC.md.
     PermissionRequest {
         request_id: u64,
         tool_name: String,
@@ -570,6 +586,35 @@ pub enum Event {
         )]
         final_error: Option<String>,
     },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CompactionReason {
+    Manual,
+    Threshold,
+    Overflow,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompactionResult {
+    pub summary: String,
+    pub first_kept_entry_id: String,
+    pub tokens_before: u64,
+    pub estimated_tokens_after: u64,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub usage: Option<Usage>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub details: Option<Value>,
 }
 
 // ---------------------------------------------------------------------------------------------

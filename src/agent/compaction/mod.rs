@@ -131,18 +131,21 @@ pub struct ContextEstimate {
 ///
 /// Failed and aborted replies are passed over: their usage, if any, describes a request that did
 /// not complete. So is a reply whose usage is all zeros (a server that reports none), which
-/// would otherwise make a full context look empty.
-pub fn context_tokens(messages: &[Message]) -> ContextEstimate {
-    let last_usage = messages
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(i, m)| match m {
-            Message::Assistant(a) if !a.is_failed() => {
-                Some((i, usage_tokens(&a.usage))).filter(|(_, t)| *t > 0)
-            }
-            _ => None,
-        });
+/// would otherwise make a full context look empty. Usage is only taken from messages at index
+/// `usage_from` or later: replies kept through a compaction measured the context before it.
+pub fn context_tokens(messages: &[Message], usage_from: usize) -> ContextEstimate {
+    let last_usage =
+        messages
+            .iter()
+            .enumerate()
+            .skip(usage_from)
+            .rev()
+            .find_map(|(i, m)| match m {
+                Message::Assistant(a) if !a.is_failed() => {
+                    Some((i, usage_tokens(&a.usage))).filter(|(_, t)| *t > 0)
+                }
+                _ => None,
+            });
     let (usage_tokens, trailing) = match last_usage {
         Some((i, tokens)) => (tokens, &messages[i + 1..]),
         None => (0, messages),
@@ -415,7 +418,7 @@ pub(crate) mod tests {
             ),
         ];
         // The aborted reply's usage is ignored; its text is estimated.
-        let e = context_tokens(&messages);
+        let e = context_tokens(&messages, 0);
         assert_eq!(
             e,
             ContextEstimate {
@@ -425,18 +428,21 @@ pub(crate) mod tests {
             }
         );
         // totalTokens 0: the parts are added up.
-        let e = context_tokens(&[with_usage(
-            assistant(vec![]),
-            Usage {
-                cache_read: 5,
-                cache_write: 7,
-                ..usage(0, 300, 20)
-            },
-            StopReason::ToolUse,
-        )]);
+        let e = context_tokens(
+            &[with_usage(
+                assistant(vec![]),
+                Usage {
+                    cache_read: 5,
+                    cache_write: 7,
+                    ..usage(0, 300, 20)
+                },
+                StopReason::ToolUse,
+            )],
+            0,
+        );
         assert_eq!(e.tokens, 332);
         // No usage anywhere: everything is estimated.
-        let e = context_tokens(&[user("abcd"), assistant(vec![text("abcd")])]);
+        let e = context_tokens(&[user("abcd"), assistant(vec![text("abcd")])], 0);
         assert_eq!((e.tokens, e.usage_tokens, e.trailing_tokens), (2, 0, 2));
     }
 

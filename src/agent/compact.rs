@@ -1,0 +1,135 @@
+//! Running a compaction inside the agent: the events, the summary call through the current
+//! model, the session entry and the rebuilt conversation. What to cut and how to summarise is
+//! decided in [`super::compaction`].
+
+use super::Agent;
+use super::compaction::{SummaryError, estimate_tokens, file_lists, find_cut_point, summarize};
+use crate::protocol::{CompactionReason, CompactionResult, Event, Message};
+use crate::session::Body;
+use tokio_util::sync::CancellationToken;
+
+const ABORTED: &str = "Compaction was aborted";
+
+/// Compacts the conversation and reports it with `compaction_start`/`compaction_end`.
+/// `will_retry` is what `compaction_end` says on success (an overflow retries the turn).
+pub(super) async fn compact(
+    agent: &Agent,
+    cancel: &CancellationToken,
+    reason: CompactionReason,
+    custom_instructions: Option<&str>,
+    will_retry: bool,
+) -> Result<CompactionResult, String> {
+    agent.emit(Event::CompactionStart { reason });
+    agent.state().compacting = true;
+    let result = summarize_and_record(agent, cancel, custom_instructions).await;
+    agent.state().compacting = false;
+    let aborted = cancel.is_cancelled();
+    match &result {
+        Ok(r) => agent.emit(Event::CompactionEnd {
+            reason,
+            result: Some(r.clone()),
+            aborted: false,
+            will_retry,
+            error_message: None,
+        }),
+        Err(e) => agent.emit(Event::CompactionEnd {
+            reason,
+            result: None,
+            aborted,
+            will_retry: false,
+            error_message: Some(match reason {
+                _ if aborted => ABORTED.to_owned(),
+                CompactionReason::Manual => e.clone(),
+                CompactionReason::Threshold => format!("Auto-compaction failed: {e}"),
+                CompactionReason::Overflow => format!("Context overflow recovery failed: {e}"),
+            }),
+        }),
+    }
+    result
+}
+
+async fn summarize_and_record(
+    agent: &Agent,
+    cancel: &CancellationToken,
+    custom_instructions: Option<&str>,
+) -> Result<CompactionResult, String> {
+    let inner = &agent.inner;
+    let settings = inner.compaction;
+    let (model, mut entries, previous_details, tokens_before) = {
+        let state = agent.state();
+        let model = state
+            .model
+            .clone()
+            .ok_or_else(|| "No model selected to write the summary".to_owned())?;
+        let entries = state.session.context_entries();
+        let previous_details = match entries.first() {
+            Some((id, Message::CompactionSummary(_))) => state
+                .session
+                .entries()
+                .iter()
+                .rev()
+                .find_map(|e| match &e.body {
+                    Body::Compaction { details, .. } if &e.id == id => details.clone(),
+                    _ => None,
+                }),
+            _ => None,
+        };
+        let tokens_before = state.context_tokens();
+        (model, entries, previous_details, tokens_before)
+    };
+    // An earlier summary is not summarised again as conversation: it is handed over as the
+    // summary to update.
+    let previous_summary = match entries.first() {
+        Some((_, Message::CompactionSummary(s))) => Some(s.summary.clone()),
+        _ => None,
+    };
+    if previous_summary.is_some() {
+        entries.remove(0);
+    }
+    let cut = find_cut_point(&entries, settings.keep_recent_tokens)
+        .ok_or_else(|| "Nothing to compact (session too small)".to_owned())?;
+    let messages: Vec<Message> = entries.into_iter().map(|(_, m)| m).collect();
+    let (api_key, headers) = inner.registry.credentials(&model).await?;
+    let (summary, usage) = summarize(
+        &inner.client,
+        &model,
+        api_key,
+        headers,
+        &messages[cut.summarized()],
+        &messages[cut.turn_prefix()],
+        previous_summary.as_deref(),
+        custom_instructions,
+        &settings,
+        cancel,
+        inner.idle_timeout,
+    )
+    .await
+    .map_err(|e| match e {
+        SummaryError::Aborted => ABORTED.to_owned(),
+        other => other.to_string(),
+    })?;
+    let files = file_lists(&messages[..cut.first_kept], previous_details.as_ref());
+    let summary = files.append_to(&summary);
+    let details = files.details();
+
+    let mut state = agent.state();
+    if cancel.is_cancelled() {
+        return Err(ABORTED.to_owned());
+    }
+    state.session.append_compaction(
+        &summary,
+        &cut.first_kept_id,
+        tokens_before,
+        Some(details.clone()),
+    )?;
+    state.messages = state.session.context().messages;
+    state.usage_from = state.messages.len();
+    Ok(CompactionResult {
+        summary,
+        first_kept_entry_id: cut.first_kept_id,
+        tokens_before,
+        estimated_tokens_after: state.messages.iter().map(estimate_tokens).sum(),
+        usage: Some(usage),
+        details: Some(details),
+    })
+}
