@@ -74,7 +74,8 @@ async fn summarize_and_record(
                 }),
             _ => None,
         };
-        let tokens_before = state.context_tokens();
+        // Pi's chars/4 estimate, so that it compares with `estimatedTokensAfter`.
+        let tokens_before = state.messages.iter().map(estimate_tokens).sum();
         (model, entries, previous_details, tokens_before)
     };
     // An earlier summary is not summarised again as conversation: it is handed over as the
