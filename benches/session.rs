@@ -13,6 +13,7 @@ use serde_json::json;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 const ENTRIES: usize = 100_000;
@@ -151,8 +152,8 @@ fn main() {
         content: UserContent::Text("start".into()),
         timestamp: 0,
     });
-    s.append_message(&user).unwrap();
-    let reply = Message::Assistant(AssistantMessage {
+    s.append_message(&Arc::new(user)).unwrap();
+    let reply = Arc::new(Message::Assistant(AssistantMessage {
         content: vec![ContentBlock::text(text(&mut Rng(7), 800, 1))],
         api: "openai-completions".into(),
         provider: "ollama".into(),
@@ -161,7 +162,7 @@ fn main() {
         stop_reason: StopReason::Stop,
         error_message: None,
         timestamp: 0,
-    });
+    }));
     let started = Instant::now();
     for _ in 0..APPENDS {
         s.append_message(&reply).unwrap();

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::sync::Arc;
 
 // ---------------------------------------------------------------------------------------------
 // Content blocks and messages
@@ -192,7 +193,9 @@ pub struct CompactionSummaryMessage {
     pub timestamp: i64,
 }
 
-/// A conversation message, tagged by `role`.
+/// A conversation message, tagged by `role`. Conversations are held as `Arc<Message>` (shared
+/// by the session, the agent and each request); functions that only read take any
+/// `AsRef<Message>`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
 pub enum Message {
@@ -200,6 +203,12 @@ pub enum Message {
     Assistant(AssistantMessage),
     ToolResult(ToolResultMessage),
     CompactionSummary(CompactionSummaryMessage),
+}
+
+impl AsRef<Message> for Message {
+    fn as_ref(&self) -> &Message {
+        self
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -540,7 +549,7 @@ pub struct ToolResultPayload {
 pub enum Event {
     AgentStart,
     AgentEnd {
-        messages: Vec<Message>,
+        messages: Vec<Arc<Message>>,
         will_retry: bool,
     },
     AgentSettled {

@@ -63,7 +63,7 @@ async fn summarize_and_record(
             .ok_or_else(|| "No model selected to write the summary".to_owned())?;
         let entries = state.session.context_entries();
         let previous_details = match entries.first() {
-            Some((id, Message::CompactionSummary(_))) => state
+            Some((id, m)) if matches!(**m, Message::CompactionSummary(_)) => state
                 .session
                 .entries()
                 .iter()
@@ -75,13 +75,13 @@ async fn summarize_and_record(
             _ => None,
         };
         // Pi's chars/4 estimate, so that it compares with `estimatedTokensAfter`.
-        let tokens_before = state.messages.iter().map(estimate_tokens).sum();
+        let tokens_before = state.messages.iter().map(|m| estimate_tokens(m)).sum();
         (model, entries, previous_details, tokens_before)
     };
     // An earlier summary is not summarised again as conversation: it is handed over as the
     // summary to update.
-    let previous_summary = match entries.first() {
-        Some((_, Message::CompactionSummary(s))) => Some(s.summary.clone()),
+    let previous_summary = match entries.first().map(|(_, m)| &**m) {
+        Some(Message::CompactionSummary(s)) => Some(s.summary.clone()),
         _ => None,
     };
     if previous_summary.is_some() {
@@ -89,7 +89,8 @@ async fn summarize_and_record(
     }
     let cut = find_cut_point(&entries, settings.keep_recent_tokens)
         .ok_or_else(|| "Nothing to compact (session too small)".to_owned())?;
-    let messages: Vec<Message> = entries.into_iter().map(|(_, m)| m).collect();
+    // Owned copies for the summary request.
+    let messages: Vec<Message> = entries.iter().map(|(_, m)| Message::clone(m)).collect();
     let (api_key, headers) = inner.registry.credentials(&model).await?;
     let (summary, usage) = summarize(
         &inner.client,
@@ -129,7 +130,7 @@ async fn summarize_and_record(
         summary,
         first_kept_entry_id: cut.first_kept_id,
         tokens_before,
-        estimated_tokens_after: state.messages.iter().map(estimate_tokens).sum(),
+        estimated_tokens_after: state.messages.iter().map(|m| estimate_tokens(m)).sum(),
         usage: Some(usage),
         details: Some(details),
     })

@@ -83,7 +83,8 @@ struct Inner {
 }
 
 struct State {
-    messages: Vec<Message>,
+    /// Shared with the session's entries: one copy of each message, however long the session.
+    messages: Vec<Arc<Message>>,
     model: Option<Model>,
     /// What the model is offered; follows the model (see [`ToolSelection`]).
     tools: Tools,
@@ -311,13 +312,13 @@ impl Agent {
         }
     }
 
-    pub fn messages(&self) -> Vec<Message> {
+    pub fn messages(&self) -> Vec<Arc<Message>> {
         self.state().messages.clone()
     }
 
     /// The text of the most recent assistant reply that has any.
     pub fn last_assistant_text(&self) -> Option<String> {
-        self.state().messages.iter().rev().find_map(|m| match m {
+        self.state().messages.iter().rev().find_map(|m| match &**m {
             Message::Assistant(a) => {
                 let text = crate::protocol::joined_text(&a.content);
                 let text = text.trim();
@@ -414,8 +415,8 @@ impl Agent {
 /// For a conversation just rebuilt from a session: when it begins with a compaction summary,
 /// none of its replies measured the compacted context, so sizes are estimated until the next
 /// reply reports one.
-fn usage_floor(messages: &[Message]) -> usize {
-    match messages.first() {
+fn usage_floor(messages: &[Arc<Message>]) -> usize {
+    match messages.first().map(|m| &**m) {
         Some(Message::CompactionSummary(_)) => messages.len(),
         _ => 0,
     }
@@ -450,12 +451,13 @@ impl Agent {
     /// when its stream began.
     fn append(&self, message: Message) {
         let announce_start = !matches!(message, Message::Assistant(_));
+        let shared = Arc::new(message.clone());
         let mut state = self.state();
         // On disk before any event announces it: a client that saw it can rely on it.
-        if let Err(e) = state.session.append_message(&message) {
+        if let Err(e) = state.session.append_message(&shared) {
             tracing::error!("{e}");
         }
-        state.messages.push(message.clone());
+        state.messages.push(shared);
         if announce_start {
             self.emit(Event::MessageStart {
                 message: message.clone(),

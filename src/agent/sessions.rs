@@ -152,7 +152,7 @@ impl Agent {
         let (mut users, mut assistants, mut calls, mut results) = (0, 0, 0, 0);
         let (mut input, mut output, mut cache_read, mut cache_write, mut cost) = (0, 0, 0, 0, 0.0);
         for message in &state.messages {
-            match message {
+            match &**message {
                 Message::User(_) => users += 1,
                 Message::Assistant(a) => {
                     assistants += 1;
@@ -274,7 +274,14 @@ impl Agent {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| session.id().to_owned());
             (
-                render_html(&meta, &state.messages),
+                render_html(
+                    &meta,
+                    &state
+                        .messages
+                        .iter()
+                        .map(|m| Message::clone(m))
+                        .collect::<Vec<_>>(),
+                ),
                 format!("nova-session-{stem}.html"),
             )
         };

@@ -17,12 +17,12 @@ const SUMMARY_END: &str = "\n</summary>";
 
 /// `messages` with failed replies left out, each kept tool call followed by exactly one result
 /// in call order, and images replaced by a note when `model` cannot take them.
-pub fn request_messages(messages: &[Message], model: &Model) -> Vec<Message> {
+pub fn request_messages<M: AsRef<Message>>(messages: &[M], model: &Model) -> Vec<Message> {
     // First result per call id, wherever it sits: a steer or a crash can separate a result from
     // its call, and a retry can record it twice.
     let mut results: HashMap<&str, &ToolResultMessage> = HashMap::new();
     for m in messages {
-        if let Message::ToolResult(r) = m {
+        if let Message::ToolResult(r) = m.as_ref() {
             results.entry(r.tool_call_id.as_str()).or_insert(r);
         }
     }
@@ -31,7 +31,7 @@ pub fn request_messages(messages: &[Message], model: &Model) -> Vec<Message> {
     let mut answered: HashSet<&str> = HashSet::new();
     let mut out = Vec::with_capacity(messages.len());
     for m in messages {
-        match m {
+        match m.as_ref() {
             Message::User(u) => out.push(Message::User(user(u, images_ok, &model.id))),
             Message::Assistant(a) if a.is_failed() => {}
             Message::Assistant(a) => {

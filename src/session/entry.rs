@@ -9,6 +9,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use std::fmt;
+use std::sync::Arc;
 
 pub(crate) const VERSION: u64 = 3;
 
@@ -48,7 +49,7 @@ pub struct Entry {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Body {
-    Message(Message),
+    Message(Arc<Message>),
     ModelChange {
         provider: String,
         model_id: String,
@@ -157,7 +158,7 @@ struct Line {
 impl Line {
     fn into_entry(self) -> Option<Entry> {
         let body = match self.kind.as_str() {
-            "message" => Body::Message(self.message?.into_message()?),
+            "message" => Body::Message(Arc::new(self.message?.into_message()?)),
             "model_change" => Body::ModelChange {
                 provider: self.provider?,
                 model_id: self.model_id?,

@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// A session: its entries in file order, the current leaf, and the file it is written to.
@@ -191,8 +192,8 @@ impl Session {
             .filter(|n| !n.is_empty())
     }
 
-    pub fn append_message(&mut self, message: &Message) -> Result<String, String> {
-        self.append(Body::Message(message.clone()))
+    pub fn append_message(&mut self, message: &Arc<Message>) -> Result<String, String> {
+        self.append(Body::Message(Arc::clone(message)))
     }
 
     pub fn append_model_change(
@@ -309,7 +310,7 @@ impl Session {
         let has_user = self
             .entries
             .iter()
-            .any(|e| matches!(e.body, Body::Message(Message::User(_))));
+            .any(|e| matches!(&e.body, Body::Message(m) if matches!(**m, Message::User(_))));
         if !has_user {
             return Ok(());
         }
@@ -390,7 +391,10 @@ impl Session {
         let Some(&i) = self.index.get(entry_id) else {
             return Err(format!("Invalid entry ID for forking: {entry_id}"));
         };
-        let Body::Message(Message::User(user)) = &self.entries[i].body else {
+        let Body::Message(message) = &self.entries[i].body else {
+            return Err(format!("Invalid entry ID for forking: {entry_id}"));
+        };
+        let Message::User(user) = &**message else {
             return Err(format!("Invalid entry ID for forking: {entry_id}"));
         };
         let parent = self.entries[i]

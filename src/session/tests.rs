@@ -11,15 +11,15 @@ use std::time::Duration;
 const PI_SESSION: &str = include_str!("testdata/pi-session.jsonl");
 const PI_BRANCHED: &str = include_str!("testdata/pi-branched.jsonl");
 
-fn user(text: &str) -> Message {
-    Message::User(UserMessage {
+fn user(text: &str) -> Arc<Message> {
+    Arc::new(Message::User(UserMessage {
         content: UserContent::Text(text.into()),
         timestamp: 1,
-    })
+    }))
 }
 
-fn assistant(text: &str) -> Message {
-    Message::Assistant(AssistantMessage {
+fn assistant(text: &str) -> Arc<Message> {
+    Arc::new(Message::Assistant(AssistantMessage {
         content: vec![ContentBlock::text(text)],
         api: "openai-completions".into(),
         provider: "ollama".into(),
@@ -28,18 +28,18 @@ fn assistant(text: &str) -> Message {
         stop_reason: StopReason::Stop,
         error_message: None,
         timestamp: 2,
-    })
+    }))
 }
 
-fn tool_result(text: &str) -> Message {
-    Message::ToolResult(ToolResultMessage {
+fn tool_result(text: &str) -> Arc<Message> {
+    Arc::new(Message::ToolResult(ToolResultMessage {
         tool_call_id: "c1".into(),
         tool_name: "bash".into(),
         content: vec![ContentBlock::text(text)],
         details: None,
         is_error: false,
         timestamp: 3,
-    })
+    }))
 }
 
 fn lines(path: &Path) -> Vec<Value> {
@@ -50,10 +50,10 @@ fn lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn texts(messages: &[Message]) -> Vec<String> {
+fn texts<M: AsRef<Message>>(messages: &[M]) -> Vec<String> {
     messages
         .iter()
-        .map(|m| match m {
+        .map(|m| match m.as_ref() {
             Message::User(u) => format!("user:{}", u.content.joined_text()),
             Message::Assistant(a) => {
                 format!("assistant:{}", crate::protocol::joined_text(&a.content))
@@ -239,7 +239,7 @@ fn a_pi_file_loads_and_unknown_entries_stay_out_of_the_conversation() {
             "user:Thanks",
         ]
     );
-    let Message::CompactionSummary(c) = &ctx.messages[0] else {
+    let Message::CompactionSummary(c) = &*ctx.messages[0] else {
         panic!()
     };
     assert_eq!((c.tokens_before, c.timestamp), (332, 1_767_607_205_000));
@@ -329,7 +329,7 @@ fn compaction_rebuilds_the_context_from_the_kept_entry() {
     let ctx = s.context_entries();
     assert_eq!(ctx[0].0, compaction);
     assert_eq!(ctx[1].0, kept);
-    let messages: Vec<Message> = ctx.into_iter().map(|(_, m)| m).collect();
+    let messages: Vec<Arc<Message>> = ctx.into_iter().map(|(_, m)| m).collect();
     assert_eq!(
         texts(&messages),
         [
@@ -639,7 +639,7 @@ fn every_message_shape_reads_back_as_written() {
             ],
             error_message: Some("boom".into()),
             stop_reason: StopReason::Error,
-            ..match assistant("") {
+            ..match Message::clone(&assistant("")) {
                 Message::Assistant(a) => a,
                 _ => unreachable!(),
             }
@@ -647,7 +647,7 @@ fn every_message_shape_reads_back_as_written() {
         Message::ToolResult(ToolResultMessage {
             details: Some(json!({"diff": "-a\n+b"})),
             is_error: true,
-            ..match tool_result("out") {
+            ..match Message::clone(&tool_result("out")) {
                 Message::ToolResult(r) => r,
                 _ => unreachable!(),
             }
@@ -661,11 +661,16 @@ fn every_message_shape_reads_back_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = Session::create(Some(dir.path().into()), Path::new("/p"), None);
     for m in &rich {
-        s.append_message(m).unwrap();
+        s.append_message(&Arc::new(m.clone())).unwrap();
     }
     let (back, warnings) = Session::open(s.path().unwrap()).unwrap();
     assert!(warnings.is_empty());
     assert_eq!(back.entries(), s.entries());
-    let read: Vec<Message> = back.context().messages;
+    let read: Vec<Message> = back
+        .context()
+        .messages
+        .iter()
+        .map(|m| Message::clone(m))
+        .collect();
     assert_eq!(read, rich);
 }

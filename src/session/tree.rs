@@ -5,13 +5,14 @@ use super::{Body, Entry, Session, iso_to_ms, user_text};
 use crate::protocol::{CompactionSummaryMessage, Message};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// What the agent resumes from: the messages on the current path and the settings recorded on
 /// it. With a compaction on the path the messages are its summary, the entries from
 /// `firstKeptEntryId` up to it, then everything after it (Pi's rule).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Context {
-    pub messages: Vec<Message>,
+    pub messages: Vec<Arc<Message>>,
     /// `(provider, model id)` from the last `model_change` or assistant message on the path.
     pub model: Option<(String, String)>,
     /// From the last `thinking_level_change` on the path.
@@ -120,26 +121,28 @@ impl Session {
         out
     }
 
-    fn conversation_message(&self, i: usize) -> Option<Message> {
+    fn conversation_message(&self, i: usize) -> Option<Arc<Message>> {
         let entry = &self.entries[i];
         match &entry.body {
-            Body::Message(m) => Some(m.clone()),
+            Body::Message(m) => Some(Arc::clone(m)),
             Body::Compaction {
                 summary,
                 tokens_before,
                 ..
-            } => Some(Message::CompactionSummary(CompactionSummaryMessage {
-                summary: summary.clone(),
-                tokens_before: *tokens_before,
-                timestamp: iso_to_ms(&entry.timestamp),
-            })),
+            } => Some(Arc::new(Message::CompactionSummary(
+                CompactionSummaryMessage {
+                    summary: summary.clone(),
+                    tokens_before: *tokens_before,
+                    timestamp: iso_to_ms(&entry.timestamp),
+                },
+            ))),
             _ => None,
         }
     }
 
     /// The messages of [`Session::context`], each with the id of its entry (the compaction's
     /// id for the summary), e.g. to choose a `firstKeptEntryId`.
-    pub fn context_entries(&self) -> Vec<(String, Message)> {
+    pub fn context_entries(&self) -> Vec<(String, Arc<Message>)> {
         self.conversation()
             .into_iter()
             .filter_map(|i| Some((self.entries[i].id.clone(), self.conversation_message(i)?)))
@@ -155,8 +158,10 @@ impl Session {
                 Body::ModelChange { provider, model_id } => {
                     model = Some((provider.clone(), model_id.clone()))
                 }
-                Body::Message(Message::Assistant(a)) => {
-                    model = Some((a.provider.clone(), a.model.clone()))
+                Body::Message(m) => {
+                    if let Message::Assistant(a) = &**m {
+                        model = Some((a.provider.clone(), a.model.clone()))
+                    }
                 }
                 Body::ThinkingLevelChange { thinking_level: t } => thinking_level = Some(t.clone()),
                 _ => {}
@@ -263,10 +268,13 @@ impl Session {
             .entries
             .iter()
             .filter_map(|e| match &e.body {
-                Body::Message(Message::User(u)) => Some(ForkMessage {
-                    entry_id: e.id.clone(),
-                    text: user_text(&u.content),
-                }),
+                Body::Message(m) => match &**m {
+                    Message::User(u) => Some(ForkMessage {
+                        entry_id: e.id.clone(),
+                        text: user_text(&u.content),
+                    }),
+                    _ => None,
+                },
                 _ => None,
             })
             .filter(|m| !m.text.is_empty())

@@ -97,7 +97,7 @@ fn all_events() -> Vec<p::Event> {
     let mut events = vec![
         p::Event::AgentStart,
         p::Event::AgentEnd {
-            messages: vec![user(), assistant(), tool_result()],
+            messages: vec![user().into(), assistant().into(), tool_result().into()],
             will_retry: false,
         },
         p::Event::AgentSettled { aborted: true },

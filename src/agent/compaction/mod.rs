@@ -133,24 +133,23 @@ pub struct ContextEstimate {
 /// not complete. So is a reply whose usage is all zeros (a server that reports none), which
 /// would otherwise make a full context look empty. Usage is only taken from messages at index
 /// `usage_from` or later: replies kept through a compaction measured the context before it.
-pub fn context_tokens(messages: &[Message], usage_from: usize) -> ContextEstimate {
-    let last_usage =
-        messages
-            .iter()
-            .enumerate()
-            .skip(usage_from)
-            .rev()
-            .find_map(|(i, m)| match m {
-                Message::Assistant(a) if !a.is_failed() => {
-                    Some((i, usage_tokens(&a.usage))).filter(|(_, t)| *t > 0)
-                }
-                _ => None,
-            });
+pub fn context_tokens<M: AsRef<Message>>(messages: &[M], usage_from: usize) -> ContextEstimate {
+    let last_usage = messages
+        .iter()
+        .enumerate()
+        .skip(usage_from)
+        .rev()
+        .find_map(|(i, m)| match m.as_ref() {
+            Message::Assistant(a) if !a.is_failed() => {
+                Some((i, usage_tokens(&a.usage))).filter(|(_, t)| *t > 0)
+            }
+            _ => None,
+        });
     let (usage_tokens, trailing) = match last_usage {
         Some((i, tokens)) => (tokens, &messages[i + 1..]),
         None => (0, messages),
     };
-    let trailing_tokens = trailing.iter().map(estimate_tokens).sum();
+    let trailing_tokens = trailing.iter().map(|m| estimate_tokens(m.as_ref())).sum();
     ContextEstimate {
         tokens: usage_tokens + trailing_tokens,
         usage_tokens,
@@ -205,10 +204,13 @@ impl CutPoint {
 /// A valid point is any message but a tool result, and never inside a tool call's span (between
 /// the call and its result), so a kept result always has its call. `None` when the conversation
 /// is smaller than the budget or the cut would leave nothing to summarise.
-pub fn find_cut_point(entries: &[(String, Message)], keep_recent_tokens: u64) -> Option<CutPoint> {
+pub fn find_cut_point<M: AsRef<Message>>(
+    entries: &[(String, M)],
+    keep_recent_tokens: u64,
+) -> Option<CutPoint> {
     let mut accumulated = 0;
     let reached = entries.iter().rposition(|(_, m)| {
-        accumulated += estimate_tokens(m);
+        accumulated += estimate_tokens(m.as_ref());
         accumulated >= keep_recent_tokens
     })?;
 
@@ -218,10 +220,12 @@ pub fn find_cut_point(entries: &[(String, Message)], keep_recent_tokens: u64) ->
         .or_else(|| (0..reached).rev().find(|&i| valid[i]))
         .filter(|&i| i > 0)?;
 
-    let turn_start = if is_user_like(&entries[first_kept].1) {
+    let turn_start = if is_user_like(entries[first_kept].1.as_ref()) {
         None
     } else {
-        (0..first_kept).rev().find(|&i| is_user_like(&entries[i].1))
+        (0..first_kept)
+            .rev()
+            .find(|&i| is_user_like(entries[i].1.as_ref()))
     };
     Some(CutPoint {
         first_kept,
@@ -231,14 +235,14 @@ pub fn find_cut_point(entries: &[(String, Message)], keep_recent_tokens: u64) ->
 }
 
 /// For each entry, whether the kept part may start there.
-fn valid_cut_points(entries: &[(String, Message)]) -> Vec<bool> {
+fn valid_cut_points<M: AsRef<Message>>(entries: &[(String, M)]) -> Vec<bool> {
     let mut valid: Vec<bool> = entries
         .iter()
-        .map(|(_, m)| !matches!(m, Message::ToolResult(_)))
+        .map(|(_, m)| !matches!(m.as_ref(), Message::ToolResult(_)))
         .collect();
     let mut calls = std::collections::HashMap::new();
     for (i, (_, m)) in entries.iter().enumerate() {
-        match m {
+        match m.as_ref() {
             Message::Assistant(a) => {
                 for (id, _, _) in a.tool_calls() {
                     calls.insert(id, i);
@@ -541,7 +545,7 @@ pub(crate) mod tests {
     fn too_small_to_cut() {
         let entries = ids(vec![user(&sized(100)), assistant(vec![text(&sized(100))])]);
         assert_eq!(find_cut_point(&entries, 20_000), None);
-        assert_eq!(find_cut_point(&[], 0), None);
+        assert_eq!(find_cut_point::<Message>(&[], 0), None);
         // Reached only at the first message: nothing before it to summarise.
         assert_eq!(find_cut_point(&entries, 150), None);
         let only_results = ids(vec![result("x", &sized(100)), result("y", &sized(100))]);
