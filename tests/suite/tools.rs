@@ -467,18 +467,49 @@ fn read_text_with_offsets_limits_and_notices() {
 fn read_an_image_gives_text_then_the_image() {
     let mock = MockLlm::start();
     let bytes = png(64, 48);
+    let jpeg = {
+        let mut out = Vec::new();
+        gradient(40, 30)
+            .write_to(&mut Cursor::new(&mut out), ImageFormat::Jpeg)
+            .unwrap();
+        out
+    };
     // Detected by content, not by name.
-    let builder = nova_on(&mock, Api::Ollama, "vision-model").file("shot.bin", &bytes);
+    let builder = nova_on(&mock, Api::Ollama, "vision-model")
+        .file("shot.bin", &bytes)
+        .file("photo.png", &jpeg)
+        .file("wide.png", png(3000, 1000));
     let ran = run_calls(
         mock,
         builder,
         Api::Ollama,
-        vec![("r", "read", json!({"path": "shot.bin"}))],
+        vec![
+            ("r", "read", json!({"path": "shot.bin"})),
+            ("jpeg", "read", json!({"path": "photo.png"})),
+            ("wide", "read", json!({"path": "wide.png"})),
+        ],
     );
     let out = ran.outcome("r");
     assert_eq!(out.image("image/png"), bytes, "a small PNG is sent as is");
     assert_eq!(out.text(), "Read image file [image/png]");
     assert_eq!(out.sent["content"], "Read image file [image/png]");
+    assert_eq!(out.sent["images"], json!([out.image_data()]));
+
+    let out = ran.outcome("jpeg");
+    assert_eq!(out.image("image/jpeg"), jpeg);
+    assert_eq!(out.text(), "Read image file [image/jpeg]");
+
+    let out = ran.outcome("wide");
+    let (w, h) = size_of(&out.image("image/png"));
+    assert_eq!(w, 2000);
+    assert!(h == 666 || h == 667, "{w}x{h}");
+    assert_eq!(
+        out.text(),
+        format!(
+            "Read image file [image/png]\n[Image: original 3000x1000, displayed at {w}x{h}. \
+             Multiply coordinates by 1.50 to map to original image.]"
+        )
+    );
     assert_eq!(out.sent["images"], json!([out.image_data()]));
 }
 
@@ -525,7 +556,10 @@ fn write_creates_directories_and_overwrites() {
 fn edit_single_and_multiple_replacements_with_diffs_and_errors() {
     let mock = MockLlm::start();
     let original = "fn a() {}\nfn b() {}\nfn b() {}\nfn c() {}\n";
-    let builder = nova_on(&mock, Api::OpenAi, "text-model").file("src/lib.rs", original);
+    let builder = nova_on(&mock, Api::OpenAi, "text-model")
+        .file("src/lib.rs", original)
+        .file("quotes.txt", "let s = \u{201c}hi\u{201d};   \nnext\n")
+        .file("dos.txt", "one\r\ntwo\r\nthree\r\n");
     let ran = run_turns(
         mock,
         builder,
@@ -562,6 +596,16 @@ fn edit_single_and_multiple_replacements_with_diffs_and_errors() {
                         {"oldText": "fn a3() {}", "newText": "x"},
                         {"oldText": "nowhere", "newText": "y"},
                     ]}),
+                ),
+                (
+                    "fuzzy",
+                    "edit",
+                    json!({"path": "quotes.txt", "oldText": "let s = \"hi\";", "newText": "let s = \"ho\";"}),
+                ),
+                (
+                    "crlf",
+                    "edit",
+                    json!({"path": "dos.txt", "oldText": "two\nthree", "newText": "2\n3"}),
                 ),
                 (
                     "nofile",
@@ -622,6 +666,24 @@ fn edit_single_and_multiple_replacements_with_diffs_and_errors() {
         ran.outcome("second").end
     );
     assert_eq!(ran.outcome("nofile").err(), "File not found: nope.rs");
+    assert_eq!(
+        ran.outcome("fuzzy").ok(),
+        "Successfully replaced 1 block(s) in quotes.txt."
+    );
+    assert_eq!(
+        std::fs::read_to_string(ran.nova.cwd().join("quotes.txt")).unwrap(),
+        "let s = \"ho\";\nnext\n",
+        "a fuzzy match writes the file back normalised"
+    );
+    assert_eq!(
+        ran.outcome("crlf").ok(),
+        "Successfully replaced 1 block(s) in dos.txt."
+    );
+    assert_eq!(
+        std::fs::read_to_string(ran.nova.cwd().join("dos.txt")).unwrap(),
+        "one\r\n2\r\n3\r\n",
+        "CRLF line endings are kept"
+    );
     assert_eq!(
         std::fs::read_to_string(&file).unwrap(),
         after,
@@ -802,6 +864,11 @@ fn grep_honours_gitignore_searches_hidden_skips_binary() {
                 json!({"pattern": "needle \\d", "literal": true}),
             ),
             ("none", "grep", json!({"pattern": "no_such_text_zz"})),
+            (
+                "file",
+                "grep",
+                json!({"pattern": "needle [45]", "path": "many.txt"}),
+            ),
             ("badpath", "grep", json!({"pattern": "x", "path": "nope"})),
         ],
     );
@@ -835,6 +902,11 @@ src/main.rs:2:     // needle one"
     );
     assert_eq!(ran.outcome("literal").ok(), "No matches found");
     assert_eq!(ran.outcome("none").ok(), "No matches found");
+    assert_eq!(
+        ran.outcome("file").ok(),
+        "many.txt:4: needle 4\nmany.txt:5: needle 5",
+        "a single file is shown by its name"
+    );
     assert_eq!(
         ran.outcome("badpath").err(),
         format!("Path not found: {}", abs(&ran.nova, "nope"))
@@ -1061,7 +1133,14 @@ fn zoom_crops_magnifies_caps_and_rejects_outside_rectangles() {
     let builder = nova_on(&mock, Api::Ollama, "vision-model")
         .file("pic.png", png(300, 200))
         .file("wide.png", png(3000, 1000))
-        .file("notes.txt", "not an image");
+        .file("notes.txt", "not an image")
+        .file("photo.jpg", {
+            let mut out = Vec::new();
+            gradient(120, 80)
+                .write_to(&mut Cursor::new(&mut out), ImageFormat::Jpeg)
+                .unwrap();
+            out
+        });
     let zoom = |x: i64, y: i64, w: i64, h: i64, scale: Option<i64>| {
         let mut args = json!({"path": "pic.png", "x": x, "y": y, "width": w, "height": h});
         if let Some(s) = scale {
@@ -1081,6 +1160,11 @@ fn zoom_crops_magnifies_caps_and_rejects_outside_rectangles() {
                 "shrunk",
                 "zoom",
                 json!({"path": "wide.png", "x": 0, "y": 0, "width": 3000, "height": 1000, "scale": 1}),
+            ),
+            (
+                "jpeg",
+                "zoom",
+                json!({"path": "photo.jpg", "x": 60, "y": 40, "width": 60, "height": 40, "scale": 3}),
             ),
             ("outside", "zoom", zoom(250, 150, 100, 100, None)),
             ("negative", "zoom", zoom(-5, 0, 10, 10, None)),
@@ -1139,6 +1223,15 @@ fn zoom_crops_magnifies_caps_and_rejects_outside_rectangles() {
             .contains(&format!("so it was downscaled to {w}x{h} px")),
         "{}",
         shrunk.text()
+    );
+
+    let jpeg = ran.outcome("jpeg");
+    assert_eq!(size_of(&jpeg.image("image/png")), (180, 120), "always PNG");
+    assert!(
+        jpeg.text()
+            .starts_with("Zoomed photo.jpg (JPEG, 120x80 px): "),
+        "{}",
+        jpeg.text()
     );
 
     for id in ["outside", "negative", "empty"] {
