@@ -9,4 +9,5 @@ mod permission;
 mod protocol;
 mod providers;
 mod run;
+mod tools;
 mod wire;
