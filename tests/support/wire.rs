@@ -220,6 +220,16 @@ pub enum Message {
     User(UserMessage),
     Assistant(AssistantMessage),
     ToolResult(ToolResultMessage),
+    CompactionSummary(CompactionSummaryMessage),
+}
+
+/// The summary that stands for compacted conversation (Pi's `compactionSummary` role).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompactionSummaryMessage {
+    pub summary: String,
+    pub tokens_before: u64,
+    pub timestamp: i64,
 }
 
 impl Message {
