@@ -8,4 +8,5 @@ mod permission;
 mod protocol;
 mod providers;
 mod run;
+mod sessions;
 mod wire;
