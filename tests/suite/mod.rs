@@ -1,6 +1,7 @@
 //! The integration suite, one file per capability.
 
 mod cli;
+mod crash;
 mod export;
 mod mock_llm;
 mod nova_proc;
