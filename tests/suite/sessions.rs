@@ -1235,3 +1235,74 @@ fn assert_no_fetch(html: &str) {
         );
     }
 }
+
+#[test]
+fn lookups_search_the_cwd_first_then_everywhere_or_only_the_session_dir() {
+    let mock = MockLlm::start();
+    let dirs = Dirs::new();
+    let elsewhere = dirs.agent().join("sessions").join("--srv-other-project--");
+    let far = "0cafe000-0000-7000-8000-0000000000f1";
+    let near = "0cafe000-0000-7000-8000-0000000000f2";
+    write_session(&elsewhere, far, "far question");
+    write_session(&dirs.session_dir(), near, "near question");
+
+    // A prefix matching in both: the cwd's directory decides, no ambiguity.
+    let mut nova = dirs.nova(&mock, &["--session", "0cafe000"]);
+    assert_eq!(state(&mut nova)["sessionId"], near);
+    // Another cwd's session is found by id, from the CLI and by switch_session.
+    let r = nova.request_ok(json!({"type": "switch_session", "sessionId": far}));
+    assert_eq!(r, json!({"cancelled": false}));
+    assert_eq!(
+        texts(&messages(&mut nova)),
+        ["user:far question", "assistant:ok"]
+    );
+    finish(nova);
+    let mut nova = dirs.nova(&mock, &["--session", far]);
+    assert_eq!(state(&mut nova)["sessionId"], far);
+    finish(nova);
+
+    // With --session-dir, only that directory is searched, by both.
+    let own = tempfile::tempdir().unwrap();
+    let own_id = "0cafe000-0000-7000-8000-0000000000f3";
+    let own_path = write_session(own.path(), own_id, "own question");
+    let sdir = own.path().to_str().unwrap();
+    assert_usage_error(
+        &dirs,
+        &mock,
+        &["--session-dir", sdir, "--session", far],
+        far,
+    );
+    let mut nova = dirs.nova(&mock, &["--session-dir", sdir, "--session", "0cafe000"]);
+    assert_eq!(state(&mut nova)["sessionId"], own_id);
+    let r = nova.request(json!({"type": "switch_session", "sessionId": near}));
+    assert_eq!(r["success"], false, "{r}");
+    assert!(r["error"].as_str().unwrap().contains(near), "{r}");
+    finish(nova);
+    let mut nova = dirs.nova(&mock, &["--session-dir", sdir, "-c"]);
+    assert_eq!(session_file(&mut nova), own_path);
+    finish(nova);
+}
+
+#[test]
+fn get_entries_and_tree_of_a_fresh_session() {
+    let mock = MockLlm::start();
+    let dirs = Dirs::new();
+    let mut nova = dirs.nova(&mock, &[]);
+    // Nothing is on disk yet, but the session already records the model and thinking level.
+    let entries = nova.request_ok(json!({"type": "get_entries"}));
+    let list = entries["entries"].as_array().unwrap();
+    let kinds: Vec<&str> = list.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["model_change", "thinking_level_change"]);
+    assert_eq!(entries["leafId"], list[1]["id"]);
+    let tree = nova.request_ok(json!({"type": "get_tree"}));
+    assert_eq!(tree["leafId"], list[1]["id"]);
+    assert_eq!(tree["tree"][0]["entry"], list[0]);
+    assert_eq!(tree["tree"][0]["children"][0]["entry"], list[1]);
+    assert_eq!(
+        nova.request_ok(json!({"type": "get_fork_messages"})),
+        json!({"messages": []})
+    );
+    assert!(all_files(dirs.cwd()).is_empty());
+    assert!(!dirs.agent().join("sessions").exists());
+    finish(nova);
+}
