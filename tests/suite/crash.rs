@@ -237,9 +237,18 @@ fn messages_seen_by_the_client_survive_sigkill_at_random_moments() {
         "seed {seed}: provider requests broke conversation rules:\n  {}",
         violations.join("\n  ")
     );
+    let count = |pred: &dyn Fn(&Value) -> bool| seen.iter().filter(|m| pred(m)).count();
+    let queued = count(&|m| {
+        m["role"] == "user"
+            && m["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("steer") || t.starts_with("follow-up"))
+    });
+    let results = count(&|m| m["role"] == "toolResult");
     eprintln!(
-        "crash test: {KILLS} kills ({killed_mid_run} mid-run), {} messages seen, {warned} \
-         restart(s) warned about malformed lines, {:.1?}",
+        "crash test: {KILLS} kills ({killed_mid_run} mid-run), {} messages seen ({queued} steered \
+         or followed-up user messages, {results} tool results), {warned} restart(s) warned \
+         about malformed lines, {:.1?}",
         seen.len(),
         started.elapsed()
     );
