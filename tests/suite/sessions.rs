@@ -66,22 +66,28 @@ impl Dirs {
 
     /// As [`Dirs::nova`] with a models.json declaring `test-model` and `other-model`, starting
     /// on `model`.
-    fn nova_two_models(&self, mock: &MockLlm, model: &str) -> Nova {
-        let mut models = ollama_models(mock);
-        let mut other = models["providers"]["mock-ollama"]["models"][0].clone();
-        other["id"] = json!("other-model");
-        other["name"] = json!("other-model");
-        other["contextWindow"] = json!(64000);
-        models["providers"]["mock-ollama"]["models"]
-            .as_array_mut()
-            .unwrap()
-            .push(other);
+    fn nova_two_models(&self, mock: &MockLlm, model: &str, extra: &[&str]) -> Nova {
         Nova::builder()
             .dirs(&self.agent, &self.cwd)
-            .models_json(models)
+            .models_json(two_models(mock))
             .args(["--provider", "mock-ollama", "--model", model])
+            .args(extra.iter().copied())
             .spawn()
     }
+}
+
+/// [`ollama_models`] plus `other-model` (64k context) from the same provider.
+fn two_models(mock: &MockLlm) -> Value {
+    let mut models = ollama_models(mock);
+    let mut other = models["providers"]["mock-ollama"]["models"][0].clone();
+    other["id"] = json!("other-model");
+    other["name"] = json!("other-model");
+    other["contextWindow"] = json!(64000);
+    models["providers"]["mock-ollama"]["models"]
+        .as_array_mut()
+        .unwrap()
+        .push(other);
+    models
 }
 
 fn state(nova: &mut Nova) -> Value {
@@ -586,7 +592,7 @@ fn switch_session_restores_messages_and_model() {
     let mock = MockLlm::start();
     let dirs = Dirs::new();
     mock.push(Reply::text("alpha answer"));
-    let mut nova = dirs.nova_two_models(&mock, "other-model");
+    let mut nova = dirs.nova_two_models(&mock, "other-model", &[]);
     nova.run_prompt("alpha question");
     let st = state(&mut nova);
     let (a_id, a_path) = (
@@ -597,7 +603,7 @@ fn switch_session_restores_messages_and_model() {
     finish(nova);
 
     mock.push(Reply::text("beta answer"));
-    let mut nova = dirs.nova_two_models(&mock, "test-model");
+    let mut nova = dirs.nova_two_models(&mock, "test-model", &[]);
     nova.run_prompt("beta question");
     let b_id = state(&mut nova)["sessionId"].as_str().unwrap().to_owned();
     let b_msgs = messages(&mut nova);
@@ -1304,5 +1310,39 @@ fn get_entries_and_tree_of_a_fresh_session() {
     );
     assert!(all_files(dirs.cwd()).is_empty());
     assert!(!dirs.agent().join("sessions").exists());
+    finish(nova);
+}
+
+#[test]
+fn resume_brings_the_sessions_model_unless_the_command_line_names_one() {
+    let mock = MockLlm::start();
+    let dirs = Dirs::new();
+    mock.push(Reply::text("from other"));
+    let mut nova = dirs.nova_two_models(&mock, "other-model", &[]);
+    nova.run_prompt("which model?");
+    let id = state(&mut nova)["sessionId"].as_str().unwrap().to_owned();
+    let models = nova.request_ok(json!({"type": "get_available_models"}));
+    finish(nova);
+    assert_eq!(models["models"].as_array().unwrap().len(), 2);
+
+    // No model on the command line: the session's.
+    let mut nova = Nova::builder()
+        .dirs(dirs.agent(), dirs.cwd())
+        .models_json(two_models(&mock))
+        .args(["--session", &id])
+        .spawn();
+    assert_eq!(state(&mut nova)["model"]["id"], "other-model");
+    mock.push(Reply::text("still other"));
+    nova.run_prompt("again");
+    assert_eq!(
+        mock.chat_requests().pop().unwrap().body["model"],
+        "other-model"
+    );
+    finish(nova);
+
+    // A model on the command line wins.
+    let mut nova = dirs.nova_two_models(&mock, "test-model", &["--session", &id]);
+    assert_eq!(state(&mut nova)["model"]["id"], "test-model");
+    assert_eq!(messages(&mut nova).len(), 4);
     finish(nova);
 }
