@@ -2,6 +2,7 @@
 
 mod cli;
 mod compaction;
+mod crash;
 mod export;
 mod mock_llm;
 mod nova_proc;
@@ -9,5 +10,6 @@ mod permission;
 mod protocol;
 mod providers;
 mod run;
+mod sessions;
 mod tools;
 mod wire;

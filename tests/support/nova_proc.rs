@@ -76,9 +76,18 @@ pub struct NovaBuilder {
     args: Vec<String>,
     env: Vec<(String, String)>,
     program: Option<(String, Vec<String>)>,
+    /// Given agent dir and cwd used instead of the temp ones (to restart on the same session).
+    dirs: Option<(PathBuf, PathBuf)>,
 }
 
 impl NovaBuilder {
+    /// Use this agent dir and cwd (owned by the caller, kept after the process ends) instead of
+    /// fresh temp dirs, so that several processes in turn can share sessions.
+    pub fn dirs(mut self, agent_dir: impl Into<PathBuf>, cwd: impl Into<PathBuf>) -> Self {
+        self.dirs = Some((agent_dir.into(), cwd.into()));
+        self
+    }
+
     /// Run this program with these arguments instead of `nova --mode rpc <args>` (for testing
     /// the driver itself against a scripted stand-in).
     pub fn program<I, S>(mut self, program: impl Into<String>, args: I) -> Self
@@ -140,28 +149,36 @@ impl NovaBuilder {
     }
 
     pub fn agent_dir(&self) -> &Path {
-        self.agent_dir.path()
+        match &self.dirs {
+            Some((agent, _)) => agent,
+            None => self.agent_dir.path(),
+        }
     }
 
     pub fn cwd(&self) -> &Path {
-        self.cwd.path()
+        match &self.dirs {
+            Some((_, cwd)) => cwd,
+            None => self.cwd.path(),
+        }
     }
 
     /// Write a file relative to the cwd before spawning (parents created).
     pub fn file(self, rel: &str, contents: impl AsRef<[u8]>) -> Self {
-        write_file(&self.cwd.path().join(rel), contents.as_ref());
+        write_file(&self.cwd().join(rel), contents.as_ref());
         self
     }
 
     /// Write a file relative to the agent dir before spawning (parents created).
     pub fn agent_file(self, rel: &str, contents: impl AsRef<[u8]>) -> Self {
-        write_file(&self.agent_dir.path().join(rel), contents.as_ref());
+        write_file(&self.agent_dir().join(rel), contents.as_ref());
         self
     }
 
     /// Run `nova --mode rpc <args>` in the temp cwd with `NOVA_AGENT_DIR` set.
     pub fn spawn(self) -> Nova {
-        let agent = self.agent_dir.path();
+        let agent_path = self.agent_dir().to_path_buf();
+        let cwd_path = self.cwd().to_path_buf();
+        let agent = agent_path.as_path();
         if let Some(m) = &self.models_json {
             write_file(
                 &agent.join("models.json"),
@@ -186,7 +203,7 @@ impl NovaBuilder {
                 cmd
             }
         };
-        cmd.current_dir(self.cwd.path())
+        cmd.current_dir(&cwd_path)
             .env("NOVA_AGENT_DIR", agent)
             .env("HOME", self.home.path())
             .env_remove("PI_CODING_AGENT_DIR")
@@ -257,9 +274,11 @@ impl NovaBuilder {
             stderr,
             stderr_thread: Some(stderr_thread),
             next_id: 0,
-            agent_dir: self.agent_dir,
-            cwd: self.cwd,
+            _agent_dir: self.agent_dir,
+            _cwd: self.cwd,
             _home: self.home,
+            agent_path,
+            cwd_path,
         }
     }
 }
@@ -284,9 +303,11 @@ pub struct Nova {
     stderr: Arc<Mutex<Vec<u8>>>,
     stderr_thread: Option<JoinHandle<()>>,
     next_id: u64,
-    agent_dir: TempDir,
-    cwd: TempDir,
+    _agent_dir: TempDir,
+    _cwd: TempDir,
     _home: TempDir,
+    agent_path: PathBuf,
+    cwd_path: PathBuf,
 }
 
 impl Nova {
@@ -312,15 +333,16 @@ impl Nova {
             args: Vec::new(),
             env: Vec::new(),
             program: None,
+            dirs: None,
         }
     }
 
     pub fn agent_dir(&self) -> PathBuf {
-        self.agent_dir.path().to_path_buf()
+        self.agent_path.clone()
     }
 
     pub fn cwd(&self) -> PathBuf {
-        self.cwd.path().to_path_buf()
+        self.cwd_path.clone()
     }
 
     pub fn pid(&self) -> u32 {
