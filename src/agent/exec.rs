@@ -1,6 +1,7 @@
 //! Running one assistant message's tool calls: prepared in call order (a flagged bash command
 //! asks for permission here), run concurrently, and finalised in call order (a call that
-//! finishes early waits for the ones before it).
+//! finishes early, or is answered without running, waits for the ones before it). Pi ends
+//! unknown and blocked calls at once; nova keeps every end in call order, as its contract says.
 
 use super::{Agent, now_ms};
 use crate::protocol::{Event, Message, ToolResultMessage, ToolResultPayload};
@@ -32,8 +33,9 @@ pub(super) async fn run_tools(
         let state = agent.state();
         (state.queue.has_steering(), state.tools.active.clone())
     };
-    let mut running: Vec<(&Call, JoinHandle<ToolOutput>)> = Vec::new();
-    let mut results = Vec::with_capacity(calls.len());
+    // One slot per call: answered at once (skipped, unknown, denied) or running. All are
+    // finalised in call order below, so ends and results never come out of order.
+    let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
     for call in calls {
         let (id, name, args) = call;
         agent.emit(Event::ToolExecutionStart {
@@ -42,39 +44,48 @@ pub(super) async fn run_tools(
             args: args.clone(),
         });
         let tool = Tool::from_name(name).filter(|t| active.contains(t));
-        match tool {
-            _ if skip => results.push(finish(agent, call, ToolOutput::error(SKIPPED))),
-            None => results.push(finish(
-                agent,
-                call,
-                ToolOutput::error(format!("Tool {name} not found")),
-            )),
-            Some(tool) => {
-                let approval = match gate(agent, tool, call) {
-                    Gate::Run => None,
-                    Gate::Ask(answer) => Some(answer),
-                    Gate::Deny(text) => {
-                        results.push(finish(agent, call, ToolOutput::error(text)));
-                        continue;
-                    }
-                };
-                let ctx = ToolContext {
-                    cwd: agent.inner.cwd.clone(),
-                    cancel: cancel.child_token(),
-                    on_update: update_sink(agent, call),
-                };
-                let task = run_approved(tool, args.clone(), ctx, approval);
-                running.push((call, tokio::spawn(task)));
-            }
-        }
+        let slot = match tool {
+            _ if skip => Slot::Done(ToolOutput::error(SKIPPED)),
+            None => Slot::Done(ToolOutput::error(format!("Tool {name} not found"))),
+            Some(tool) => match gate(agent, tool, call) {
+                Gate::Deny(text) => Slot::Done(ToolOutput::error(text)),
+                gate => {
+                    let approval = match gate {
+                        Gate::Ask(answer) => Some(answer),
+                        _ => None,
+                    };
+                    let ctx = ToolContext {
+                        cwd: agent.inner.cwd.clone(),
+                        cancel: cancel.child_token(),
+                        on_update: update_sink(agent, call),
+                    };
+                    Slot::Running(tokio::spawn(run_approved(
+                        tool,
+                        args.clone(),
+                        ctx,
+                        approval,
+                    )))
+                }
+            },
+        };
+        slots.push(slot);
     }
-    for (call, handle) in running {
-        let output = handle.await.unwrap_or_else(|e| {
-            ToolOutput::error(format!("Tool {} failed unexpectedly: {e}", call.1))
-        });
+    let mut results = Vec::with_capacity(calls.len());
+    for (call, slot) in calls.iter().zip(slots) {
+        let output = match slot {
+            Slot::Done(output) => output,
+            Slot::Running(handle) => handle.await.unwrap_or_else(|e| {
+                ToolOutput::error(format!("Tool {} failed unexpectedly: {e}", call.1))
+            }),
+        };
         results.push(finish(agent, call, output));
     }
     results
+}
+
+enum Slot {
+    Done(ToolOutput),
+    Running(JoinHandle<ToolOutput>),
 }
 
 enum Gate {

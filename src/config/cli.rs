@@ -44,7 +44,8 @@ pub struct Cli {
     /// Append to the system prompt (text, or a file to read it from).
     #[arg(long, value_name = "TEXT|FILE")]
     pub append_system_prompt: Option<String>,
-    /// Active tools, comma-separated (default: read,bash,edit,write).
+    /// Active tools, comma-separated (default: read,bash,edit,write,grep,find,ls, plus
+    /// view_image,zoom for models that take images).
     #[arg(long, value_delimiter = ',', value_name = "A,B,…")]
     pub tools: Option<Vec<String>>,
     /// Disable every tool.

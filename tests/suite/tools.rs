@@ -1322,8 +1322,6 @@ fn calls_in_one_message_run_concurrently_and_end_in_call_order() {
 /// order: on Ollama the results carry no call id, so their order is all that pairs them with
 /// the calls.
 #[test]
-#[ignore = "bug in src/agent/exec.rs: unknown-tool (and deny-rule) results are finished at \
-            dispatch, before earlier calls that are still running"]
 fn an_unknown_tool_after_a_running_call_still_ends_in_call_order() {
     let mock = MockLlm::start();
     let builder = nova_on(&mock, Api::Ollama, "text-model");
