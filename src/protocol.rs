@@ -409,9 +409,19 @@ pub struct Response {
     pub command: String,
     pub success: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
+    pub data: Option<ResponseData>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// A response's `data`. The conversation stays as shared messages until the stdout writer
+/// encodes it, so answering `get_messages` on a long session never builds a second copy of it
+/// as a JSON tree.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ResponseData {
+    Value(Value),
+    Messages { messages: Vec<Arc<Message>> },
 }
 
 impl Response {
@@ -421,8 +431,20 @@ impl Response {
             kind: "response",
             command: command.into(),
             success: true,
-            data,
+            data: data.map(ResponseData::Value),
             error: None,
+        }
+    }
+
+    /// `{"messages": [...]}` data, encoded by the writer straight from the shared messages.
+    pub fn messages(
+        id: Option<Value>,
+        command: impl Into<String>,
+        messages: Vec<Arc<Message>>,
+    ) -> Self {
+        Response {
+            data: Some(ResponseData::Messages { messages }),
+            ..Response::ok(id, command, None)
         }
     }
 

@@ -88,6 +88,8 @@ struct State {
     model: Option<Model>,
     /// What the model is offered; follows the model (see [`ToolSelection`]).
     tools: Tools,
+    /// Pi's thinking level, as recorded in the session (`off` for non-reasoning models).
+    thinking_level: String,
     queue: Queue,
     run: Option<RunHandle>,
     permissions: permission::Pending,
@@ -154,7 +156,9 @@ impl Agent {
         let model = restored.or(config.model);
         let tools = Tools::for_model(&config.tools, &prompt_source, model.as_ref());
         let usage_from = usage_floor(&context.messages);
+        let thinking_level = sessions::thinking_level(model.as_ref(), context.thinking_level);
         let state = State {
+            thinking_level,
             messages: context.messages,
             model,
             tools,
@@ -289,11 +293,7 @@ impl Agent {
     pub fn wire_state(&self) -> WireState {
         let state = self.state();
         WireState {
-            thinking_level: match &state.model {
-                Some(m) if m.reasoning => "medium",
-                _ => "off",
-            }
-            .to_owned(),
+            thinking_level: state.thinking_level.clone(),
             model: state.model.clone(),
             is_streaming: state.run.is_some() && !state.compacting,
             is_compacting: state.compacting,
@@ -347,12 +347,20 @@ impl Agent {
             Some(&model),
         );
         state.model = Some(model.clone());
-        if let Err(e) = state
+        // A level of `off` forced by a non-reasoning model does not carry over to one that
+        // reasons: it gets the default.
+        let carried = Some(state.thinking_level.clone()).filter(|l| l != "off");
+        let level = sessions::thinking_level(Some(&model), carried);
+        let mut recorded = state
             .session
-            .append_model_change(&model.provider, &model.id)
-        {
+            .append_model_change(&model.provider, &model.id);
+        if recorded.is_ok() && level != state.thinking_level {
+            recorded = state.session.append_thinking_level(&level);
+        }
+        if let Err(e) = recorded {
             tracing::error!("{e}");
         }
+        state.thinking_level = level;
         Ok(model)
     }
 

@@ -4,7 +4,7 @@
 use super::{Agent, State, Tools};
 use crate::config::Config;
 use crate::export::{ExportMeta, render_html};
-use crate::protocol::Message;
+use crate::protocol::{Message, Model};
 use crate::session::{Session, paths};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -56,12 +56,12 @@ impl Agent {
         if !state.session.entries().is_empty() {
             return;
         }
-        let level = thinking_level(&state);
+        let level = state.thinking_level.clone();
         let model = state.model.clone();
         let recorded = model
             .map(|m| state.session.append_model_change(&m.provider, &m.id))
             .transpose()
-            .and_then(|_| state.session.append_thinking_level(level));
+            .and_then(|_| state.session.append_thinking_level(&level));
         if let Err(e) = recorded {
             tracing::error!("{e}");
         }
@@ -82,6 +82,7 @@ impl Agent {
             );
             state.model = Some(model.clone());
         }
+        state.thinking_level = thinking_level(state.model.as_ref(), context.thinking_level);
         state.usage_from = super::usage_floor(&context.messages);
         state.messages = context.messages;
         state.session = session;
@@ -100,7 +101,10 @@ impl Agent {
             &self.inner.cwd,
             parent_session,
         );
+        // A new session goes on with the thinking level in force, as in Pi.
+        let level = state.thinking_level.clone();
         self.adopt(&mut state, session);
+        state.thinking_level = level;
         drop(state);
         self.record_settings_if_new();
         Ok(json!({"cancelled": false}))
@@ -294,10 +298,12 @@ impl Agent {
     }
 }
 
-/// Pi's level for the model: non-reasoning models think `off`, others at its default `medium`.
-pub(super) fn thinking_level(state: &State) -> &'static str {
-    match &state.model {
-        Some(m) if m.reasoning => "medium",
-        _ => "off",
+/// The thinking level for `model`: the recorded one when there is one (Pi's levels are `off`,
+/// `minimal`, `low`, `medium`, `high`, `xhigh`), else Pi's default `medium`; always `off` for a
+/// model that does not reason.
+pub(super) fn thinking_level(model: Option<&Model>, recorded: Option<String>) -> String {
+    match model {
+        Some(m) if m.reasoning => recorded.unwrap_or_else(|| "medium".to_owned()),
+        _ => "off".to_owned(),
     }
 }

@@ -62,7 +62,9 @@ pub fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
             return;
         }
         Command::GetState {} => data(agent.wire_state()),
-        Command::GetMessages {} => Ok(Some(json!({ "messages": agent.messages() }))),
+        Command::GetMessages {} => {
+            return out.respond(Response::messages(id, name, agent.messages()));
+        }
         Command::GetLastAssistantText {} => {
             Ok(Some(json!({ "text": agent.last_assistant_text() })))
         }

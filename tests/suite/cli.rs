@@ -68,22 +68,6 @@ fn closed_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-/// Wait until nova's stderr contains `needle` (it is collected by a thread); returns it.
-fn stderr_with(nova: &Nova, needle: &str) -> String {
-    let deadline = Instant::now() + LONG;
-    loop {
-        let s = nova.stderr();
-        if s.contains(needle) {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "stderr never contained {needle:?}:\n{s}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 fn one_line(stderr: &str) -> &str {
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "expected one stderr line, got:\n{stderr}");
@@ -259,7 +243,7 @@ fn invalid_models_json(contents: &str, reason: &str) {
     let s = state(&mut nova);
     assert_eq!(s["model"], Value::Null);
     assert_eq!(s["isStreaming"], false);
-    let stderr = stderr_with(&nova, reason);
+    let stderr = nova.stderr_with(reason);
     let lines: Vec<&str> = stderr
         .lines()
         .filter(|l| l.contains("models.json"))

@@ -183,9 +183,5 @@ fn invalid_permission_settings_fail_closed() {
     nova.request_ok(json!({"type": "prompt", "message": "go"}));
     let request = nova.wait_for_type("permission_request", EVENT_TIMEOUT);
     assert_eq!(request["command"], "echo hi");
-    assert!(
-        nova.stderr().contains("permissions.bash"),
-        "{}",
-        nova.stderr()
-    );
+    nova.stderr_with("permissions.bash");
 }

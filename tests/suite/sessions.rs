@@ -809,7 +809,7 @@ fn torn_and_malformed_lines_are_skipped_once_and_the_session_goes_on() {
     let mut nova = dirs.nova(&mock, &["--session", &id]);
     // The torn last line was the final assistant message: it is lost, the rest restored.
     assert_eq!(messages(&mut nova), expected[..expected.len() - 1]);
-    let stderr = nova.stderr();
+    let stderr = nova.stderr_with("malformed");
     assert_eq!(
         stderr.matches("malformed").count(),
         1,
@@ -1345,4 +1345,35 @@ fn resume_brings_the_sessions_model_unless_the_command_line_names_one() {
     assert_eq!(state(&mut nova)["model"]["id"], "test-model");
     assert_eq!(messages(&mut nova).len(), 4);
     finish(nova);
+}
+
+#[test]
+fn the_recorded_thinking_level_comes_back_with_the_session() {
+    let mock = MockLlm::start();
+    let mut models = ollama_models(&mock);
+    models["providers"]["mock-ollama"]["models"][0]["reasoning"] = json!(true);
+    let dir = TempDir::new().unwrap();
+    let path = write_session(
+        dir.path(),
+        "01a2b3c4-0000-7000-8000-000000000001",
+        "think hard",
+    );
+    let mut text = fs::read_to_string(&path).unwrap();
+    text.push_str(
+        &json!({"type": "thinking_level_change", "id": "aa000003", "parentId": "aa000002",
+                "timestamp": "2026-01-05T10:00:03.000Z", "thinkingLevel": "high"})
+        .to_string(),
+    );
+    text.push('\n');
+    fs::write(&path, text).unwrap();
+
+    let mut nova = Nova::builder()
+        .models_json(models)
+        .args(["--session", path.to_str().unwrap()])
+        .spawn();
+    assert_eq!(state(&mut nova)["thinkingLevel"], "high");
+    nova.request_ok(json!({"type": "new_session"}));
+    assert_eq!(state(&mut nova)["thinkingLevel"], "high");
+    nova.request_ok(json!({"type": "switch_session", "sessionPath": path.to_str().unwrap()}));
+    assert_eq!(state(&mut nova)["thinkingLevel"], "high");
 }

@@ -528,6 +528,23 @@ impl Nova {
         String::from_utf8_lossy(&self.stderr.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
     }
 
+    /// Waits (10 s at most) until stderr, collected by its own thread, contains `needle`;
+    /// returns all of it.
+    pub fn stderr_with(&self, needle: &str) -> String {
+        let deadline = Instant::now() + EVENT_TIMEOUT;
+        loop {
+            let s = self.stderr();
+            if s.contains(needle) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "stderr never contained {needle:?}:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
