@@ -11,8 +11,9 @@ use nova::protocol::{
 use nova::session::Session;
 use serde_json::json;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -127,6 +128,44 @@ fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1_048_576.0
 }
 
+/// The whole path a client sees: start `nova --session <file>`, ask `get_messages`, and read
+/// the (file-sized) answer. Returns the time to the end of that line and nova's peak RSS.
+fn nova_resume(path: &Path) -> (std::time::Duration, u64) {
+    let agent = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nova"))
+        .args(["--mode", "rpc", "--session"])
+        .arg(path)
+        .env("NOVA_AGENT_DIR", agent.path())
+        .env("OLLAMA_HOST", "127.0.0.1:9")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, r#"{{"id":"m","type":"get_messages"}}"#).unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let answered = started.elapsed();
+    assert!(
+        line.starts_with('{') && line.contains("\"messages\""),
+        "{}",
+        &line[..line.len().min(200)]
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let peak = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024;
+    drop(stdin);
+    child.wait().unwrap();
+    (answered, peak)
+}
+
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("big.jsonl");
@@ -191,6 +230,18 @@ fn main() {
         peak_open as f64 / size as f64
     );
     println!("{:<34} {:>11.1} MB", "  RSS before resume", mb(rss_before));
+    let (answered, nova_peak) = nova_resume(&path);
+    println!(
+        "{:<34} {:>11.0} ms   (target ≤ 1000)",
+        "nova --session → get_messages",
+        answered.as_secs_f64() * 1000.0
+    );
+    println!(
+        "{:<34} {:>11.1} MB   ({:.2}× file; target ≤ 3×)",
+        "  nova's peak RSS",
+        mb(nova_peak),
+        nova_peak as f64 / size as f64
+    );
     println!(
         "{:<34} {:>11.1} µs",
         "append_message mean (1 KB, flushed)",

@@ -9,6 +9,7 @@
 //! conversation.
 
 mod entry;
+mod load;
 pub mod paths;
 mod tree;
 
@@ -85,22 +86,10 @@ impl Session {
         let mut malformed = 0usize;
         let old_version = header.version.unwrap_or(1);
         let mut entries = if old_version >= VERSION {
-            let mut entries = Vec::new();
-            loop {
-                line.clear();
-                if reader.read_until(b'\n', &mut line).map_err(read_err)? == 0 {
-                    break;
-                }
-                ends_with_newline = line.ends_with(b"\n");
-                if line.trim_ascii().is_empty() {
-                    continue;
-                }
-                match entry::parse(&line) {
-                    Some(e) => entries.push(e),
-                    None => malformed += 1,
-                }
-            }
-            entries
+            let lines = load::read_entries(path, line.len() as u64).map_err(read_err)?;
+            malformed = lines.malformed;
+            ends_with_newline = lines.ends_with_newline.unwrap_or(ends_with_newline);
+            lines.entries
         } else {
             let mut rest = Vec::new();
             reader.read_to_end(&mut rest).map_err(read_err)?;
