@@ -265,7 +265,7 @@ fn describe(e: &(dyn std::error::Error + 'static)) -> String {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::protocol::{Model, StopReason};
     use crate::provider::prepare::tests::{model, user_text};
@@ -304,7 +304,8 @@ mod tests {
         (base, handle)
     }
 
-    async fn read_request(socket: &mut TcpStream) -> String {
+    /// Reads one HTTP request (head and `Content-Length` body) from a test server's socket.
+    pub(crate) async fn read_request(socket: &mut TcpStream) -> String {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 4096];
         loop {

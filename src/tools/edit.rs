@@ -149,15 +149,9 @@ mod tests {
     use crate::protocol::joined_text;
     use serde_json::{Value, json};
     use std::path::Path;
-    use std::sync::Arc;
-    use tokio_util::sync::CancellationToken;
 
     fn ctx(dir: &Path) -> ToolContext {
-        ToolContext {
-            cwd: dir.to_path_buf(),
-            cancel: CancellationToken::new(),
-            on_update: Arc::new(|_| {}),
-        }
+        ToolContext::quiet(dir)
     }
 
     async fn edit(dir: &Path, args: Value) -> (String, bool, Option<Value>) {

@@ -2,7 +2,7 @@
 //! search root) matches a glob, found the way Pi runs `fd --glob --hidden --no-require-git`.
 
 use super::search::{self, FirstN, Lines};
-use super::{ToolContext, ToolOutput, ToolResult, fs::ABORTED, path};
+use super::{ToolContext, ToolOutput, ToolResult, fs::ABORTED};
 use crate::provider::ToolSpec;
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::WalkState;
@@ -41,13 +41,7 @@ pub(super) fn spec() -> ToolSpec {
 }
 
 pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
-    let root = search::clean(&path::resolve(
-        args.path
-            .as_deref()
-            .filter(|p| !p.is_empty())
-            .unwrap_or("."),
-        &ctx.cwd,
-    ));
+    let root = search::root(args.path.as_deref(), &ctx.cwd);
     search::run_stoppable(&ctx.cancel, move |stop| find(&args, &root, stop)).await
 }
 
@@ -139,15 +133,9 @@ mod tests {
     use crate::protocol::joined_text;
     use serde_json::{Value, json};
     use std::path::Path;
-    use std::sync::Arc;
-    use tokio_util::sync::CancellationToken;
 
     fn ctx(dir: &Path) -> ToolContext {
-        ToolContext {
-            cwd: dir.to_path_buf(),
-            cancel: CancellationToken::new(),
-            on_update: Arc::new(|_| {}),
-        }
+        ToolContext::quiet(dir)
     }
 
     fn touch(dir: &Path, rel: &str) {

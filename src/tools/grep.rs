@@ -3,7 +3,7 @@
 //! `path:LINE: text` with optional context lines as `path-LINE- text`.
 
 use super::search::{self, FirstN, Lines};
-use super::{ToolContext, ToolOutput, ToolResult, path};
+use super::{ToolContext, ToolOutput, ToolResult};
 use crate::provider::ToolSpec;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
@@ -57,13 +57,7 @@ pub(super) fn spec() -> ToolSpec {
 }
 
 pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
-    let root = search::clean(&path::resolve(
-        args.path
-            .as_deref()
-            .filter(|p| !p.is_empty())
-            .unwrap_or("."),
-        &ctx.cwd,
-    ));
+    let root = search::root(args.path.as_deref(), &ctx.cwd);
     search::run_stoppable(&ctx.cancel, move |stop| grep(&args, &root, stop)).await
 }
 
@@ -301,16 +295,10 @@ mod tests {
     use crate::protocol::joined_text;
     use serde_json::{Value, json};
     use std::path::Path;
-    use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
-    use tokio_util::sync::CancellationToken;
 
     fn ctx(dir: &Path) -> ToolContext {
-        ToolContext {
-            cwd: dir.to_path_buf(),
-            cancel: CancellationToken::new(),
-            on_update: Arc::new(|_| {}),
-        }
+        ToolContext::quiet(dir)
     }
 
     fn write(dir: &Path, rel: &str, body: impl AsRef<[u8]>) {

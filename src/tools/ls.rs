@@ -2,7 +2,7 @@
 //! without regard to case, directories marked with a trailing `/`.
 
 use super::search::{self, Lines};
-use super::{ToolContext, ToolOutput, ToolResult, blocking, fs::error_text, path};
+use super::{ToolContext, ToolOutput, ToolResult, blocking, fs::error_text};
 use crate::provider::ToolSpec;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -33,13 +33,7 @@ pub(super) fn spec() -> ToolSpec {
 }
 
 pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
-    let dir = search::clean(&path::resolve(
-        args.path
-            .as_deref()
-            .filter(|p| !p.is_empty())
-            .unwrap_or("."),
-        &ctx.cwd,
-    ));
+    let dir = search::root(args.path.as_deref(), &ctx.cwd);
     let limit = usize::try_from(args.limit.unwrap_or(DEFAULT_LIMIT).max(1)).unwrap_or(usize::MAX);
     blocking(&ctx.cancel, true, move || list(&dir, limit)).await
 }
@@ -106,15 +100,9 @@ mod tests {
     use crate::protocol::joined_text;
     use serde_json::{Value, json};
     use std::path::Path;
-    use std::sync::Arc;
-    use tokio_util::sync::CancellationToken;
 
     fn ctx(dir: &Path) -> ToolContext {
-        ToolContext {
-            cwd: dir.to_path_buf(),
-            cancel: CancellationToken::new(),
-            on_update: Arc::new(|_| {}),
-        }
+        ToolContext::quiet(dir)
     }
 
     async fn ls(dir: &Path, args: Value) -> ToolOutput {

@@ -76,6 +76,18 @@ pub struct ToolOutput {
     pub is_error: bool,
 }
 
+#[cfg(test)]
+impl ToolContext {
+    /// A context in `dir` that nobody cancels and whose updates go nowhere.
+    pub(crate) fn quiet(dir: &std::path::Path) -> ToolContext {
+        ToolContext {
+            cwd: dir.to_path_buf(),
+            cancel: CancellationToken::new(),
+            on_update: Arc::new(|_| {}),
+        }
+    }
+}
+
 impl ToolOutput {
     pub fn error(text: impl Into<String>) -> Self {
         ToolOutput {

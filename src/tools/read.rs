@@ -165,15 +165,9 @@ mod tests {
     use ::image::ImageFormat;
     use base64::Engine;
     use serde_json::{Value, json};
-    use std::sync::Arc;
-    use tokio_util::sync::CancellationToken;
 
     fn ctx(dir: &std::path::Path) -> ToolContext {
-        ToolContext {
-            cwd: dir.to_path_buf(),
-            cancel: CancellationToken::new(),
-            on_update: Arc::new(|_| {}),
-        }
+        ToolContext::quiet(dir)
     }
 
     async fn read(dir: &std::path::Path, args: Value) -> (String, bool) {

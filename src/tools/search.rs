@@ -45,8 +45,17 @@ where
     }
 }
 
+/// The directory (or file) a search tool starts from: its `path` argument resolved against the
+/// working directory, the working directory itself when absent or empty.
+pub(super) fn root(arg: Option<&str>, cwd: &Path) -> PathBuf {
+    clean(&super::path::resolve(
+        arg.filter(|p| !p.is_empty()).unwrap_or("."),
+        cwd,
+    ))
+}
+
 /// Interior `.` components dropped, so error texts show `/work/p`, not `/work/p/.`.
-pub(super) fn clean(path: &Path) -> PathBuf {
+fn clean(path: &Path) -> PathBuf {
     path.components().collect()
 }
 

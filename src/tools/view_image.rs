@@ -97,15 +97,9 @@ pub(super) mod tests {
     use serde_json::json;
     use std::io::Cursor;
     use std::path::Path;
-    use std::sync::Arc;
-    use tokio_util::sync::CancellationToken;
 
     pub(crate) fn ctx(dir: &Path) -> ToolContext {
-        ToolContext {
-            cwd: dir.to_path_buf(),
-            cancel: CancellationToken::new(),
-            on_update: Arc::new(|_| {}),
-        }
+        ToolContext::quiet(dir)
     }
 
     /// A smooth gradient: realistic to resample, and small once compressed.

@@ -52,15 +52,9 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
 mod tests {
     use super::super::{Tool, ToolContext, ToolOutput};
     use serde_json::json;
-    use std::sync::Arc;
-    use tokio_util::sync::CancellationToken;
 
     fn ctx(dir: &std::path::Path) -> ToolContext {
-        ToolContext {
-            cwd: dir.to_path_buf(),
-            cancel: CancellationToken::new(),
-            on_update: Arc::new(|_| {}),
-        }
+        ToolContext::quiet(dir)
     }
 
     #[tokio::test]

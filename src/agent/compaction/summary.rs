@@ -314,10 +314,11 @@ fn add_usage(a: Usage, b: Usage) -> Usage {
 mod tests {
     use super::*;
     use crate::agent::compaction::tests::{assistant, call, result, text, user};
+    use crate::provider::http::tests::read_request;
     use crate::provider::prepare::tests::model;
     use serde_json::{Value, json};
     use std::sync::{Arc, Mutex};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     use tokio::net::{TcpListener, TcpStream};
 
     /// How the fake Ollama answers one request.
@@ -376,33 +377,6 @@ mod tests {
             body.len()
         );
         let _ = socket.write_all(response.as_bytes()).await;
-    }
-
-    async fn read_request(socket: &mut TcpStream) -> String {
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 8192];
-        loop {
-            let n = socket.read(&mut chunk).await.unwrap();
-            if n == 0 {
-                break;
-            }
-            buf.extend_from_slice(&chunk[..n]);
-            let text = String::from_utf8_lossy(&buf);
-            if let Some(end) = text.find("\r\n\r\n") {
-                let length = text[..end]
-                    .lines()
-                    .find_map(|l| {
-                        let (name, value) = l.split_once(':')?;
-                        name.eq_ignore_ascii_case("content-length")
-                            .then(|| value.trim().parse::<usize>().ok())?
-                    })
-                    .unwrap_or(0);
-                if buf.len() >= end + 4 + length {
-                    break;
-                }
-            }
-        }
-        String::from_utf8(buf).unwrap()
     }
 
     fn prompt_of(body: &Value) -> &str {
