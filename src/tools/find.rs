@@ -7,7 +7,7 @@ use crate::provider::ToolSpec;
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::WalkState;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
@@ -113,13 +113,11 @@ fn find(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
         }
     }
     let limit_notice = reached.then(|| {
-        (
-            format!(
-                "{limit} results limit reached. Use limit={} for more, or refine pattern",
-                limit.saturating_mul(2)
-            ),
+        search::limit_notice(
+            limit,
+            "results",
+            ", or refine pattern",
             "resultLimitReached",
-            Value::from(limit),
         )
     });
     let (text, details) = search::finish(lines, limit_notice, None);

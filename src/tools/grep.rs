@@ -161,14 +161,7 @@ fn render(
         }
     }
     let limit_notice = reached.then(|| {
-        (
-            format!(
-                "{limit} matches limit reached. Use limit={} for more, or refine pattern",
-                limit.saturating_mul(2)
-            ),
-            "matchLimitReached",
-            Value::from(limit),
-        )
+        search::limit_notice(limit, "matches", ", or refine pattern", "matchLimitReached")
     });
     let cut_notice = any_cut.then(|| {
         (

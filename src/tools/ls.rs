@@ -5,7 +5,7 @@ use super::search::{self, Lines};
 use super::{ToolContext, ToolOutput, ToolResult, blocking, fs::error_text};
 use crate::provider::ToolSpec;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::Path;
 
 const DEFAULT_LIMIT: i64 = 500;
@@ -79,16 +79,8 @@ fn list(dir: &Path, limit: usize) -> ToolResult {
     if lines.is_empty() {
         return Ok(ToolOutput::text("(empty directory)", None));
     }
-    let limit_notice = reached.then(|| {
-        (
-            format!(
-                "{limit} entries limit reached. Use limit={} for more",
-                limit.saturating_mul(2)
-            ),
-            "entryLimitReached",
-            Value::from(limit),
-        )
-    });
+    let limit_notice =
+        reached.then(|| search::limit_notice(limit, "entries", "", "entryLimitReached"));
     let (text, details) = search::finish(lines, limit_notice, None);
     Ok(ToolOutput::text(text, details))
 }

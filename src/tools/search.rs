@@ -290,6 +290,19 @@ impl Lines {
 /// A notice for the `[...]` line and the `details` key and value that record it.
 pub(super) type Notice = (String, &'static str, Value);
 
+/// Pi's notice when `limit` stopped the listing, e.g. `100 matches limit reached. Use limit=200
+/// for more`, followed by `advice` when there is one; recorded under `key` in `details`.
+pub(super) fn limit_notice(limit: usize, what: &str, advice: &str, key: &'static str) -> Notice {
+    (
+        format!(
+            "{limit} {what} limit reached. Use limit={} for more{advice}",
+            limit.saturating_mul(2)
+        ),
+        key,
+        Value::from(limit),
+    )
+}
+
 /// The text (lines, then Pi's notices in one `[...]` line) and `details`. `limit` is the limit
 /// notice, if reached; `extra` goes after the size notice, as in Pi.
 pub(super) fn finish(
