@@ -278,14 +278,7 @@ impl Agent {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| session.id().to_owned());
             (
-                render_html(
-                    &meta,
-                    &state
-                        .messages
-                        .iter()
-                        .map(|m| Message::clone(m))
-                        .collect::<Vec<_>>(),
-                ),
+                render_html(&meta, &state.messages),
                 format!("nova-session-{stem}.html"),
             )
         };

@@ -32,7 +32,7 @@ const CSP: &str = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 const STYLE: &str = include_str!("page.css");
 
 /// The whole page for `messages`, in order, with each tool result shown under the call it answers.
-pub fn render_html(meta: &ExportMeta, messages: &[Message]) -> String {
+pub fn render_html<M: AsRef<Message>>(meta: &ExportMeta, messages: &[M]) -> String {
     let title = match &meta.session_name {
         Some(name) => name.clone(),
         None => format!("Session {}", meta.session_id),
@@ -50,7 +50,7 @@ pub fn render_html(meta: &ExportMeta, messages: &[Message]) -> String {
     out.push_str("<main>\n");
     let mut shown = HashSet::new();
     for (index, message) in messages.iter().enumerate() {
-        match message {
+        match message.as_ref() {
             Message::User(user) => {
                 out.push_str("<section class=\"msg user\">\n");
                 role_line(&mut out, "User", None, user.timestamp);
@@ -121,10 +121,10 @@ fn role_line(out: &mut String, role: &str, detail: Option<&str>, timestamp: i64)
 
 /// `later` are the messages after this one, `offset` the index of the first of them; results
 /// shown under their call are recorded in `shown` so they are not repeated on their own.
-fn render_assistant(
+fn render_assistant<M: AsRef<Message>>(
     out: &mut String,
     message: &AssistantMessage,
-    later: &[Message],
+    later: &[M],
     offset: usize,
     shown: &mut HashSet<usize>,
 ) {
@@ -153,14 +153,17 @@ fn render_assistant(
                     "<pre class=\"args\">{}</pre>\n",
                     escape(&pretty_json(arguments))
                 ));
-                let answer = later.iter().enumerate().find_map(|(i, m)| match m {
-                    Message::ToolResult(r)
-                        if r.tool_call_id == *id && !shown.contains(&(offset + i)) =>
-                    {
-                        Some((offset + i, r))
-                    }
-                    _ => None,
-                });
+                let answer = later
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, m)| match m.as_ref() {
+                        Message::ToolResult(r)
+                            if r.tool_call_id == *id && !shown.contains(&(offset + i)) =>
+                        {
+                            Some((offset + i, r))
+                        }
+                        _ => None,
+                    });
                 match answer {
                     Some((index, result)) => {
                         shown.insert(index);
@@ -322,11 +325,11 @@ fn is_safe_url(url: &str) -> bool {
         .any(|prefix| lower.starts_with(prefix))
 }
 
-fn render_totals(out: &mut String, messages: &[Message]) {
+fn render_totals<M: AsRef<Message>>(out: &mut String, messages: &[M]) {
     let mut total = Usage::default();
     let (mut replies, mut calls) = (0u64, 0u64);
     for message in messages {
-        if let Message::Assistant(a) = message {
+        if let Message::Assistant(a) = message.as_ref() {
             replies += 1;
             calls += a.tool_calls().count() as u64;
             let u = &a.usage;

@@ -309,7 +309,7 @@ fn unnamed_session_is_titled_by_id() {
         session_name: None,
         ..meta()
     };
-    assert!(render_html(&meta, &[]).contains("<h1>Session 0191-abc</h1>"));
+    assert!(render_html::<Message>(&meta, &[]).contains("<h1>Session 0191-abc</h1>"));
 }
 
 #[test]
