@@ -4,7 +4,7 @@
 
 use super::providers::{Format, LONG, last_assistant, of_type, provider_entry, text_of};
 use crate::support::mock_llm::{Gate, MockLlm, Recorded, Reply};
-use crate::support::nova_proc::{Nova, openai_models};
+use crate::support::nova_proc::{Nova, openai_models, wait_or_kill};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -40,21 +40,7 @@ fn run_nova(args: &[&str], models: Option<&Value>) -> Finished {
         .stderr(std::fs::File::create(&err_path).unwrap())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + LONG;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "nova {args:?} still running after {LONG:?}; stderr:\n{}",
-                std::fs::read_to_string(&err_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = wait_or_kill(&mut child, LONG, &format!("nova {args:?}"), &err_path);
     Finished {
         code: status.code(),
         stdout: std::fs::read_to_string(&out_path).unwrap(),

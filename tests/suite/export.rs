@@ -1,6 +1,7 @@
 //! `export_html`'s page as a browser sees it: a conversation rendered by `render_html` is opened
 //! in headless Chromium and the DOM it built is checked. Chromium comes from `scripts/test.sh`.
 
+use crate::support::nova_proc::wait_or_kill;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use nova::export::{ExportMeta, render_html};
@@ -12,7 +13,7 @@ use serde_json::json;
 use std::io::ErrorKind;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(60);
 const INJECTED: &str = "<script>document.title='owned'</script>";
@@ -209,21 +210,7 @@ fn dump_dom(path: &Path) -> String {
         ),
         Err(e) => panic!("cannot start chromium: {e}"),
     };
-    let deadline = Instant::now() + CHROMIUM_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "chromium still running after {CHROMIUM_TIMEOUT:?}; stderr:\n{}",
-                std::fs::read_to_string(&err_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_or_kill(&mut child, CHROMIUM_TIMEOUT, "chromium", &err_path);
     let dom = std::fs::read_to_string(&out_path).unwrap();
     assert!(
         status.success() && dom.contains("</html>"),

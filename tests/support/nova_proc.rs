@@ -630,3 +630,28 @@ fn short(s: &str) -> String {
         format!("{head}… ({} chars)", s.chars().count())
     }
 }
+
+/// Waits for a child whose stderr goes to `stderr_path`; past `timeout` it is killed and the
+/// test fails naming `what` and showing that stderr.
+pub fn wait_or_kill(
+    child: &mut Child,
+    timeout: Duration,
+    what: &str,
+    stderr_path: &Path,
+) -> ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{what} still running after {timeout:?}; stderr:\n{}",
+                std::fs::read_to_string(stderr_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
