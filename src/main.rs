@@ -7,6 +7,11 @@ use nova::config::{self, Cli};
 use nova::{context, provider, rpc};
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long shutdown waits for stdout to take the last lines.
+const WRITER_GRACE: Duration = Duration::from_secs(5);
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -53,7 +58,7 @@ async fn run(cli: Cli) -> ExitCode {
     };
     let (session, session_warnings) = match agent::startup_session(&config) {
         Ok(s) => s,
-        Err(e) => return usage_error(&e),
+        Err(e) => return usage_error(&e.to_string()),
     };
     for warning in config.warnings.iter().chain(&session_warnings) {
         let _ = writeln!(std::io::stderr(), "nova: warning: {warning}");
@@ -67,10 +72,28 @@ async fn run(cli: Cli) -> ExitCode {
         date.get(..10).unwrap_or(&date),
     );
     let (out, writer) = rpc::writer::spawn(std::io::stdout());
-    let agent = Agent::new(config, session, prompt_source, client, out.clone());
+    // Signals must reach a producer blocked on a client that stopped reading; tokio's own
+    // handlers run on the runtime thread that such a producer holds.
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        if let Err(e) = signal_hook::flag::register(signal, out.shutdown_flag()) {
+            return fatal(&format!("cannot install signal handlers: {e}"));
+        }
+    }
+    let agent = Agent::new(
+        config,
+        session,
+        prompt_source,
+        client,
+        Arc::new(out.clone()),
+    );
     let served = rpc::serve(agent, out.clone()).await;
     out.close();
-    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    // A client that never reads leaves the writer blocked on stdout: exit without it.
+    let _ = tokio::time::timeout(
+        WRITER_GRACE,
+        tokio::task::spawn_blocking(move || writer.join()),
+    )
+    .await;
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fatal(&format!("cannot install signal handlers: {e}")),

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::sync::Arc;
 
 // ---------------------------------------------------------------------------------------------
@@ -288,8 +289,9 @@ pub enum QueueMode {
 /// On the wire the tag is the `type` field; the RPC reader re-tags `{"type":"x",…}` as
 /// `{"x":{…}}` before decoding, because serde only tracks the path of a bad field (which the
 /// error must name) through externally tagged enums. Hence every variant is a struct variant.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, strum::VariantNames)]
 #[serde(rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[strum(serialize_all = "snake_case")]
 pub enum Command {
     Prompt {
         message: String,
@@ -365,42 +367,12 @@ pub enum Command {
     },
 }
 
-/// Every command type nova knows, so an unknown one is reported as such rather than as a
-/// serde "unknown variant" message.
-pub const COMMAND_TYPES: &[&str] = &[
-    "prompt",
-    "steer",
-    "follow_up",
-    "abort",
-    "get_state",
-    "get_messages",
-    "get_last_assistant_text",
-    "new_session",
-    "switch_session",
-    "set_model",
-    "get_available_models",
-    "get_commands",
-    "set_steering_mode",
-    "set_follow_up_mode",
-    "permission_response",
-    "get_session_stats",
-    "set_session_name",
-    "get_fork_messages",
-    "fork",
-    "clone",
-    "get_entries",
-    "get_tree",
-    "export_html",
-    "compact",
-    "set_auto_compaction",
-];
-
 // ---------------------------------------------------------------------------------------------
 // Responses
 // ---------------------------------------------------------------------------------------------
 
 /// The answer to one command. `id` is echoed when the request had one.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Response {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<Value>,
@@ -414,37 +386,121 @@ pub struct Response {
     pub error: Option<String>,
 }
 
-/// A response's `data`. The conversation stays as shared messages until the stdout writer
-/// encodes it, so answering `get_messages` on a long session never builds a second copy of it
-/// as a JSON tree.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A response's `data`: one type per command that answers with any. The conversation stays as
+/// shared messages until the stdout writer encodes it, so answering `get_messages` on a long
+/// session never builds a second copy of it.
+#[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum ResponseData {
-    Value(Value),
-    Messages { messages: Vec<Arc<Message>> },
+    Messages {
+        messages: Vec<Arc<Message>>,
+    },
+    Prompt {
+        disposition: Disposition,
+    },
+    State(Box<State>),
+    LastAssistantText {
+        text: Option<String>,
+    },
+    /// `new_session`, `switch_session`, `clone`: nova never cancels, but Pi's clients read it.
+    Cancelled {
+        cancelled: bool,
+    },
+    Forked {
+        text: String,
+        cancelled: bool,
+    },
+    Model(Box<Model>),
+    Models {
+        models: Vec<Model>,
+    },
+    Commands {
+        commands: Vec<SlashCommand>,
+    },
+    SessionStats(Box<SessionStats>),
+    ForkMessages {
+        messages: Vec<ForkMessage>,
+    },
+    Exported {
+        path: String,
+    },
+    Compaction(Box<CompactionResult>),
+    /// Views of the session file (`get_entries`, `get_tree`) in the file's own entry shapes,
+    /// which the session store defines; it encodes them once, off the runtime thread.
+    Encoded(Box<RawValue>),
+}
+
+/// How `prompt`, `steer` and `follow_up` took their message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Disposition {
+    Started,
+    Queued,
+}
+
+/// An entry of `get_commands` (skills and prompt templates).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlashCommand {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub source: String,
+}
+
+/// `get_session_stats`, as Pi reports it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionStats {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_file: Option<String>,
+    pub session_id: String,
+    pub user_messages: usize,
+    pub assistant_messages: usize,
+    pub tool_calls: usize,
+    pub tool_results: usize,
+    pub total_messages: usize,
+    pub tokens: TokenTotals,
+    pub cost: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_usage: Option<ContextUsage>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenTotals {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub total: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextUsage {
+    pub tokens: u64,
+    pub context_window: u64,
+    pub percent: Option<f64>,
+}
+
+/// A user message a session can be forked at (`get_fork_messages`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkMessage {
+    pub entry_id: String,
+    pub text: String,
 }
 
 impl Response {
-    pub fn ok(id: Option<Value>, command: impl Into<String>, data: Option<Value>) -> Self {
+    pub fn ok(id: Option<Value>, command: impl Into<String>, data: Option<ResponseData>) -> Self {
         Response {
             id,
             kind: "response",
             command: command.into(),
             success: true,
-            data: data.map(ResponseData::Value),
+            data,
             error: None,
-        }
-    }
-
-    /// `{"messages": [...]}` data, encoded by the writer straight from the shared messages.
-    pub fn messages(
-        id: Option<Value>,
-        command: impl Into<String>,
-        messages: Vec<Arc<Message>>,
-    ) -> Self {
-        Response {
-            data: Some(ResponseData::Messages { messages }),
-            ..Response::ok(id, command, None)
         }
     }
 
@@ -625,6 +681,11 @@ pub enum Event {
         will_retry: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
+    },
+    /// The session file could not be written (nova's addition): the conversation goes on in
+    /// memory, but what was shown since may not survive a restart.
+    SessionError {
+        error: String,
     },
     /// A flagged bash command waits for `permission_response` (nova's addition, RPC.md).
     PermissionRequest {

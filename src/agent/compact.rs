@@ -118,12 +118,15 @@ async fn summarize_and_record(
     if cancel.is_cancelled() {
         return Err(ABORTED.to_owned());
     }
-    state.session.append_compaction(
-        &summary,
-        &cut.first_kept_id,
-        tokens_before,
-        Some(details.clone()),
-    )?;
+    state
+        .session
+        .append_compaction(
+            &summary,
+            &cut.first_kept_id,
+            tokens_before,
+            Some(details.clone()),
+        )
+        .map_err(|e| e.to_string())?;
     state.messages = state.session.context().messages;
     state.usage_from = state.messages.len();
     Ok(CompactionResult {

@@ -149,10 +149,10 @@ async fn run_approved(
 }
 
 fn update_sink(agent: &Agent, call: &Call) -> crate::tools::UpdateFn {
-    let out = agent.inner.out.clone();
+    let sink = agent.inner.sink.clone();
     let (id, name, args) = call.clone();
     Arc::new(move |partial: ToolResultPayload| {
-        out.emit(Event::ToolExecutionUpdate {
+        sink.emit(Event::ToolExecutionUpdate {
             tool_call_id: id.clone(),
             tool_name: name.clone(),
             args: args.clone(),

@@ -8,13 +8,17 @@
 mod assemble;
 mod compact;
 pub mod compaction;
+mod error;
 mod exec;
 mod permission;
 mod queue;
 mod run;
 mod sessions;
+mod sink;
 
+pub use error::CommandError;
 pub use sessions::startup_session;
+pub use sink::{EventSink, Sink};
 
 use crate::config::{Config, Registry, ToolSelection};
 use crate::context::PromptSource;
@@ -23,8 +27,7 @@ use crate::protocol::{
     State as WireState, StreamingBehavior, UserContent, UserMessage,
 };
 use crate::provider::ToolSpec;
-use crate::rpc::writer::Outbox;
-use crate::session::Session;
+use crate::session::{Session, SessionError};
 use crate::tools::Tool;
 use crate::tools::permission::Rules as PermissionRules;
 use compaction::CompactionSettings;
@@ -65,7 +68,7 @@ pub struct Agent {
 }
 
 struct Inner {
-    out: Outbox,
+    sink: Sink,
     registry: Registry,
     tool_selection: ToolSelection,
     prompt_source: PromptSource,
@@ -144,7 +147,7 @@ impl Agent {
         session: Session,
         prompt_source: PromptSource,
         client: reqwest::Client,
-        out: Outbox,
+        sink: Sink,
     ) -> Self {
         let session_files = sessions::file_dir(&config);
         let context = session.context();
@@ -175,7 +178,7 @@ impl Agent {
         };
         let agent = Agent {
             inner: Arc::new(Inner {
-                out,
+                sink,
                 tool_selection: config.tools,
                 prompt_source,
                 permission_rules: config.permissions,
@@ -201,7 +204,7 @@ impl Agent {
     }
 
     fn emit(&self, event: Event) {
-        self.inner.out.emit(event);
+        self.inner.sink.emit(event);
     }
 
     pub fn prompt(
@@ -209,12 +212,12 @@ impl Agent {
         text: String,
         images: Vec<ContentBlock>,
         behavior: Option<StreamingBehavior>,
-    ) -> Result<Prompted, String> {
+    ) -> Result<Prompted, CommandError> {
         let message = user_message(text, images);
         let mut state = self.state();
         if let Some(run) = &state.run {
             if run.manual_compaction {
-                return Err("A compaction is in progress; prompt again after its response.".into());
+                return Err(CommandError::CompactionInProgress);
             }
             // An automatic compaction looks idle to the client (isStreaming is false), so a
             // plain prompt is taken as a follow-up and starts as soon as the compaction ends.
@@ -234,13 +237,11 @@ impl Agent {
                     self.emit(state.queue.update_event());
                     Ok(Prompted::Queued)
                 }
-                None => Err("Agent is already processing. Specify streamingBehavior \
-                             (\"steer\" or \"followUp\") to queue the message."
-                    .to_owned()),
+                None => Err(CommandError::NeedsStreamingBehavior),
             };
         }
         if state.model.is_none() {
-            return Err(no_model_error());
+            return Err(CommandError::NoModel);
         }
         let cancel = CancellationToken::new();
         let (done_tx, done_rx) = watch::channel(false);
@@ -328,19 +329,20 @@ impl Agent {
         })
     }
 
-    pub fn set_model(&self, provider: &str, id: &str) -> Result<Model, String> {
+    pub fn set_model(&self, provider: &str, id: &str) -> Result<Model, CommandError> {
         let mut state = self.state();
         if state.run.is_some() {
-            return Err(
-                "Cannot change the model while the agent is streaming; abort first.".into(),
-            );
+            return Err(CommandError::Busy("change the model"));
         }
         let model = self
             .inner
             .registry
             .find(provider, id)
             .cloned()
-            .ok_or_else(|| format!("Model not found: {provider}/{id}"))?;
+            .ok_or_else(|| CommandError::ModelNotFound {
+                provider: provider.to_owned(),
+                id: id.to_owned(),
+            })?;
         state.tools = Tools::for_model(
             &self.inner.tool_selection,
             &self.inner.prompt_source,
@@ -357,10 +359,11 @@ impl Agent {
         if recorded.is_ok() && level != state.thinking_level {
             recorded = state.session.append_thinking_level(&level);
         }
-        if let Err(e) = recorded {
-            tracing::error!("{e}");
-        }
         state.thinking_level = level;
+        drop(state);
+        if let Err(e) = recorded {
+            self.report_session_error(&e);
+        }
         Ok(model)
     }
 
@@ -369,11 +372,13 @@ impl Agent {
     pub fn compact(
         &self,
         custom_instructions: Option<String>,
-    ) -> Result<impl Future<Output = Result<CompactionResult, String>> + Send + 'static, String>
-    {
+    ) -> Result<
+        impl Future<Output = Result<CompactionResult, CommandError>> + Send + 'static,
+        CommandError,
+    > {
         let mut state = self.state();
         if state.run.is_some() {
-            return Err("Cannot compact while the agent is streaming; abort first.".into());
+            return Err(CommandError::Busy("compact"));
         }
         let cancel = CancellationToken::new();
         let (done_tx, done_rx) = watch::channel(false);
@@ -395,7 +400,7 @@ impl Agent {
             .await;
             agent.state().run = None;
             let _ = done_tx.send(true);
-            result
+            result.map_err(CommandError::Failed)
         })
     }
 
@@ -403,8 +408,11 @@ impl Agent {
         self.state().auto_compaction = enabled;
     }
 
-    pub fn resolve_permission(&self, request_id: u64, approved: bool) -> Result<(), String> {
-        self.state().permissions.resolve(request_id, approved)
+    pub fn resolve_permission(&self, request_id: u64, approved: bool) -> Result<(), CommandError> {
+        self.state()
+            .permissions
+            .resolve(request_id, approved)
+            .map_err(CommandError::Invalid)
     }
 
     pub fn available_models(&self) -> Vec<Model> {
@@ -428,12 +436,6 @@ fn usage_floor(messages: &[Arc<Message>]) -> usize {
         Some(Message::CompactionSummary(_)) => messages.len(),
         _ => 0,
     }
-}
-
-fn no_model_error() -> String {
-    "No model selected. Declare one in models.json (or start Ollama with a model pulled) and \
-     pick it with set_model or --model."
-        .to_owned()
 }
 
 fn user_message(text: String, images: Vec<ContentBlock>) -> UserMessage {
@@ -461,9 +463,10 @@ impl Agent {
         let announce_start = !matches!(message, Message::Assistant(_));
         let shared = Arc::new(message.clone());
         let mut state = self.state();
-        // On disk before any event announces it: a client that saw it can rely on it.
+        // On disk before any event announces it: a client that saw it can rely on it. A failed
+        // write is announced first, and the conversation goes on in memory.
         if let Err(e) = state.session.append_message(&shared) {
-            tracing::error!("{e}");
+            self.report_session_error(&e);
         }
         state.messages.push(shared);
         if announce_start {
@@ -472,6 +475,14 @@ impl Agent {
             });
         }
         self.emit(Event::MessageEnd { message });
+    }
+
+    /// Tells the client that the session file no longer holds everything it was shown.
+    fn report_session_error(&self, error: &SessionError) {
+        tracing::error!("{error}");
+        self.emit(Event::SessionError {
+            error: error.to_string(),
+        });
     }
 
     /// Takes queued messages with `take` and reports the queue change, if any.

@@ -182,7 +182,7 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMe
     let mut overflow = false;
     let outcome = match &model {
         _ if cancel.is_cancelled() => Err((StopReason::Aborted, ABORTED.to_owned())),
-        None => Err((StopReason::Error, super::no_model_error())),
+        None => Err((StopReason::Error, super::CommandError::NoModel.to_string())),
         Some(model) => {
             let inner = &agent.inner;
             match inner.registry.credentials(model).await {

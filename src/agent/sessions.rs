@@ -1,12 +1,14 @@
 //! The agent's session commands: where sessions are opened, started, switched, forked and
 //! cloned, and the read-only views of the session file (stats, entries, tree, export).
 
-use super::{Agent, State, Tools};
+use super::{Agent, CommandError, State, Tools};
 use crate::config::Config;
 use crate::export::{ExportMeta, render_html};
-use crate::protocol::{Message, Model};
-use crate::session::{Session, paths};
-use serde_json::{Value, json};
+use crate::protocol::{
+    ContextUsage, ForkMessage, Message, Model, ResponseData, SessionStats, TokenTotals,
+};
+use crate::session::{Session, SessionError, paths};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// Where new session files go: `--session-dir`, else the cwd's directory under the agent dir;
@@ -26,7 +28,7 @@ pub(super) fn file_dir(config: &Config) -> Option<PathBuf> {
 /// The session nova starts with: `--session`, `--continue` (a new one when there is none yet),
 /// or a new one. Warnings (skipped malformed lines) are returned for stderr. An `Err` is a usage
 /// error (unknown id, ambiguous prefix, unreadable file).
-pub fn startup_session(config: &Config) -> Result<(Session, Vec<String>), String> {
+pub fn startup_session(config: &Config) -> Result<(Session, Vec<String>), SessionError> {
     let dir = file_dir(config);
     let scope = paths::Scope {
         agent_dir: &config.agent_dir,
@@ -44,10 +46,6 @@ pub fn startup_session(config: &Config) -> Result<(Session, Vec<String>), String
     Ok((Session::create(dir, &config.cwd, None), Vec::new()))
 }
 
-fn busy(what: &str) -> String {
-    format!("Cannot {what} while the agent is streaming; abort first.")
-}
-
 impl Agent {
     /// A new session starts with the model and thinking level in force, as Pi's files do (the
     /// entries are written together with the first user message).
@@ -63,7 +61,7 @@ impl Agent {
             .transpose()
             .and_then(|_| state.session.append_thinking_level(&level));
         if let Err(e) = recorded {
-            tracing::error!("{e}");
+            self.report_session_error(&e);
         }
     }
 
@@ -91,10 +89,10 @@ impl Agent {
         }
     }
 
-    pub fn new_session(&self, parent_session: Option<String>) -> Result<Value, String> {
+    pub fn new_session(&self, parent_session: Option<String>) -> Result<bool, CommandError> {
         let mut state = self.state();
         if state.run.is_some() {
-            return Err(busy("start a new session"));
+            return Err(CommandError::Busy("start a new session"));
         }
         let session = Session::create(
             self.inner.session_files.clone(),
@@ -107,21 +105,22 @@ impl Agent {
         state.thinking_level = level;
         drop(state);
         self.record_settings_if_new();
-        Ok(json!({"cancelled": false}))
+        Ok(false)
     }
 
-    /// `switch_session {sessionId}` (or Pi's `sessionPath`).
-    pub fn switch_session(
+    /// `switch_session {sessionId}` (or Pi's `sessionPath`). Answers whether it was cancelled
+    /// (never, in nova).
+    pub async fn switch_session(
         &self,
         session_id: Option<String>,
         session_path: Option<String>,
-    ) -> Result<Value, String> {
+    ) -> Result<bool, CommandError> {
         if self.state().run.is_some() {
-            return Err(busy("switch sessions"));
+            return Err(CommandError::Busy("switch sessions"));
         }
-        let query = session_id
-            .or(session_path)
-            .ok_or("switch_session needs \"sessionId\" (or \"sessionPath\")")?;
+        let query = session_id.or(session_path).ok_or_else(|| {
+            CommandError::Invalid("switch_session needs \"sessionId\" (or \"sessionPath\")".into())
+        })?;
         let path = paths::resolve(
             &query,
             paths::Scope {
@@ -130,136 +129,135 @@ impl Agent {
                 session_dir: self.inner.session_dir_flag.as_deref(),
             },
         )?;
-        // Loading a large file takes a while: do it without holding the state.
-        let (session, warnings) = Session::open(&path)?;
+        // Loading a large file takes a while: off the runtime thread, without the state.
+        let (session, warnings) = tokio::task::spawn_blocking(move || Session::open(&path))
+            .await
+            .map_err(|e| CommandError::Failed(format!("loading the session failed: {e}")))??;
         for warning in warnings {
             tracing::warn!("{warning}");
         }
         let mut state = self.state();
         if state.run.is_some() {
-            return Err(busy("switch sessions"));
+            return Err(CommandError::Busy("switch sessions"));
         }
         self.adopt(&mut state, session);
-        Ok(json!({"cancelled": false}))
+        Ok(false)
     }
 
-    pub fn set_session_name(&self, name: &str) -> Result<(), String> {
+    pub fn set_session_name(&self, name: &str) -> Result<(), CommandError> {
         let name = name.trim();
         if name.is_empty() {
-            return Err("Session name cannot be empty".into());
+            return Err(CommandError::Invalid("Session name cannot be empty".into()));
         }
-        self.state().session.append_session_info(name).map(|_| ())
+        self.state().session.append_session_info(name)?;
+        Ok(())
     }
 
-    pub fn session_stats(&self) -> Value {
+    pub fn session_stats(&self) -> SessionStats {
         let state = self.state();
         let (mut users, mut assistants, mut calls, mut results) = (0, 0, 0, 0);
-        let (mut input, mut output, mut cache_read, mut cache_write, mut cost) = (0, 0, 0, 0, 0.0);
+        let mut tokens = TokenTotals::default();
+        let mut cost = 0.0;
         for message in &state.messages {
             match &**message {
                 Message::User(_) => users += 1,
                 Message::Assistant(a) => {
                     assistants += 1;
                     calls += a.tool_calls().count();
-                    input += a.usage.input;
-                    output += a.usage.output;
-                    cache_read += a.usage.cache_read;
-                    cache_write += a.usage.cache_write;
+                    tokens.input += a.usage.input;
+                    tokens.output += a.usage.output;
+                    tokens.cache_read += a.usage.cache_read;
+                    tokens.cache_write += a.usage.cache_write;
                     cost += a.usage.cost.total;
                 }
                 Message::ToolResult(_) => results += 1,
                 Message::CompactionSummary(_) => {}
             }
         }
-        let mut stats = json!({
-            "sessionId": state.session.id(),
-            "userMessages": users,
-            "assistantMessages": assistants,
-            "toolCalls": calls,
-            "toolResults": results,
-            "totalMessages": state.messages.len(),
-            "tokens": {
-                "input": input,
-                "output": output,
-                "cacheRead": cache_read,
-                "cacheWrite": cache_write,
-                "total": input + output + cache_read + cache_write,
-            },
-            "cost": cost,
-        });
-        if let Some(path) = state.session.path() {
-            stats["sessionFile"] = json!(path.to_string_lossy());
-        }
-        if let Some(model) = &state.model {
+        tokens.total = tokens.input + tokens.output + tokens.cache_read + tokens.cache_write;
+        let context_usage = state.model.as_ref().map(|model| {
             let tokens = state.context_tokens();
-            let percent = (model.context_window > 0)
-                .then(|| tokens as f64 * 100.0 / model.context_window as f64);
-            stats["contextUsage"] = json!({
-                "tokens": tokens,
-                "contextWindow": model.context_window,
-                "percent": percent,
-            });
+            ContextUsage {
+                tokens,
+                context_window: model.context_window,
+                percent: (model.context_window > 0)
+                    .then(|| tokens as f64 * 100.0 / model.context_window as f64),
+            }
+        });
+        SessionStats {
+            session_file: state
+                .session
+                .path()
+                .map(|p| p.to_string_lossy().into_owned()),
+            session_id: state.session.id().to_owned(),
+            user_messages: users,
+            assistant_messages: assistants,
+            tool_calls: calls,
+            tool_results: results,
+            total_messages: state.messages.len(),
+            tokens,
+            cost,
+            context_usage,
         }
-        stats
     }
 
-    pub fn fork_messages(&self) -> Result<Value, String> {
-        serde_json::to_value(self.state().session.fork_messages()).map_err(|e| e.to_string())
+    pub fn fork_messages(&self) -> Vec<ForkMessage> {
+        self.state().session.fork_messages()
     }
 
     /// Continues in a new session holding the conversation up to (not including) user message
     /// `entry_id`; answers with that message's text for the client's editor.
-    pub fn fork(&self, entry_id: &str) -> Result<Value, String> {
+    pub fn fork(&self, entry_id: &str) -> Result<String, CommandError> {
         let mut state = self.state();
         if state.run.is_some() {
-            return Err(busy("fork"));
+            return Err(CommandError::Busy("fork"));
         }
         let (session, text) = state
             .session
             .fork(entry_id, self.inner.session_files.clone())?;
         self.adopt(&mut state, session);
-        Ok(json!({"text": text, "cancelled": false}))
+        Ok(text)
     }
 
     /// Continues in a new session holding the whole current conversation.
-    pub fn clone_session(&self) -> Result<Value, String> {
+    pub fn clone_session(&self) -> Result<bool, CommandError> {
         let mut state = self.state();
         if state.run.is_some() {
-            return Err(busy("clone the session"));
+            return Err(CommandError::Busy("clone the session"));
         }
         let session = state
             .session
             .clone_session(self.inner.session_files.clone())?;
         self.adopt(&mut state, session);
-        Ok(json!({"cancelled": false}))
+        Ok(false)
     }
 
-    pub fn entries(&self, since: Option<&str>) -> Result<Value, String> {
+    pub fn entries(&self, since: Option<&str>) -> Result<ResponseData, CommandError> {
         let state = self.state();
         let entries = state.session.entries_since(since)?;
-        serde_json::to_value(entries).map_err(|e| e.to_string())
+        encode(&entries)
     }
 
     /// The session tree. It nests once per entry along a branch, so it is encoded on a thread
     /// whose stack grows with the session rather than on the runtime's.
-    pub fn tree(&self) -> Result<Value, String> {
+    pub fn tree(&self) -> Result<ResponseData, CommandError> {
         let state = self.state();
         let depth = state.session.entries().len();
         let tree = state.session.tree();
         std::thread::scope(|scope| {
             std::thread::Builder::new()
                 .stack_size(8 * 1024 * 1024 + depth * 2048)
-                .spawn_scoped(scope, || serde_json::to_value(&tree))
-                .map_err(|e| format!("cannot start the tree encoder: {e}"))?
+                .spawn_scoped(scope, || encode(&tree))
+                .map_err(|e| CommandError::Failed(format!("cannot start the tree encoder: {e}")))?
                 .join()
-                .map_err(|_| "encoding the session tree failed".to_owned())?
-                .map_err(|e| e.to_string())
+                .map_err(|_| CommandError::Failed("encoding the session tree failed".into()))?
         })
     }
 
     /// Writes the conversation as one self-contained HTML file; answers with its path.
-    pub fn export_html(&self, output_path: Option<&str>) -> Result<Value, String> {
-        let (html, default_name) = {
+    /// Rendering and writing run off the runtime thread.
+    pub async fn export_html(&self, output_path: Option<String>) -> Result<String, CommandError> {
+        let (meta, messages, default_name) = {
             let state = self.state();
             let session = &state.session;
             let meta = ExportMeta {
@@ -278,17 +276,28 @@ impl Agent {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| session.id().to_owned());
             (
-                render_html(&meta, &state.messages),
+                meta,
+                state.messages.clone(),
                 format!("nova-session-{stem}.html"),
             )
         };
-        let path = self
-            .inner
-            .cwd
-            .join(output_path.unwrap_or(default_name.as_str()));
-        std::fs::write(&path, html).map_err(|e| format!("Cannot write {}: {e}", path.display()))?;
-        Ok(json!({"path": path.to_string_lossy()}))
+        let path = self.inner.cwd.join(output_path.unwrap_or(default_name));
+        tokio::task::spawn_blocking(move || {
+            std::fs::write(&path, render_html(&meta, &messages)).map_err(|e| {
+                CommandError::Failed(format!("Cannot write {}: {e}", path.display()))
+            })?;
+            Ok(path.to_string_lossy().into_owned())
+        })
+        .await
+        .map_err(|e| CommandError::Failed(format!("the export failed: {e}")))?
     }
+}
+
+/// A session-file view as a pre-encoded payload.
+fn encode(view: &impl Serialize) -> Result<ResponseData, CommandError> {
+    serde_json::value::to_raw_value(view)
+        .map(ResponseData::Encoded)
+        .map_err(|e| CommandError::Failed(format!("encoding the answer failed: {e}")))
 }
 
 /// The thinking level for `model`: the recorded one when there is one (Pi's levels are `off`,

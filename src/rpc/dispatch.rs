@@ -1,14 +1,16 @@
-//! Commands → agent calls → exactly one response each. Everything here is synchronous except
-//! `abort`, whose response waits (in its own task) for the run's final events.
+//! Commands → agent calls → exactly one response each. Commands that wait for the agent
+//! (`abort`, `compact`) answer from their own task, so other commands are served meanwhile;
+//! file work (`switch_session`, `export_html`) runs off the runtime thread but is awaited here,
+//! so the commands after it see its effect. This is the one place where agent errors become
+//! wire text.
 
 use super::images;
 use super::parse::{Parsed, parse_record};
 use super::reader::MAX_RECORD;
 use super::writer::Outbox;
-use crate::agent::{Agent, Prompted};
-use crate::protocol::{Command, Response};
-use serde::Serialize;
-use serde_json::{Value, json};
+use crate::agent::{Agent, CommandError, Prompted};
+use crate::protocol::{Command, Disposition, Response, ResponseData};
+use serde_json::Value;
 
 pub fn oversized_response() -> Response {
     Response::error(
@@ -21,63 +23,73 @@ pub fn oversized_response() -> Response {
     )
 }
 
-pub fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
+type Answer = Result<Option<ResponseData>, CommandError>;
+
+pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
     let (id, name, command) = match parse_record(record) {
         Parsed::Blank => return,
         Parsed::Error(response) => return out.respond(response),
         Parsed::Command { id, name, command } => (id, name, command),
     };
-    let result: Result<Option<Value>, String> = match command {
+    let answer: Answer = match command {
         Command::Prompt {
             message,
             images,
             streaming_behavior,
         } => match images::validate(images)
+            .map_err(CommandError::Invalid)
             .and_then(|images| agent.prompt(message, images, streaming_behavior))
         {
             Ok(Prompted::Started(run)) => {
                 out.respond(Response::ok(
                     id,
                     name,
-                    Some(json!({"disposition": "started"})),
+                    Some(disposition(Disposition::Started)),
                 ));
                 return run.start();
             }
-            Ok(Prompted::Queued) => Ok(Some(json!({"disposition": "queued"}))),
+            Ok(Prompted::Queued) => Ok(Some(disposition(Disposition::Queued))),
             Err(e) => Err(e),
         },
         Command::Steer { message, images } => images::validate(images)
+            .map_err(CommandError::Invalid)
             .map(|images| agent.steer(message, images))
             .map(|()| None),
         Command::FollowUp { message, images } => images::validate(images)
+            .map_err(CommandError::Invalid)
             .map(|images| agent.follow_up(message, images))
             .map(|()| None),
         Command::Abort {} => {
             let finished = agent.abort();
-            let out = out.clone();
-            tokio::spawn(async move {
+            return answer_later(out, id, name, async move {
                 finished.await;
-                out.respond(Response::ok(id, name, None));
+                Ok(None)
             });
-            return;
         }
-        Command::GetState {} => data(agent.wire_state()),
-        Command::GetMessages {} => {
-            return out.respond(Response::messages(id, name, agent.messages()));
-        }
-        Command::GetLastAssistantText {} => {
-            Ok(Some(json!({ "text": agent.last_assistant_text() })))
-        }
-        Command::NewSession { parent_session } => agent.new_session(parent_session).map(Some),
+        Command::GetState {} => Ok(Some(ResponseData::State(Box::new(agent.wire_state())))),
+        Command::GetMessages {} => Ok(Some(ResponseData::Messages {
+            messages: agent.messages(),
+        })),
+        Command::GetLastAssistantText {} => Ok(Some(ResponseData::LastAssistantText {
+            text: agent.last_assistant_text(),
+        })),
+        Command::NewSession { parent_session } => agent.new_session(parent_session).map(cancelled),
         Command::SwitchSession {
             session_id,
             session_path,
-        } => agent.switch_session(session_id, session_path).map(Some),
-        Command::SetModel { provider, model_id } => {
-            agent.set_model(&provider, &model_id).and_then(data)
-        }
-        Command::GetAvailableModels {} => Ok(Some(json!({ "models": agent.available_models() }))),
-        Command::GetCommands {} => Ok(Some(json!({ "commands": [] }))),
+        } => agent
+            .switch_session(session_id, session_path)
+            .await
+            .map(cancelled),
+        Command::SetModel { provider, model_id } => agent
+            .set_model(&provider, &model_id)
+            .map(|m| Some(ResponseData::Model(Box::new(m)))),
+        Command::GetAvailableModels {} => Ok(Some(ResponseData::Models {
+            models: agent.available_models(),
+        })),
+        Command::GetCommands {} => Ok(Some(ResponseData::Commands {
+            commands: Vec::new(),
+        })),
         Command::SetSteeringMode { mode } => {
             agent.set_steering_mode(mode);
             Ok(None)
@@ -86,26 +98,34 @@ pub fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
             agent.set_follow_up_mode(mode);
             Ok(None)
         }
-        Command::GetSessionStats {} => Ok(Some(agent.session_stats())),
+        Command::GetSessionStats {} => Ok(Some(ResponseData::SessionStats(Box::new(
+            agent.session_stats(),
+        )))),
         Command::SetSessionName { name } => agent.set_session_name(&name).map(|()| None),
-        Command::GetForkMessages {} => agent.fork_messages().map(Some),
-        Command::Fork { entry_id } => agent.fork(&entry_id).map(Some),
-        Command::Clone {} => agent.clone_session().map(Some),
+        Command::GetForkMessages {} => Ok(Some(ResponseData::ForkMessages {
+            messages: agent.fork_messages(),
+        })),
+        Command::Fork { entry_id } => agent.fork(&entry_id).map(|text| {
+            Some(ResponseData::Forked {
+                text,
+                cancelled: false,
+            })
+        }),
+        Command::Clone {} => agent.clone_session().map(cancelled),
         Command::GetEntries { since } => agent.entries(since.as_deref()).map(Some),
         Command::GetTree {} => agent.tree().map(Some),
-        Command::ExportHtml { output_path } => agent.export_html(output_path.as_deref()).map(Some),
+        Command::ExportHtml { output_path } => agent
+            .export_html(output_path)
+            .await
+            .map(|path| Some(ResponseData::Exported { path })),
         Command::Compact {
             custom_instructions,
         } => match agent.compact(custom_instructions) {
             Ok(compaction) => {
-                let out = out.clone();
-                tokio::spawn(async move {
-                    out.respond(match compaction.await.and_then(data) {
-                        Ok(result) => Response::ok(id, name, result),
-                        Err(error) => Response::error(id, name, error),
-                    });
+                return answer_later(out, id, name, async move {
+                    let result = compaction.await?;
+                    Ok(Some(ResponseData::Compaction(Box::new(result))))
                 });
-                return;
             }
             Err(e) => Err(e),
         },
@@ -120,14 +140,34 @@ pub fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
             .resolve_permission(request_id, approved)
             .map(|()| None),
     };
-    out.respond(match result {
-        Ok(data) => Response::ok(id, name, data),
-        Err(error) => Response::error(id, name, error),
+    out.respond(response(id, name, answer));
+}
+
+/// Answers from a task of its own once `answer` resolves.
+fn answer_later(
+    out: &Outbox,
+    id: Option<Value>,
+    name: String,
+    answer: impl Future<Output = Answer> + Send + 'static,
+) {
+    let out = out.clone();
+    tokio::spawn(async move {
+        let answer = answer.await;
+        out.respond(response(id, name, answer));
     });
 }
 
-fn data(value: impl Serialize) -> Result<Option<Value>, String> {
-    serde_json::to_value(value)
-        .map(Some)
-        .map_err(|e| format!("internal error encoding the response: {e}"))
+fn response(id: Option<Value>, name: String, answer: Answer) -> Response {
+    match answer {
+        Ok(data) => Response::ok(id, name, data),
+        Err(error) => Response::error(id, name, error.to_string()),
+    }
+}
+
+fn disposition(disposition: Disposition) -> ResponseData {
+    ResponseData::Prompt { disposition }
+}
+
+fn cancelled(cancelled: bool) -> Option<ResponseData> {
+    Some(ResponseData::Cancelled { cancelled })
 }

@@ -34,7 +34,7 @@ pub async fn serve(agent: Agent, out: Outbox) -> std::io::Result<()> {
     loop {
         tokio::select! {
             record = records.recv() => match record {
-                Some(Record::Line(line)) => dispatch::dispatch(&agent, &out, &line),
+                Some(Record::Line(line)) => dispatch::dispatch(&agent, &out, &line).await,
                 Some(Record::Oversized) => out.respond(dispatch::oversized_response()),
                 None => break,
             },

@@ -1,8 +1,9 @@
 //! Turns one record into a [`Command`] or an error [`Response`] that names the problem.
 //! Nothing here panics, whatever the bytes: the fuzz target drives this with arbitrary input.
 
-use crate::protocol::{COMMAND_TYPES, Command, Response};
+use crate::protocol::{Command, Response};
 use serde_json::{Map, Value};
+use strum::VariantNames;
 
 #[derive(Debug)]
 pub enum Parsed {
@@ -57,7 +58,7 @@ pub fn parse_record(line: &[u8]) -> Parsed {
             );
         }
     };
-    if !COMMAND_TYPES.contains(&name.as_str()) {
+    if !Command::VARIANTS.contains(&name.as_str()) {
         return Parsed::Error(Response::error(
             id,
             name.clone(),
@@ -117,7 +118,7 @@ mod tests {
             "message": "m", "provider": "p", "modelId": "m", "mode": "all",
             "requestId": 1, "approved": true, "sessionId": "s", "name": "n", "entryId": "e", "enabled": true
         });
-        for t in COMMAND_TYPES {
+        for t in <Command as strum::VariantNames>::VARIANTS {
             let mut obj = args.clone();
             obj["type"] = json!(t);
             match parse_record(obj.to_string().as_bytes()) {

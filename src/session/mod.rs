@@ -9,12 +9,14 @@
 //! conversation.
 
 mod entry;
+mod error;
 mod load;
 pub mod paths;
 mod tree;
 
 pub use entry::{Body, Entry};
-pub use tree::{Context, EntriesSince, ForkMessage, ForkMessages, Tree, TreeNode};
+pub use error::SessionError;
+pub use tree::{Context, EntriesSince, Tree, TreeNode};
 
 use crate::protocol::{Message, UserContent};
 use entry::{Header, VERSION};
@@ -69,17 +71,23 @@ impl Session {
 
     /// Loads a session file. The leaf is the last entry in file order. Pi's v1 and v2 files are
     /// migrated and rewritten as v3, as Pi does.
-    pub fn open(path: &Path) -> Result<(Session, Vec<String>), String> {
+    pub fn open(path: &Path) -> Result<(Session, Vec<String>), SessionError> {
         let shown = path.display();
-        let file = File::open(path).map_err(|e| format!("Cannot open session {shown}: {e}"))?;
+        let file = File::open(path).map_err(|source| SessionError::Open {
+            path: shown.to_string(),
+            source,
+        })?;
         let mut reader = BufReader::with_capacity(1 << 20, file);
         let mut line = Vec::new();
-        let read_err = |e: std::io::Error| format!("Cannot read session {shown}: {e}");
+        let read_err = |source| SessionError::Read {
+            path: shown.to_string(),
+            source,
+        };
         reader.read_until(b'\n', &mut line).map_err(read_err)?;
         let header = serde_json::from_slice::<Header>(&line)
             .ok()
             .filter(Header::is_valid)
-            .ok_or_else(|| format!("Not a session file (no valid header): {shown}"))?;
+            .ok_or_else(|| SessionError::NotASession(shown.to_string()))?;
         let mut ends_with_newline = line.ends_with(b"\n");
 
         let mut warnings = Vec::new();
@@ -133,7 +141,10 @@ impl Session {
         let file = OpenOptions::new()
             .append(true)
             .open(path)
-            .map_err(|e| format!("Cannot open session {shown} for writing: {e}"))?;
+            .map_err(|source| SessionError::OpenForWriting {
+                path: shown.to_string(),
+                source,
+            })?;
         session.file = Some(file);
         Ok((session, warnings))
     }
@@ -181,7 +192,7 @@ impl Session {
             .filter(|n| !n.is_empty())
     }
 
-    pub fn append_message(&mut self, message: &Arc<Message>) -> Result<String, String> {
+    pub fn append_message(&mut self, message: &Arc<Message>) -> Result<String, SessionError> {
         self.append(Body::Message(Arc::clone(message)))
     }
 
@@ -189,20 +200,20 @@ impl Session {
         &mut self,
         provider: &str,
         model_id: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, SessionError> {
         self.append(Body::ModelChange {
             provider: provider.into(),
             model_id: model_id.into(),
         })
     }
 
-    pub fn append_thinking_level(&mut self, level: &str) -> Result<String, String> {
+    pub fn append_thinking_level(&mut self, level: &str) -> Result<String, SessionError> {
         self.append(Body::ThinkingLevelChange {
             thinking_level: level.into(),
         })
     }
 
-    pub fn append_session_info(&mut self, name: &str) -> Result<String, String> {
+    pub fn append_session_info(&mut self, name: &str) -> Result<String, SessionError> {
         self.append(Body::SessionInfo {
             name: Some(name.trim().into()),
         })
@@ -214,7 +225,7 @@ impl Session {
         first_kept_entry_id: &str,
         tokens_before: u64,
         details: Option<Value>,
-    ) -> Result<String, String> {
+    ) -> Result<String, SessionError> {
         self.append(Body::Compaction {
             summary: summary.into(),
             first_kept_entry_id: first_kept_entry_id.into(),
@@ -227,7 +238,7 @@ impl Session {
     /// Adds `body` as a child of the leaf and moves the leaf to it. The entry is on disk (when
     /// the session has a file) before this returns; if writing fails it is not added at all, so
     /// memory and file never disagree about the tree.
-    fn append(&mut self, body: Body) -> Result<String, String> {
+    fn append(&mut self, body: Body) -> Result<String, SessionError> {
         let entry = Entry {
             id: self.fresh_id(),
             parent_id: self.leaf_id().map(str::to_owned),
@@ -264,7 +275,7 @@ impl Session {
         }
     }
 
-    fn write_last(&mut self) -> Result<(), String> {
+    fn write_last(&mut self) -> Result<(), SessionError> {
         let Some(entry) = self.entries.last() else {
             return Ok(());
         };
@@ -272,7 +283,7 @@ impl Session {
         if self.newline_owed {
             line.push(b'\n');
         }
-        serde_json::to_writer(&mut line, entry).map_err(|e| e.to_string())?;
+        serde_json::to_writer(&mut line, entry)?;
         line.push(b'\n');
         let Some(file) = self.file.as_mut() else {
             return Ok(());
@@ -292,7 +303,7 @@ impl Session {
     }
 
     /// Writes the header and every entry so far once a user message exists (no empty files).
-    fn materialize_if_due(&mut self) -> Result<(), String> {
+    fn materialize_if_due(&mut self) -> Result<(), SessionError> {
         let Some(path) = self.path.clone() else {
             return Ok(());
         };
@@ -323,7 +334,7 @@ impl Session {
         Ok(())
     }
 
-    fn serialize_all(&self) -> Result<Vec<u8>, String> {
+    fn serialize_all(&self) -> Result<Vec<u8>, SessionError> {
         let mut blob = Vec::new();
         push_line(&mut blob, &self.header)?;
         for e in &self.entries {
@@ -333,7 +344,7 @@ impl Session {
     }
 
     /// Replaces the file with the current contents, atomically (migration only).
-    fn rewrite(&mut self) -> Result<(), String> {
+    fn rewrite(&mut self) -> Result<(), SessionError> {
         let Some(path) = self.path.clone() else {
             return Ok(());
         };
@@ -346,14 +357,21 @@ impl Session {
         Ok(())
     }
 
-    fn write_error(&self, e: std::io::Error) -> String {
-        let shown = self.path.as_deref().unwrap_or(Path::new("")).display();
-        format!("Cannot write session {shown}: {e}")
+    fn write_error(&self, source: std::io::Error) -> SessionError {
+        let path = self.path.as_deref().unwrap_or(Path::new(""));
+        SessionError::Write {
+            path: path.display().to_string(),
+            source,
+        }
     }
 
     /// A new session holding the path from the root to `leaf` (inclusive), with
     /// `parentSession` set to this file.
-    fn branch(&self, leaf: Option<usize>, file_dir: Option<PathBuf>) -> Result<Session, String> {
+    fn branch(
+        &self,
+        leaf: Option<usize>,
+        file_dir: Option<PathBuf>,
+    ) -> Result<Session, SessionError> {
         let parent = self.path.as_ref().map(|p| p.to_string_lossy().into_owned());
         let cwd = PathBuf::from(&self.header.cwd);
         let mut s = Session::create(file_dir, &cwd, parent);
@@ -376,15 +394,15 @@ impl Session {
         &self,
         entry_id: &str,
         new_file_dir: Option<PathBuf>,
-    ) -> Result<(Session, String), String> {
+    ) -> Result<(Session, String), SessionError> {
         let Some(&i) = self.index.get(entry_id) else {
-            return Err(format!("Invalid entry ID for forking: {entry_id}"));
+            return Err(SessionError::InvalidForkEntry(entry_id.to_owned()));
         };
         let Body::Message(message) = &self.entries[i].body else {
-            return Err(format!("Invalid entry ID for forking: {entry_id}"));
+            return Err(SessionError::InvalidForkEntry(entry_id.to_owned()));
         };
         let Message::User(user) = &**message else {
-            return Err(format!("Invalid entry ID for forking: {entry_id}"));
+            return Err(SessionError::InvalidForkEntry(entry_id.to_owned()));
         };
         let parent = self.entries[i]
             .parent_id
@@ -395,7 +413,7 @@ impl Session {
     }
 
     /// The current path in a new session.
-    pub fn clone_session(&self, new_file_dir: Option<PathBuf>) -> Result<Session, String> {
+    pub fn clone_session(&self, new_file_dir: Option<PathBuf>) -> Result<Session, SessionError> {
         self.branch(self.leaf, new_file_dir)
     }
 }
@@ -456,8 +474,8 @@ fn iso_to_ms(iso: &str) -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-fn push_line(out: &mut Vec<u8>, value: &impl serde::Serialize) -> Result<(), String> {
-    serde_json::to_writer(&mut *out, value).map_err(|e| e.to_string())?;
+fn push_line(out: &mut Vec<u8>, value: &impl serde::Serialize) -> Result<(), SessionError> {
+    serde_json::to_writer(&mut *out, value)?;
     out.push(b'\n');
     Ok(())
 }

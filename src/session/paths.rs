@@ -2,6 +2,7 @@
 //!
 //! Layout (Pi's): `<agent dir>/sessions/--<cwd slug>--/<timestamp>_<uuid>.jsonl`.
 
+use super::SessionError;
 use super::entry::Header;
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
@@ -39,18 +40,18 @@ pub struct Scope<'a> {
 /// id or unique id prefix. Ids are searched in the session dir when one is given, else in the
 /// cwd's directory and then in every directory under `<agent dir>/sessions`; the first place
 /// with a match decides.
-pub fn resolve(query: &str, scope: Scope<'_>) -> Result<PathBuf, String> {
+pub fn resolve(query: &str, scope: Scope<'_>) -> Result<PathBuf, SessionError> {
     if query.contains('/') || query.ends_with(".jsonl") {
         let path = scope.cwd.join(query);
         return if path.is_file() {
             Ok(path)
         } else {
-            Err(format!("Session file not found: {}", path.display()))
+            Err(SessionError::FileNotFound(path.display().to_string()))
         };
     }
     let wanted = query.trim().to_ascii_lowercase();
     if wanted.is_empty() {
-        return Err("Session id is empty".into());
+        return Err(SessionError::EmptyId);
     }
     for dir in search_dirs(scope) {
         let mut found: Vec<(String, PathBuf)> = session_files(&dir)
@@ -73,14 +74,14 @@ pub fn resolve(query: &str, scope: Scope<'_>) -> Result<PathBuf, String> {
                     .iter()
                     .map(|(id, p)| format!("{id} ({})", p.display()))
                     .collect();
-                return Err(format!(
-                    "Session id prefix '{query}' is ambiguous: {}",
-                    list.join(", ")
-                ));
+                return Err(SessionError::Ambiguous {
+                    query: query.to_owned(),
+                    candidates: list.join(", "),
+                });
             }
         }
     }
-    Err(format!("No session found with id '{query}'"))
+    Err(SessionError::NoSuchId(query.to_owned()))
 }
 
 fn search_dirs(scope: Scope<'_>) -> Vec<PathBuf> {

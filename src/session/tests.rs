@@ -214,7 +214,7 @@ fn torn_and_malformed_lines_are_skipped_with_one_warning() {
 fn a_file_without_a_header_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = fixture(dir.path(), "x.jsonl", "{\"type\":\"message\"}\n");
-    let err = Session::open(&path).unwrap_err();
+    let err = Session::open(&path).unwrap_err().to_string();
     assert!(err.contains(&path.display().to_string()), "{err}");
     let empty = fixture(dir.path(), "e.jsonl", "");
     assert!(Session::open(&empty).is_err());
@@ -367,7 +367,7 @@ fn fork_holds_the_path_before_the_message_and_points_at_its_parent_file() {
     assert_eq!(reloaded.entries(), f.entries());
 
     for bad in ["22222222", "nope"] {
-        let err = s.fork(bad, Some(forks.clone())).unwrap_err();
+        let err = s.fork(bad, Some(forks.clone())).unwrap_err().to_string();
         assert_eq!(err, format!("Invalid entry ID for forking: {bad}"));
     }
     // Forking the first message leaves nothing to write yet.
@@ -420,7 +420,7 @@ fn tree_and_fork_messages_span_every_branch() {
         .collect();
     assert_eq!(kids, ["33333333", "55555555"]);
     assert_eq!(
-        serde_json::to_value(s.fork_messages()).unwrap(),
+        json!({"messages": s.fork_messages()}),
         json!({"messages": [
             {"entryId": "11111111", "text": "Write a poem"},
             {"entryId": "33333333", "text": "Longer"},
@@ -478,7 +478,7 @@ fn entries_since_a_cursor() {
             .is_empty()
     );
     assert_eq!(
-        s.entries_since(Some("deadbeef")).unwrap_err(),
+        s.entries_since(Some("deadbeef")).unwrap_err().to_string(),
         "Entry not found: deadbeef"
     );
 }
@@ -489,7 +489,7 @@ fn a_write_error_is_returned_and_the_entry_is_not_kept() {
     let blocker = fixture(dir.path(), "file", "x");
     let mut s = Session::create(Some(blocker.join("sub")), Path::new("/p"), None);
     s.append_model_change("ollama", "m").unwrap();
-    let err = s.append_message(&user("hi")).unwrap_err();
+    let err = s.append_message(&user("hi")).unwrap_err().to_string();
     assert!(err.starts_with("Cannot write session"), "{err}");
     assert_eq!(s.entries().len(), 1);
     assert_eq!(s.leaf_id(), Some(s.entries()[0].id.as_str()));
@@ -562,7 +562,7 @@ fn ids_and_prefixes_resolve_in_scope_order() {
         resolve("0190aaaa-4444-7000-8000-000000000004", scope).unwrap(),
         d
     );
-    let err = resolve("0190aa", scope).unwrap_err();
+    let err = resolve("0190aa", scope).unwrap_err().to_string();
     assert!(
         err.contains("'0190aa'") && err.contains("ambiguous"),
         "{err}"
@@ -571,11 +571,11 @@ fn ids_and_prefixes_resolve_in_scope_order() {
         err.contains("0190aaaa-1111") && err.contains("0190aaab-2222"),
         "{err}"
     );
-    let err = resolve("ffff", scope).unwrap_err();
+    let err = resolve("ffff", scope).unwrap_err().to_string();
     assert!(err.contains("'ffff'"), "{err}");
 
     assert_eq!(resolve(c.to_str().unwrap(), scope).unwrap(), c);
-    let err = resolve("/nope/x.jsonl", scope).unwrap_err();
+    let err = resolve("/nope/x.jsonl", scope).unwrap_err().to_string();
     assert!(err.contains("/nope/x.jsonl"), "{err}");
 
     let only = Scope {

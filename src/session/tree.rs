@@ -1,8 +1,8 @@
 //! Reading the session tree: the conversation on the current path, and the views Pi's RPC
 //! commands return (`get_entries`, `get_tree`, `get_fork_messages`).
 
-use super::{Body, Entry, Session, iso_to_ms, user_text};
-use crate::protocol::{CompactionSummaryMessage, Message};
+use super::{Body, Entry, Session, SessionError, iso_to_ms, user_text};
+use crate::protocol::{CompactionSummaryMessage, ForkMessage, Message};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -57,19 +57,6 @@ impl Drop for TreeNode<'_> {
             pending.append(&mut node.children);
         }
     }
-}
-
-/// `get_fork_messages` data.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ForkMessages {
-    pub messages: Vec<ForkMessage>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ForkMessage {
-    pub entry_id: String,
-    pub text: String,
 }
 
 impl Session {
@@ -184,12 +171,12 @@ impl Session {
 
     /// The entries after `cursor` in file order (all of them without one). An unknown cursor
     /// is an error naming it.
-    pub fn entries_since(&self, cursor: Option<&str>) -> Result<EntriesSince<'_>, String> {
+    pub fn entries_since(&self, cursor: Option<&str>) -> Result<EntriesSince<'_>, SessionError> {
         let start = match cursor {
             None => 0,
             Some(c) => match self.index.get(c) {
                 Some(&i) => i + 1,
-                None => return Err(format!("Entry not found: {c}")),
+                None => return Err(SessionError::EntryNotFound(c.to_owned())),
             },
         };
         Ok(EntriesSince {
@@ -263,9 +250,8 @@ impl Session {
     }
 
     /// Every user message with text, across all branches, in file order.
-    pub fn fork_messages(&self) -> ForkMessages {
-        let messages = self
-            .entries
+    pub fn fork_messages(&self) -> Vec<ForkMessage> {
+        self.entries
             .iter()
             .filter_map(|e| match &e.body {
                 Body::Message(m) => match &**m {
@@ -278,7 +264,6 @@ impl Session {
                 _ => None,
             })
             .filter(|m| !m.text.is_empty())
-            .collect();
-        ForkMessages { messages }
+            .collect()
     }
 }

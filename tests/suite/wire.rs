@@ -199,7 +199,7 @@ fn responses_decode_with_their_data() {
     let r = p::Response::ok(
         Some(json!("req-1")),
         "get_state",
-        Some(serde_json::to_value(&state).unwrap()),
+        Some(p::ResponseData::State(Box::new(state))),
     );
     let out = decode_line(&serde_json::to_value(&r).unwrap());
     let resp = out.response().unwrap();
@@ -223,14 +223,16 @@ fn responses_decode_with_their_data() {
     let r = p::Response::ok(
         None,
         "set_model",
-        Some(serde_json::to_value(&model).unwrap()),
+        Some(p::ResponseData::Model(Box::new(model))),
     );
     decode_line(&serde_json::to_value(&r).unwrap());
 
     let r = p::Response::ok(
         Some(json!(7)),
         "prompt",
-        Some(json!({"disposition": "started"})),
+        Some(p::ResponseData::Prompt {
+            disposition: p::Disposition::Started,
+        }),
     );
     decode_line(&serde_json::to_value(&r).unwrap());
     let r = p::Response::error(None, "parse", "Failed to parse command: x");

@@ -1,0 +1,34 @@
+//! Why the agent refused or failed a command, as data: front ends map these to their own wire
+//! text (the RPC layer uses `Display`), and code that must branch on the kind can.
+
+use crate::session::SessionError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The command needs the agent idle: `what` completes "Cannot … while the agent is
+    /// streaming".
+    #[error("Cannot {0} while the agent is streaming; abort first.")]
+    Busy(&'static str),
+    #[error(
+        "Agent is already processing. Specify streamingBehavior (\"steer\" or \"followUp\") to \
+         queue the message."
+    )]
+    NeedsStreamingBehavior,
+    #[error("A compaction is in progress; prompt again after its response.")]
+    CompactionInProgress,
+    #[error(
+        "No model selected. Declare one in models.json (or start Ollama with a model pulled) and \
+         pick it with set_model or --model."
+    )]
+    NoModel,
+    #[error("Model not found: {provider}/{id}")]
+    ModelNotFound { provider: String, id: String },
+    /// The command's arguments are wrong in a way serde could not see.
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The work itself failed (a compaction's summary request, writing an export).
+    #[error("{0}")]
+    Failed(String),
+}
