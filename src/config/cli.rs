@@ -48,6 +48,10 @@ pub struct Cli {
     /// view_image,zoom for models that take images).
     #[arg(long, value_delimiter = ',', value_name = "A,B,…")]
     pub tools: Option<Vec<String>>,
+    /// Take this project's .nova/settings.json as it is, even where it loosens the permission
+    /// gate (otherwise it may only tighten it).
+    #[arg(long)]
+    pub trust_project: bool,
     /// Disable every tool.
     #[arg(long, conflicts_with = "tools")]
     pub no_tools: bool,

@@ -4,13 +4,12 @@ pub mod cli;
 pub mod models;
 pub mod settings;
 
-use crate::agent::compaction::CompactionSettings;
 use crate::protocol::Model;
-use crate::tools::permission::{Mode as PermissionMode, Rules as PermissionRules};
+use crate::tools::permission::{Mode as GateMode, Rules as PermissionRules};
 use crate::tools::{Tool, default_tools};
 pub use cli::{Cli, Mode};
 pub use models::{ProviderConfig, Registry};
-pub use settings::Settings;
+pub use settings::{BashPermissions, CompactionSettings, PermissionMode, Settings};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -63,8 +62,12 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
     let mut warnings = Vec::new();
     let settings = settings::load(
-        &agent_dir.join("settings.json"),
-        &cwd.join(".nova").join("settings.json"),
+        &settings::Sources {
+            user: &agent_dir.join("settings.json"),
+            project: &cwd.join(".nova").join("settings.json"),
+            cwd: &cwd,
+            trust_flag: cli.trust_project,
+        },
         &mut warnings,
     );
     let registry = match Registry::from_file(&agent_dir.join("models.json")) {
@@ -78,11 +81,7 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
     let model = startup_model(&cli, &settings, &registry)?;
     let tools = active_tools(&cli)?;
     let permissions = permission_rules(&settings, &mut warnings);
-    let compaction = CompactionSettings::from_settings(settings.compaction.as_ref())
-        .unwrap_or_else(|e| {
-            warnings.push(format!("{e}; using the default compaction settings"));
-            CompactionSettings::default()
-        });
+    let compaction = settings.compaction;
     Ok(Config {
         system_prompt: cli.system_prompt.as_deref().map(text_or_file).transpose()?,
         append_system_prompt: cli
@@ -161,15 +160,27 @@ fn startup_model(
 /// Invalid rules fail closed: every bash command asks until the settings are fixed, so a typo
 /// in a `deny` list never silently lets a command through.
 fn permission_rules(settings: &Settings, warnings: &mut Vec<String>) -> PermissionRules {
-    PermissionRules::from_settings(settings.bash_permissions.as_ref()).unwrap_or_else(|e| {
-        warnings.push(format!(
-            "settings: {e}; asking before every bash command until this is fixed"
-        ));
-        PermissionRules {
-            mode: PermissionMode::Always,
-            ..PermissionRules::default()
+    match &settings.bash_permissions {
+        Ok(p) => PermissionRules {
+            mode: match p.mode {
+                None | Some(settings::PermissionMode::Flagged) => GateMode::Flagged,
+                Some(settings::PermissionMode::Always) => GateMode::Always,
+                Some(settings::PermissionMode::Never) => GateMode::Never,
+            },
+            ask: p.ask.clone(),
+            allow: p.allow.clone(),
+            deny: p.deny.clone(),
+        },
+        Err(e) => {
+            warnings.push(format!(
+                "settings: {e}; asking before every bash command until this is fixed"
+            ));
+            PermissionRules {
+                mode: GateMode::Always,
+                ..PermissionRules::default()
+            }
         }
-    })
+    }
 }
 
 /// Which tools are active: the default set follows the model (image tools only for models that

@@ -1,9 +1,20 @@
-//! `settings.json`: the agent dir's, with the project's `.nova/settings.json` merged over it one
-//! level deep (as Pi merges `.pi/settings.json`).
+//! `settings.json`: the agent dir's (the user's), with the project's `.nova/settings.json`
+//! merged over it one level deep (as Pi merges `.pi/settings.json`), decoded with serde into
+//! typed [`Settings`].
+//!
+//! Each key decodes on its own ([`Lenient`]): a bad value is reported naming its key and falls
+//! back to the default while every other key still applies; unknown keys are ignored.
+//!
+//! Safety settings (`permissions`) come from the project file only to tighten what the user
+//! set, unless the user trusts the project (`--trust-project`, or the cwd listed in the user's
+//! `trustedProjects`): a cloned repository, or a model that wrote into it, must not be able to
+//! switch the gate off. `trustedProjects` itself is read from the user's file only.
 
 use crate::protocol::QueueMode;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -14,10 +25,12 @@ pub struct Settings {
     pub follow_up_mode: QueueMode,
     /// How long a provider may send nothing before the turn fails.
     pub stream_idle_timeout: Duration,
-    /// `permissions.bash`, validated by the permission gate.
-    pub bash_permissions: Option<Value>,
-    /// `compaction`, validated by the compaction settings.
-    pub compaction: Option<Value>,
+    pub compaction: CompactionSettings,
+    /// `permissions.bash`, after the project rule above. `Err` when a settings file could not be
+    /// read as JSON or the rules are invalid: the gate then asks before every command.
+    pub bash_permissions: Result<BashPermissions, String>,
+    /// Whether the project's safety settings were taken as they are.
+    pub project_trusted: bool,
 }
 
 impl Default for Settings {
@@ -28,46 +41,298 @@ impl Default for Settings {
             steering_mode: QueueMode::OneAtATime,
             follow_up_mode: QueueMode::OneAtATime,
             stream_idle_timeout: Duration::from_secs(120),
-            bash_permissions: None,
-            compaction: None,
+            compaction: CompactionSettings::default(),
+            bash_permissions: Ok(BashPermissions::default()),
+            project_trusted: false,
         }
     }
+}
+
+/// The `compaction` object, with Pi's defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactionSettings {
+    pub enabled: bool,
+    /// Room left free for the next reply (and for the summary itself).
+    pub reserve_tokens: u64,
+    /// Roughly how much of the newest conversation survives a compaction verbatim.
+    pub keep_recent_tokens: u64,
+}
+
+impl Default for CompactionSettings {
+    fn default() -> Self {
+        CompactionSettings {
+            enabled: true,
+            reserve_tokens: 16_384,
+            keep_recent_tokens: 20_000,
+        }
+    }
+}
+
+/// `permissions.bash`: when the gate asks, and the user's patterns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BashPermissions {
+    pub mode: Option<PermissionMode>,
+    pub ask: Vec<String>,
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+/// Ordered from the loosest to the strictest, so "tighten" is "raise".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PermissionMode {
+    Never,
+    Flagged,
+    Always,
+}
+
+/// One key's value: absent, decoded, or the reason it could not be.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lenient<T>(Option<Result<T, String>>);
+
+impl<T> Default for Lenient<T> {
+    fn default() -> Self {
+        Lenient(None)
+    }
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        if value.is_null() {
+            return Ok(Lenient(None));
+        }
+        Ok(Lenient(Some(
+            serde_json::from_value(value).map_err(|e| e.to_string()),
+        )))
+    }
+}
+
+impl<T> Lenient<T> {
+    /// The value, or `None` after recording why `key` was ignored.
+    fn take(self, key: &str, warnings: &mut Vec<String>) -> Option<T> {
+        match self.0? {
+            Ok(v) => Some(v),
+            Err(e) => {
+                warnings.push(format!("settings: \"{key}\": {e}; ignored"));
+                None
+            }
+        }
+    }
+}
+
+/// The keys nova reads, as they appear in the merged file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct File {
+    default_provider: Lenient<String>,
+    default_model: Lenient<String>,
+    steering_mode: Lenient<QueueMode>,
+    follow_up_mode: Lenient<QueueMode>,
+    stream_idle_timeout_seconds: Lenient<f64>,
+    compaction: Lenient<Map<String, Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct CompactionFile {
+    enabled: Lenient<bool>,
+    reserve_tokens: Lenient<u64>,
+    keep_recent_tokens: Lenient<u64>,
+}
+
+impl CompactionSettings {
+    /// The defaults with every valid key of the `compaction` object applied.
+    fn from_map(map: Map<String, Value>, warnings: &mut Vec<String>) -> Self {
+        let file: CompactionFile = serde_json::from_value(Value::Object(map)).unwrap_or_default();
+        let mut s = CompactionSettings::default();
+        if let Some(v) = file.enabled.take("compaction.enabled", warnings) {
+            s.enabled = v;
+        }
+        if let Some(v) = file
+            .reserve_tokens
+            .take("compaction.reserveTokens", warnings)
+        {
+            s.reserve_tokens = v;
+        }
+        if let Some(v) = file
+            .keep_recent_tokens
+            .take("compaction.keepRecentTokens", warnings)
+        {
+            s.keep_recent_tokens = v;
+        }
+        s
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Permissions {
+    bash: Option<BashPermissions>,
+}
+
+/// Where settings come from.
+pub struct Sources<'a> {
+    pub user: &'a Path,
+    pub project: &'a Path,
+    pub cwd: &'a Path,
+    /// `--trust-project`.
+    pub trust_flag: bool,
 }
 
 /// Reads and merges both files. Problems are collected as warnings; a bad value falls back to
 /// its default rather than stopping nova.
-pub fn load(global: &Path, project: &Path, warnings: &mut Vec<String>) -> Settings {
-    let mut merged = Map::new();
-    for path in [global, project] {
-        if let Some(object) = read_object(path, warnings) {
-            merge_one_level(&mut merged, object);
-        }
-    }
-    from_map(&merged, warnings)
-}
-
-fn read_object(path: &Path, warnings: &mut Vec<String>) -> Option<Map<String, Value>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
+    let mut unreadable = None;
+    let mut read = |path: &Path, warnings: &mut Vec<String>| match read_object(path) {
+        Ok(map) => map,
         Err(e) => {
-            warnings.push(format!("cannot read {}: {e}", path.display()));
-            return None;
+            warnings.push(e.clone());
+            unreadable = Some(e);
+            None
         }
     };
-    match serde_json::from_str(&text) {
-        Ok(Value::Object(o)) => Some(o),
-        Ok(_) => {
+    let mut user = read(sources.user, warnings).unwrap_or_default();
+    let mut project = read(sources.project, warnings).unwrap_or_default();
+
+    let trusted_list = user.remove("trustedProjects");
+    project.remove("trustedProjects");
+    let project_trusted = sources.trust_flag || is_trusted(trusted_list, sources.cwd, warnings);
+    let user_permissions = user.remove("permissions");
+    let project_permissions = project.remove("permissions");
+
+    let mut merged = user;
+    merge_one_level(&mut merged, project);
+    let file: File = serde_json::from_value(Value::Object(merged)).unwrap_or_default();
+    let mut s = Settings {
+        project_trusted,
+        ..Settings::default()
+    };
+    s.default_provider = file.default_provider.take("defaultProvider", warnings);
+    s.default_model = file.default_model.take("defaultModel", warnings);
+    if let Some(mode) = file.steering_mode.take("steeringMode", warnings) {
+        s.steering_mode = mode;
+    }
+    if let Some(mode) = file.follow_up_mode.take("followUpMode", warnings) {
+        s.follow_up_mode = mode;
+    }
+    match file
+        .stream_idle_timeout_seconds
+        .take("streamIdleTimeoutSeconds", warnings)
+    {
+        Some(secs) if secs > 0.0 && secs.is_finite() => {
+            s.stream_idle_timeout = Duration::from_secs_f64(secs)
+        }
+        Some(_) => warnings.push(
+            "settings: \"streamIdleTimeoutSeconds\" must be a positive number; ignored".into(),
+        ),
+        None => {}
+    }
+    if let Some(compaction) = file.compaction.take("compaction", warnings) {
+        s.compaction = CompactionSettings::from_map(compaction, warnings);
+    }
+    s.bash_permissions = match unreadable {
+        Some(e) => Err(e),
+        None => bash_permissions(
+            user_permissions,
+            project_permissions,
+            project_trusted,
+            warnings,
+        ),
+    };
+    s
+}
+
+/// The user's `permissions.bash` with the project's merged in: as it is when trusted, else
+/// only what tightens it.
+fn bash_permissions(
+    user: Option<Value>,
+    project: Option<Value>,
+    trusted: bool,
+    warnings: &mut Vec<String>,
+) -> Result<BashPermissions, String> {
+    let decode = |value: Option<Value>, file: &str| -> Result<BashPermissions, String> {
+        let Some(value) = value else {
+            return Ok(BashPermissions::default());
+        };
+        serde_json::from_value::<Permissions>(value)
+            .map(|p| p.bash.unwrap_or_default())
+            .map_err(|e| format!("{file} permissions.bash: {e}"))
+    };
+    let mut rules = decode(user, "user settings")?;
+    let project = decode(project, "project settings")?;
+    if !trusted {
+        let mut ignored = Vec::new();
+        if !project.allow.is_empty() {
+            ignored.push("its \"allow\" rules");
+        }
+        if project
+            .mode
+            .is_some_and(|m| m < rules.mode.unwrap_or(PermissionMode::Flagged))
+        {
+            ignored.push("a looser \"mode\"");
+        }
+        if !ignored.is_empty() {
             warnings.push(format!(
-                "{}: settings must be a JSON object",
-                path.display()
+                "the project's .nova/settings.json may only tighten permissions; ignoring {} \
+                 (trust the project with --trust-project or the trustedProjects setting)",
+                ignored.join(" and ")
             ));
-            None
         }
+        let strictest = rules.mode.max(project.mode);
+        rules.mode = strictest;
+        rules.ask.extend(project.ask);
+        rules.deny.extend(project.deny);
+        return Ok(rules);
+    }
+    if project.mode.is_some() {
+        rules.mode = project.mode;
+    }
+    rules.ask.extend(project.ask);
+    rules.allow.extend(project.allow);
+    rules.deny.extend(project.deny);
+    Ok(rules)
+}
+
+/// Whether the user's `trustedProjects` lists `cwd` (compared after resolving symlinks).
+fn is_trusted(list: Option<Value>, cwd: &Path, warnings: &mut Vec<String>) -> bool {
+    let Some(list) = list else {
+        return false;
+    };
+    let paths: Vec<PathBuf> = match serde_json::from_value(list) {
+        Ok(p) => p,
         Err(e) => {
-            warnings.push(format!("{}: invalid JSON: {e}", path.display()));
-            None
+            warnings.push(format!("settings: \"trustedProjects\": {e}; ignored"));
+            return false;
         }
+    };
+    let here = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+    paths
+        .iter()
+        .any(|p| p.canonicalize().unwrap_or_else(|_| p.clone()) == here)
+}
+
+/// `Ok(None)` when the file does not exist. An invalid file is an error naming the file, line
+/// and column.
+fn read_object(path: &Path) -> Result<Option<Map<String, Value>>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    match serde_json::from_str(&text) {
+        Ok(Value::Object(o)) => Ok(Some(o)),
+        Ok(_) => Err(format!(
+            "{}: settings must be a JSON object",
+            path.display()
+        )),
+        Err(e) => Err(format!(
+            "{}:{}:{}: invalid JSON: {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        )),
     }
 }
 
@@ -82,98 +347,6 @@ fn merge_one_level(base: &mut Map<String, Value>, over: Map<String, Value>) {
     }
 }
 
-fn from_map(map: &Map<String, Value>, warnings: &mut Vec<String>) -> Settings {
-    let mut s = Settings::default();
-    let mut string = |key: &str| match map.get(key) {
-        None | Some(Value::Null) => None,
-        Some(Value::String(v)) => Some(v.clone()),
-        Some(_) => {
-            warnings.push(format!("settings: \"{key}\" must be a string; ignored"));
-            None
-        }
-    };
-    s.default_provider = string("defaultProvider");
-    s.default_model = string("defaultModel");
-    let steering = string("steeringMode");
-    let follow_up = string("followUpMode");
-    for (key, value, slot) in [
-        ("steeringMode", steering, &mut s.steering_mode),
-        ("followUpMode", follow_up, &mut s.follow_up_mode),
-    ] {
-        match value.as_deref() {
-            None => {}
-            Some("all") => *slot = QueueMode::All,
-            Some("one-at-a-time") => *slot = QueueMode::OneAtATime,
-            Some(other) => warnings.push(format!(
-                "settings: \"{key}\" must be \"all\" or \"one-at-a-time\", not \"{other}\"; ignored"
-            )),
-        }
-    }
-    s.bash_permissions = map.get("permissions").and_then(|p| p.get("bash")).cloned();
-    s.compaction = map.get("compaction").cloned();
-    match map.get("streamIdleTimeoutSeconds") {
-        None => {}
-        Some(v) => match v.as_f64().filter(|n| *n > 0.0 && n.is_finite()) {
-            Some(secs) => s.stream_idle_timeout = Duration::from_secs_f64(secs),
-            None => warnings.push(
-                "settings: \"streamIdleTimeoutSeconds\" must be a positive number; ignored".into(),
-            ),
-        },
-    }
-    s
-}
-
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn project_settings_merge_over_global_one_level_deep() {
-        let dir = tempfile::tempdir().unwrap();
-        let global = dir.path().join("g.json");
-        let project = dir.path().join("p.json");
-        std::fs::write(
-            &global,
-            r#"{"defaultProvider":"a","defaultModel":"m","steeringMode":"all","compaction":{"enabled":true,"reserveTokens":1}}"#,
-        )
-        .unwrap();
-        std::fs::write(
-            &project,
-            r#"{"defaultModel":"n","compaction":{"enabled":false},"streamIdleTimeoutSeconds":2}"#,
-        )
-        .unwrap();
-        let mut merged = Map::new();
-        let mut warnings = vec![];
-        for p in [&global, &project] {
-            merge_one_level(&mut merged, read_object(p, &mut warnings).unwrap());
-        }
-        assert_eq!(
-            merged["compaction"],
-            serde_json::json!({"enabled":false,"reserveTokens":1})
-        );
-        let s = load(&global, &project, &mut warnings);
-        assert!(warnings.is_empty(), "{warnings:?}");
-        assert_eq!(s.default_provider.as_deref(), Some("a"));
-        assert_eq!(s.default_model.as_deref(), Some("n"));
-        assert_eq!(s.steering_mode, QueueMode::All);
-        assert_eq!(s.follow_up_mode, QueueMode::OneAtATime);
-        assert_eq!(s.stream_idle_timeout, Duration::from_secs(2));
-    }
-
-    #[test]
-    fn bad_values_warn_and_fall_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let global = dir.path().join("g.json");
-        std::fs::write(&global, r#"{"steeringMode":"sometimes","defaultModel":3}"#).unwrap();
-        let mut warnings = vec![];
-        let s = load(&global, &dir.path().join("missing.json"), &mut warnings);
-        assert_eq!(s, Settings::default());
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
-
-        std::fs::write(&global, "{oops").unwrap();
-        let mut warnings = vec![];
-        load(&global, &dir.path().join("missing.json"), &mut warnings);
-        assert!(warnings[0].contains("invalid JSON"), "{warnings:?}");
-    }
-}
+#[path = "settings_tests.rs"]
+mod tests;

@@ -20,66 +20,13 @@ pub use summary::{
     SUMMARY_SYSTEM_PROMPT, SummaryError, summarize, summary_prompt, turn_prefix_prompt,
 };
 
+pub use crate::config::CompactionSettings;
 use crate::protocol::{ContentBlock, Message, Usage, UserContent};
 use serde_json::Value;
 use std::ops::Range;
 
 /// An image costs about as much context as this much text (1,200 tokens), whatever its size.
 const IMAGE_CHARS: usize = 4800;
-
-/// The `compaction` object of `settings.json`, with Pi's defaults.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CompactionSettings {
-    pub enabled: bool,
-    /// Room left free for the next reply (and for the summary itself).
-    pub reserve_tokens: u64,
-    /// Roughly how much of the newest conversation survives a compaction verbatim.
-    pub keep_recent_tokens: u64,
-}
-
-impl Default for CompactionSettings {
-    fn default() -> Self {
-        CompactionSettings {
-            enabled: true,
-            reserve_tokens: 16_384,
-            keep_recent_tokens: 20_000,
-        }
-    }
-}
-
-impl CompactionSettings {
-    /// Reads the `compaction` settings object (absent or null: the defaults; unknown keys are
-    /// ignored). A bad value is an error naming its key, so the caller can warn and fall back.
-    pub fn from_settings(compaction: Option<&Value>) -> Result<Self, String> {
-        let mut settings = CompactionSettings::default();
-        let map = match compaction {
-            None | Some(Value::Null) => return Ok(settings),
-            Some(Value::Object(map)) => map,
-            Some(_) => return Err("settings: \"compaction\" must be an object".into()),
-        };
-        match map.get("enabled") {
-            None | Some(Value::Null) => {}
-            Some(Value::Bool(b)) => settings.enabled = *b,
-            Some(_) => {
-                return Err("settings: \"compaction.enabled\" must be true or false".into());
-            }
-        }
-        for (key, slot) in [
-            ("reserveTokens", &mut settings.reserve_tokens),
-            ("keepRecentTokens", &mut settings.keep_recent_tokens),
-        ] {
-            match map.get(key) {
-                None | Some(Value::Null) => {}
-                Some(v) => {
-                    *slot = v.as_u64().ok_or_else(|| {
-                        format!("settings: \"compaction.{key}\" must be a non-negative integer")
-                    })?;
-                }
-            }
-        }
-        Ok(settings)
-    }
-}
 
 /// Estimated context tokens of one message: `ceil(chars / 4)` over its text, thinking, tool
 /// calls (name plus JSON arguments) and results, 1,200 tokens per image.
@@ -335,31 +282,6 @@ pub(crate) mod tests {
             .enumerate()
             .map(|(i, m)| (format!("e{i}"), m))
             .collect()
-    }
-
-    #[test]
-    fn settings() {
-        assert_eq!(
-            CompactionSettings::from_settings(None),
-            Ok(CompactionSettings {
-                enabled: true,
-                reserve_tokens: 16384,
-                keep_recent_tokens: 20000
-            })
-        );
-        let s = CompactionSettings::from_settings(Some(
-            &json!({"enabled": false, "reserveTokens": 1000, "other": "ignored"}),
-        ))
-        .unwrap();
-        assert_eq!(
-            (s.enabled, s.reserve_tokens, s.keep_recent_tokens),
-            (false, 1000, 20000)
-        );
-        let err = |v: Value| CompactionSettings::from_settings(Some(&v)).unwrap_err();
-        assert!(err(json!({"keepRecentTokens": -5})).contains("\"compaction.keepRecentTokens\""));
-        assert!(err(json!({"reserveTokens": "big"})).contains("\"compaction.reserveTokens\""));
-        assert!(err(json!({"enabled": "yes"})).contains("\"compaction.enabled\""));
-        assert!(err(json!(true)).contains("\"compaction\""));
     }
 
     #[test]

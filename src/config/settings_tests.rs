@@ -1,0 +1,189 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use serde_json::json;
+
+struct Files {
+    dir: tempfile::TempDir,
+}
+
+impl Files {
+    fn new(user: Option<&str>, project: Option<&str>) -> Files {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("cwd/.nova")).unwrap();
+        if let Some(text) = user {
+            std::fs::write(dir.path().join("user.json"), text).unwrap();
+        }
+        if let Some(text) = project {
+            std::fs::write(dir.path().join("cwd/.nova/settings.json"), text).unwrap();
+        }
+        Files { dir }
+    }
+
+    fn load(&self, trust_flag: bool) -> (Settings, Vec<String>) {
+        let user = self.dir.path().join("user.json");
+        let project = self.dir.path().join("cwd/.nova/settings.json");
+        let cwd = self.dir.path().join("cwd");
+        let mut warnings = Vec::new();
+        let sources = Sources {
+            user: &user,
+            project: &project,
+            cwd: &cwd,
+            trust_flag,
+        };
+        (load(&sources, &mut warnings), warnings)
+    }
+}
+
+#[test]
+fn project_settings_merge_over_global_one_level_deep() {
+    let files = Files::new(
+        Some(
+            r#"{"defaultProvider":"a","defaultModel":"m","steeringMode":"all","compaction":{"enabled":true,"reserveTokens":1}}"#,
+        ),
+        Some(r#"{"defaultModel":"n","compaction":{"enabled":false},"streamIdleTimeoutSeconds":2}"#),
+    );
+    let (s, warnings) = files.load(false);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(s.default_provider.as_deref(), Some("a"));
+    assert_eq!(s.default_model.as_deref(), Some("n"));
+    assert_eq!(s.steering_mode, QueueMode::All);
+    assert_eq!(s.follow_up_mode, QueueMode::OneAtATime);
+    assert_eq!(s.stream_idle_timeout, Duration::from_secs(2));
+    assert_eq!(
+        s.compaction,
+        CompactionSettings {
+            enabled: false,
+            reserve_tokens: 1,
+            keep_recent_tokens: 20_000
+        }
+    );
+}
+
+#[test]
+fn bad_values_warn_and_fall_back_one_key_at_a_time() {
+    let files = Files::new(
+        Some(r#"{"steeringMode":"sometimes","defaultModel":3,"followUpMode":"all","unknown":1}"#),
+        None,
+    );
+    let (s, warnings) = files.load(false);
+    assert_eq!(s.follow_up_mode, QueueMode::All);
+    assert_eq!(s.steering_mode, QueueMode::OneAtATime);
+    assert_eq!(s.default_model, None);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].contains("\"defaultModel\""), "{warnings:?}");
+    assert!(warnings[1].contains("\"steeringMode\""), "{warnings:?}");
+}
+
+#[test]
+fn compaction_keys_decode_one_by_one() {
+    let files = Files::new(
+        Some(r#"{"compaction":{"enabled":false,"reserveTokens":1000,"other":"ignored"}}"#),
+        None,
+    );
+    let (s, warnings) = files.load(false);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(
+        (
+            s.compaction.enabled,
+            s.compaction.reserve_tokens,
+            s.compaction.keep_recent_tokens
+        ),
+        (false, 1000, 20000)
+    );
+    for (value, key) in [
+        (
+            json!({"keepRecentTokens": -5}),
+            "\"compaction.keepRecentTokens\"",
+        ),
+        (
+            json!({"reserveTokens": "big"}),
+            "\"compaction.reserveTokens\"",
+        ),
+        (json!({"enabled": "yes"}), "\"compaction.enabled\""),
+        (json!(true), "\"compaction\""),
+    ] {
+        let files = Files::new(Some(&json!({"compaction": value}).to_string()), None);
+        let (s, warnings) = files.load(false);
+        assert_eq!(s.compaction, CompactionSettings::default());
+        assert!(warnings[0].contains(key), "{warnings:?}");
+    }
+}
+
+#[test]
+fn invalid_json_names_the_place_and_fails_closed() {
+    let files = Files::new(Some(r#"{"defaultModel":"m"}"#), Some("{\n  \"a\": oops\n}"));
+    let (s, warnings) = files.load(false);
+    assert!(warnings[0].contains("settings.json:2:"), "{warnings:?}");
+    assert!(warnings[0].contains("invalid JSON"), "{warnings:?}");
+    assert_eq!(s.default_model.as_deref(), Some("m"));
+    assert!(s.bash_permissions.is_err());
+}
+
+#[test]
+fn an_untrusted_project_may_only_tighten_permissions() {
+    let user = r#"{"permissions":{"bash":{"mode":"flagged","allow":["make*"],"deny":["curl*"]}}}"#;
+    let project = r#"{"permissions":{"bash":{"mode":"never","allow":["rm*"],"deny":["wget*"],"ask":["git*"]}},"trustedProjects":["."]}"#;
+    let files = Files::new(Some(user), Some(project));
+    let (s, warnings) = files.load(false);
+    assert!(!s.project_trusted);
+    let rules = s.bash_permissions.unwrap();
+    assert_eq!(rules.mode, Some(PermissionMode::Flagged));
+    assert_eq!(rules.allow, ["make*"]);
+    assert_eq!(rules.deny, ["curl*", "wget*"]);
+    assert_eq!(rules.ask, ["git*"]);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("\"allow\""), "{warnings:?}");
+    assert!(warnings[0].contains("\"mode\""), "{warnings:?}");
+
+    // A stricter mode from the project is taken.
+    let files = Files::new(
+        Some(user),
+        Some(r#"{"permissions":{"bash":{"mode":"always"}}}"#),
+    );
+    let (s, warnings) = files.load(false);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(
+        s.bash_permissions.unwrap().mode,
+        Some(PermissionMode::Always)
+    );
+}
+
+#[test]
+fn a_trusted_project_loosens_too() {
+    let user = r#"{"permissions":{"bash":{"allow":["make*"]}}}"#;
+    let project = r#"{"permissions":{"bash":{"mode":"never","allow":["rm*"]}}}"#;
+    let files = Files::new(Some(user), Some(project));
+    let (s, warnings) = files.load(true);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(s.project_trusted);
+    let rules = s.bash_permissions.unwrap();
+    assert_eq!(rules.mode, Some(PermissionMode::Never));
+    assert_eq!(rules.allow, ["make*", "rm*"]);
+
+    // The user's trustedProjects list does it as well; the project's own list does not count.
+    let cwd = files.dir.path().join("cwd");
+    let user = json!({"trustedProjects": [cwd], "permissions": {"bash": {}}}).to_string();
+    let files2 = Files::new(Some(&user), Some(project));
+    std::fs::remove_dir_all(&cwd).unwrap();
+    std::fs::rename(files2.dir.path().join("cwd"), &cwd).unwrap();
+    let sources = Sources {
+        user: &files2.dir.path().join("user.json"),
+        project: &cwd.join(".nova/settings.json"),
+        cwd: &cwd,
+        trust_flag: false,
+    };
+    let s = load(&sources, &mut Vec::new());
+    assert!(s.project_trusted);
+}
+
+#[test]
+fn bad_permission_rules_are_an_error_naming_the_file() {
+    let files = Files::new(
+        None,
+        Some(r#"{"permissions":{"bash":{"mode":"sometimes"}}}"#),
+    );
+    let (s, _) = files.load(false);
+    let err = s.bash_permissions.unwrap_err();
+    assert!(err.contains("project settings permissions.bash"), "{err}");
+}
