@@ -87,9 +87,9 @@ fn bash_truncates_the_tail_and_saves_the_full_output() {
     let lines = ran.outcome("lines");
     let (shown, path) = shown_and_full_output(
         lines.ok(),
-        "[Showing lines 28002-30001 of 30001. Full output: ",
+        "[Showing lines 28001-30000 of 30000. Full output: ",
     );
-    let expected: String = (28002..=30000).map(|i| format!("{i}\n")).collect();
+    let expected: String = (28001..=30000).map(|i| format!("{i}\n")).collect();
     assert_eq!(shown, expected);
     assert!(Path::new(path).starts_with(tmp.path()), "{path}");
     let full: String = (1..=30000).map(|i| format!("{i}\n")).collect();
@@ -104,7 +104,7 @@ fn bash_truncates_the_tail_and_saves_the_full_output() {
     let first: usize = text.lines().next().unwrap().parse().unwrap();
     let (shown, path) = shown_and_full_output(
         text,
-        &format!("[Showing lines {first}-1001 of 1001 (50.0KB limit). Full output: "),
+        &format!("[Showing lines {first}-1000 of 1000 (50.0KB limit). Full output: "),
     );
     let expected: String = (first..=1000).map(|i| format!("{i:099}\n")).collect();
     assert_eq!(shown, expected);
@@ -116,4 +116,55 @@ fn bash_truncates_the_tail_and_saves_the_full_output() {
     let full: String = (1..=1000).map(|i| format!("{i:099}\n")).collect();
     assert_eq!(std::fs::read_to_string(path).unwrap(), full);
     assert_eq!(bytes.details()["truncation"]["truncatedBy"], "bytes");
+}
+
+#[test]
+fn bash_counts_lines_as_a_person_would() {
+    let mock = MockLlm::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let builder =
+        nova_on(&mock, Api::Ollama, "text-model").env("TMPDIR", tmp.path().display().to_string());
+    let ran = run_calls(
+        mock,
+        builder,
+        Api::Ollama,
+        vec![
+            ("limit", "bash", json!({"command": "seq 1 2000"})),
+            ("over", "bash", json!({"command": "seq 1 2001"})),
+            (
+                "open",
+                "bash",
+                json!({"command": "seq 1 2001 | head -c -1"}),
+            ),
+            (
+                "long",
+                "bash",
+                json!({"command": "head -c 60000 /dev/zero | tr '\\0' x; echo"}),
+            ),
+        ],
+    );
+
+    // A trailing newline ends the last line: 2000 lines fit the 2000-line limit.
+    let limit = ran.outcome("limit");
+    let expected: String = (1..=2000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(limit.ok(), expected);
+    assert!(limit.details().is_null(), "{}", limit.details());
+
+    // Whether or not the last line has its newline, 2001 lines are 2001, and the last 2000 shown.
+    for id in ["over", "open"] {
+        let over = ran.outcome(id);
+        let (shown, _) =
+            shown_and_full_output(over.ok(), "[Showing lines 2-2001 of 2001. Full output: ");
+        assert!(shown.starts_with("2\n3\n"), "{id}: {shown:.20}");
+        assert_eq!(over.details()["truncation"]["totalLines"], 2001, "{id}");
+        assert_eq!(over.details()["truncation"]["outputLines"], 2000, "{id}");
+    }
+
+    // The length of a cut last line leaves out its newline.
+    let long = ran.outcome("long");
+    let (shown, _) = shown_and_full_output(
+        long.ok(),
+        "[Showing last 50.0KB of line 1 (line is 58.6KB). Full output: ",
+    );
+    assert_eq!(shown, format!("{}\n", "x".repeat(50 * 1024 - 1)));
 }
