@@ -7,7 +7,7 @@
 //! - peak RSS while skipping a 64 MiB record
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../tests/support/mock_llm.rs"]
+#[path = "../tests/support/mock_llm/mod.rs"]
 #[allow(dead_code)]
 mod mock_llm;
 

@@ -460,9 +460,9 @@ mod tests {
         let details = out.details.unwrap();
         let path = details["fullOutputPath"].as_str().unwrap().to_owned();
         assert!(path.contains("nova-bash-"));
-        assert!(text.starts_with("1002\n1003\n"), "{}", &text[..20]);
+        assert!(text.starts_with("1001\n1002\n"), "{}", &text[..20]);
         assert!(text.ends_with(&format!(
-            "3000\n\n\n[Showing lines 1002-3001 of 3001. Full output: {path}]"
+            "3000\n\n\n[Showing lines 1001-3000 of 3000. Full output: {path}]"
         )));
         assert_eq!(details["truncation"]["truncatedBy"], "lines");
         let full = std::fs::read_to_string(&path).unwrap();
@@ -493,7 +493,7 @@ mod tests {
             .to_owned();
         assert!(
             text.ends_with(&format!(
-                "\n\n[Showing lines 495-1001 of 1001 (50.0KB limit). Full output: {path}]"
+                "\n\n[Showing lines 495-1000 of 1000 (50.0KB limit). Full output: {path}]"
             )),
             "{}",
             &text[text.len() - 120..]

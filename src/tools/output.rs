@@ -20,8 +20,11 @@ pub struct Output {
     tail_starts_line: bool,
     total_bytes: usize,
     raw_bytes: usize,
-    total_lines: usize,
-    last_line_bytes: usize,
+    newlines: usize,
+    /// Bytes after the last newline: the line still being written.
+    open_line_bytes: usize,
+    /// The length of the last line a newline ended.
+    ended_line_bytes: usize,
     /// Raw bytes held until the output is large enough to need the file.
     early: Vec<u8>,
     file: Option<(PathBuf, File)>,
@@ -38,8 +41,9 @@ impl Output {
             tail_starts_line: true,
             total_bytes: 0,
             raw_bytes: 0,
-            total_lines: 1,
-            last_line_bytes: 0,
+            newlines: 0,
+            open_line_bytes: 0,
+            ended_line_bytes: 0,
             early: Vec::new(),
             file: None,
             file_failed: false,
@@ -76,8 +80,19 @@ impl Output {
         }
     }
 
+    /// The length of the last line, without its newline.
     pub fn last_line_bytes(&self) -> usize {
-        self.last_line_bytes
+        if self.open_line_bytes > 0 || self.newlines == 0 {
+            self.open_line_bytes
+        } else {
+            self.ended_line_bytes
+        }
+    }
+
+    /// Lines as a person counts them, and as `truncate_tail` does: a trailing newline ends the
+    /// last line instead of starting an empty one.
+    fn total_lines(&self) -> usize {
+        self.newlines + usize::from(self.open_line_bytes > 0 || self.newlines == 0)
     }
 
     /// The tail-truncated text so far, with totals for the whole output.
@@ -98,7 +113,7 @@ impl Output {
             (true, None) => Some(TruncatedBy::Lines),
         };
         t.truncated = truncated;
-        t.total_lines = self.total_lines;
+        t.total_lines = self.total_lines();
         t.total_bytes = self.total_bytes;
         if truncated {
             self.open_file();
@@ -112,7 +127,7 @@ impl Output {
     fn over_limits(&self) -> bool {
         self.raw_bytes > self.limits.max_bytes
             || self.total_bytes > self.limits.max_bytes
-            || self.total_lines > self.limits.max_lines
+            || self.total_lines() > self.limits.max_lines
     }
 
     fn decode(&mut self, bytes: &[u8]) -> String {
@@ -149,10 +164,14 @@ impl Output {
         self.total_bytes += text.len();
         match text.rfind('\n') {
             Some(i) => {
-                self.total_lines += text.matches('\n').count();
-                self.last_line_bytes = text.len() - i - 1;
+                self.newlines += text.matches('\n').count();
+                self.ended_line_bytes = match text[..i].rfind('\n') {
+                    Some(j) => i - j - 1,
+                    None => self.open_line_bytes + i,
+                };
+                self.open_line_bytes = text.len() - i - 1;
             }
-            None => self.last_line_bytes += text.len(),
+            None => self.open_line_bytes += text.len(),
         }
         self.tail.push_str(text);
         // Twice the byte limit always covers what tail truncation can show; trimming only when
@@ -230,11 +249,42 @@ mod tests {
         o.finish();
         let s = o.snapshot();
         assert!(s.truncation.truncated);
-        assert_eq!(s.truncation.total_lines, 51);
+        assert_eq!(s.truncation.total_lines, 50);
         assert_eq!(s.truncation.content, "line50\n");
         let path = s.full_output_path.unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), all);
         std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn lines_are_counted_as_a_person_counts_them() {
+        let count = |chunks: &[&str]| {
+            let mut o = Output::new(SMALL, "nova-test");
+            for c in chunks {
+                o.push(c.as_bytes());
+            }
+            o.finish();
+            let s = o.snapshot();
+            if let Some(path) = s.full_output_path {
+                std::fs::remove_file(path).unwrap();
+            }
+            (
+                s.truncation.total_lines,
+                s.truncation.truncated,
+                o.last_line_bytes(),
+            )
+        };
+        assert_eq!(count(&[]), (1, false, 0));
+        assert_eq!(
+            count(&["1\n2\n3\n"]),
+            (3, false, 1),
+            "at the limit, not over it"
+        );
+        assert_eq!(count(&["1\n2", "\n3"]), (3, false, 1));
+        assert_eq!(count(&["1\n2\n3\n4\n"]), (4, true, 1));
+        // The last line's length, for the notice of a cut line, ignores its newline.
+        assert_eq!(count(&["ab", "cdefghijkl", "m\n"]), (1, true, 13));
+        assert_eq!(count(&["x\nab", "cdefghijklm\n"]), (2, true, 13));
     }
 
     #[test]

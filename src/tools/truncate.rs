@@ -106,10 +106,17 @@ pub fn truncate_head(content: &str, limits: Limits) -> Truncation {
     result
 }
 
-/// Keeps the last whole lines that fit. When even the last line is too long, its end is kept
-/// (cut on a char boundary) and `last_line_partial` is set.
+/// Keeps the last whole lines that fit. Lines are counted as a person counts them: a trailing
+/// newline ends the last line instead of starting an empty one, so command output such as
+/// `seq 1 3` is three lines, and a kept line keeps its newline. When even the last line is too
+/// long, its end is kept (cut on a char boundary) and `last_line_partial` is set.
 pub fn truncate_tail(content: &str, limits: Limits) -> Truncation {
-    let lines: Vec<&str> = content.split('\n').collect();
+    let terminated = content.ends_with('\n');
+    let lines: Vec<&str> = content
+        .strip_suffix('\n')
+        .unwrap_or(content)
+        .split('\n')
+        .collect();
     if lines.len() <= limits.max_lines && content.len() <= limits.max_bytes {
         return Truncation::untouched(content, lines.len(), limits);
     }
@@ -119,11 +126,12 @@ pub fn truncate_tail(content: &str, limits: Limits) -> Truncation {
     let mut partial: Option<&str> = None;
     while first_kept > 0 && lines.len() - first_kept < limits.max_lines {
         let line = lines[first_kept - 1];
-        let cost = line.len() + usize::from(first_kept < lines.len());
+        let cost = line.len() + usize::from(first_kept < lines.len() || terminated);
         if bytes + cost > limits.max_bytes {
             by = TruncatedBy::Bytes;
             if first_kept == lines.len() {
-                partial = Some(tail_on_char_boundary(line, limits.max_bytes));
+                let last = &content[content.len() - cost..];
+                partial = Some(tail_on_char_boundary(last, limits.max_bytes));
             }
             break;
         }
@@ -132,7 +140,10 @@ pub fn truncate_tail(content: &str, limits: Limits) -> Truncation {
     }
     let (kept, output_lines) = match partial {
         Some(end) => (end.to_owned(), 1),
-        None => (lines[first_kept..].join("\n"), lines.len() - first_kept),
+        None => (
+            content[content.len() - bytes..].to_owned(),
+            lines.len() - first_kept,
+        ),
     };
     Truncation {
         output_bytes: kept.len(),
@@ -227,6 +238,28 @@ mod tests {
         assert_eq!(t.content, "cdefg\nhijk");
         assert_eq!(t.truncated_by, Some(TruncatedBy::Bytes));
         assert_eq!(t.output_lines, 2);
+    }
+
+    #[test]
+    fn tail_counts_a_trailing_newline_as_the_end_of_the_last_line() {
+        let t = truncate_tail("1\n2\n3\n4\n5\n", SMALL);
+        assert_eq!(t.content, "3\n4\n5\n");
+        assert_eq!((t.total_lines, t.output_lines), (5, 3));
+        assert_eq!(t.truncated_by, Some(TruncatedBy::Lines));
+
+        let t = truncate_tail("1\n2\n3\n", SMALL);
+        assert!(!t.truncated, "three lines fit a three-line limit");
+        assert_eq!(t.total_lines, 3);
+
+        // The newline of a kept line counts against the byte limit.
+        let t = truncate_tail("ab\ncdefg\nhijk\n", SMALL);
+        assert_eq!(t.content, "hijk\n");
+        assert_eq!(t.truncated_by, Some(TruncatedBy::Bytes));
+        assert_eq!((t.output_lines, t.output_bytes), (1, 5));
+
+        let t = truncate_tail("x\nabcdefghijkl\n", SMALL);
+        assert!(t.last_line_partial);
+        assert_eq!(t.content, "defghijkl\n");
     }
 
     #[test]

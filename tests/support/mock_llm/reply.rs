@@ -1,0 +1,395 @@
+//! What the mock answers: a scripted [`Reply`] and its frames in either wire format.
+
+use super::Gate;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// `created_at` in every Ollama frame; fixed so captured streams are reproducible.
+const CREATED_AT: &str = "2026-01-01T00:00:00.000000000Z";
+/// `created` in every OpenAI chunk.
+const CREATED: u64 = 1_767_225_600;
+
+#[derive(Debug, Clone)]
+enum Segment {
+    Thinking(String),
+    Text(String),
+    ToolCall {
+        id: String,
+        name: String,
+        args: Value,
+    },
+}
+
+/// One scripted answer to one chat request. Build with [`Reply::text`], [`Reply::new`] or
+/// [`Reply::http_error`], then chain content and faults.
+///
+/// Frame counting (for `cut_after`, `stall_after`, `invalid_json_after`, `gate_after`): every
+/// NDJSON line / SSE event is one frame, including Ollama's final `done` line and OpenAI's
+/// finish chunk, usage chunk and `[DONE]`. `n` means "after the first n frames were written";
+/// an `n` at or beyond the frame count acts after the last frame, before the terminating chunk.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    segments: Vec<Segment>,
+    text_chunks: usize,
+    thinking_chunks: usize,
+    arg_fragments: usize,
+    usage: (u64, u64),
+    finish: Option<String>,
+    reasoning_field: String,
+    pub(super) split_writes: bool,
+    pub(super) cut_after: Option<usize>,
+    pub(super) cut_inside_frame: bool,
+    pub(super) stall_after: Option<usize>,
+    pub(super) invalid_json_after: Option<usize>,
+    pub(super) delay_per_frame: Option<Duration>,
+    pub(super) gates: Vec<(usize, Gate)>,
+    pub(super) http_error: Option<(u16, String)>,
+    pub(super) headers: Vec<(String, String)>,
+}
+
+impl Default for Reply {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Reply {
+    /// An empty streamed reply (only the terminating frames); add content with the builders.
+    pub fn new() -> Self {
+        Reply {
+            segments: Vec::new(),
+            text_chunks: 1,
+            thinking_chunks: 1,
+            arg_fragments: 3,
+            usage: (10, 5),
+            finish: None,
+            reasoning_field: "reasoning_content".into(),
+            split_writes: false,
+            cut_after: None,
+            cut_inside_frame: false,
+            stall_after: None,
+            invalid_json_after: None,
+            delay_per_frame: None,
+            gates: Vec::new(),
+            http_error: None,
+            headers: Vec::new(),
+        }
+    }
+
+    /// A streamed reply whose text is `text` (one frame unless [`Reply::text_chunks`]).
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::new().and_text(text)
+    }
+
+    /// A reply of `n` text deltas, each `piece` (the benchmark shape: `many_chunks(20_000, "x")`).
+    pub fn many_chunks(n: usize, piece: &str) -> Self {
+        Self::text(piece.repeat(n)).text_chunks(n)
+    }
+
+    /// An answer that is an HTTP error with this status and body (JSON content type when the body
+    /// parses as JSON, text otherwise).
+    pub fn http_error(status: u16, body: impl Into<String>) -> Self {
+        let mut r = Self::new();
+        r.http_error = Some((status, body.into()));
+        r
+    }
+
+    /// Append another text segment (it follows earlier text/tool-call segments in order).
+    pub fn and_text(mut self, text: impl Into<String>) -> Self {
+        self.segments.push(Segment::Text(text.into()));
+        self
+    }
+
+    /// Add reasoning. Thinking is streamed before any text or tool call, whatever the order of
+    /// the builder calls.
+    pub fn thinking(mut self, thinking: impl Into<String>) -> Self {
+        let at = self
+            .segments
+            .iter()
+            .position(|s| !matches!(s, Segment::Thinking(_)))
+            .unwrap_or(self.segments.len());
+        self.segments.insert(at, Segment::Thinking(thinking.into()));
+        self
+    }
+
+    /// Add a tool call; several calls make a parallel batch. OpenAI arguments are streamed as
+    /// several fragments of the JSON text; Ollama sends all calls of a run in one frame with the
+    /// arguments as an object.
+    pub fn tool_call(
+        mut self,
+        id: impl Into<String>,
+        name: impl Into<String>,
+        args: Value,
+    ) -> Self {
+        self.segments.push(Segment::ToolCall {
+            id: id.into(),
+            name: name.into(),
+            args,
+        });
+        self
+    }
+
+    /// Stream every text segment as `n` deltas (split on char boundaries; fewer when the text
+    /// has fewer chars).
+    pub fn text_chunks(mut self, n: usize) -> Self {
+        self.text_chunks = n.max(1);
+        self
+    }
+
+    /// Stream every thinking segment as `n` deltas.
+    pub fn thinking_chunks(mut self, n: usize) -> Self {
+        self.thinking_chunks = n.max(1);
+        self
+    }
+
+    /// How many fragments each OpenAI tool call's argument text is cut into (default 3).
+    pub fn arg_fragments(mut self, n: usize) -> Self {
+        self.arg_fragments = n.max(1);
+        self
+    }
+
+    /// Reported usage: Ollama `prompt_eval_count`/`eval_count`, OpenAI
+    /// `prompt_tokens`/`completion_tokens` (default 10, 5).
+    pub fn usage(mut self, input: u64, output: u64) -> Self {
+        self.usage = (input, output);
+        self
+    }
+
+    /// Override the finish reason: OpenAI `finish_reason` as given; Ollama `done_reason` as
+    /// given except `tool_calls`, which Ollama reports as `stop`.
+    pub fn finish(mut self, reason: impl Into<String>) -> Self {
+        self.finish = Some(reason.into());
+        self
+    }
+
+    /// The OpenAI delta field carrying reasoning (default `reasoning_content`; Ollama's
+    /// OpenAI-compatible endpoint uses `reasoning`).
+    pub fn reasoning_field(mut self, field: impl Into<String>) -> Self {
+        self.reasoning_field = field.into();
+        self
+    }
+
+    /// Write every frame in small pieces (1–13 bytes, split inside the JSON and inside UTF-8
+    /// sequences), each its own HTTP chunk, flushed separately.
+    pub fn split_writes(mut self) -> Self {
+        self.split_writes = true;
+        self
+    }
+
+    /// After `n` frames, close the socket without the terminating chunk.
+    pub fn cut_after(mut self, n: usize) -> Self {
+        self.cut_after = Some(n);
+        self
+    }
+
+    /// After `n` frames, write the first half of the next frame, then close the socket without
+    /// the terminating chunk.
+    pub fn cut_inside_frame(mut self, n: usize) -> Self {
+        self.cut_after = Some(n);
+        self.cut_inside_frame = true;
+        self
+    }
+
+    /// After `n` frames, send nothing more but keep the connection open until the client closes
+    /// it (or the mock is dropped).
+    pub fn stall_after(mut self, n: usize) -> Self {
+        self.stall_after = Some(n);
+        self
+    }
+
+    /// After `n` frames, send one frame that is not valid JSON, then carry on.
+    pub fn invalid_json_after(mut self, n: usize) -> Self {
+        self.invalid_json_after = Some(n);
+        self
+    }
+
+    /// Sleep this long before every frame.
+    pub fn delay_per_frame(mut self, delay: Duration) -> Self {
+        self.delay_per_frame = Some(delay);
+        self
+    }
+
+    /// After `n` frames (written and flushed), wait until `gate` is opened. If the client goes
+    /// away meanwhile, the stream ends there.
+    pub fn gate_after(mut self, n: usize, gate: &Gate) -> Self {
+        self.gates.push((n, gate.clone()));
+        self
+    }
+
+    /// An extra response header (for example `retry-after`).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    fn tool_calls(&self) -> bool {
+        self.segments
+            .iter()
+            .any(|s| matches!(s, Segment::ToolCall { .. }))
+    }
+
+    /// The frames of this reply in Ollama's NDJSON format.
+    pub(super) fn ollama_frames(&self, model: &str) -> Vec<Vec<u8>> {
+        let frame = |message: Value| {
+            ndjson(&json!({
+                "model": model,
+                "created_at": CREATED_AT,
+                "message": message,
+                "done": false,
+            }))
+        };
+        let mut frames = Vec::new();
+        let mut calls: Vec<Value> = Vec::new();
+        for seg in &self.segments {
+            if !matches!(seg, Segment::ToolCall { .. }) && !calls.is_empty() {
+                frames.push(frame(ollama_calls_message(std::mem::take(&mut calls))));
+            }
+            match seg {
+                Segment::Thinking(t) => {
+                    for piece in split_even(t, self.thinking_chunks) {
+                        frames.push(frame(json!({
+                            "role": "assistant", "content": "", "thinking": piece,
+                        })));
+                    }
+                }
+                Segment::Text(t) => {
+                    for piece in split_even(t, self.text_chunks) {
+                        frames.push(frame(json!({"role": "assistant", "content": piece})));
+                    }
+                }
+                Segment::ToolCall { name, args, .. } => {
+                    calls.push(json!({"function": {"name": name, "arguments": args}}));
+                }
+            }
+        }
+        if !calls.is_empty() {
+            frames.push(frame(ollama_calls_message(calls)));
+        }
+        let done_reason = match self.finish.as_deref() {
+            None | Some("tool_calls") => "stop",
+            Some(other) => other,
+        };
+        frames.push(ndjson(&json!({
+            "model": model,
+            "created_at": CREATED_AT,
+            "message": {"role": "assistant", "content": ""},
+            "done": true,
+            "done_reason": done_reason,
+            "total_duration": 1_000_000u64,
+            "load_duration": 1_000u64,
+            "prompt_eval_count": self.usage.0,
+            "prompt_eval_duration": 1_000u64,
+            "eval_count": self.usage.1,
+            "eval_duration": 1_000u64,
+        })));
+        frames
+    }
+
+    /// The frames of this reply in the OpenAI chat-completions SSE format.
+    pub(super) fn openai_frames(&self, model: &str, id: &str, include_usage: bool) -> Vec<Vec<u8>> {
+        let chunk = |delta: Value, finish: Value| {
+            sse(&json!({
+                "id": id,
+                "object": "chat.completion.chunk",
+                "created": CREATED,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }))
+        };
+        let mut first = true;
+        let mut delta = |mut d: Value| {
+            if first {
+                first = false;
+                d["role"] = json!("assistant");
+            }
+            chunk(d, Value::Null)
+        };
+        let mut frames = Vec::new();
+        let mut call_index = 0;
+        for seg in &self.segments {
+            match seg {
+                Segment::Thinking(t) => {
+                    for piece in split_even(t, self.thinking_chunks) {
+                        let mut d = json!({});
+                        d[self.reasoning_field.as_str()] = json!(piece);
+                        frames.push(delta(d));
+                    }
+                }
+                Segment::Text(t) => {
+                    for piece in split_even(t, self.text_chunks) {
+                        frames.push(delta(json!({"content": piece})));
+                    }
+                }
+                Segment::ToolCall { id, name, args } => {
+                    frames.push(delta(json!({"tool_calls": [{
+                        "index": call_index, "id": id, "type": "function",
+                        "function": {"name": name, "arguments": ""},
+                    }]})));
+                    let text = serde_json::to_string(args).unwrap();
+                    for frag in split_even(&text, self.arg_fragments) {
+                        frames.push(delta(json!({"tool_calls": [{
+                            "index": call_index, "function": {"arguments": frag},
+                        }]})));
+                    }
+                    call_index += 1;
+                }
+            }
+        }
+        let finish = self.finish.clone().unwrap_or_else(|| {
+            if self.tool_calls() {
+                "tool_calls".into()
+            } else {
+                "stop".into()
+            }
+        });
+        frames.push(chunk(json!({}), json!(finish)));
+        if include_usage {
+            frames.push(sse(&json!({
+                "id": id,
+                "object": "chat.completion.chunk",
+                "created": CREATED,
+                "model": model,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": self.usage.0,
+                    "completion_tokens": self.usage.1,
+                    "total_tokens": self.usage.0 + self.usage.1,
+                },
+            })));
+        }
+        frames.push(b"data: [DONE]\n\n".to_vec());
+        frames
+    }
+}
+
+fn ollama_calls_message(calls: Vec<Value>) -> Value {
+    json!({"role": "assistant", "content": "", "tool_calls": calls})
+}
+
+fn ndjson(v: &Value) -> Vec<u8> {
+    let mut out = serde_json::to_vec(v).unwrap();
+    out.push(b'\n');
+    out
+}
+
+fn sse(v: &Value) -> Vec<u8> {
+    let mut out = b"data: ".to_vec();
+    out.extend(serde_json::to_vec(v).unwrap());
+    out.extend(b"\n\n");
+    out
+}
+
+/// `s` cut into `n` pieces of nearly equal char count (fewer if `s` is shorter; one if empty).
+fn split_even(s: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = s.chars().collect();
+    let n = n.min(chars.len()).max(1);
+    let (base, extra) = (chars.len() / n, chars.len() % n);
+    let mut out = Vec::with_capacity(n);
+    let mut at = 0;
+    for i in 0..n {
+        let len = base + usize::from(i < extra);
+        out.push(chars[at..at + len].iter().collect());
+        at += len;
+    }
+    out
+}
