@@ -10,6 +10,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long the zero-configuration start waits for a local Ollama to list its models.
+const OLLAMA_DISCOVERY_TIMEOUT: Duration = Duration::from_millis(1500);
 /// How long shutdown waits for stdout to take the last lines.
 const WRITER_GRACE: Duration = Duration::from_secs(5);
 
@@ -52,7 +54,12 @@ async fn run(cli: Cli) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fatal(&format!("cannot set up HTTP: {e}")),
     };
-    let config = match config::load(cli, &client).await {
+    let discover = async |base: &str| {
+        provider::http::list_ollama_models(&client, base, OLLAMA_DISCOVERY_TIMEOUT)
+            .await
+            .unwrap_or_default()
+    };
+    let config = match config::load(cli, discover).await {
         Ok(c) => c,
         Err(e) => return usage_error(&e),
     };

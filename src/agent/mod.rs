@@ -543,3 +543,6 @@ impl Agent {
             )
     }
 }
+
+#[cfg(test)]
+mod tests;

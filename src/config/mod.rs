@@ -11,10 +11,6 @@ pub use cli::{Cli, Mode};
 pub use models::{ProviderConfig, Registry};
 pub use settings::{BashPermissions, CompactionSettings, PermissionMode, Settings};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// How long the zero-configuration start waits for a local Ollama to list its models.
-const OLLAMA_DISCOVERY_TIMEOUT: Duration = Duration::from_millis(1500);
 
 #[derive(Debug)]
 pub struct Config {
@@ -56,7 +52,14 @@ pub fn agent_dir() -> PathBuf {
 }
 
 /// Builds the configuration. An `Err` is a usage error: the caller prints it and exits 2.
-pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> {
+///
+/// Without a `models.json`, `discover` is asked which models the Ollama server at the given
+/// base URL has pulled; asking is the caller's business (it is HTTP), so configuration stays
+/// plain file reading.
+pub async fn load(
+    cli: Cli,
+    discover: impl AsyncFnOnce(&str) -> Vec<String>,
+) -> Result<Config, String> {
     let agent_dir = agent_dir();
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
@@ -72,10 +75,10 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
     );
     let registry = match Registry::from_file(&agent_dir.join("models.json")) {
         Ok(Some(r)) => r,
-        Ok(None) => discover_ollama(client).await,
+        Ok(None) => discover_ollama(discover).await,
         Err(e) => {
             warnings.push(format!("ignoring models.json: {e}"));
-            discover_ollama(client).await
+            discover_ollama(discover).await
         }
     };
     let model = startup_model(&cli, &settings, &registry)?;
@@ -106,11 +109,9 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
     })
 }
 
-async fn discover_ollama(client: &reqwest::Client) -> Registry {
+async fn discover_ollama(discover: impl AsyncFnOnce(&str) -> Vec<String>) -> Registry {
     let base = ollama_base_url();
-    let ids = crate::provider::http::list_ollama_models(client, &base, OLLAMA_DISCOVERY_TIMEOUT)
-        .await
-        .unwrap_or_default();
+    let ids = discover(&base).await;
     Registry::ollama_default(&base, ids)
 }
 
