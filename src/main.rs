@@ -9,6 +9,10 @@ use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Before anything else: the launcher must still be single-threaded.
+    if let Some(code) = nova::sandbox::run_if_requested() {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {

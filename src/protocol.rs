@@ -481,6 +481,18 @@ pub struct State {
     pub pending_permission_requests: usize,
 }
 
+/// `get_state.sandbox`: the mode, whether commands really run sandboxed, whether TCP is allowed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxState {
+    pub mode: &'static str,
+    pub enforced: bool,
+    pub network: bool,
+    /// Why the sandbox cannot be enforced here (then every bash command asks first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+}
+
 // ---------------------------------------------------------------------------------------------
 // Events
 // ---------------------------------------------------------------------------------------------
