@@ -479,6 +479,8 @@ pub struct State {
     pub pending_message_count: usize,
     /// Bash commands waiting for `permission_response` (nova's addition).
     pub pending_permission_requests: usize,
+    /// The sandbox around the agent's commands (nova's addition).
+    pub sandbox: SandboxState,
 }
 
 /// `get_state.sandbox`: the mode, whether commands really run sandboxed, whether TCP is allowed.

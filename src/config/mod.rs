@@ -32,6 +32,8 @@ pub struct Config {
     pub permissions: PermissionRules,
     /// `compaction` in settings.
     pub compaction: CompactionSettings,
+    /// `--sandbox` and `sandbox` in settings.
+    pub sandbox: crate::sandbox::Sandbox,
     /// `--system-prompt`, already read from its file when it named one.
     pub system_prompt: Option<String>,
     pub append_system_prompt: Option<String>,
@@ -67,6 +69,14 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
         &cwd.join(".nova").join("settings.json"),
         &mut warnings,
     );
+    // Checked in a child process while the rest is read.
+    let sandbox = crate::sandbox::Sandbox::start(
+        cli.sandbox,
+        settings.sandbox.as_ref(),
+        &cwd,
+        &agent_dir,
+        &mut warnings,
+    );
     let registry = match Registry::from_file(&agent_dir.join("models.json")) {
         Ok(Some(r)) => r,
         Ok(None) => discover_ollama(client).await,
@@ -83,6 +93,7 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
             warnings.push(format!("{e}; using the default compaction settings"));
             CompactionSettings::default()
         });
+    let sandbox = sandbox.finish(&mut warnings);
     Ok(Config {
         system_prompt: cli.system_prompt.as_deref().map(text_or_file).transpose()?,
         append_system_prompt: cli
@@ -103,6 +114,7 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
         tools,
         permissions,
         compaction,
+        sandbox,
         warnings,
     })
 }

@@ -18,6 +18,8 @@ pub struct Settings {
     pub bash_permissions: Option<Value>,
     /// `compaction`, validated by the compaction settings.
     pub compaction: Option<Value>,
+    /// `sandbox`, validated by the sandbox.
+    pub sandbox: Option<Value>,
 }
 
 impl Default for Settings {
@@ -30,6 +32,7 @@ impl Default for Settings {
             stream_idle_timeout: Duration::from_secs(120),
             bash_permissions: None,
             compaction: None,
+            sandbox: None,
         }
     }
 }
@@ -111,6 +114,7 @@ fn from_map(map: &Map<String, Value>, warnings: &mut Vec<String>) -> Settings {
     }
     s.bash_permissions = map.get("permissions").and_then(|p| p.get("bash")).cloned();
     s.compaction = map.get("compaction").cloned();
+    s.sandbox = map.get("sandbox").cloned();
     match map.get("streamIdleTimeoutSeconds") {
         None => {}
         Some(v) => match v.as_f64().filter(|n| *n > 0.0 && n.is_finite()) {
