@@ -107,11 +107,10 @@ pub fn run_if_requested() -> Option<ExitCode> {
 }
 
 fn launch(args: &[OsString]) -> ExitCode {
-    let spec = match args
+    let parsed = args
         .first()
-        .and_then(|a| a.to_str())
-        .map(serde_json::from_str::<Spec>)
-    {
+        .map(|a| serde_json::from_str::<Spec>(&a.to_string_lossy()));
+    let spec = match parsed {
         Some(Ok(spec)) => spec,
         Some(Err(e)) => return setup_failed(&format!("invalid sandbox description: {e}")),
         None => return setup_failed("missing sandbox description"),

@@ -14,11 +14,12 @@ mod policy;
 mod settings;
 
 pub use launcher::run_if_requested;
-pub use policy::{Policy, Protected, WriteRefusal, resolve_for_write};
+pub use policy::{Policy, WriteRefusal};
 pub use settings::{Mode, SandboxSettings};
 
 use crate::protocol::SandboxState;
 use launcher::Spec;
+use policy::Protected;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -141,11 +142,9 @@ impl Sandbox {
         })
     }
 
-    /// The launcher command that runs `program args…` inside the sandbox, with stdin closed.
+    /// The launcher command that runs `program args…` inside the sandbox.
     pub fn command(&self, program: &str, args: &[&str]) -> Result<Command, String> {
-        let mut cmd = self.spec().command(program, args)?;
-        cmd.stdin(Stdio::null());
-        Ok(cmd)
+        self.spec().command(program, args)
     }
 
     /// A note for the model when a sandboxed command failed with a permission error.

@@ -150,13 +150,14 @@ impl Policy {
 
     /// Every protected path, whether or not it exists (a file tool must not create one either).
     fn guards(&self) -> Vec<(PathBuf, Guard)> {
-        let mut guards = vec![
-            (self.cwd.join(".nova"), Guard::ReadOnly(".nova/")),
-            (
+        let mut guards = vec![(self.cwd.join(".nova"), Guard::ReadOnly(".nova/"))];
+        // An agent dir that holds the workspace would make all of it read-only.
+        if !self.cwd.starts_with(&self.agent_dir) {
+            guards.push((
                 self.agent_dir.clone(),
                 Guard::ReadOnly("nova's agent directory"),
-            ),
-        ];
+            ));
+        }
         for project in &self.projects {
             let dot_git = project.join(".git");
             let git_dirs = match fs::read_to_string(&dot_git) {
@@ -378,6 +379,12 @@ mod tests {
         let p = policy.protected();
         assert_eq!(p.read_only, [cwd.join(".nova"), f.agent.clone()]);
         assert!(p.pinned.is_empty());
+
+        // An agent dir holding the workspace is left alone rather than freezing it all.
+        fs::create_dir(f.agent.join(".nova")).unwrap();
+        let policy = Policy::new(Mode::WorkspaceWrite, &f.agent, &[], cwd);
+        assert_eq!(policy.protected().read_only, [f.agent.join(".nova")]);
+        assert_eq!(reason(&policy, &f.agent.join("a.txt")), None);
     }
 
     #[test]

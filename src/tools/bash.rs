@@ -25,6 +25,7 @@ use tokio::process::{Child, Command};
 use tokio::time::{Instant, sleep_until};
 
 const BASH: &str = "/bin/bash";
+
 /// How often at most progress is reported while output streams in.
 const UPDATE_INTERVAL: Duration = Duration::from_millis(50);
 /// How long to keep reading after the shell exits: a background child may hold the pipe open
