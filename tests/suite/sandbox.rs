@@ -3,7 +3,7 @@
 //! boundary, `sandbox: false` asks first, and `get_state` reports it.
 
 use crate::support::mock_llm::{MockLlm, Reply};
-use crate::support::nova_proc::{EVENT_TIMEOUT, Nova, NovaBuilder};
+use crate::support::nova_proc::{EVENT_TIMEOUT, Nova, NovaBuilder, openai_models};
 use serde_json::{Value, json};
 use std::path::Path;
 use tempfile::TempDir;
@@ -298,6 +298,57 @@ fn unsandboxed_bash_always_asks_and_then_runs_without_the_sandbox() {
     let events = nova.events_until("agent_settled");
     assert!(!result(&events, "c2").0);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "free\n");
+}
+
+/// Inside another sandbox (here, nova's own launcher) mounts are refused, so nova cannot sandbox
+/// its commands: it says so once and asks before every bash command.
+#[test]
+fn where_the_sandbox_cannot_be_applied_every_command_asks() {
+    let mock = MockLlm::start();
+    mock.push(bash_calls(&[("c1", "echo hi")]));
+    mock.push(Reply::text("done"));
+    let nova_bin = env!("CARGO_BIN_EXE_nova");
+    let outer = json!({"writable": ["/tmp"], "readOnly": [], "pinned": [], "network": true});
+    let mut nova = Nova::builder()
+        .models_json(openai_models(&mock))
+        .program(
+            nova_bin,
+            [
+                "__sandbox",
+                &outer.to_string(),
+                "--",
+                nova_bin,
+                "--mode",
+                "rpc",
+                "--provider",
+                "mock-openai",
+                "--model",
+                "test-model",
+            ],
+        )
+        .spawn();
+    let state = sandbox_state(&mut nova);
+    assert_eq!(state["enforced"], false, "{state}");
+    let why = state["unavailable"].as_str().unwrap().to_owned();
+    assert!(why.contains("mount"), "{why}");
+    assert_eq!(
+        nova.stderr_with("sandbox unavailable")
+            .matches("sandbox unavailable")
+            .count(),
+        1
+    );
+
+    nova.request_ok(json!({"type": "prompt", "message": "hi"}));
+    let request = nova.wait_for_type("permission_request", EVENT_TIMEOUT);
+    assert_eq!(request["command"], "echo hi");
+    let reason = request["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("sandbox is unavailable") && reason.contains(&why),
+        "{reason}"
+    );
+    answer(&mut nova, &request, true);
+    let events = nova.events_until("agent_settled");
+    assert_eq!(result(&events, "c1"), (false, "hi\n".to_owned()));
 }
 
 /// The unprivileged path (a user namespace instead of root's mount namespace), by running the
