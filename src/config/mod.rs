@@ -69,14 +69,6 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
         &cwd.join(".nova").join("settings.json"),
         &mut warnings,
     );
-    // Checked in a child process while the rest is read.
-    let sandbox = crate::sandbox::Sandbox::start(
-        cli.sandbox,
-        settings.sandbox.as_ref(),
-        &cwd,
-        &agent_dir,
-        &mut warnings,
-    );
     let registry = match Registry::from_file(&agent_dir.join("models.json")) {
         Ok(Some(r)) => r,
         Ok(None) => discover_ollama(client).await,
@@ -93,7 +85,13 @@ pub async fn load(cli: Cli, client: &reqwest::Client) -> Result<Config, String> 
             warnings.push(format!("{e}; using the default compaction settings"));
             CompactionSettings::default()
         });
-    let sandbox = sandbox.finish(&mut warnings);
+    let sandbox = crate::sandbox::Sandbox::start(
+        cli.sandbox,
+        settings.sandbox.as_ref(),
+        &cwd,
+        &agent_dir,
+        &mut warnings,
+    );
     Ok(Config {
         system_prompt: cli.system_prompt.as_deref().map(text_or_file).transpose()?,
         append_system_prompt: cli

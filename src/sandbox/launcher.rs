@@ -29,13 +29,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The hidden first argument that turns nova into the launcher.
-pub const ARG: &str = "__sandbox";
+const ARG: &str = "__sandbox";
 /// Instead of `-- <program>`: apply everything, print any notes on stdout, exit 0.
 const PROBE: &str = "--probe";
 /// The exit code when the sandbox cannot be set up (and the program was never started).
-pub const SETUP_FAILED: u8 = 125;
-/// Printed before the reason when the sandbox cannot be set up.
+const SETUP_FAILED: u8 = 125;
+/// Printed around the reason when the sandbox cannot be set up.
 pub const SETUP_FAILED_PREFIX: &str = "nova: the sandbox could not be set up";
+pub const SETUP_FAILED_SUFFIX: &str = "; the command was not run";
 
 /// Landlock access rights are requested as of this ABI (Linux 6.10); older kernels enforce the
 /// subset they know (see the README for what that leaves out).
@@ -143,7 +144,7 @@ fn launch(args: &[OsString]) -> ExitCode {
 fn setup_failed(reason: &str) -> ExitCode {
     let _ = writeln!(
         std::io::stderr(),
-        "{SETUP_FAILED_PREFIX}: {reason}; the command was not run"
+        "{SETUP_FAILED_PREFIX}: {reason}{SETUP_FAILED_SUFFIX}"
     );
     ExitCode::from(SETUP_FAILED)
 }

@@ -21,8 +21,11 @@ use crate::protocol::SandboxState;
 use launcher::Spec;
 use policy::Protected;
 use serde_json::Value;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::thread::JoinHandle;
 
 /// Output that means a command was refused something (what the kernel's error texts say).
 const REFUSALS: &[&str] = &[
@@ -34,37 +37,51 @@ const REFUSALS: &[&str] = &[
 /// Scratch space programs expect to write (POSIX shared memory, semaphores).
 const SHARED_MEMORY: &str = "/dev/shm";
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Sandbox {
     mode: Mode,
     network: bool,
     policy: Policy,
     /// Why commands cannot be sandboxed here; `None` when they can (or the sandbox is off).
-    unavailable: Option<String>,
+    unavailable: OnceLock<Option<String>>,
+    /// The check that answers `unavailable`, running alongside nova's startup.
+    check: Mutex<Option<JoinHandle<Option<String>>>>,
 }
 
 impl Sandbox {
     /// No sandbox at all.
     pub fn off() -> Sandbox {
+        Sandbox::known(
+            Mode::Off,
+            true,
+            Policy::new(Mode::Off, Path::new("/"), &[], Path::new("/")),
+            None,
+        )
+    }
+
+    fn known(mode: Mode, network: bool, policy: Policy, unavailable: Option<String>) -> Sandbox {
         Sandbox {
-            mode: Mode::Off,
-            network: true,
-            policy: Policy::new(Mode::Off, Path::new("/"), &[], Path::new("/")),
-            unavailable: None,
+            mode,
+            network,
+            policy,
+            unavailable: OnceLock::from(unavailable),
+            check: Mutex::new(None),
         }
     }
 
-    /// Builds the sandbox from `--sandbox` (which wins) and the `sandbox` settings object,
-    /// creates `<cwd>/.nova/` so that it can be protected, and starts a throwaway launcher that
-    /// checks whether the kernel can apply it; [`Starting::finish`] collects the answer, so the
-    /// check overlaps the rest of startup. Problems become `warnings`.
+    /// Builds the sandbox from `--sandbox` (which wins) and the `sandbox` settings object, and
+    /// creates `<cwd>/.nova/` so that it can be protected. Problems become `warnings`.
+    ///
+    /// Whether the kernel can apply the sandbox is checked by a throwaway launcher, in the
+    /// background so that it does not add to startup; the first question that depends on the
+    /// answer waits for it, and a failure is reported once on stderr as soon as it is known.
     pub fn start(
         flag: Option<Mode>,
         settings: Option<&Value>,
         cwd: &Path,
         agent_dir: &Path,
         warnings: &mut Vec<String>,
-    ) -> Starting {
+    ) -> Sandbox {
         let mut settings = SandboxSettings::from_settings(settings).unwrap_or_else(|e| {
             warnings.push(format!(
                 "{e}; the sandbox is read-only and without network until this is fixed"
@@ -75,38 +92,58 @@ impl Sandbox {
             settings.mode = mode;
         }
         if settings.mode == Mode::Off {
-            return Starting {
-                sandbox: Sandbox::off(),
-                probe: None,
-            };
+            return Sandbox::off();
         }
         let roots = writable_roots(&settings.writable_roots, cwd, warnings);
         if let Err(e) = std::fs::create_dir_all(cwd.join(".nova")) {
             warnings.push(format!("sandbox: cannot create .nova/ to protect it: {e}"));
         }
-        let sandbox = Sandbox {
-            mode: settings.mode,
-            network: settings.network,
-            policy: Policy::new(settings.mode, cwd, &roots, agent_dir),
-            unavailable: None,
-        };
-        let probe = Some(sandbox.spec().probe().and_then(|mut cmd| {
+        let policy = Policy::new(settings.mode, cwd, &roots, agent_dir);
+        let sandbox = Sandbox::known(settings.mode, settings.network, policy, None);
+        let probe = sandbox.spec().probe().and_then(|mut cmd| {
             cmd.stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|e| format!("cannot start the launcher: {e}"))
-        }));
-        Starting { sandbox, probe }
-    }
-
-    pub fn mode(&self) -> Mode {
-        self.mode
+        });
+        let check = std::thread::Builder::new()
+            .name("nova-sandbox-check".into())
+            .spawn(move || report(probe.and_then(probe_result)));
+        match check {
+            Ok(handle) => Sandbox {
+                unavailable: OnceLock::new(),
+                check: Mutex::new(Some(handle)),
+                ..sandbox
+            },
+            Err(e) => {
+                let reason = format!("cannot check the sandbox: {e}");
+                Sandbox::known(sandbox.mode, sandbox.network, sandbox.policy, Some(reason))
+            }
+        }
     }
 
     /// Bash commands run inside the sandbox (it is on, and the kernel can apply it).
     pub fn wraps_commands(&self) -> bool {
-        self.mode != Mode::Off && self.unavailable.is_none()
+        self.mode != Mode::Off && self.unavailable().is_none()
+    }
+
+    /// Waits for the startup check the first time (a few milliseconds at most, and usually
+    /// over long before anyone asks).
+    fn unavailable(&self) -> Option<&str> {
+        self.unavailable
+            .get_or_init(|| {
+                let check = self
+                    .check
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                check.and_then(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Some("the sandbox check failed".into()))
+                })
+            })
+            .as_deref()
     }
 
     /// `get_state.sandbox`.
@@ -115,7 +152,7 @@ impl Sandbox {
             mode: self.mode.as_str(),
             enforced: self.wraps_commands(),
             network: self.network,
-            unavailable: self.unavailable.clone(),
+            unavailable: self.unavailable().map(str::to_owned),
         }
     }
 
@@ -130,7 +167,7 @@ impl Sandbox {
         if self.mode == Mode::Off {
             return None;
         }
-        if let Some(why) = &self.unavailable {
+        if let Some(why) = self.unavailable() {
             return Some(format!(
                 "the sandbox is unavailable ({why}), so every bash command needs approval"
             ));
@@ -198,32 +235,27 @@ impl Sandbox {
     }
 }
 
-/// A sandbox whose check is still running.
-#[derive(Debug)]
-pub struct Starting {
-    sandbox: Sandbox,
-    probe: Option<Result<Child, String>>,
-}
-
-impl Starting {
-    /// Waits for the check. When the sandbox cannot be applied, commands will ask first.
-    pub fn finish(self, warnings: &mut Vec<String>) -> Sandbox {
-        let mut sandbox = self.sandbox;
-        match self.probe.map(|p| p.and_then(probe_result)) {
-            None => {}
-            Some(Ok(notes)) => {
-                warnings.extend(notes.into_iter().map(|n| format!("sandbox: {n}")));
-            }
-            Some(Err(reason)) => {
-                warnings.push(format!(
-                    "sandbox unavailable: {reason}; nova will ask before every bash command \
-                     (sandbox mode \"off\" runs them unsandboxed without asking)"
-                ));
-                sandbox.unavailable = Some(reason);
-            }
-        }
-        sandbox
+/// Says on stderr, in the words of nova's other startup warnings, what the check found;
+/// returns why the sandbox is unavailable.
+fn report(check: Result<Vec<String>, String>) -> Option<String> {
+    let (lines, unavailable) = match check {
+        Ok(notes) => (
+            notes.iter().map(|n| format!("sandbox: {n}")).collect(),
+            None,
+        ),
+        Err(reason) => (
+            vec![format!(
+                "sandbox unavailable: {reason}; nova will ask before every bash command \
+                 (sandbox mode \"off\" runs them unsandboxed without asking)"
+            )],
+            Some(reason),
+        ),
+    };
+    let mut stderr = std::io::stderr().lock();
+    for line in lines {
+        let _ = writeln!(stderr, "nova: warning: {line}");
     }
+    unavailable
 }
 
 /// What the throwaway launcher said: `Ok` holds what the kernel cannot enforce.
@@ -240,7 +272,7 @@ fn probe_result(child: Child) -> Result<Vec<String>, String> {
         .trim()
         .strip_prefix(launcher::SETUP_FAILED_PREFIX)
         .map(|r| r.trim_start_matches(": "))
-        .and_then(|r| r.strip_suffix("; the command was not run"))
+        .and_then(|r| r.strip_suffix(launcher::SETUP_FAILED_SUFFIX))
         .unwrap_or(stderr.trim());
     Err(if reason.is_empty() {
         format!("the launcher failed ({})", output.status)
@@ -288,9 +320,8 @@ mod tests {
             dir.path(),
             dir.path(),
             &mut warnings,
-        )
-        .finish(&mut warnings);
-        assert_eq!(s.mode(), Mode::Off);
+        );
+        assert_eq!(s.wire_state().mode, "off");
         assert!(!s.wraps_commands());
         assert_eq!(s.bash_reason(true), None);
         assert!(warnings[0].contains("\"sandbox.mode\""), "{warnings:?}");
@@ -310,12 +341,8 @@ mod tests {
 
     #[test]
     fn notes_and_reasons() {
-        let sandbox = Sandbox {
-            mode: Mode::WorkspaceWrite,
-            network: false,
-            policy: Policy::new(Mode::WorkspaceWrite, Path::new("/w"), &[], Path::new("/a")),
-            unavailable: None,
-        };
+        let policy = Policy::new(Mode::WorkspaceWrite, Path::new("/w"), &[], Path::new("/a"));
+        let sandbox = Sandbox::known(Mode::WorkspaceWrite, false, policy.clone(), None);
         assert_eq!(sandbox.refusal_note("No such file or directory"), None);
         let note = sandbox
             .refusal_note("bash: /etc/x: Permission denied")
@@ -330,10 +357,12 @@ mod tests {
                 .contains("without the sandbox")
         );
 
-        let unavailable = Sandbox {
-            unavailable: Some("no Landlock".into()),
-            ..sandbox
-        };
+        let unavailable = Sandbox::known(
+            Mode::WorkspaceWrite,
+            false,
+            policy,
+            Some("no Landlock".into()),
+        );
         assert!(!unavailable.wraps_commands());
         assert!(
             unavailable
