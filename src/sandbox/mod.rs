@@ -24,8 +24,9 @@ use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Mutex, OnceLock, PoisonError};
-use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// Output that means a command was refused something (what the kernel's error texts say).
 const REFUSALS: &[&str] = &[
@@ -33,6 +34,10 @@ const REFUSALS: &[&str] = &[
     "Read-only file system",
     "Operation not permitted",
 ];
+
+/// How long a question may wait for the startup check: a launcher stuck on, say, a hung
+/// network mount must not freeze nova.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Scratch space programs expect to write (POSIX shared memory, semaphores).
 const SHARED_MEMORY: &str = "/dev/shm";
@@ -45,7 +50,7 @@ pub struct Sandbox {
     /// Why commands cannot be sandboxed here; `None` when they can (or the sandbox is off).
     unavailable: OnceLock<Option<String>>,
     /// The check that answers `unavailable`, running alongside nova's startup.
-    check: Mutex<Option<JoinHandle<Option<String>>>>,
+    check: Mutex<Option<Receiver<Option<String>>>>,
 }
 
 impl Sandbox {
@@ -107,13 +112,16 @@ impl Sandbox {
                 .spawn()
                 .map_err(|e| format!("cannot start the launcher: {e}"))
         });
+        let (tx, rx) = mpsc::channel();
         let check = std::thread::Builder::new()
             .name("nova-sandbox-check".into())
-            .spawn(move || report(probe.and_then(probe_result)));
+            .spawn(move || {
+                let _ = tx.send(report(probe.and_then(probe_result)));
+            });
         match check {
-            Ok(handle) => Sandbox {
+            Ok(_) => Sandbox {
                 unavailable: OnceLock::new(),
-                check: Mutex::new(Some(handle)),
+                check: Mutex::new(Some(rx)),
                 ..sandbox
             },
             Err(e) => {
@@ -128,8 +136,8 @@ impl Sandbox {
         self.mode != Mode::Off && self.unavailable().is_none()
     }
 
-    /// Waits for the startup check the first time (a few milliseconds at most, and usually
-    /// over long before anyone asks).
+    /// Waits for the startup check the first time (a few milliseconds, and usually over long
+    /// before anyone asks).
     fn unavailable(&self) -> Option<&str> {
         self.unavailable
             .get_or_init(|| {
@@ -138,10 +146,17 @@ impl Sandbox {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .take();
-                check.and_then(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Some("the sandbox check failed".into()))
-                })
+                match check.map(|rx| rx.recv_timeout(CHECK_TIMEOUT)) {
+                    None => None,
+                    Some(Ok(answer)) => answer,
+                    Some(Err(RecvTimeoutError::Timeout)) => report(Err(format!(
+                        "the check did not finish within {} s",
+                        CHECK_TIMEOUT.as_secs()
+                    ))),
+                    Some(Err(RecvTimeoutError::Disconnected)) => {
+                        report(Err("the check failed".into()))
+                    }
+                }
             })
             .as_deref()
     }
