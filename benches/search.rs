@@ -83,6 +83,7 @@ fn time_tool(
         cwd: root.to_path_buf(),
         cancel: CancellationToken::new(),
         on_update: Arc::new(|_| {}),
+        sandbox: Arc::new(nova::sandbox::Sandbox::off()),
     };
     let mut summary = String::new();
     let mut times = Vec::new();

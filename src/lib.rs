@@ -17,5 +17,6 @@ pub mod export;
 pub mod protocol;
 pub mod provider;
 pub mod rpc;
+pub mod sandbox;
 pub mod session;
 pub mod tools;

@@ -16,6 +16,10 @@ const OLLAMA_DISCOVERY_TIMEOUT: Duration = Duration::from_millis(1500);
 const WRITER_GRACE: Duration = Duration::from_secs(5);
 
 fn main() -> ExitCode {
+    // Before anything else: the launcher must still be single-threaded.
+    if let Some(code) = nova::sandbox::run_if_requested() {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {

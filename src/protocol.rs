@@ -535,6 +535,20 @@ pub struct State {
     pub pending_message_count: usize,
     /// Bash commands waiting for `permission_response` (nova's addition).
     pub pending_permission_requests: usize,
+    /// The sandbox around the agent's commands (nova's addition).
+    pub sandbox: SandboxState,
+}
+
+/// `get_state.sandbox`: the mode, whether commands really run sandboxed, whether TCP is allowed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxState {
+    pub mode: &'static str,
+    pub enforced: bool,
+    pub network: bool,
+    /// Why the sandbox cannot be enforced here (then every bash command asks first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ pub(super) async fn run_tools(
                         cwd: agent.inner.cwd.clone(),
                         cancel: cancel.child_token(),
                         on_update: update_sink(agent, call),
+                        sandbox: agent.inner.sandbox.clone(),
                     };
                     Slot::Running(tokio::spawn(run_approved(
                         tool,
@@ -94,36 +95,62 @@ enum Gate {
     Deny(String),
 }
 
-/// Classifies a bash call's command; a flagged one gets a `permission_request` right after its
-/// `tool_execution_start`.
+/// Classifies a bash call's command, and checks a `write`/`edit` path against the sandbox; a
+/// flagged call gets a `permission_request` right after its `tool_execution_start`.
 fn gate(agent: &Agent, tool: Tool, call: &Call) -> Gate {
+    if matches!(tool, Tool::Write | Tool::Edit) {
+        let refusal = as_text(&call.2["path"]).and_then(|p| {
+            let abs = crate::tools::path::resolve(&p, &agent.inner.cwd);
+            agent.inner.sandbox.file_write_reason(&abs)
+        });
+        return match refusal {
+            Some(r) => ask(agent, call, r.path.display().to_string(), r.reason),
+            None => Gate::Run,
+        };
+    }
     if tool != Tool::Bash {
         return Gate::Run;
     }
-    // The command as the tool will see it: validation turns numbers and booleans into strings.
-    let command = match &call.2["command"] {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        Value::Bool(b) => b.to_string(),
-        _ => return Gate::Run,
+    let Some(command) = as_text(&call.2["command"]) else {
+        return Gate::Run;
     };
-    match classify(&command, &agent.inner.permission_rules) {
-        Verdict::Run => Gate::Run,
-        Verdict::Deny { rule } => Gate::Deny(format!(
+    let unsandboxed = call.2["sandbox"] == Value::Bool(false);
+    let sandbox = agent.inner.sandbox.bash_reason(unsandboxed);
+    match (classify(&command, &agent.inner.permission_rules), sandbox) {
+        (Verdict::Deny { rule }, _) => Gate::Deny(format!(
             "Blocked by the permissions.bash deny rule `{rule}`; the command was not run."
         )),
-        Verdict::Ask { reason } => {
-            let mut state = agent.state();
-            let (request_id, answer) = state.permissions.open();
-            agent.emit(Event::PermissionRequest {
-                request_id,
-                tool_name: call.1.clone(),
-                command,
-                reason,
-            });
-            Gate::Ask(answer)
+        (Verdict::Run, None) => Gate::Run,
+        (Verdict::Run, Some(reason)) | (Verdict::Ask { reason }, None) => {
+            ask(agent, call, command, reason)
+        }
+        (Verdict::Ask { reason }, Some(sandbox)) => {
+            ask(agent, call, command, format!("{reason}; {sandbox}"))
         }
     }
+}
+
+/// A string argument as the tool will see it: validation turns numbers and booleans into
+/// strings (anything else fails validation, so the tool never runs).
+fn as_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn ask(agent: &Agent, call: &Call, command: String, reason: String) -> Gate {
+    let mut state = agent.state();
+    let (request_id, answer) = state.permissions.open();
+    agent.emit(Event::PermissionRequest {
+        request_id,
+        tool_name: call.1.clone(),
+        command,
+        reason,
+    });
+    Gate::Ask(answer)
 }
 
 /// Waits for the client's answer (when one is needed), then runs the tool.

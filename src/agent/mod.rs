@@ -74,6 +74,7 @@ struct Inner {
     prompt_source: PromptSource,
     permission_rules: PermissionRules,
     compaction: CompactionSettings,
+    sandbox: Arc<crate::sandbox::Sandbox>,
     cwd: PathBuf,
     agent_dir: PathBuf,
     /// `--session-dir`, which confines session lookups to itself.
@@ -183,6 +184,7 @@ impl Agent {
                 prompt_source,
                 permission_rules: config.permissions,
                 compaction: config.compaction,
+                sandbox: Arc::new(config.sandbox),
                 registry: config.registry,
                 session_files,
                 session_dir_flag: config.session_dir,
@@ -310,6 +312,7 @@ impl Agent {
             message_count: state.messages.len(),
             pending_message_count: state.queue.pending(),
             pending_permission_requests: state.permissions.len(),
+            sandbox: self.inner.sandbox.wire_state(),
         }
     }
 

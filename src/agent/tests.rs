@@ -66,6 +66,7 @@ fn config(base: &str, dir: &std::path::Path) -> Config {
         resume: None,
         continue_newest: false,
         warnings: Vec::new(),
+        sandbox: crate::sandbox::Sandbox::off(),
     }
 }
 

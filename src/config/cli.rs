@@ -55,4 +55,8 @@ pub struct Cli {
     /// Disable every tool.
     #[arg(long, conflicts_with = "tools")]
     pub no_tools: bool,
+    /// Sandbox for the agent's commands: workspace-write, read-only or off (overrides
+    /// sandbox.mode in settings).
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<crate::sandbox::Mode>,
 }

@@ -27,6 +27,8 @@ pub struct Config {
     pub permissions: PermissionRules,
     /// `compaction` in settings.
     pub compaction: CompactionSettings,
+    /// `--sandbox` and `sandbox` in settings.
+    pub sandbox: crate::sandbox::Sandbox,
     /// `--system-prompt`, already read from its file when it named one.
     pub system_prompt: Option<String>,
     pub append_system_prompt: Option<String>,
@@ -85,6 +87,13 @@ pub async fn load(
     let tools = active_tools(&cli)?;
     let permissions = permission_rules(&settings, &mut warnings);
     let compaction = settings.compaction;
+    let sandbox = crate::sandbox::Sandbox::start(
+        cli.sandbox,
+        settings.sandbox.clone(),
+        &cwd,
+        &agent_dir,
+        &mut warnings,
+    );
     Ok(Config {
         system_prompt: cli.system_prompt.as_deref().map(text_or_file).transpose()?,
         append_system_prompt: cli
@@ -105,6 +114,7 @@ pub async fn load(
         tools,
         permissions,
         compaction,
+        sandbox,
         warnings,
     })
 }

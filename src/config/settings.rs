@@ -5,12 +5,13 @@
 //! Each key decodes on its own ([`Lenient`]): a bad value is reported naming its key and falls
 //! back to the default while every other key still applies; unknown keys are ignored.
 //!
-//! Safety settings (`permissions`) come from the project file only to tighten what the user
-//! set, unless the user trusts the project (`--trust-project`, or the cwd listed in the user's
+//! Safety settings (`permissions`, `sandbox`) come from the project file only to tighten what
+//! the user set, unless the user trusts the project (`--trust-project`, or the cwd listed in the user's
 //! `trustedProjects`): a cloned repository, or a model that wrote into it, must not be able to
 //! switch the gate off. `trustedProjects` itself is read from the user's file only.
 
 use crate::protocol::QueueMode;
+use crate::sandbox::{Mode as SandboxMode, SandboxSettings};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -29,6 +30,8 @@ pub struct Settings {
     /// `permissions.bash`, after the project rule above. `Err` when a settings file could not be
     /// read as JSON or the rules are invalid: the gate then asks before every command.
     pub bash_permissions: Result<BashPermissions, String>,
+    /// `sandbox`, after the project rule above; `Err` names what was invalid.
+    pub sandbox: Result<SandboxSettings, String>,
     /// Whether the project's safety settings were taken as they are.
     pub project_trusted: bool,
 }
@@ -43,6 +46,7 @@ impl Default for Settings {
             stream_idle_timeout: Duration::from_secs(120),
             compaction: CompactionSettings::default(),
             bash_permissions: Ok(BashPermissions::default()),
+            sandbox: Ok(SandboxSettings::default()),
             project_trusted: false,
         }
     }
@@ -201,6 +205,8 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     let project_trusted = sources.trust_flag || is_trusted(trusted_list, sources.cwd, warnings);
     let user_permissions = user.remove("permissions");
     let project_permissions = project.remove("permissions");
+    let user_sandbox = user.remove("sandbox");
+    let project_sandbox = project.remove("sandbox");
 
     let mut merged = user;
     merge_one_level(&mut merged, project);
@@ -241,7 +247,70 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
             warnings,
         ),
     };
+    s.sandbox = sandbox(user_sandbox, project_sandbox, project_trusted, warnings);
     s
+}
+
+/// How strict a sandbox mode is, for "a project may only tighten".
+fn strictness(mode: SandboxMode) -> u8 {
+    match mode {
+        SandboxMode::Off => 0,
+        SandboxMode::WorkspaceWrite => 1,
+        SandboxMode::ReadOnly => 2,
+    }
+}
+
+/// The user's `sandbox` with the project's merged in: key by key when trusted, else only a
+/// stricter mode and `network: false`.
+fn sandbox(
+    user: Option<Value>,
+    project: Option<Value>,
+    trusted: bool,
+    warnings: &mut Vec<String>,
+) -> Result<SandboxSettings, String> {
+    if trusted {
+        // Key by key when both are objects; otherwise whichever value stands is validated, so a
+        // malformed one is still reported.
+        let merged = match (user, project) {
+            (Some(Value::Object(mut u)), Some(Value::Object(p))) => {
+                u.extend(p);
+                Some(Value::Object(u))
+            }
+            (None, other) | (other, None) => other,
+            (Some(Value::Object(_)), bad) | (bad, _) => bad,
+        };
+        return SandboxSettings::from_settings(merged.as_ref());
+    }
+    let mut settings = SandboxSettings::from_settings(user.as_ref())?;
+    let Some(project) = project else {
+        return Ok(settings);
+    };
+    let wanted =
+        SandboxSettings::from_settings(Some(&project)).map_err(|e| format!("project {e}"))?;
+    let set = |key: &str| project.get(key).is_some_and(|v| !v.is_null());
+    let mut ignored = Vec::new();
+    if set("mode") {
+        if strictness(wanted.mode) >= strictness(settings.mode) {
+            settings.mode = wanted.mode;
+        } else {
+            ignored.push("a looser \"mode\"");
+        }
+    }
+    if !wanted.writable_roots.is_empty() {
+        ignored.push("its \"writableRoots\"");
+    }
+    if set("network") && wanted.network && !settings.network {
+        ignored.push("\"network\": true");
+    }
+    settings.network &= wanted.network;
+    if !ignored.is_empty() {
+        warnings.push(format!(
+            "the project's .nova/settings.json may only tighten the sandbox; ignoring {} \
+             (trust the project with --trust-project or the trustedProjects setting)",
+            ignored.join(" and ")
+        ));
+    }
+    Ok(settings)
 }
 
 /// The user's `permissions.bash` with the project's merged in: as it is when trusted, else

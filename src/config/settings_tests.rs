@@ -187,3 +187,28 @@ fn bad_permission_rules_are_an_error_naming_the_file() {
     let err = s.bash_permissions.unwrap_err();
     assert!(err.contains("project settings permissions.bash"), "{err}");
 }
+
+#[test]
+fn an_untrusted_project_may_only_tighten_the_sandbox() {
+    let user = r#"{"sandbox":{"mode":"workspace-write","writableRoots":["/data"]}}"#;
+    let loosen = r#"{"sandbox":{"mode":"off","writableRoots":["/"],"network":true}}"#;
+    let files = Files::new(Some(user), Some(loosen));
+    let (s, warnings) = files.load(false);
+    let sandbox = s.sandbox.unwrap();
+    assert_eq!(sandbox.mode, SandboxMode::WorkspaceWrite);
+    assert_eq!(sandbox.writable_roots, ["/data"]);
+    assert!(warnings[0].contains("tighten the sandbox"), "{warnings:?}");
+
+    let tighten = r#"{"sandbox":{"mode":"read-only","network":false}}"#;
+    let files = Files::new(Some(user), Some(tighten));
+    let (s, warnings) = files.load(false);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let sandbox = s.sandbox.unwrap();
+    assert_eq!(sandbox.mode, SandboxMode::ReadOnly);
+    assert!(!sandbox.network);
+
+    // Trusted, the project's keys replace the user's.
+    let files = Files::new(Some(user), Some(loosen));
+    let (s, _) = files.load(true);
+    assert_eq!(s.sandbox.unwrap().mode, SandboxMode::Off);
+}

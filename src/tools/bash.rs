@@ -2,13 +2,16 @@
 //!
 //! The shell leads its own process group so that a timeout or an abort can kill everything it
 //! started, grandchildren included. Both output streams share one pipe, so their lines arrive
-//! in the order they were written.
+//! in the order they were written. Unless the sandbox is off, the command starts through the
+//! sandbox's launcher, which restricts itself and then becomes the shell (same process, same
+//! group, same pipe).
 
 use super::output::{Output, Snapshot};
 use super::truncate::{Limits, MAX_BYTES, TruncatedBy, format_size};
 use super::{ToolContext, ToolOutput, ToolResult};
 use crate::protocol::{ContentBlock, ToolResultPayload};
 use crate::provider::ToolSpec;
+use crate::sandbox::Sandbox;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Deserialize;
@@ -21,6 +24,8 @@ use tokio::net::unix::pipe;
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, sleep_until};
 
+const BASH: &str = "/bin/bash";
+
 /// How often at most progress is reported while output streams in.
 const UPDATE_INTERVAL: Duration = Duration::from_millis(50);
 /// How long to keep reading after the shell exits: a background child may hold the pipe open
@@ -31,6 +36,8 @@ const EXIT_GRACE: Duration = Duration::from_millis(200);
 pub(super) struct Args {
     command: String,
     timeout: Option<f64>,
+    /// `false`: run without the sandbox (the permission gate has asked the user first).
+    sandbox: Option<bool>,
 }
 
 pub(super) fn spec() -> ToolSpec {
@@ -44,7 +51,8 @@ pub(super) fn spec() -> ToolSpec {
             "type": "object",
             "properties": {
                 "command": {"type": "string", "description": "The bash command to run"},
-                "timeout": {"type": "number", "description": "Seconds before the command is killed (default: no limit)"}
+                "timeout": {"type": "number", "description": "Seconds before the command is killed (default: no limit)"},
+                "sandbox": {"type": "boolean", "description": "Run inside the sandbox (default true). Set false only to retry a command the sandbox refused; the user is asked to approve it first"}
             },
             "required": ["command"]
         }),
@@ -76,15 +84,28 @@ impl Drop for GroupGuard {
     }
 }
 
-fn spawn(command: &str, cwd: &Path) -> std::io::Result<(pipe::Receiver, Child)> {
+fn spawn(
+    command: &str,
+    cwd: &Path,
+    sandbox: Option<&Sandbox>,
+) -> std::io::Result<(pipe::Receiver, Child)> {
+    let mut cmd = match sandbox {
+        Some(s) => Command::from(
+            s.command(BASH, &["-c", command])
+                .map_err(std::io::Error::other)?,
+        ),
+        None => {
+            let mut cmd = Command::new(BASH);
+            cmd.arg("-c").arg(command);
+            cmd
+        }
+    };
     let (tx, rx) = pipe::pipe()?;
     let stdout = tx.into_blocking_fd()?;
     let stderr = stdout.try_clone()?;
     // The `Command` (and with it our copy of the pipe's write end) is dropped at the end of this
     // statement, so the reader sees end-of-file once the command's processes have closed it.
-    let child = Command::new("/bin/bash")
-        .arg("-c")
-        .arg(command)
+    let child = cmd
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::from(stdout))
@@ -105,8 +126,10 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         content: Vec::new(),
         details: None,
     });
-    let (reader, mut child) =
-        spawn(&args.command, &ctx.cwd).map_err(|e| format!("Could not start /bin/bash: {e}"))?;
+    let sandbox = (args.sandbox != Some(false) && ctx.sandbox.wraps_commands())
+        .then_some(ctx.sandbox.as_ref());
+    let (reader, mut child) = spawn(&args.command, &ctx.cwd, sandbox)
+        .map_err(|e| format!("Could not start /bin/bash: {e}"))?;
     let pgid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -160,10 +183,13 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         std::os::unix::process::ExitStatusExt::signal(&status),
     ) {
         (Some(0), _) => Ok(ToolOutput::text(text, details)),
-        (Some(code), _) => Err(with_status(
-            &text,
-            &format!("Command exited with code {code}"),
-        )),
+        (Some(code), _) => {
+            let failed = with_status(&text, &format!("Command exited with code {code}"));
+            Err(match sandbox.and_then(|s| s.refusal_note(&text)) {
+                Some(note) => format!("{failed}\n\n{note}"),
+                None => failed,
+            })
+        }
         (None, Some(sig)) => {
             let name = Signal::try_from(sig).map_or_else(|_| sig.to_string(), |s| s.to_string());
             Err(with_status(
@@ -335,6 +361,7 @@ mod tests {
             cwd: dir.to_path_buf(),
             cancel: CancellationToken::new(),
             on_update: Arc::new(move |p| sink.lock().unwrap().push(p)),
+            sandbox: Arc::new(crate::sandbox::Sandbox::off()),
         };
         (ctx, updates)
     }

@@ -23,6 +23,7 @@ mod zoom;
 
 use crate::protocol::{ContentBlock, ToolResultPayload};
 use crate::provider::ToolSpec;
+use crate::sandbox::Sandbox;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -67,6 +68,8 @@ pub struct ToolContext {
     pub cwd: PathBuf,
     pub cancel: CancellationToken,
     pub on_update: UpdateFn,
+    /// Wraps bash commands (file tools are checked by the permission gate before they run).
+    pub sandbox: Arc<Sandbox>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +87,7 @@ impl ToolContext {
             cwd: dir.to_path_buf(),
             cancel: CancellationToken::new(),
             on_update: Arc::new(|_| {}),
+            sandbox: Arc::new(Sandbox::off()),
         }
     }
 }

@@ -10,6 +10,7 @@ mod permission;
 mod protocol;
 mod providers;
 mod run;
+mod sandbox;
 mod session_commands;
 mod session_resume;
 mod sessions;

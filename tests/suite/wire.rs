@@ -195,6 +195,12 @@ fn responses_decode_with_their_data() {
         message_count: 0,
         pending_message_count: 0,
         pending_permission_requests: 0,
+        sandbox: p::SandboxState {
+            mode: "workspace-write",
+            enforced: true,
+            network: true,
+            unavailable: None,
+        },
     };
     let r = p::Response::ok(
         Some(json!("req-1")),

@@ -305,6 +305,22 @@ pub struct State {
     pub auto_compaction_enabled: bool,
     pub message_count: usize,
     pub pending_message_count: usize,
+    pub sandbox: SandboxState,
+}
+
+/// `get_state.sandbox` (nova's extension).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SandboxState {
+    pub mode: String,
+    pub enforced: bool,
+    pub network: bool,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub unavailable: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,274 @@
+//! The launcher: nova re-executed as `nova __sandbox <spec-json> -- <program> <args…>`. It runs
+//! in the child process, before any thread exists, restricts itself and then `exec`s the
+//! program, so the restrictions bind the program and everything it starts. Doing this in a
+//! fresh process instead of a `pre_exec` hook keeps it free of `unsafe` and of the rules about
+//! what may run between `fork` and `exec`.
+//!
+//! Steps, each fatal (the program never runs half-protected):
+//! 1. When something must be protected: a private mount namespace (inside a new user namespace
+//!    that maps the caller's ids to themselves), protected paths bind-mounted onto themselves
+//!    and remounted read-only, `.git` bind-mounted onto itself so it cannot be renamed away.
+//! 2. Landlock: read and execute everywhere, write only beneath the writable roots and a few
+//!    devices; with `network: false`, no TCP `connect` or `bind`. Landlock also forbids any
+//!    later `mount`/`umount`, so the program cannot undo step 1.
+//! 3. `exec` (which keeps the process group nova gave the launcher, and its pipes).
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, LandlockStatus, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    RulesetStatus, path_beneath_rules,
+};
+use nix::mount::{MsFlags, mount};
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::statvfs::{FsFlags, statvfs};
+use nix::unistd::{getgid, getuid};
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The hidden first argument that turns nova into the launcher.
+const ARG: &str = "__sandbox";
+/// Instead of `-- <program>`: apply everything, print any notes on stdout, exit 0.
+const PROBE: &str = "--probe";
+/// The exit code when the sandbox cannot be set up (and the program was never started).
+const SETUP_FAILED: u8 = 125;
+/// Printed around the reason when the sandbox cannot be set up.
+pub const SETUP_FAILED_PREFIX: &str = "nova: the sandbox could not be set up";
+pub const SETUP_FAILED_SUFFIX: &str = "; the command was not run";
+
+/// Landlock access rights are requested as of this ABI (Linux 6.10); older kernels enforce the
+/// subset they know (see the README for what that leaves out).
+const LANDLOCK_ABI: ABI = ABI::V5;
+
+/// Devices a normal shell session writes to, in every mode.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+];
+
+/// What the parent tells the launcher, as JSON in one argument.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spec {
+    pub writable: Vec<PathBuf>,
+    pub read_only: Vec<PathBuf>,
+    pub pinned: Vec<PathBuf>,
+    pub network: bool,
+}
+
+impl Spec {
+    /// The launcher command for `program args…` under this spec.
+    pub fn command<I, S>(&self, program: &str, args: I) -> Result<std::process::Command, String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let mut cmd = self.launcher()?;
+        cmd.arg("--").arg(program).args(args);
+        Ok(cmd)
+    }
+
+    /// The launcher command that only checks that this spec can be applied.
+    pub fn probe(&self) -> Result<std::process::Command, String> {
+        let mut cmd = self.launcher()?;
+        cmd.arg(PROBE);
+        Ok(cmd)
+    }
+
+    fn launcher(&self) -> Result<std::process::Command, String> {
+        let json = serde_json::to_string(self)
+            .map_err(|e| format!("cannot describe the sandbox to the launcher: {e}"))?;
+        // This very binary, even if the file has since been replaced or deleted (say, by a
+        // rebuild while nova runs): the kernel resolves the link in the child, whose image is
+        // still nova's.
+        let mut cmd = std::process::Command::new("/proc/self/exe");
+        cmd.arg(ARG).arg(json);
+        Ok(cmd)
+    }
+}
+
+/// Runs the launcher when nova was started as one; `None` for a normal start. Must be called
+/// first thing in `main`, while the process has a single thread (a user namespace cannot be
+/// entered otherwise).
+pub fn run_if_requested() -> Option<ExitCode> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next()? != ARG {
+        return None;
+    }
+    let rest: Vec<OsString> = args.collect();
+    Some(launch(&rest))
+}
+
+fn launch(args: &[OsString]) -> ExitCode {
+    let parsed = args
+        .first()
+        .map(|a| serde_json::from_str::<Spec>(&a.to_string_lossy()));
+    let spec = match parsed {
+        Some(Ok(spec)) => spec,
+        Some(Err(e)) => return setup_failed(&format!("invalid sandbox description: {e}")),
+        None => return setup_failed("missing sandbox description"),
+    };
+    let notes = match apply(&spec) {
+        Ok(notes) => notes,
+        Err(e) => return setup_failed(&e),
+    };
+    match args.get(1).and_then(|a| a.to_str()) {
+        Some(PROBE) => {
+            let mut out = std::io::stdout();
+            for note in notes {
+                let _ = writeln!(out, "{note}");
+            }
+            ExitCode::SUCCESS
+        }
+        Some("--") if args.len() > 2 => {
+            let err = std::process::Command::new(&args[2]).args(&args[3..]).exec();
+            let _ = writeln!(
+                std::io::stderr(),
+                "nova: cannot run {}: {err}",
+                Path::new(&args[2]).display()
+            );
+            ExitCode::from(127)
+        }
+        _ => setup_failed("no program to run"),
+    }
+}
+
+fn setup_failed(reason: &str) -> ExitCode {
+    let _ = writeln!(
+        std::io::stderr(),
+        "{SETUP_FAILED_PREFIX}: {reason}{SETUP_FAILED_SUFFIX}"
+    );
+    ExitCode::from(SETUP_FAILED)
+}
+
+/// Restricts this process as `spec` says. The notes say what the kernel could not enforce.
+fn apply(spec: &Spec) -> Result<Vec<String>, String> {
+    if !spec.read_only.is_empty() || !spec.pinned.is_empty() {
+        enter_mount_namespace()?;
+        // Pinned first: binding `.git` after `.git/hooks` would hide the read-only hooks mount.
+        for path in &spec.pinned {
+            bind_onto_itself(path)?;
+        }
+        for path in &spec.read_only {
+            bind_onto_itself(path)?;
+            remount_read_only(path)?;
+        }
+        // The working directory was looked up before the mounts: look it up again so relative
+        // paths lead through them.
+        let cwd = std::env::current_dir().map_err(|e| format!("getcwd: {e}"))?;
+        std::env::set_current_dir(&cwd).map_err(|e| format!("chdir {}: {e}", cwd.display()))?;
+    }
+    restrict(spec)
+}
+
+fn enter_mount_namespace() -> Result<(), String> {
+    let (uid, gid) = (getuid(), getgid());
+    if uid.is_root() {
+        unshare(CloneFlags::CLONE_NEWNS)
+            .map_err(|e| format!("cannot create a mount namespace: {e}"))?;
+    } else {
+        // Mounting needs privilege, which a new user namespace grants over its own mount
+        // namespace; the caller's ids are mapped to themselves so files keep their owners.
+        unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
+            .map_err(|e| format!("cannot create a user namespace: {e}"))?;
+        // An unprivileged process must give up setgroups before it may map its group.
+        write_proc("/proc/self/setgroups", "deny")?;
+        write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
+        write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
+    }
+    // Without this the mounts below would propagate back to the host's namespace.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| format!("cannot make mounts private: {e}"))
+}
+
+fn write_proc(path: &str, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {path}: {e}"))
+}
+
+fn bind_onto_itself(path: &Path) -> Result<(), String> {
+    mount(
+        Some(path),
+        path,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| format!("cannot bind-mount {}: {e}", path.display()))
+}
+
+fn remount_read_only(path: &Path) -> Result<(), String> {
+    // Inside a user namespace the kernel refuses to drop the flags the original mount carries
+    // (nosuid, nodev, noexec, atime), so they are repeated.
+    let current = statvfs(path)
+        .map_err(|e| format!("statvfs {}: {e}", path.display()))?
+        .flags();
+    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+    for (has, keep) in [
+        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+    ] {
+        if current.contains(has) {
+            flags |= keep;
+        }
+    }
+    mount(None::<&str>, path, None::<&str>, flags, None::<&str>)
+        .map_err(|e| format!("cannot make {} read-only: {e}", path.display()))
+}
+
+fn restrict(spec: &Spec) -> Result<Vec<String>, String> {
+    let landlock_error = |e: landlock::RulesetError| format!("Landlock: {e}");
+    let abi = LANDLOCK_ABI;
+    let mut ruleset = Ruleset::default()
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(landlock_error)?;
+    if !spec.network {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(landlock_error)?;
+    }
+    let status = ruleset
+        .create()
+        .and_then(|r| r.add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi))))
+        .and_then(|r| r.add_rules(path_beneath_rules(&spec.writable, AccessFs::from_all(abi))))
+        .and_then(|r| r.add_rules(path_beneath_rules(DEVICES, AccessFs::from_all(abi))))
+        .and_then(|r| r.restrict_self())
+        .map_err(landlock_error)?;
+    let kernel_abi = match status.landlock {
+        LandlockStatus::Available { effective_abi, .. } => effective_abi,
+        _ => ABI::Unsupported,
+    };
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err("Landlock is not available on this kernel".into());
+    }
+    let mut notes = Vec::new();
+    if kernel_abi < ABI::V3 {
+        notes.push(format!(
+            "this kernel's Landlock ABI is {kernel_abi}: truncating files outside the writable \
+             roots is not prevented (that needs 3)"
+        ));
+    }
+    if !spec.network && kernel_abi < ABI::V4 {
+        notes.push(format!(
+            "sandbox.network false is not enforced: this kernel's Landlock ABI is {kernel_abi} \
+             and network rules need 4"
+        ));
+    }
+    Ok(notes)
+}

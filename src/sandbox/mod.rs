@@ -1,0 +1,390 @@
+//! The sandbox around everything the agent runs.
+//!
+//! Bash commands run through [the launcher](launcher): nova re-executes itself, the child
+//! restricts itself (a private mount namespace for the read-only paths inside writable roots,
+//! then Landlock for everything else) and `exec`s bash. The file tools do not run in a child;
+//! they ask the agent's permission gate instead, through [`Sandbox::file_write_reason`], which
+//! decides from the same [`Policy`]. Where the kernel cannot sandbox commands, nova asks before
+//! every bash command instead (fail closed), unless the user turned the sandbox off.
+//!
+//! Nothing here knows about the RPC layer or the agent: the gate and the bash tool call in.
+
+mod launcher;
+mod policy;
+mod settings;
+
+pub use launcher::run_if_requested;
+pub use policy::{Policy, WriteRefusal};
+pub use settings::{Mode, SandboxSettings};
+
+use crate::protocol::SandboxState;
+use launcher::Spec;
+use policy::Protected;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+/// Output that means a command was refused something (what the kernel's error texts say).
+const REFUSALS: &[&str] = &[
+    "Permission denied",
+    "Read-only file system",
+    "Operation not permitted",
+];
+
+/// How long a question may wait for the startup check: a launcher stuck on, say, a hung
+/// network mount must not freeze nova.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Scratch space programs expect to write (POSIX shared memory, semaphores).
+const SHARED_MEMORY: &str = "/dev/shm";
+
+#[derive(Debug)]
+pub struct Sandbox {
+    mode: Mode,
+    network: bool,
+    policy: Policy,
+    /// Why commands cannot be sandboxed here; `None` when they can (or the sandbox is off).
+    unavailable: OnceLock<Option<String>>,
+    /// The check that answers `unavailable`, running alongside nova's startup.
+    check: Mutex<Option<Receiver<Option<String>>>>,
+}
+
+impl Sandbox {
+    /// No sandbox at all.
+    pub fn off() -> Sandbox {
+        Sandbox::known(
+            Mode::Off,
+            true,
+            Policy::new(Mode::Off, Path::new("/"), &[], Path::new("/")),
+            None,
+        )
+    }
+
+    fn known(mode: Mode, network: bool, policy: Policy, unavailable: Option<String>) -> Sandbox {
+        Sandbox {
+            mode,
+            network,
+            policy,
+            unavailable: OnceLock::from(unavailable),
+            check: Mutex::new(None),
+        }
+    }
+
+    /// Builds the sandbox from `--sandbox` (which wins) and the `sandbox` settings object, and
+    /// creates `<cwd>/.nova/` so that it can be protected. Problems become `warnings`.
+    ///
+    /// Whether the kernel can apply the sandbox is checked by a throwaway launcher, in the
+    /// background so that it does not add to startup; the first question that depends on the
+    /// answer waits for it, and a failure is reported once on stderr as soon as it is known.
+    pub fn start(
+        flag: Option<Mode>,
+        settings: Result<SandboxSettings, String>,
+        cwd: &Path,
+        agent_dir: &Path,
+        warnings: &mut Vec<String>,
+    ) -> Sandbox {
+        let mut settings = settings.unwrap_or_else(|e| {
+            warnings.push(format!(
+                "{e}; the sandbox is read-only and without network until this is fixed"
+            ));
+            SandboxSettings::strictest()
+        });
+        if let Some(mode) = flag {
+            settings.mode = mode;
+        }
+        if settings.mode == Mode::Off {
+            return Sandbox::off();
+        }
+        let roots = writable_roots(&settings.writable_roots, cwd, warnings);
+        if let Err(e) = std::fs::create_dir_all(cwd.join(".nova")) {
+            warnings.push(format!("sandbox: cannot create .nova/ to protect it: {e}"));
+        }
+        let policy = Policy::new(settings.mode, cwd, &roots, agent_dir);
+        let sandbox = Sandbox::known(settings.mode, settings.network, policy, None);
+        let probe = sandbox.spec().probe().and_then(|mut cmd| {
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot start the launcher: {e}"))
+        });
+        let (tx, rx) = mpsc::channel();
+        let check = std::thread::Builder::new()
+            .name("nova-sandbox-check".into())
+            .spawn(move || {
+                let _ = tx.send(report(probe.and_then(probe_result)));
+            });
+        match check {
+            Ok(_) => Sandbox {
+                unavailable: OnceLock::new(),
+                check: Mutex::new(Some(rx)),
+                ..sandbox
+            },
+            Err(e) => {
+                let reason = format!("cannot check the sandbox: {e}");
+                Sandbox::known(sandbox.mode, sandbox.network, sandbox.policy, Some(reason))
+            }
+        }
+    }
+
+    /// Bash commands run inside the sandbox (it is on, and the kernel can apply it).
+    pub fn wraps_commands(&self) -> bool {
+        self.mode != Mode::Off && self.unavailable().is_none()
+    }
+
+    /// Waits for the startup check the first time (a few milliseconds, and usually over long
+    /// before anyone asks).
+    fn unavailable(&self) -> Option<&str> {
+        self.unavailable
+            .get_or_init(|| {
+                let check = self
+                    .check
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                match check.map(|rx| rx.recv_timeout(CHECK_TIMEOUT)) {
+                    None => None,
+                    Some(Ok(answer)) => answer,
+                    Some(Err(RecvTimeoutError::Timeout)) => report(Err(format!(
+                        "the check did not finish within {} s",
+                        CHECK_TIMEOUT.as_secs()
+                    ))),
+                    Some(Err(RecvTimeoutError::Disconnected)) => {
+                        report(Err("the check failed".into()))
+                    }
+                }
+            })
+            .as_deref()
+    }
+
+    /// `get_state.sandbox`.
+    pub fn wire_state(&self) -> SandboxState {
+        SandboxState {
+            mode: self.mode.as_str(),
+            enforced: self.wraps_commands(),
+            network: self.network,
+            unavailable: self.unavailable().map(str::to_owned),
+        }
+    }
+
+    /// Why a file tool must ask before writing `path` (absolute); `None` to go ahead.
+    pub fn file_write_reason(&self, path: &Path) -> Option<WriteRefusal> {
+        self.policy.file_write_reason(path)
+    }
+
+    /// Why a bash command must ask first as far as the sandbox is concerned: it cannot be
+    /// sandboxed here, or the model asked to run it without the sandbox (`unsandboxed`).
+    pub fn bash_reason(&self, unsandboxed: bool) -> Option<String> {
+        if self.mode == Mode::Off {
+            return None;
+        }
+        if let Some(why) = self.unavailable() {
+            return Some(format!(
+                "the sandbox is unavailable ({why}), so every bash command needs approval"
+            ));
+        }
+        unsandboxed.then(|| {
+            "the model asked to run this command without the sandbox (\"sandbox\": false): it \
+             could change any file nova can change"
+                .to_owned()
+        })
+    }
+
+    /// The launcher command that runs `program args…` inside the sandbox.
+    pub fn command(&self, program: &str, args: &[&str]) -> Result<Command, String> {
+        self.spec().command(program, args)
+    }
+
+    /// A note for the model when a sandboxed command failed with a permission error.
+    pub fn refusal_note(&self, output: &str) -> Option<String> {
+        if output.contains(launcher::SETUP_FAILED_PREFIX) {
+            return Some(
+                "[The sandbox could not be set up, so the command did not run. To run it \
+                 anyway, call bash again with \"sandbox\": false; the user will be asked to \
+                 approve it.]"
+                    .to_owned(),
+            );
+        }
+        if !REFUSALS.iter().any(|r| output.contains(r)) {
+            return None;
+        }
+        let allowed = match self.mode {
+            Mode::ReadOnly => "commands may not change any file".to_owned(),
+            _ => format!(
+                "commands may write only under {}, and never to .nova/, .git/hooks or \
+                 .git/config",
+                self.policy.roots_text()
+            ),
+        };
+        let network = if self.network {
+            ""
+        } else {
+            "; TCP connections are blocked"
+        };
+        Some(format!(
+            "[The sandbox ({}) probably refused this: {allowed}{network}. If the command \
+             really needs that, call bash again with \"sandbox\": false; the user will be \
+             asked to approve running it without the sandbox.]",
+            self.mode
+        ))
+    }
+
+    /// What the launcher must set up for a command starting now (protected paths are looked
+    /// up each time: `.git` may appear during a session).
+    fn spec(&self) -> Spec {
+        let Protected { read_only, pinned } = self.policy.protected();
+        let mut writable = self.policy.writable().to_vec();
+        if self.mode == Mode::WorkspaceWrite {
+            writable.push(PathBuf::from(SHARED_MEMORY));
+        }
+        Spec {
+            writable,
+            read_only,
+            pinned,
+            network: self.network,
+        }
+    }
+}
+
+/// Says on stderr, in the words of nova's other startup warnings, what the check found;
+/// returns why the sandbox is unavailable.
+fn report(check: Result<Vec<String>, String>) -> Option<String> {
+    let (lines, unavailable) = match check {
+        Ok(notes) => (
+            notes.iter().map(|n| format!("sandbox: {n}")).collect(),
+            None,
+        ),
+        Err(reason) => (
+            vec![format!(
+                "sandbox unavailable: {reason}; nova will ask before every bash command \
+                 (sandbox mode \"off\" runs them unsandboxed without asking)"
+            )],
+            Some(reason),
+        ),
+    };
+    let mut stderr = std::io::stderr().lock();
+    for line in lines {
+        let _ = writeln!(stderr, "nova: warning: {line}");
+    }
+    unavailable
+}
+
+/// What the throwaway launcher said: `Ok` holds what the kernel cannot enforce.
+fn probe_result(child: Child) -> Result<Vec<String>, String> {
+    let output = child
+        .wait_with_output()
+        .map_err(|e| format!("cannot wait for the launcher: {e}"))?;
+    if output.status.success() {
+        let notes = String::from_utf8_lossy(&output.stdout);
+        return Ok(notes.lines().map(str::to_owned).collect());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let reason = stderr
+        .trim()
+        .strip_prefix(launcher::SETUP_FAILED_PREFIX)
+        .map(|r| r.trim_start_matches(": "))
+        .and_then(|r| r.strip_suffix(launcher::SETUP_FAILED_SUFFIX))
+        .unwrap_or(stderr.trim());
+    Err(if reason.is_empty() {
+        format!("the launcher failed ({})", output.status)
+    } else {
+        reason.to_owned()
+    })
+}
+
+/// `sandbox.writableRoots` as absolute paths (`~` is the home directory, relative paths start
+/// at the cwd); missing directories are reported and left out.
+fn writable_roots(raw: &[String], cwd: &Path, warnings: &mut Vec<String>) -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut roots = Vec::new();
+    for entry in raw {
+        let path = match (entry.as_str(), &home) {
+            ("~", Some(home)) => home.clone(),
+            (s, Some(home)) if s.starts_with("~/") => home.join(&s[2..]),
+            (s, _) => cwd.join(s),
+        };
+        if path.is_dir() {
+            roots.push(path);
+        } else {
+            warnings.push(format!(
+                "settings: sandbox.writableRoots entry \"{entry}\" is not a directory; ignored"
+            ));
+        }
+    }
+    roots
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn invalid_settings_fall_back_to_the_strictest_and_the_flag_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut warnings = vec![];
+        let bad = json!({"mode": "sometimes"});
+        let s = Sandbox::start(
+            Some(Mode::Off),
+            SandboxSettings::from_settings(Some(&bad)),
+            dir.path(),
+            dir.path(),
+            &mut warnings,
+        );
+        assert_eq!(s.wire_state().mode, "off");
+        assert!(!s.wraps_commands());
+        assert_eq!(s.bash_reason(true), None);
+        assert!(warnings[0].contains("\"sandbox.mode\""), "{warnings:?}");
+        assert!(!dir.path().join(".nova").exists(), "off creates nothing");
+    }
+
+    #[test]
+    fn writable_roots_expand_and_skip_missing_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("cache")).unwrap();
+        let mut warnings = vec![];
+        let raw = ["cache".to_owned(), "missing".to_owned(), "/".to_owned()];
+        let roots = writable_roots(&raw, dir.path(), &mut warnings);
+        assert_eq!(roots, [dir.path().join("cache"), PathBuf::from("/")]);
+        assert!(warnings[0].contains("\"missing\""), "{warnings:?}");
+    }
+
+    #[test]
+    fn notes_and_reasons() {
+        let policy = Policy::new(Mode::WorkspaceWrite, Path::new("/w"), &[], Path::new("/a"));
+        let sandbox = Sandbox::known(Mode::WorkspaceWrite, false, policy.clone(), None);
+        assert_eq!(sandbox.refusal_note("No such file or directory"), None);
+        let note = sandbox
+            .refusal_note("bash: /etc/x: Permission denied")
+            .unwrap();
+        assert!(note.contains("/w") && note.contains("TCP"), "{note}");
+        assert!(note.contains("\"sandbox\": false"), "{note}");
+        assert_eq!(sandbox.bash_reason(false), None);
+        assert!(
+            sandbox
+                .bash_reason(true)
+                .unwrap()
+                .contains("without the sandbox")
+        );
+
+        let unavailable = Sandbox::known(
+            Mode::WorkspaceWrite,
+            false,
+            policy,
+            Some("no Landlock".into()),
+        );
+        assert!(!unavailable.wraps_commands());
+        assert!(
+            unavailable
+                .bash_reason(false)
+                .unwrap()
+                .contains("no Landlock")
+        );
+        let state = unavailable.wire_state();
+        assert_eq!((state.mode, state.enforced), ("workspace-write", false));
+    }
+}
