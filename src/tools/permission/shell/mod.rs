@@ -59,23 +59,67 @@ pub(super) struct Word {
     pub(super) raw: String,
     /// After quote removal; expansions stay as written, since their values are unknown here.
     pub(super) value: String,
-    /// Holds a parameter expansion or a substitution, so its run-time value is not `value`.
-    pub(super) dynamic: bool,
+    /// The word piece by piece, with what bash's later expansions will do to each piece.
+    pub(super) parts: Vec<Part>,
     /// Scripts of `$( )`, backticks, `<( )` and `>( )` inside the word.
     pub(super) subs: Vec<Script>,
+}
+
+impl Word {
+    /// An operator inside `[[ ]]`, which is a word there but never expands.
+    fn literal(text: &str) -> Word {
+        Word {
+            raw: text.into(),
+            value: text.into(),
+            parts: vec![Part::Text {
+                text: text.into(),
+                quoted: true,
+            }],
+            subs: Vec::new(),
+        }
+    }
+}
+
+/// A stretch of a word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Part {
+    /// Text after quote removal. Unquoted text still goes through brace and pathname expansion;
+    /// quoted (or escaped) text reaches the command as it is.
+    Text { text: String, quoted: bool },
+    /// `$name` or `${name}`, also the special ones (`$1`, `$@`, `$#`, …).
+    Param { name: String, quoted: bool },
+    /// Any other expansion, as written.
+    Expansion {
+        source: String,
+        quoted: bool,
+        kind: Expansion,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Expansion {
+    /// `<( )` or `>( )`: the command receives a `/dev/fd/N` path to a pipe.
+    Process,
+    /// `$( )`, backquotes, `$(( ))`, `${x:-y}`, …
+    Other,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum RedirectKind {
     Read,
     Write,
-    Duplicate,
+    /// `<&N`: read from another descriptor.
+    DuplicateInput,
+    /// `>&N`
+    DuplicateOutput,
     HereDoc,
     HereString,
 }
 
 #[derive(Debug)]
 pub(super) struct Redirect {
+    /// The descriptor written before the operator (`3<<<x`); none means the operator's default.
+    pub(super) fd: Option<u32>,
     pub(super) kind: RedirectKind,
     pub(super) target: Word,
 }
@@ -135,17 +179,59 @@ enum Stop {
     CaseItem,
 }
 
+/// A word being read: its parts so far, with text kept as bytes until the word is complete,
+/// since `$'\xNN'` escapes may produce bytes that are only valid UTF-8 together.
 #[derive(Default)]
 struct Piece {
     value: Vec<u8>,
-    dynamic: bool,
+    parts: Vec<PiecePart>,
     subs: Vec<Script>,
 }
 
+enum PiecePart {
+    Text(Vec<u8>, bool),
+    Done(Part),
+}
+
 impl Piece {
-    fn absorb(&mut self, other: Piece) {
-        self.dynamic |= other.dynamic;
-        self.subs.extend(other.subs);
+    fn text(&mut self, bytes: &[u8], quoted: bool) {
+        self.value.extend_from_slice(bytes);
+        match self.parts.last_mut() {
+            Some(PiecePart::Text(text, q)) if *q == quoted => text.extend_from_slice(bytes),
+            _ => self.parts.push(PiecePart::Text(bytes.to_vec(), quoted)),
+        }
+    }
+
+    fn param(&mut self, source: &[u8], name: String, quoted: bool) {
+        self.value.extend_from_slice(source);
+        self.parts
+            .push(PiecePart::Done(Part::Param { name, quoted }));
+    }
+
+    fn expansion(&mut self, source: &[u8], quoted: bool, kind: Expansion) {
+        self.value.extend_from_slice(source);
+        self.parts.push(PiecePart::Done(Part::Expansion {
+            source: String::from_utf8_lossy(source).into_owned(),
+            quoted,
+            kind,
+        }));
+    }
+
+    fn expands(&self) -> bool {
+        self.parts.iter().any(|p| matches!(p, PiecePart::Done(_)))
+    }
+
+    fn parts(&mut self) -> Vec<Part> {
+        std::mem::take(&mut self.parts)
+            .into_iter()
+            .map(|part| match part {
+                PiecePart::Text(text, quoted) => Part::Text {
+                    text: String::from_utf8_lossy(&text).into_owned(),
+                    quoted,
+                },
+                PiecePart::Done(part) => part,
+            })
+            .collect()
     }
 }
 
@@ -500,11 +586,7 @@ impl Parser<'_> {
     /// `[[ … ]]`: operators inside are plain words, so `&&`, `<` or `(` must not split it.
     fn test_clause(&mut self, start: usize) -> Result<Command, ParseError> {
         self.pos += 2;
-        let mut words = vec![Word {
-            raw: "[[".into(),
-            value: "[[".into(),
-            ..Word::default()
-        }];
+        let mut words = vec![Word::literal("[[")];
         loop {
             self.skip_space_and_newlines()?;
             if self.reserved() == Some("]]") {
@@ -517,12 +599,7 @@ impl Parser<'_> {
             let word = self.word()?;
             if word.raw.is_empty() {
                 self.pos += 1;
-                let text = char::from(c).to_string();
-                words.push(Word {
-                    raw: text.clone(),
-                    value: text,
-                    ..Word::default()
-                });
+                words.push(Word::literal(&char::from(c).to_string()));
             } else {
                 words.push(word);
             }

@@ -8,6 +8,7 @@ impl Parser<'_> {
         while self.peek().is_some_and(|c| c.is_ascii_digit()) {
             self.pos += 1;
         }
+        let fd = self.slice(start, self.pos).parse::<u32>().ok();
         let has_fd = self.pos > start;
         const OPS: [(&str, RedirectKind); 13] = [
             ("&>>", RedirectKind::Write),
@@ -16,11 +17,11 @@ impl Parser<'_> {
             ("<<-", RedirectKind::HereDoc),
             ("<<", RedirectKind::HereDoc),
             ("<>", RedirectKind::Write),
-            ("<&", RedirectKind::Duplicate),
+            ("<&", RedirectKind::DuplicateInput),
             ("<", RedirectKind::Read),
             (">>", RedirectKind::Write),
             (">|", RedirectKind::Write),
-            (">&", RedirectKind::Duplicate),
+            (">&", RedirectKind::DuplicateOutput),
             (">", RedirectKind::Write),
             ("", RedirectKind::Read),
         ];
@@ -42,7 +43,16 @@ impl Parser<'_> {
         if target.raw.is_empty() {
             return err(format!("`{op}` without a target"));
         }
-        if kind == RedirectKind::Duplicate
+        let duplicate = matches!(
+            kind,
+            RedirectKind::DuplicateInput | RedirectKind::DuplicateOutput
+        );
+        let literal = target
+            .parts
+            .iter()
+            .all(|p| matches!(p, super::Part::Text { .. }));
+        if duplicate
+            && literal
             && !target
                 .value
                 .trim_end_matches('-')
@@ -63,7 +73,7 @@ impl Parser<'_> {
                 expand: !target.raw.contains(['\'', '"', '\\']),
             });
         }
-        Ok(Some(Redirect { kind, target }))
+        Ok(Some(Redirect { fd, kind, target }))
     }
 
     pub(super) fn read_heredocs(&mut self) -> Result<(), ParseError> {

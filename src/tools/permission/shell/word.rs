@@ -1,6 +1,6 @@
 //! Words: quoting, escapes, parameter and arithmetic expansions, and substitutions.
 
-use super::{ParseError, Parser, Piece, Stop, Word, err, parse};
+use super::{Expansion, ParseError, Parser, Piece, Stop, Word, err, parse};
 
 impl Parser<'_> {
     pub(super) fn word(&mut self) -> Result<Word, ParseError> {
@@ -15,8 +15,8 @@ impl Parser<'_> {
                     let script = self.list(Stop::Paren)?;
                     self.pos += 1;
                     piece.subs.push(script);
-                    piece.dynamic = true;
-                    piece.value.extend_from_slice(&self.s[sub_start..self.pos]);
+                    let source = self.s[sub_start..self.pos].to_vec();
+                    piece.expansion(&source, false, Expansion::Process);
                 }
                 b'<' | b'>' => break,
                 b'(' => {
@@ -33,10 +33,10 @@ impl Parser<'_> {
                     match self.peek() {
                         Some(b'\n') => self.pos += 1,
                         Some(next) => {
-                            piece.value.push(next);
+                            piece.text(&[next], true);
                             self.pos += 1;
                         }
-                        None => piece.value.push(b'\\'),
+                        None => piece.text(b"\\", false),
                     }
                 }
                 b'\'' => {
@@ -44,19 +44,19 @@ impl Parser<'_> {
                     let Some(len) = self.s[self.pos..].iter().position(|&c| c == b'\'') else {
                         return err("a single quote is never closed");
                     };
-                    piece
-                        .value
-                        .extend_from_slice(&self.s[self.pos..self.pos + len]);
+                    piece.text(&self.s[self.pos..self.pos + len], true);
                     self.pos += len + 1;
                 }
                 b'"' => {
                     self.pos += 1;
+                    // `""` is an argument of its own, even though it holds no text.
+                    piece.text(b"", true);
                     self.double_quoted(&mut piece, false)?;
                 }
                 b'`' => self.backquoted(&mut piece, false)?,
                 b'$' => self.dollar(&mut piece, false)?,
                 _ => {
-                    piece.value.push(c);
+                    piece.text(&[c], false);
                     self.pos += 1;
                 }
             }
@@ -64,7 +64,7 @@ impl Parser<'_> {
         Ok(Word {
             raw: self.slice(start, self.pos).to_string(),
             value: String::from_utf8_lossy(&piece.value).into_owned(),
-            dynamic: piece.dynamic,
+            parts: piece.parts(),
             subs: piece.subs,
         })
     }
@@ -105,8 +105,15 @@ impl Parser<'_> {
                 }
             }
             p.pos = p.pos.min(p.s.len());
-            piece.value.extend_from_slice(&p.s[start..p.pos]);
-            piece.absorb(scratch);
+            let source = p.s[start..p.pos].to_vec();
+            // Quoting inside is kept as written, so the text is only exact when nothing in it
+            // expands; otherwise the whole group is as unknown as any expansion.
+            if scratch.expands() {
+                piece.expansion(&source, false, Expansion::Other);
+            } else {
+                piece.text(&source, false);
+            }
+            piece.subs.extend(scratch.subs);
             Ok(())
         })
     }
@@ -128,22 +135,22 @@ impl Parser<'_> {
                 Some(b'\\') => match self.peek_at(1) {
                     Some(b'\n') => self.pos += 2,
                     Some(c @ (b'$' | b'`' | b'\\')) => {
-                        piece.value.push(c);
+                        piece.text(&[c], true);
                         self.pos += 2;
                     }
                     Some(b'"') if !heredoc => {
-                        piece.value.push(b'"');
+                        piece.text(b"\"", true);
                         self.pos += 2;
                     }
                     _ => {
-                        piece.value.push(b'\\');
+                        piece.text(b"\\", true);
                         self.pos += 1;
                     }
                 },
                 Some(b'$') => self.dollar(piece, true)?,
                 Some(b'`') => self.backquoted(piece, true)?,
                 Some(c) => {
-                    piece.value.push(c);
+                    piece.text(&[c], true);
                     self.pos += 1;
                 }
             }
@@ -187,8 +194,8 @@ impl Parser<'_> {
         }
         let inner = String::from_utf8_lossy(&inner).into_owned();
         piece.subs.push(parse(&inner, self.depth + 1)?);
-        piece.dynamic = true;
-        piece.value.extend_from_slice(&self.s[start..self.pos]);
+        let source = self.s[start..self.pos].to_vec();
+        piece.expansion(&source, in_double, Expansion::Other);
         Ok(())
     }
 
@@ -196,12 +203,15 @@ impl Parser<'_> {
         self.nested(|p| {
             let start = p.pos;
             p.pos += 1;
+            let name_start = p.pos;
             match p.peek() {
                 Some(b'(') => {
                     p.pos += 1;
                     if p.peek() == Some(b'(') && p.closes_as_arithmetic(p.pos + 1) {
                         p.pos += 1;
-                        p.arithmetic(piece)?;
+                        let mut scratch = Piece::default();
+                        p.arithmetic(&mut scratch)?;
+                        piece.subs.extend(scratch.subs);
                     } else {
                         let script = p.list(Stop::Paren)?;
                         p.pos += 1;
@@ -210,7 +220,7 @@ impl Parser<'_> {
                 }
                 Some(b'{') => {
                     p.pos += 1;
-                    p.parameter(piece, in_double)?;
+                    return p.parameter(piece, start, in_double);
                 }
                 Some(b'\'') if !in_double => {
                     p.pos += 1;
@@ -218,6 +228,7 @@ impl Parser<'_> {
                 }
                 Some(b'"') if !in_double => {
                     p.pos += 1;
+                    piece.text(b"", true);
                     return p.double_quoted(piece, false);
                 }
                 Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
@@ -227,25 +238,32 @@ impl Parser<'_> {
                     {
                         p.pos += 1;
                     }
+                    let name = p.slice(name_start, p.pos).to_string();
+                    piece.param(&p.s[start..p.pos], name, in_double);
+                    return Ok(());
                 }
-                Some(b'0'..=b'9' | b'?' | b'$' | b'#' | b'@' | b'*' | b'!' | b'-') => p.pos += 1,
+                Some(b'0'..=b'9' | b'?' | b'$' | b'#' | b'@' | b'*' | b'!' | b'-') => {
+                    p.pos += 1;
+                    let name = p.slice(name_start, p.pos).to_string();
+                    piece.param(&p.s[start..p.pos], name, in_double);
+                    return Ok(());
+                }
                 _ => {
-                    piece.value.push(b'$');
+                    piece.text(b"$", in_double);
                     return Ok(());
                 }
             }
-            piece.dynamic = true;
-            piece
-                .value
-                .extend_from_slice(&p.s[start..p.pos.min(p.s.len())]);
+            let source = p.s[start..p.pos.min(p.s.len())].to_vec();
+            piece.expansion(&source, in_double, Expansion::Other);
             Ok(())
         })
     }
 
-    /// After `${`, up to and including the matching `}`.
+    /// After `${` (the `$` at `start`), up to and including the matching `}`.
     pub(super) fn parameter(
         &mut self,
         piece: &mut Piece,
+        start: usize,
         in_double: bool,
     ) -> Result<(), ParseError> {
         let mut scratch = Piece::default();
@@ -254,7 +272,14 @@ impl Parser<'_> {
                 None => return err("a `${` is never closed"),
                 Some(b'}') => {
                     self.pos += 1;
-                    piece.absorb(scratch);
+                    piece.subs.extend(scratch.subs);
+                    let source = &self.s[start..self.pos];
+                    let inner = self.slice(start + 2, self.pos - 1);
+                    if is_parameter_name(inner) {
+                        piece.param(source, inner.to_string(), in_double);
+                    } else {
+                        piece.expansion(source, in_double, Expansion::Other);
+                    }
                     return Ok(());
                 }
                 Some(b'\\') => self.pos += 2,
@@ -329,15 +354,16 @@ impl Parser<'_> {
         }
     }
 
-    /// After `$'`: bash's C-style escapes, so `$'rm\x20x'` is read as bash would run it.
+    /// After `$'`: bash's C-style escapes, so `$'rm\x20x'` and `$'\u0072m'` read as bash runs them.
     pub(super) fn ansi_c(&mut self, piece: &mut Piece) -> Result<(), ParseError> {
+        let mut text = Vec::new();
         loop {
             let Some(c) = self.peek() else {
                 return err("a `$'` quote is never closed");
             };
             self.pos += 1;
             match c {
-                b'\'' => return Ok(()),
+                b'\'' => break,
                 b'\\' => {
                     let Some(e) = self.peek() else {
                         return err("a `$'` quote is never closed");
@@ -355,29 +381,62 @@ impl Parser<'_> {
                         b'\\' | b'\'' | b'"' | b'?' => Some(e),
                         _ => None,
                     };
-                    if let Some(byte) = simple {
-                        piece.value.push(byte);
-                    } else if e == b'x' || e.is_ascii_digit() {
-                        let (radix, max) = if e == b'x' { (16, 2) } else { (8, 3) };
-                        let mut digits = String::new();
-                        if e != b'x' {
-                            digits.push(char::from(e));
+                    let numeric = match e {
+                        b'x' => Some((16, 2)),
+                        b'u' => Some((16, 4)),
+                        b'U' => Some((16, 8)),
+                        b'0'..=b'7' => {
+                            self.pos -= 1;
+                            Some((8, 3))
                         }
-                        while digits.len() < max
+                        _ => None,
+                    };
+                    if let Some(byte) = simple {
+                        text.push(byte);
+                    } else if let Some((radix, max)) = numeric {
+                        let digits_start = self.pos;
+                        while self.pos - digits_start < max
                             && self.peek().is_some_and(|d| char::from(d).is_digit(radix))
                         {
-                            digits.push(char::from(self.peek().unwrap_or(b'0')));
                             self.pos += 1;
                         }
-                        let value = u32::from_str_radix(&digits, radix).unwrap_or(0);
-                        piece.value.push((value & 0xff) as u8);
+                        let digits = self.slice(digits_start, self.pos);
+                        match u32::from_str_radix(digits, radix) {
+                            Ok(code) if matches!(e, b'u' | b'U') => {
+                                let c = char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER);
+                                text.extend_from_slice(c.to_string().as_bytes());
+                            }
+                            Ok(code) => text.push((code & 0xff) as u8),
+                            Err(_) => text.extend_from_slice(&[b'\\', e]),
+                        }
+                    } else if e == b'c' {
+                        // `\cX` is the control character of X.
+                        if let Some(x) = self.peek() {
+                            self.pos += 1;
+                            text.push(x.to_ascii_uppercase() ^ 0x40);
+                        }
                     } else {
-                        piece.value.extend_from_slice(&[b'\\', e]);
+                        text.extend_from_slice(&[b'\\', e]);
                     }
                 }
-                _ => piece.value.push(c),
+                _ => text.push(c),
             }
         }
+        piece.text(&text, true);
+        Ok(())
+    }
+}
+
+fn is_parameter_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    match bytes {
+        [b'?' | b'$' | b'#' | b'@' | b'*' | b'!' | b'-'] => true,
+        _ if bytes.iter().all(u8::is_ascii_digit) => !bytes.is_empty(),
+        [first, rest @ ..] => {
+            (first.is_ascii_alphabetic() || *first == b'_')
+                && rest.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        }
+        [] => false,
     }
 }
 

@@ -1,0 +1,781 @@
+//! The walk that finds every command a script runs: each simple command, the scripts in its
+//! substitutions, and what each wrapper, shell, alias or `git` setting in it runs in turn.
+
+use std::collections::HashMap;
+
+use super::args::{self, Arg};
+use super::shell::{self, Command, Redirect, RedirectKind, Script, Simple, Word};
+use super::wrappers::{self, Runs};
+use super::{builtin, git};
+
+/// Scripts given to `bash -c`, `eval`, aliases, … nested deeper than this are flagged, not followed.
+const MAX_REPARSE: usize = 8;
+
+/// One simple command as the rules see it: the command as written, then each command that a
+/// wrapper in it runs (`sudo X`, `env A=1 X`, `xargs X`, …), outermost first.
+pub(super) struct Invocation {
+    pub(super) layers: Vec<Layer>,
+}
+
+pub(super) struct Layer {
+    /// As written, whitespace collapsed.
+    pub(super) raw: String,
+    /// As it will run, word by word: values where they are known, a command in a system
+    /// directory by its name (`/usr/bin/curl` is `curl`), `git` without its global options.
+    pub(super) words: Vec<Shown>,
+    /// Which of `words` names the program (after any assignments).
+    pub(super) name: Option<usize>,
+    /// Why the built-in list flags the command this layer starts with.
+    pub(super) flags: Vec<String>,
+}
+
+pub(super) struct Shown {
+    pub(super) text: String,
+    /// The value is known before running; otherwise `text` is the word as written.
+    pub(super) known: bool,
+}
+
+impl Layer {
+    /// A command known only by its text: a compound command, or one that could not be parsed.
+    pub(super) fn written(text: &str, flags: Vec<String>) -> Layer {
+        let words: Vec<Shown> = text
+            .split_whitespace()
+            .map(|w| Shown {
+                text: w.to_string(),
+                known: true,
+            })
+            .collect();
+        Layer {
+            raw: text.to_string(),
+            name: (!words.is_empty()).then_some(0),
+            words,
+            flags,
+        }
+    }
+
+    fn of(assignments: &[Word], args: &[Arg]) -> Layer {
+        let raw: Vec<&str> = assignments
+            .iter()
+            .map(|w| w.raw.as_str())
+            .chain(args.iter().map(|a| a.raw.as_str()))
+            .filter(|r| !r.is_empty())
+            .collect();
+        let mut words: Vec<Shown> = assignments
+            .iter()
+            .map(|w| Shown {
+                text: w.raw.clone(),
+                known: w
+                    .parts
+                    .iter()
+                    .all(|p| matches!(p, shell::Part::Text { .. })),
+            })
+            .collect();
+        words.extend(resolve(args));
+        Layer {
+            raw: shell::collapse(&raw.join(" ")),
+            words,
+            name: (!args.is_empty()).then_some(assignments.len()),
+            flags: Vec::new(),
+        }
+    }
+
+    /// The resolved command as one line.
+    pub(super) fn resolved(&self) -> String {
+        let texts: Vec<&str> = self.words.iter().map(|w| w.text.as_str()).collect();
+        texts.join(" ")
+    }
+}
+
+/// Directories whose commands are the commands of that name.
+const SYSTEM_DIRS: [&str; 7] = [
+    "/bin",
+    "/usr/bin",
+    "/usr/local/bin",
+    "/sbin",
+    "/usr/sbin",
+    "/usr/local/sbin",
+    "/opt/homebrew/bin",
+];
+
+fn resolve(args: &[Arg]) -> Vec<Shown> {
+    let Some((first, rest)) = args.split_first() else {
+        return Vec::new();
+    };
+    let name = match first.value() {
+        Some(path) => {
+            let normal = builtin::normalize(path);
+            match normal.rsplit_once('/') {
+                Some((dir, name)) if SYSTEM_DIRS.contains(&dir) => name.to_string(),
+                _ => path.to_string(),
+            }
+        }
+        None => first.text.clone(),
+    };
+    let rest = match basename(&name) {
+        "git" => match git::subcommand(rest) {
+            Ok(Some(sub)) => &rest[sub..],
+            _ => rest,
+        },
+        _ => rest,
+    };
+    let mut words = vec![Shown {
+        text: quote(&name),
+        known: first.value().is_some(),
+    }];
+    words.extend(rest.iter().map(|a| match a.value() {
+        Some(v) => Shown {
+            text: quote(v),
+            known: true,
+        },
+        None => Shown {
+            text: a.text.clone(),
+            known: false,
+        },
+    }));
+    words
+}
+
+/// A value as one shell word: quoted only when it would not read as one otherwise.
+fn quote(value: &str) -> String {
+    let plain = !value.is_empty()
+        && !value
+            .chars()
+            .any(|c| c.is_whitespace() || "'\"\\$`;&|<>()".contains(c));
+    if plain {
+        value.to_string()
+    } else {
+        format!("'{}'", value.replace('\'', "'\\''"))
+    }
+}
+
+/// Where a command's standard input comes from, as far as the script shows it.
+#[derive(Clone, Copy, Default)]
+struct Stdin {
+    piped: bool,
+    download: bool,
+    /// Something other than a file or the terminal feeds it: a here-document, a here-string,
+    /// another descriptor, a pipe path.
+    fed: Option<&'static str>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Context {
+    stdin: Stdin,
+    /// A substitution among the words or redirections downloads something.
+    downloads: bool,
+}
+
+pub(super) fn invocations(script: &Script) -> Vec<Invocation> {
+    let mut walker = Walker::default();
+    walker.script(script, Stdin::default());
+    if walker.aliases.is_empty() {
+        return walker.out;
+    }
+    // A second walk knows every alias the script defines, wherever it is used: a loop may use
+    // an alias before the line that defines it.
+    let mut walker = Walker {
+        aliases: walker.aliases,
+        ..Walker::default()
+    };
+    walker.script(script, Stdin::default());
+    walker.out
+}
+
+#[derive(Default)]
+struct Walker {
+    out: Vec<Invocation>,
+    reparsed: usize,
+    aliases: HashMap<String, String>,
+    /// Aliases being expanded, which bash does not expand again inside themselves.
+    expanding: Vec<String>,
+    /// `exec <…` with no command gave the rest of the script this standard input.
+    stdin_replaced: Option<&'static str>,
+}
+
+impl Walker {
+    fn script(&mut self, script: &Script, stdin: Stdin) {
+        for pipeline in &script.pipelines {
+            let mut download = stdin.download;
+            for (i, command) in pipeline.commands.iter().enumerate() {
+                let this = if i == 0 {
+                    stdin
+                } else {
+                    Stdin {
+                        piped: true,
+                        download,
+                        fed: None,
+                    }
+                };
+                self.command(command, this);
+                download |= command_downloads(command);
+            }
+        }
+    }
+
+    fn command(&mut self, command: &Command, stdin: Stdin) {
+        match command {
+            Command::Simple(simple) => self.simple(simple, stdin),
+            Command::Compound {
+                text,
+                body,
+                redirects,
+            } => {
+                let stdin = Stdin {
+                    fed: stdin_feed(redirects).or(stdin.fed),
+                    ..stdin
+                };
+                self.script(body, stdin);
+                for redirect in redirects {
+                    self.substitutions(&redirect.target);
+                }
+                let flags = redirect_flags(redirects);
+                if !flags.is_empty() {
+                    self.out.push(Invocation {
+                        layers: vec![Layer::written(text, flags)],
+                    });
+                }
+            }
+            Command::Function { text, name, body } => {
+                if pipes_into(name, body) {
+                    let flags = vec!["a fork bomb (a function piping into itself)".into()];
+                    self.out.push(Invocation {
+                        layers: vec![Layer::written(text, flags)],
+                    });
+                }
+                self.command(body, Stdin::default());
+            }
+        }
+    }
+
+    fn substitutions(&mut self, word: &Word) {
+        for sub in &word.subs {
+            self.script(sub, Stdin::default());
+        }
+    }
+
+    fn simple(&mut self, simple: &Simple, stdin: Stdin) {
+        let targets = simple.redirects.iter().map(|r| &r.target);
+        for word in simple.words.iter().chain(targets.clone()) {
+            self.substitutions(word);
+        }
+        let own_feed = stdin_feed(&simple.redirects);
+        let context = Context {
+            stdin: Stdin {
+                fed: own_feed.or(stdin.fed).or(self.stdin_replaced),
+                ..stdin
+            },
+            downloads: simple
+                .words
+                .iter()
+                .chain(targets)
+                .any(|w| w.subs.iter().any(script_downloads)),
+        };
+        let start = skip_assignments(&simple.words);
+        let (assignments, words) = simple.words.split_at(start);
+        if words.len() == 1 && words[0].value == "exec" && own_feed.is_some() {
+            self.stdin_replaced = own_feed;
+        }
+        if let Some(expansion) = self.alias_expansion(words) {
+            let mut flags = redirect_flags(&simple.redirects);
+            self.expanding.push(words[0].raw.clone());
+            self.reparse("an alias", &expansion, context.stdin, &mut flags);
+            self.expanding.pop();
+            self.out.push(Invocation {
+                layers: vec![Layer::written(&simple.text, flags)],
+            });
+            return;
+        }
+        let args = args::expand(words);
+        let mut first = Layer::of(assignments, &args);
+        first.raw.clone_from(&simple.text);
+        first.flags = redirect_flags(&simple.redirects);
+        let mut invocation = Invocation {
+            layers: vec![first],
+        };
+        if !assignments.is_empty() && !args.is_empty() {
+            invocation.layers.push(Layer::of(&[], &args));
+        }
+        let assigned = assignments
+            .iter()
+            .filter_map(|w| {
+                let (name, value) = w.value.split_once('=')?;
+                let literal = w
+                    .parts
+                    .iter()
+                    .all(|p| matches!(p, shell::Part::Text { .. }));
+                Some((
+                    name.trim_end_matches('+').to_string(),
+                    literal.then(|| value.to_string()),
+                ))
+            })
+            .collect();
+        self.chain(args, assigned, &mut invocation, context);
+        self.out.push(invocation);
+    }
+
+    /// Checks the command `args` runs, then the command each wrapper in it runs.
+    fn chain(
+        &mut self,
+        mut args: Vec<Arg>,
+        mut assigned: Vec<(String, Option<String>)>,
+        invocation: &mut Invocation,
+        context: Context,
+    ) {
+        while let Some((first, rest)) = args.split_first() {
+            let mut flags = Vec::new();
+            let Some(path) = first.value() else {
+                flags.push(if first.glob {
+                    format!(
+                        "a command name chosen by pathname expansion (`{}`)",
+                        first.text
+                    )
+                } else {
+                    format!("a command name known only at run time (`{}`)", first.text)
+                });
+                push_flags(invocation, flags);
+                return;
+            };
+            let name = basename(path);
+            if name == "git" {
+                let found = git::check(rest, &assigned);
+                flags.extend(found.flags);
+                for script in found.scripts {
+                    self.reparse("git", &script, Stdin::default(), &mut flags);
+                }
+            } else {
+                flags.extend(builtin::flags(name, rest));
+            }
+            self.interpreter(name, rest, context, &mut flags);
+            match name {
+                "find" => self.find_exec(rest),
+                "alias" => self.define_aliases(rest, &mut flags),
+                _ => {}
+            }
+            let next = match wrappers::runs(name, rest) {
+                Runs::Nothing => None,
+                Runs::Command(at) => Some(rest[at..].to_vec()),
+                Runs::WithInput(at, input) => Some([&rest[at..], &input].concat()),
+                Runs::Script(script) => {
+                    self.reparse(name, &script, context.stdin, &mut flags);
+                    None
+                }
+                Runs::Unknown(why) => {
+                    flags.push(format!(
+                        "`{name}` running a command that cannot be known ({why})"
+                    ));
+                    None
+                }
+            };
+            push_flags(invocation, flags);
+            let Some(next) = next else { return };
+            // `env A=1 cmd`, `sudo A=1 cmd`: assignments the inner command runs with.
+            let skip = next
+                .iter()
+                .take_while(|a| a.value().is_some_and(is_assignment))
+                .count();
+            assigned.extend(next[..skip].iter().filter_map(|a| {
+                let (name, value) = a.value()?.split_once('=')?;
+                Some((name.to_string(), Some(value.to_string())))
+            }));
+            args = next[skip..].to_vec();
+            if !args.is_empty() {
+                invocation.layers.push(Layer::of(&[], &args));
+            }
+        }
+    }
+
+    /// Shells, interpreters, `eval`, `trap` and `source`: where their code comes from decides.
+    fn interpreter(&mut self, name: &str, args: &[Arg], context: Context, flags: &mut Vec<String>) {
+        if is_interpreter(name) {
+            if context.stdin.download {
+                flags.push(format!("a download piped into `{name}`"));
+            } else if context.downloads {
+                flags.push(format!("`{name}` running downloaded code"));
+            }
+        }
+        let script = if is_shell(name) {
+            shell_script(name, args, context.stdin, flags)
+        } else if name == "eval" {
+            let values: Option<Vec<&str>> = args.iter().map(Arg::value).collect();
+            if values.is_none() {
+                flags.push("`eval` of text known only at run time".into());
+            }
+            values.map(|v| v.join(" "))
+        } else if name == "trap" {
+            // `trap 'cmd' SIGNAL…`: the script runs later, when the signal arrives.
+            match args {
+                [action, _, ..] if !action.value().is_some_and(|v| v.starts_with('-')) => {
+                    if action.value().is_none() {
+                        flags.push("a `trap` action known only at run time".into());
+                    }
+                    action.value().map(str::to_string)
+                }
+                _ => None,
+            }
+        } else {
+            if matches!(name, "source" | ".") {
+                flags.extend(sourced(name, args, context.stdin));
+            }
+            None
+        };
+        if let Some(script) = script {
+            self.reparse(name, &script, context.stdin, flags);
+        }
+    }
+
+    fn reparse(&mut self, name: &str, script: &str, stdin: Stdin, flags: &mut Vec<String>) {
+        if self.reparsed >= MAX_REPARSE {
+            flags.push(format!("scripts nested too deeply under `{name}`"));
+            return;
+        }
+        match shell::parse(script, 0) {
+            Ok(parsed) => {
+                self.reparsed += 1;
+                self.script(&parsed, stdin);
+                self.reparsed -= 1;
+            }
+            Err(e) => flags.push(format!(
+                "a script given to `{name}` that could not be parsed ({e})"
+            )),
+        }
+    }
+
+    /// `find -exec CMD … ;`: each runs CMD, so each is a command of its own.
+    fn find_exec(&mut self, args: &[Arg]) {
+        let mut i = 0;
+        while i < args.len() {
+            let action = args[i].value().unwrap_or_default();
+            i += 1;
+            if !matches!(action, "-exec" | "-execdir" | "-ok" | "-okdir") {
+                continue;
+            }
+            let start = i;
+            while i < args.len() && !args[i].is(";") && !args[i].is("+") {
+                i += 1;
+            }
+            let words = &args[start..i];
+            if !words.is_empty() {
+                let mut invocation = Invocation {
+                    layers: vec![Layer::of(&[], words)],
+                };
+                self.chain(
+                    words.to_vec(),
+                    Vec::new(),
+                    &mut invocation,
+                    Context::default(),
+                );
+                self.out.push(invocation);
+            }
+        }
+    }
+
+    /// `alias name='body'…`: remembered for where the names are used, and the bodies judged
+    /// as commands of their own.
+    fn define_aliases(&mut self, args: &[Arg], flags: &mut Vec<String>) {
+        for arg in args {
+            match arg.value() {
+                None => flags.push(format!("an alias defined at run time (`{}`)", arg.text)),
+                Some(value) => {
+                    if let Some((name, body)) = value.split_once('=') {
+                        self.aliases.insert(name.to_string(), body.to_string());
+                        self.reparse("an alias", body, Stdin::default(), flags);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The text bash runs for `words` when their command is an alias.
+    fn alias_expansion(&self, words: &[Word]) -> Option<String> {
+        let usable = |word: &Word| {
+            self.aliases
+                .get(&word.raw)
+                .filter(|_| !self.expanding.contains(&word.raw))
+        };
+        let mut text = usable(words.first()?)?.clone();
+        let mut next = 1;
+        // A body ending in a blank makes the next word an alias candidate too.
+        while text.ends_with([' ', '\t'])
+            && let Some(body) = words.get(next).and_then(usable)
+        {
+            text.push_str(body);
+            next += 1;
+        }
+        for word in &words[next..] {
+            text.push(' ');
+            text.push_str(&word.raw);
+        }
+        Some(text)
+    }
+}
+
+fn push_flags(invocation: &mut Invocation, flags: Vec<String>) {
+    if let Some(last) = invocation.layers.last_mut() {
+        last.flags.extend(flags);
+    }
+}
+
+/// What feeds standard input among `redirects`, when it is not a file.
+fn stdin_feed(redirects: &[Redirect]) -> Option<&'static str> {
+    redirects
+        .iter()
+        .filter(|r| r.fd.is_none_or(|fd| fd == 0))
+        .find_map(|r| match r.kind {
+            RedirectKind::HereDoc => Some("a here-document"),
+            RedirectKind::HereString => Some("a here-string"),
+            RedirectKind::DuplicateInput => Some("another file descriptor"),
+            RedirectKind::Read if reads_pipe(&r.target) => Some("a pipe"),
+            _ => None,
+        })
+}
+
+fn reads_pipe(word: &Word) -> bool {
+    args::expand_word(word)
+        .first()
+        .is_some_and(|a| a.pipe || a.value().is_some_and(is_descriptor_path))
+}
+
+/// `/dev/stdin`, `/dev/fd/N`, `/proc/self/fd/N`, …: a path that reads an open descriptor.
+fn is_descriptor_path(path: &str) -> bool {
+    let normal = builtin::normalize(path);
+    let parts: Vec<&str> = normal.split('/').collect();
+    matches!(
+        parts.as_slice(),
+        ["", "dev", "stdin"] | ["", "dev", "fd", _] | ["", "proc", _, "fd", _]
+    )
+}
+
+fn redirect_flags(redirects: &[Redirect]) -> Vec<String> {
+    redirects
+        .iter()
+        .filter(|r| r.kind == RedirectKind::Write)
+        .filter_map(|r| {
+            args::expand_word(&r.target)
+                .first()
+                .and_then(builtin::device)
+        })
+        .map(|target| format!("output redirected onto the block device `{target}`"))
+        .collect()
+}
+
+/// `source FILE`/`. FILE` of something that is not a file: the commands cannot be seen.
+fn sourced(name: &str, args: &[Arg], stdin: Stdin) -> Option<String> {
+    let file = args.iter().find(|a| !a.is("--"));
+    match file {
+        None => Some(match stdin.fed {
+            Some(feed) => format!("`{name}` reading commands from {feed}"),
+            None => format!("`{name}` without a file to read"),
+        }),
+        Some(file) if file.pipe => Some(format!(
+            "`{name}` of a process substitution (`{}`)",
+            file.text
+        )),
+        Some(file) if file.value().is_some_and(is_descriptor_path) => Some(format!(
+            "`{name}` reading commands from standard input or a descriptor (`{}`)",
+            file.text
+        )),
+        Some(_) => None,
+    }
+}
+
+/// For `bash`, `sh`, …: the `-c` script to follow, after flagging a script it cannot see.
+fn shell_script(name: &str, args: &[Arg], stdin: Stdin, flags: &mut Vec<String>) -> Option<String> {
+    match shell_input(args) {
+        ShellInput::Script(Some(script)) => {
+            if script.value().is_none() {
+                flags.push(format!(
+                    "`{name} -c` with a script known only at run time (`{}`)",
+                    script.text
+                ));
+            }
+            script.value().map(str::to_string)
+        }
+        ShellInput::Script(None) => None,
+        ShellInput::Stdin => {
+            if let Some(feed) = stdin.fed {
+                flags.push(format!("`{name}` reading commands from {feed}"));
+            } else if stdin.piped && !stdin.download {
+                flags.push(format!("`{name}` reading commands from a pipe"));
+            }
+            None
+        }
+        ShellInput::File(file) => {
+            if file.pipe || file.value().is_some_and(is_descriptor_path) {
+                flags.push(format!(
+                    "`{name}` reading commands from a pipe or descriptor (`{}`)",
+                    file.text
+                ));
+            }
+            None
+        }
+        ShellInput::Unknown(arg) => {
+            flags.push(format!(
+                "`{name}` with options known only at run time (`{}`)",
+                arg.text
+            ));
+            None
+        }
+    }
+}
+
+fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn is_assignment(value: &str) -> bool {
+    let Some((name, _)) = value.split_once('=') else {
+        return false;
+    };
+    let name = name.strip_suffix('+').unwrap_or(name);
+    let name = match name.split_once('[') {
+        Some((base, index)) if index.ends_with(']') => base,
+        _ => name,
+    };
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn skip_assignments(words: &[Word]) -> usize {
+    words.iter().take_while(|w| is_assignment(&w.value)).count()
+}
+
+fn is_shell(name: &str) -> bool {
+    matches!(
+        name,
+        "sh" | "bash"
+            | "rbash"
+            | "zsh"
+            | "dash"
+            | "ksh"
+            | "mksh"
+            | "ash"
+            | "yash"
+            | "fish"
+            | "csh"
+            | "tcsh"
+    )
+}
+
+fn is_interpreter(name: &str) -> bool {
+    is_shell(name)
+        || name.starts_with("python")
+        || matches!(
+            name,
+            "perl" | "ruby" | "node" | "nodejs" | "php" | "lua" | "eval" | "source" | "."
+        )
+}
+
+enum ShellInput<'a> {
+    /// `-c`: the script is the first operand.
+    Script(Option<&'a Arg>),
+    File(&'a Arg),
+    Stdin,
+    /// An argument known only at run time where an option could be.
+    Unknown(&'a Arg),
+}
+
+fn shell_input(args: &[Arg]) -> ShellInput<'_> {
+    let mut i = 0;
+    let mut command = false;
+    let mut stdin = false;
+    while let Some(arg) = args.get(i) {
+        let Some(value) = arg.value() else {
+            if !command && (arg.could_start("-") || arg.could_start("+")) {
+                return ShellInput::Unknown(arg);
+            }
+            break;
+        };
+        if value == "--" || value == "-" {
+            i += 1;
+            break;
+        }
+        if value.starts_with("--") {
+            i += if matches!(value, "--rcfile" | "--init-file") {
+                2
+            } else {
+                1
+            };
+            continue;
+        }
+        let Some(cluster) = value.strip_prefix(['-', '+']).filter(|c| !c.is_empty()) else {
+            break;
+        };
+        command |= cluster.contains('c');
+        stdin |= cluster.contains('s');
+        i += if cluster.contains(['o', 'O']) { 2 } else { 1 };
+    }
+    if command {
+        ShellInput::Script(args.get(i))
+    } else if stdin || i >= args.len() {
+        ShellInput::Stdin
+    } else {
+        ShellInput::File(&args[i])
+    }
+}
+
+fn is_download(name: &str) -> bool {
+    matches!(name, "curl" | "wget")
+}
+
+/// The commands a simple command runs: its own, then each a wrapper in it runs.
+fn command_names(words: &[Word]) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut args = args::expand(&words[skip_assignments(words)..]);
+    while let Some((first, rest)) = args.split_first() {
+        let Some(name) = first.value().map(basename) else {
+            break;
+        };
+        names.push(name.to_string());
+        let next = match wrappers::runs(name, rest) {
+            Runs::Command(at) | Runs::WithInput(at, _) => rest[at..].to_vec(),
+            _ => break,
+        };
+        let skip = next
+            .iter()
+            .take_while(|a| a.value().is_some_and(is_assignment))
+            .count();
+        args = next[skip..].to_vec();
+    }
+    names
+}
+
+fn command_downloads(command: &Command) -> bool {
+    match command {
+        Command::Simple(simple) => {
+            command_names(&simple.words).iter().any(|n| is_download(n))
+                || simple
+                    .words
+                    .iter()
+                    .any(|w| w.subs.iter().any(script_downloads))
+        }
+        Command::Compound { body, .. } => script_downloads(body),
+        Command::Function { .. } => false,
+    }
+}
+
+fn script_downloads(script: &Script) -> bool {
+    script
+        .pipelines
+        .iter()
+        .flat_map(|p| &p.commands)
+        .any(command_downloads)
+}
+
+/// A function whose body pipes into itself: `:(){ :|:& };:`.
+fn pipes_into(name: &str, body: &Command) -> bool {
+    let Command::Compound { body, .. } = body else {
+        return false;
+    };
+    body.pipelines.iter().any(|p| {
+        p.commands.len() > 1
+            && p.commands.iter().any(|c| match c {
+                Command::Simple(s) => s.words.first().is_some_and(|w| w.value == name),
+                compound @ Command::Compound { .. } => pipes_into(name, compound),
+                Command::Function { .. } => false,
+            })
+    }) || body
+        .pipelines
+        .iter()
+        .flat_map(|p| &p.commands)
+        .any(|c| matches!(c, Command::Compound { .. }) && pipes_into(name, c))
+}
