@@ -1,58 +1,106 @@
 //! The permission gate's classifier: may this bash command run without asking the user?
 //!
-//! [`classify`] parses the command as bash would split it and looks at every simple command it
-//! would run: those separated by `;`, `&&`, `||`, `|`, `|&`, `&` and newlines; those inside
-//! `$( )`, backticks, `<( )`/`>( )`, `( )` subshells, `{ …; }` groups, `if`/`for`/`while`/`case`
-//! bodies and function bodies; the script of `bash -c`/`sh -c`/`zsh -c`/`eval`/`su -c`/`env -S`
-//! and of `trap 'script' SIGNAL`; the command run by `xargs`, `find -exec`, and the wrappers
-//! `env`, `command`, `nohup`, `time`, `nice`, `timeout`, `exec`, `stdbuf`, `setsid`, `sudo`,
-//! `doas`; and the command after leading `VAR=value` assignments. Quotes and escapes are resolved first, so `echo "rm -rf /"` is only an
-//! `echo`, while `echo "$(rm -rf /)"` runs `rm`. Here-document bodies are data, except the
-//! substitutions an unquoted delimiter lets run. Input the parser cannot follow (an unclosed
-//! quote, `$(` or `{`, a stray `)`, nesting beyond any real use) is asked about, never run.
+//! [`classify`] reads the command as bash will run it, and looks at every simple command in it:
+//! those separated by `;`, `&&`, `||`, `|`, `|&`, `&` and newlines; those inside `$( )`,
+//! backticks, `<( )`/`>( )`, `( )` subshells, `{ …; }` groups, `if`/`for`/`while`/`case` bodies
+//! and function bodies; the scripts of `bash -c`, `eval`, `trap`, `su -c`, `env -S`, `watch`,
+//! `flock -c`, `script -c`, `sg`, `parallel`, of aliases the command defines and of git settings
+//! that run programs; and, through wrappers, the command a wrapper runs: `env`, `command`,
+//! `builtin`, `exec`, `nohup`, `time`, `nice`, `ionice`, `timeout`, `stdbuf`, `unbuffer`,
+//! `setsid`, `taskset`, `chrt`, `flock`, `setpriv`, `strace`, `ltrace`, `chroot`, `nsenter`,
+//! `unshare`, `firejail`, `fakeroot`, `eatmydata`, `systemd-run`, `busybox`, `toybox`, `sudo`,
+//! `doas`, `run0`, `xargs`, `parallel`, `watch -x`, `find -exec` and others, each with its own
+//! options skipped as it reads them (so `timeout -s KILL 5 rm` runs `rm`).
+//!
+//! Each word is turned into what the command will receive. Quotes and escapes are resolved
+//! (`c\url`, `"curl"`, `$'\x63url'` are all `curl`), brace expansion is done (`{rm,-rf,x}` is
+//! `rm -rf x`), and what is only known at run time — a variable, `"$@"`, a substitution, a glob
+//! that depends on the files present — is kept as a pattern of what it could be: `"$f"` could be
+//! `-rf`, `./"$f"` could not, `$f` could be several words. When a command name or an argument
+//! that decides whether the command is flagged is known only at run time, and could be the
+//! flagged one, the command is flagged. Here-document bodies are data, except the substitutions
+//! an unquoted delimiter lets run. Input the parser cannot follow (an unclosed quote, `$(` or
+//! `{`, a stray `)`, nesting beyond any real use) is asked about, never run.
 //!
 //! # The built-in list
 //!
-//! A simple command is flagged when its command (matched by basename, so `/bin/rm` is `rm`) is:
+//! A simple command is flagged when its command (matched by name, so `/bin/rm` is `rm`) is:
 //!
 //! - `rm` with a recursive or force option in any spelling: `-r`, `-R`, `-f`, clusters such as
-//!   `-rf`, `-vfR`, or `--recursive`/`--force`, anywhere before `--`;
-//! - `sudo`, `su`, `doas`, `pkexec`;
+//!   `-rf`, `-vfR`, `--recursive`/`--force` or any abbreviation (`--rec`, `--f`), anywhere
+//!   before `--`;
+//! - `sudo`, `su`, `doas`, `pkexec`, `run0`, `runuser`;
 //! - `git push` with `--force`, `-f`, `--force-with-lease`, `--force-if-includes`, `--delete`,
-//!   `-d`, `--mirror`, `--prune`, a `+refspec` or a `:branch` deletion; `git reset --hard`;
-//!   `git clean` with `-f`/`--force`; `git checkout` with `-f` or a whole-tree pathspec (`.`,
-//!   `:/`, `*`, …); `git restore` of a whole-tree pathspec unless it only touches the index
-//!   (`--staged` without `--worktree`);
-//! - `chmod`, `chown`, `chgrp` with `-R` or `--recursive`;
-//! - `dd`, `mkfs`, `mkfs.*`, `mke2fs`, `wipefs`, `shred`, `truncate`, `find -delete`;
-//! - `shutdown`, `reboot`, `halt`, `poweroff`, `init 0`/`init 6`, `systemctl poweroff|reboot|halt`;
-//! - `kill` aimed at every process (`kill -9 -1`, `kill -KILL -1`, `kill -- -1`), `killall`,
-//!   `pkill`;
+//!   `-d`, `--mirror`, `--prune`, `--receive-pack`, a `+refspec` or a `:branch` deletion;
+//!   `git reset --hard`; `git clean -f`; `git checkout -f` or of a whole-tree pathspec (`.`,
+//!   `:/`, `*`, …); `git switch -f`/`--discard-changes`; `git restore` of a whole-tree pathspec
+//!   unless it only touches the index; `git clone`/`fetch`/`pull` with `--upload-pack`; long
+//!   options abbreviated as git allows (`--forc`, `--ha`), global options such as `-C dir`,
+//!   `--git-dir=…`, `--no-pager` skipped;
+//! - `git` given a setting (`-c key=value`, `--config-env`, `GIT_CONFIG_*` variables) that
+//!   switches off a safeguard (`clean.requireForce`, `core.hooksPath`, `include.*`,
+//!   `protocol.*`) or that the gate does not know to be harmless; settings and variables whose
+//!   value git runs as a command (`alias.x=!…`, `core.pager`, `core.sshCommand`, `GIT_PAGER`, …)
+//!   have that command judged, and an alias for a flagged git command is flagged; `git config`
+//!   writing such a setting likewise;
+//! - `chmod`, `chown`, `chgrp` with `-R`, `--recursive` or an abbreviation of it;
+//! - `dd`, `mkfs`, `mkfs.*`, `mke2fs`, `mkswap`, `wipefs`, `blkdiscard`, `shred`, `truncate`,
+//!   `find -delete`;
+//! - `shutdown`, `reboot`, `halt`, `poweroff`; `init`/`telinit` `0`, `1`, `6` or `s`;
+//!   `systemctl`/`loginctl` `poweroff`, `reboot`, `halt`, `kexec`, `suspend`, `hibernate`,
+//!   `rescue`, `emergency`, …; `systemctl start`/`isolate`/`enable`/`set-default`/… of a unit
+//!   that stops the machine (`poweroff.target`, `reboot.target`, `halt.target`,
+//!   `kexec.target`, `rescue.target`, … and glob patterns matching one);
+//! - `kill` aimed at every process: a target of `-1` in any spelling (`-01`, `' -1'`, after
+//!   `-s KILL`, `-n 9`, `--`); `killall`, `pkill`, `killall5`;
 //! - a download (`curl`, `wget`) piped into a shell or interpreter (`sh`, `bash`, `zsh`, `dash`,
 //!   `ksh`, `fish`, `python*`, `perl`, `ruby`, `node`, `php`, `lua`, `source`, `eval`), or handed
 //!   to one through a substitution (`bash <(curl …)`, `sh -c "$(curl …)"`);
-//! - a shell reading its commands from a pipe or a here-document (`… | bash`, `bash <<EOF`),
-//!   since the gate cannot see that script;
+//! - a shell, `.` or `source` reading commands the gate cannot see: from a pipe, a
+//!   here-document or here-string, a process substitution, another descriptor (`bash <&3`,
+//!   also after `exec 0<&3`), or a descriptor path (`/dev/stdin`, `/dev/fd/N`,
+//!   `/proc/self/fd/N`);
 //! - output redirected onto a block device (`/dev/sd*`, `/dev/hd*`, `/dev/vd*`, `/dev/xvd*`,
 //!   `/dev/nvme*`, `/dev/mmcblk*`, `/dev/disk*`, `/dev/mapper/*`, `/dev/dm-*`, `/dev/md*`,
-//!   `/dev/loop*`, `/dev/nbd*`), or `cp`/`mv`/`tee` onto one;
-//! - a command whose name is only known at run time (`$CMD args`, `$(which x) args`);
+//!   `/dev/loop*`, `/dev/nbd*`, `/dev/mem`, …), however the path is spelled (`/dev//sda`,
+//!   `//dev/sda`, `/dev/../dev/sda`, `../../dev/sda`), or `cp`/`mv`/`tee` onto one; a target
+//!   known only at run time counts when it mentions a device (`/dev/$d`, `"$DEV"`);
+//! - a command whose name is known only at run time (`$CMD args`, `$(which x) args`) or chosen
+//!   by pathname expansion (`/bin/r?`, `r[m]`);
+//! - a wrapper whose own options or operands are known only at run time, so the command it runs
+//!   cannot be told (`timeout $T rm x`); an `alias`, `eval` or `bash -c` of text known only at
+//!   run time;
 //! - a function that pipes into itself (the fork bomb `:(){ :|:& };:`).
+//!
+//! Aliases defined in the command (`alias x='rm -rf'; x /`) are expanded where they are used;
+//! their bodies are judged on their own too.
 //!
 //! # Rules from settings
 //!
 //! `permissions.bash` in `settings.json`: `mode` is `"flagged"` (the default: ask for flagged
 //! commands), `"always"` (ask for every command) or `"never"` (ask for none); `ask`, `allow` and
-//! `deny` are lists of patterns. A pattern is matched against the text of each simple command
-//! (and of each command a wrapper in it runs) with runs of whitespace collapsed to one space, and
-//! must match the whole text: `*` stands for any run of characters, spaces included, `?` for
-//! exactly one character, every other character for itself. So `git push*` matches
-//! `git   push origin main` but not `cd x && git push` as a whole — its second simple command does.
+//! `deny` are lists of patterns, matched against each simple command and each command a wrapper
+//! in it runs, as it will run: words expanded where their value is known, a program in a system
+//! directory by its name (`/usr/bin/curl` is `curl`), `git` without its global options
+//! (`git -C . push` is `git push`). Values holding spaces or shell characters are shown
+//! single-quoted. `ask` and `deny` patterns also see the command as written, and the program of
+//! any path by its name (`./curl`); `allow` patterns only see the resolved command, so writing
+//! a command differently cannot widen what they allow.
+//!
+//! A pattern must match the whole command, with runs of whitespace collapsed to one space:
+//! `git push*` matches `git   push origin main`, and matches `cd x && git push` only through its
+//! second simple command. `?` stands for one character and `*` for any run of characters,
+//! **spaces included**: `*` spans arguments, so `rm -rf build*` also allows `rm -rf build /`,
+//! and `git push*` matches `git push --force`. A pattern starting with `=` is matched word by
+//! word instead: the command must have exactly as many words as the pattern, and `*` and `?`
+//! stay within one word, so `=rm -rf build*` allows `rm -rf build-x` but not `rm -rf build /`.
+//! A word known only at run time (`"$d"`) matches no word of an `=` pattern.
 //!
 //! - `deny` refuses the command without asking and wins over everything, modes included.
 //! - `allow` exempts a matching simple command from `ask`, from the built-in list and from mode
 //!   `"always"`; matching a wrapper (`sudo make install`) also covers the command it runs
-//!   (`make install`), but commands in substitutions or `-c` scripts stand on their own.
+//!   (`make install`), but commands in substitutions, aliases or scripts (`-c`, `watch`, …)
+//!   stand on their own.
 //! - `ask` adds patterns to the built-in list.
 //!
 //! A command runs without asking only when none of the simple commands in it is flagged.

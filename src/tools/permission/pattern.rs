@@ -37,16 +37,14 @@ fn matches(pattern: &str, layer: &Layer, list: List) -> bool {
 }
 
 /// The exact form: as many words as the command, each matched on its own, so `*` stays
-/// within one word. A word known only at run time matches only the same text as written.
+/// within one word. A word known only at run time may be several words or none, so it matches
+/// nothing.
 fn word_by_word(pattern: &[&str], words: &[Shown]) -> bool {
     pattern.len() == words.len()
-        && pattern.iter().zip(words).all(|(p, w)| {
-            if w.known {
-                glob_match(p, &w.text)
-            } else {
-                *p == w.text
-            }
-        })
+        && pattern
+            .iter()
+            .zip(words)
+            .all(|(p, w)| w.known && glob_match(p, &w.text))
 }
 
 /// The layer's words with the command named by the last part of its path.

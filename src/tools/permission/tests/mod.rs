@@ -44,10 +44,12 @@ fn verdict(command: &str, rules: &Rules) -> V {
                 "curl *",
                 "sudo rm *",
                 "echo unterminated*",
+                "git push*",
+                "=curl *",
             ]
             .into_iter()
             .find(|r| *r == rule)
-            .unwrap(),
+            .unwrap_or_else(|| panic!("denied by an unexpected rule: {rule}")),
         ),
     }
 }
@@ -146,6 +148,117 @@ fn rules_from_settings() {
             "bash -c 'rm -rf x'",
             V::Ask,
         ),
+        // rules see the command as it will run, however it is spelled
+        (
+            json!({"deny": ["curl *"]}),
+            "/usr/bin/curl x",
+            V::Deny("curl *"),
+        ),
+        (json!({"deny": ["curl *"]}), "\"curl\" x", V::Deny("curl *")),
+        (json!({"deny": ["curl *"]}), "c\\url x", V::Deny("curl *")),
+        (json!({"deny": ["curl *"]}), "$'curl' x", V::Deny("curl *")),
+        (json!({"deny": ["curl *"]}), "{curl,x}", V::Deny("curl *")),
+        (
+            json!({"deny": ["curl *"]}),
+            "./bin/curl x",
+            V::Deny("curl *"),
+        ),
+        (
+            json!({"deny": ["curl *"]}),
+            "env -i curl x",
+            V::Deny("curl *"),
+        ),
+        (
+            json!({"deny": ["curl *"]}),
+            "alias c=curl; c x",
+            V::Deny("curl *"),
+        ),
+        (
+            json!({"deny": ["git push*"]}),
+            "git -C . push",
+            V::Deny("git push*"),
+        ),
+        (
+            json!({"deny": ["git push*"]}),
+            "git --no-pager -c user.name=x push origin",
+            V::Deny("git push*"),
+        ),
+        (
+            json!({"deny": ["git push*"]}),
+            "git --git-dir=.git --work-tree . push",
+            V::Deny("git push*"),
+        ),
+        (json!({"deny": ["git push*"]}), "git -C . pull", V::Run),
+        (
+            json!({"allow": ["rm -rf target"]}),
+            "r\\m -rf 'target'",
+            V::Run,
+        ),
+        (
+            json!({"allow": ["rm -rf target"]}),
+            "/usr/bin/rm -rf target",
+            V::Run,
+        ),
+        (
+            json!({"allow": ["rm -rf target"]}),
+            "{rm,-rf,target}",
+            V::Run,
+        ),
+        (
+            json!({"allow": ["rm -rf target"]}),
+            "/tmp/x/rm -rf target",
+            V::Ask,
+        ),
+        (json!({"allow": ["rm -rf target"]}), "rm -rf $T", V::Ask),
+        (
+            json!({"allow": ["git push -f"]}),
+            "git -C . push -f",
+            V::Run,
+        ),
+        (json!({"ask": ["npm *"]}), "/usr/local/bin/npm test", V::Ask),
+        // the exact form: `=` compares word by word, and `*` stays within one word
+        (
+            json!({"allow": ["=rm -rf target"]}),
+            "rm -rf target",
+            V::Run,
+        ),
+        (
+            json!({"allow": ["=rm -rf target"]}),
+            "rm  -rf 'target'",
+            V::Run,
+        ),
+        (
+            json!({"allow": ["=rm -rf target"]}),
+            "rm -rf target /",
+            V::Ask,
+        ),
+        (json!({"allow": ["=rm -rf *"]}), "rm -rf build", V::Run),
+        (json!({"allow": ["=rm -rf *"]}), "rm -rf build /", V::Ask),
+        (json!({"allow": ["rm -rf *"]}), "rm -rf build /", V::Run),
+        (json!({"allow": ["=rm -rf *"]}), "rm -rf \"$d\"", V::Ask),
+        (json!({"allow": ["=rm -rf *"]}), "rm -rf 'a b'", V::Run),
+        (
+            json!({"allow": ["=git push -f origin feature-*"]}),
+            "git push -f origin feature-x",
+            V::Run,
+        ),
+        (
+            json!({"allow": ["=git push -f origin feature-*"]}),
+            "git push -f origin feature-x main",
+            V::Ask,
+        ),
+        (json!({"ask": ["=npm publish"]}), "npm publish", V::Ask),
+        (
+            json!({"ask": ["=npm publish"]}),
+            "npm publish --dry-run",
+            V::Run,
+        ),
+        (
+            json!({"deny": ["=curl *"]}),
+            "/usr/bin/curl x",
+            V::Deny("=curl *"),
+        ),
+        (json!({"deny": ["=curl *"]}), "curl x y", V::Run),
         // ask adds to the list; allow exempts from it
         (
             json!({"ask": ["cargo publish*"]}),
