@@ -64,6 +64,15 @@ impl Arg {
         }
     }
 
+    /// One argument whose value is known only at run time, such as the word `xargs -I {}`
+    /// fills in.
+    pub(super) fn unknown_word(text: &str) -> Arg {
+        Arg {
+            splits: false,
+            ..Arg::unknown(text)
+        }
+    }
+
     /// An argument the gate itself supplies, such as `git`'s subcommand taken from an alias.
     pub(super) fn literal(text: &str) -> Arg {
         Arg {
@@ -386,6 +395,9 @@ fn arg(tokens: &[Token]) -> Arg {
                     pipe = true;
                     pattern.extend("/dev/fd/".chars().map(Atom::Char));
                     pattern.push(Atom::Digits);
+                } else if prints_pids(source) {
+                    // However many words it makes, each is a process ID.
+                    pattern.push(Atom::Digits);
                 } else {
                     pattern.push(Atom::Any);
                     splits |= !quoted || lists_all(source);
@@ -435,6 +447,37 @@ fn param_text(name: &str, next: Option<&Token>) -> String {
         format!("${{{name}}}")
     } else {
         format!("${name}")
+    }
+}
+
+/// `$(pgrep x)`, `$(pidof x)`, `$(lsof -t …)`, `$(jobs -p)`: substitutions that print nothing
+/// but process IDs, which is what makes `kill $(pgrep server)` an ordinary command.
+fn prints_pids(source: &str) -> bool {
+    let inner = source
+        .strip_prefix("$(")
+        .and_then(|s| s.strip_suffix(')'))
+        .or_else(|| source.strip_prefix('`').and_then(|s| s.strip_suffix('`')));
+    let Some(inner) = inner.filter(|i| !i.contains(|c: char| ";&|<>$`(){}\\'\"\n".contains(c)))
+    else {
+        return false;
+    };
+    let words: Vec<&str> = inner.split_whitespace().collect();
+    let option = |wanted: &[char]| {
+        words[1..]
+            .iter()
+            .any(|w| w.starts_with('-') && !w.starts_with("--") && w.contains(wanted))
+    };
+    match words.first() {
+        Some(&"pgrep") => {
+            !option(&['l', 'a', 'd'])
+                && !words
+                    .iter()
+                    .any(|w| w.starts_with("--list") || w.starts_with("--delim"))
+        }
+        Some(&"pidof") => !option(&['d']),
+        Some(&"lsof") => option(&['t']),
+        Some(&"jobs") => words.get(1) == Some(&"-p") && words.len() == 2,
+        _ => false,
     }
 }
 

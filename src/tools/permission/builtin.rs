@@ -47,7 +47,12 @@ pub(super) fn flags(name: &str, args: &[Arg]) -> Option<String> {
         "tee" => args
             .iter()
             .find_map(device)
-            .map(|t| format!("`tee` onto the block device `{t}`")),
+            .map(|t| format!("`tee` onto the block device `{t}`"))
+            .or_else(|| {
+                args.iter()
+                    .find_map(control_file)
+                    .map(|t| format!("`tee` into the system control file `{t}`"))
+            }),
         "find" => find(args),
         _ => None,
     }
@@ -284,6 +289,29 @@ pub(super) fn device(arg: &Arg) -> Option<String> {
         }
     };
     path.then(|| arg.text.clone())
+}
+
+/// `/proc/sysrq-trigger` (one letter reboots or crashes the machine) and `/sys/power/state`.
+pub(super) fn control_file(arg: &Arg) -> Option<String> {
+    let path = normalize(arg.value()?);
+    matches!(path.as_str(), "/proc/sysrq-trigger" | "/sys/power/state").then(|| arg.text.clone())
+}
+
+/// The files `name` writes, where the arguments name them: a script written and then run in
+/// the same command is as unknown as one read from a pipe.
+pub(super) fn writes(name: &str, args: &[Arg]) -> Vec<String> {
+    let paths: Vec<Option<String>> = match name {
+        "tee" => args
+            .iter()
+            .filter(|a| !a.value().is_some_and(|v| v.starts_with('-')))
+            .map(|a| a.known.clone())
+            .collect(),
+        "cp" | "mv" | "install" | "ln" => vec![copy_target(args).and_then(|a| a.known.clone())],
+        "curl" => vec![Getopt::anywhere(args, 'o', "output").and_then(|a| a.known)],
+        "wget" => vec![Getopt::anywhere(args, 'O', "output-document").and_then(|a| a.known)],
+        _ => Vec::new(),
+    };
+    paths.into_iter().flatten().map(|p| normalize(&p)).collect()
 }
 
 /// `path` with `.`, `..` and repeated slashes resolved as far as the text allows:

@@ -64,10 +64,7 @@ impl Layer {
             .iter()
             .map(|w| Shown {
                 text: w.raw.clone(),
-                known: w
-                    .parts
-                    .iter()
-                    .all(|p| matches!(p, shell::Part::Text { .. })),
+                known: w.parts.iter().all(is_text),
             })
             .collect();
         words.extend(resolve(args));
@@ -190,6 +187,8 @@ struct Walker {
     expanding: Vec<String>,
     /// `exec <…` with no command gave the rest of the script this standard input.
     stdin_replaced: Option<&'static str>,
+    /// Files the command writes (normalized paths), in the order it gets to them.
+    written: Vec<String>,
 }
 
 impl Walker {
@@ -270,6 +269,13 @@ impl Walker {
                 .chain(targets)
                 .any(|w| w.subs.iter().any(script_downloads)),
         };
+        self.written.extend(
+            simple
+                .redirects
+                .iter()
+                .filter(|r| r.kind == RedirectKind::Write && r.target.parts.iter().all(is_text))
+                .map(|r| builtin::normalize(&r.target.value)),
+        );
         let start = skip_assignments(&simple.words);
         let (assignments, words) = simple.words.split_at(start);
         if words.len() == 1 && words[0].value == "exec" && own_feed.is_some() {
@@ -299,10 +305,7 @@ impl Walker {
             .iter()
             .filter_map(|w| {
                 let (name, value) = w.value.split_once('=')?;
-                let literal = w
-                    .parts
-                    .iter()
-                    .all(|p| matches!(p, shell::Part::Text { .. }));
+                let literal = w.parts.iter().all(is_text);
                 Some((
                     name.trim_end_matches('+').to_string(),
                     literal.then(|| value.to_string()),
@@ -336,6 +339,18 @@ impl Walker {
                 return;
             };
             let name = basename(path);
+            if path.contains('/') && self.wrote(path) {
+                flags.push(format!("`{path}`, which this same command writes"));
+            }
+            if let Some(script) = script_file(name, rest)
+                .and_then(Arg::value)
+                .filter(|s| self.wrote(s))
+            {
+                flags.push(format!(
+                    "`{name}` running `{script}`, which this same command writes"
+                ));
+            }
+            self.written.extend(builtin::writes(name, rest));
             if name == "git" {
                 let found = git::check(rest, &assigned);
                 flags.extend(found.flags);
@@ -354,7 +369,7 @@ impl Walker {
             let next = match wrappers::runs(name, rest) {
                 Runs::Nothing => None,
                 Runs::Command(at) => Some(rest[at..].to_vec()),
-                Runs::WithInput(at, input) => Some([&rest[at..], &input].concat()),
+                Runs::WithInput(command) => Some(command),
                 Runs::Script(script) => {
                     self.reparse(name, &script, context.stdin, &mut flags);
                     None
@@ -458,6 +473,15 @@ impl Walker {
                 let mut invocation = Invocation {
                     layers: vec![Layer::of(&[], words)],
                 };
+                if words[0]
+                    .value()
+                    .map(basename)
+                    .is_some_and(|n| matches!(n, "rm" | "unlink"))
+                {
+                    invocation.layers[0].flags.push(format!(
+                        "`find {action} rm` (deletes every file found, like `-delete`)"
+                    ));
+                }
                 self.chain(
                     words.to_vec(),
                     Vec::new(),
@@ -509,6 +533,36 @@ impl Walker {
     }
 }
 
+impl Walker {
+    fn wrote(&self, path: &str) -> bool {
+        self.written.contains(&builtin::normalize(path))
+    }
+}
+
+fn is_text(part: &shell::Part) -> bool {
+    matches!(part, shell::Part::Text { .. })
+}
+
+/// The script file an interpreter runs: a shell's or `source`'s file operand, or the first
+/// operand of `python`, `perl`, `node`, ….
+fn script_file<'a>(name: &str, args: &'a [Arg]) -> Option<&'a Arg> {
+    if is_shell(name) {
+        return match shell_input(args) {
+            ShellInput::File(file) => Some(file),
+            _ => None,
+        };
+    }
+    if matches!(name, "source" | ".") {
+        return args.iter().find(|a| !a.is("--"));
+    }
+    if is_interpreter(name) {
+        return args
+            .iter()
+            .find(|a| !a.value().is_some_and(|v| v.starts_with('-')));
+    }
+    None
+}
+
 fn push_flags(invocation: &mut Invocation, flags: Vec<String>) {
     if let Some(last) = invocation.layers.last_mut() {
         last.flags.extend(flags);
@@ -550,11 +604,14 @@ fn redirect_flags(redirects: &[Redirect]) -> Vec<String> {
         .iter()
         .filter(|r| r.kind == RedirectKind::Write)
         .filter_map(|r| {
-            args::expand_word(&r.target)
-                .first()
-                .and_then(builtin::device)
+            let target = args::expand_word(&r.target).into_iter().next()?;
+            builtin::device(&target)
+                .map(|t| format!("output redirected onto the block device `{t}`"))
+                .or_else(|| {
+                    builtin::control_file(&target)
+                        .map(|t| format!("output written to the system control file `{t}`"))
+                })
         })
-        .map(|target| format!("output redirected onto the block device `{target}`"))
         .collect()
 }
 
@@ -727,7 +784,8 @@ fn command_names(words: &[Word]) -> Vec<String> {
         };
         names.push(name.to_string());
         let next = match wrappers::runs(name, rest) {
-            Runs::Command(at) | Runs::WithInput(at, _) => rest[at..].to_vec(),
+            Runs::Command(at) => rest[at..].to_vec(),
+            Runs::WithInput(command) => command,
             _ => break,
         };
         let skip = next

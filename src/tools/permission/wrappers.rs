@@ -13,8 +13,9 @@ pub(super) enum Runs {
     Nothing,
     /// The command starting at this index of the wrapper's arguments.
     Command(usize),
-    /// The command at this index, plus the arguments the wrapper gives it at run time.
-    WithInput(usize, Vec<Arg>),
+    /// A command whose arguments the wrapper completes at run time (`xargs`, `parallel`): the
+    /// command and its arguments as far as they can be known.
+    WithInput(Vec<Arg>),
     /// A shell script: `watch 'a; b'`, `flock x -c 'a'`, `su -c 'a'`.
     Script(String),
     /// Where the command starts, or what it is, cannot be known before running.
@@ -316,9 +317,6 @@ const XARGS: Getopt = Getopt {
     long: &[
         "arg-file",
         "delimiter",
-        "eof",
-        "replace",
-        "max-lines",
         "max-args",
         "max-procs",
         "max-chars",
@@ -409,7 +407,7 @@ pub(super) fn runs(name: &str, args: &[Arg]) -> Runs {
             None => Runs::Nothing,
         },
         "xargs" => match XARGS.operands(args) {
-            Ok(at) if at < args.len() => Runs::WithInput(at, vec![Arg::unknown("{input}")]),
+            Ok(at) if at < args.len() => Runs::WithInput(xargs_command(args, at)),
             Ok(_) => Runs::Nothing,
             Err(e) => Runs::Unknown(e),
         },
@@ -460,6 +458,43 @@ pub(super) fn runs(name: &str, args: &[Arg]) -> Runs {
             }
         }
         _ => Runs::Nothing,
+    }
+}
+
+/// `xargs CMD ARGS`: input lines are appended to ARGS, or with `-I R` (`-i`, `--replace`) put
+/// wherever R appears, making those arguments unknown.
+fn xargs_command(args: &[Arg], at: usize) -> Vec<Arg> {
+    let mut replace = XARGS
+        .value(args, 'I', "")
+        .map(|r| r.value().map(str::to_string));
+    for option in args[..at].iter().filter_map(Arg::value) {
+        let attached = if let Some(rest) = option.strip_prefix("--replace") {
+            Some(rest.strip_prefix('=').unwrap_or(""))
+        } else if !option.starts_with("--") {
+            option
+                .strip_prefix('-')
+                .and_then(|letters| letters.split_once('i'))
+                .map(|(_, rest)| rest)
+        } else {
+            None
+        };
+        if let Some(attached) = attached {
+            let string = if attached.is_empty() { "{}" } else { attached };
+            replace = Some(Some(string.to_string()));
+        }
+    }
+    let command = &args[at..];
+    match replace {
+        None => [command, &[Arg::unknown("{input}")]].concat(),
+        Some(Some(string)) => command
+            .iter()
+            .map(|a| match a.value() {
+                Some(v) if v.contains(&string) => Arg::unknown_word(v),
+                _ => a.clone(),
+            })
+            .collect(),
+        // The replacement string itself is known only at run time: any argument may hold it.
+        Some(None) => command.iter().map(|a| Arg::unknown_word(&a.text)).collect(),
     }
 }
 
@@ -562,7 +597,7 @@ fn parallel(args: &[Arg]) -> Runs {
             .value()
             .is_some_and(|v| v.contains(|c: char| c.is_whitespace() || ";&|<>$`(".contains(c)));
     if !one_word_script {
-        return Runs::WithInput(at, inputs);
+        return Runs::WithInput([&args[at..end], &inputs[..]].concat());
     }
     let Some(template) = command[0].value() else {
         return Runs::Unknown("a script known only at run time".into());
