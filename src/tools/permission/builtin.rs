@@ -39,6 +39,7 @@ pub(super) fn flags(name: &str, args: &[Arg]) -> Option<String> {
         }
         "init" | "telinit" => runlevel(name, args),
         "systemctl" | "loginctl" => systemctl(name, args),
+        "busctl" | "dbus-send" | "gdbus" | "qdbus" => power_method(name, args),
         "kill" => kills_everything(args),
         "killall" | "pkill" | "killall5" => Some(format!("`{name}` (kills processes by name)")),
         "cp" | "mv" => copy_target(args)
@@ -200,6 +201,30 @@ fn systemctl(name: &str, args: &[Arg]) -> Option<String> {
                 .any(|p| unit.could_be(p) || unit.could_be(p.split('.').next().unwrap_or(p))),
         })
         .map(|unit| format!("`systemctl {verb_name} {}` (stops the machine)", unit.text))
+}
+
+/// The same requests made to logind over D-Bus: `busctl call … PowerOff b false`,
+/// `dbus-send … org.freedesktop.login1.Manager.Reboot`.
+fn power_method(name: &str, args: &[Arg]) -> Option<String> {
+    const METHODS: [&str; 9] = [
+        "PowerOff",
+        "Reboot",
+        "Halt",
+        "KExec",
+        "SoftReboot",
+        "Suspend",
+        "Hibernate",
+        "HybridSleep",
+        "SuspendThenHibernate",
+    ];
+    args.iter()
+        .filter_map(Arg::value)
+        .find(|v| {
+            METHODS
+                .iter()
+                .any(|m| *v == *m || v.strip_suffix(m).is_some_and(|head| head.ends_with('.')))
+        })
+        .map(|v| format!("`{name}` asking the system to `{v}` (stops the machine)"))
 }
 
 /// The arguments that are not options or option values, for commands that take options

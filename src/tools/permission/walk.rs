@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::args::{self, Arg};
+use super::options::Getopt;
 use super::shell::{self, Command, Redirect, RedirectKind, Script, Simple, Word};
 use super::wrappers::{self, Runs};
 use super::{builtin, git};
@@ -278,11 +279,23 @@ impl Walker {
         );
         let start = skip_assignments(&simple.words);
         let (assignments, words) = simple.words.split_at(start);
+        let mut defined = Vec::new();
+        for word in assignments {
+            let table = ["BASH_ALIASES[", "BASH_CMDS["]
+                .into_iter()
+                .find_map(|t| word.value.strip_prefix(t));
+            if let Some((name, body)) = table.and_then(|rest| rest.split_once("]=")) {
+                let literal = word.parts.iter().all(is_text);
+                let (name, body) = (literal.then_some(name), literal.then_some(body));
+                self.define(name, body, &word.raw, &mut defined);
+            }
+        }
         if words.len() == 1 && words[0].value == "exec" && own_feed.is_some() {
             self.stdin_replaced = own_feed;
         }
         if let Some(expansion) = self.alias_expansion(words) {
             let mut flags = redirect_flags(&simple.redirects);
+            flags.append(&mut defined);
             self.expanding.push(words[0].raw.clone());
             self.reparse("an alias", &expansion, context.stdin, &mut flags);
             self.expanding.pop();
@@ -295,6 +308,7 @@ impl Walker {
         let mut first = Layer::of(assignments, &args);
         first.raw.clone_from(&simple.text);
         first.flags = redirect_flags(&simple.redirects);
+        first.flags.extend(defined);
         let mut invocation = Invocation {
             layers: vec![first],
         };
@@ -364,6 +378,15 @@ impl Walker {
             match name {
                 "find" => self.find_exec(rest),
                 "alias" => self.define_aliases(rest, &mut flags),
+                // `hash -p /bin/rm x` makes `x` run `/bin/rm`.
+                "hash" => {
+                    if let Some(path) = Getopt::anywhere(rest, 'p', "") {
+                        let names = rest.iter().skip_while(|a| a.text != path.text).skip(1);
+                        for name in names {
+                            self.define(name.value(), path.value(), &name.text, &mut flags);
+                        }
+                    }
+                }
                 _ => {}
             }
             let next = match wrappers::runs(name, rest) {
@@ -501,11 +524,28 @@ impl Walker {
                 None => flags.push(format!("an alias defined at run time (`{}`)", arg.text)),
                 Some(value) => {
                     if let Some((name, body)) = value.split_once('=') {
-                        self.aliases.insert(name.to_string(), body.to_string());
-                        self.reparse("an alias", body, Stdin::default(), flags);
+                        self.define(Some(name), Some(body), &arg.text, flags);
                     }
                 }
             }
+        }
+    }
+
+    /// Makes `name` run `body`, as `alias`, `hash -p`, `BASH_ALIASES[name]=…` and
+    /// `BASH_CMDS[name]=…` do; either known only at run time is flagged.
+    fn define(
+        &mut self,
+        name: Option<&str>,
+        body: Option<&str>,
+        text: &str,
+        flags: &mut Vec<String>,
+    ) {
+        match (name, body) {
+            (Some(name), Some(body)) => {
+                self.aliases.insert(name.to_string(), body.to_string());
+                self.reparse("an alias", body, Stdin::default(), flags);
+            }
+            _ => flags.push(format!("a command name defined at run time (`{text}`)")),
         }
     }
 
@@ -586,17 +626,29 @@ fn stdin_feed(redirects: &[Redirect]) -> Option<&'static str> {
 fn reads_pipe(word: &Word) -> bool {
     args::expand_word(word)
         .first()
-        .is_some_and(|a| a.pipe || a.value().is_some_and(is_descriptor_path))
+        .is_some_and(reads_descriptor)
 }
 
-/// `/dev/stdin`, `/dev/fd/N`, `/proc/self/fd/N`, …: a path that reads an open descriptor.
-fn is_descriptor_path(path: &str) -> bool {
-    let normal = builtin::normalize(path);
-    let parts: Vec<&str> = normal.split('/').collect();
-    matches!(
-        parts.as_slice(),
-        ["", "dev", "stdin"] | ["", "dev", "fd", _] | ["", "proc", _, "fd", _]
-    )
+/// `/dev/stdin`, `/dev/fd/N`, `/proc/self/fd/N`, …: a path that reads an open descriptor (or,
+/// known only at run time, may: `/proc/$$/fd/0`), or a process substitution.
+fn reads_descriptor(file: &Arg) -> bool {
+    let path = match file.value() {
+        Some(path) => builtin::normalize(path),
+        None if file.pipe => return true,
+        None => {
+            let written = builtin::normalize(&file.text);
+            if !(written.starts_with("/dev/") || written.starts_with("/proc/")) {
+                return false;
+            }
+            written
+        }
+    };
+    let parts: Vec<&str> = path.split('/').collect();
+    match parts.as_slice() {
+        ["", "dev", "stdin"] | ["", "dev", "fd", _] | ["", "proc", _, "fd", _] => true,
+        // Only a path known to lie elsewhere is cleared.
+        _ => file.value().is_none(),
+    }
 }
 
 fn redirect_flags(redirects: &[Redirect]) -> Vec<String> {
@@ -627,7 +679,7 @@ fn sourced(name: &str, args: &[Arg], stdin: Stdin) -> Option<String> {
             "`{name}` of a process substitution (`{}`)",
             file.text
         )),
-        Some(file) if file.value().is_some_and(is_descriptor_path) => Some(format!(
+        Some(file) if reads_descriptor(file) => Some(format!(
             "`{name}` reading commands from standard input or a descriptor (`{}`)",
             file.text
         )),
@@ -657,7 +709,7 @@ fn shell_script(name: &str, args: &[Arg], stdin: Stdin, flags: &mut Vec<String>)
             None
         }
         ShellInput::File(file) => {
-            if file.pipe || file.value().is_some_and(is_descriptor_path) {
+            if reads_descriptor(file) {
                 flags.push(format!(
                     "`{name}` reading commands from a pipe or descriptor (`{}`)",
                     file.text

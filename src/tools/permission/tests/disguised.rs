@@ -303,4 +303,20 @@ pub(super) const DISGUISED: &[(&str, bool)] = &[
     ("echo o | tee /proc/sysrq-trigger", true),
     ("echo mem > /sys/power/state", true),
     ("cat /proc/sysrq-trigger", false),
+    (
+        "busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager PowerOff b false",
+        true,
+    ),
+    (
+        "dbus-send --system --print-reply --dest=org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager.Reboot boolean:true",
+        true,
+    ),
+    ("busctl list", false),
+    // other ways to name a command
+    ("BASH_ALIASES[x]='rm -rf'; x /", true),
+    ("BASH_CMDS[x]=/bin/rm; x -rf /", true),
+    ("hash -p /bin/rm x; x -rf /", true),
+    ("source /proc/$$/fd/0", true),
+    ("bash /dev/fd/$n", true),
+    ("hash -r", false),
 ];
