@@ -108,6 +108,8 @@
 mod args;
 mod builtin;
 mod git;
+mod input;
+mod layer;
 mod options;
 mod pattern;
 mod shell;
@@ -207,7 +209,7 @@ pub fn classify(command: &str, rules: &Rules) -> Verdict {
     let invocations = match shell::parse(command, 0) {
         Ok(script) => walk::invocations(&script),
         Err(e) => {
-            let layer = walk::Layer::written(&shell::collapse(command), Vec::new());
+            let layer = layer::Layer::written(&shell::collapse(command), Vec::new());
             if let Some(rule) = first_match(&rules.deny, &layer, List::AskOrDeny) {
                 return Verdict::Deny { rule: rule.into() };
             }

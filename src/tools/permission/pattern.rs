@@ -1,7 +1,7 @@
 //! Matching `ask`/`allow`/`deny` patterns against commands.
 
+use super::layer::{Layer, Shown};
 use super::shell;
-use super::walk::{Layer, Shown};
 
 /// Which list a pattern comes from: an `allow` pattern only sees the command as it will run,
 /// so that spelling a command differently cannot make it match; `ask` and `deny` patterns also

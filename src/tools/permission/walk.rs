@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 
 use super::args::{self, Arg};
+use super::input::{self, Stdin};
+use super::layer::{Invocation, Layer};
 use super::options::Getopt;
 use super::shell::{self, Command, Redirect, RedirectKind, Script, Simple, Word};
 use super::wrappers::{self, Runs};
@@ -11,150 +13,6 @@ use super::{builtin, git};
 
 /// Scripts given to `bash -c`, `eval`, aliases, … nested deeper than this are flagged, not followed.
 const MAX_REPARSE: usize = 8;
-
-/// One simple command as the rules see it: the command as written, then each command that a
-/// wrapper in it runs (`sudo X`, `env A=1 X`, `xargs X`, …), outermost first.
-pub(super) struct Invocation {
-    pub(super) layers: Vec<Layer>,
-}
-
-pub(super) struct Layer {
-    /// As written, whitespace collapsed.
-    pub(super) raw: String,
-    /// As it will run, word by word: values where they are known, a command in a system
-    /// directory by its name (`/usr/bin/curl` is `curl`), `git` without its global options.
-    pub(super) words: Vec<Shown>,
-    /// Which of `words` names the program (after any assignments).
-    pub(super) name: Option<usize>,
-    /// Why the built-in list flags the command this layer starts with.
-    pub(super) flags: Vec<String>,
-}
-
-pub(super) struct Shown {
-    pub(super) text: String,
-    /// The value is known before running; otherwise `text` is the word as written.
-    pub(super) known: bool,
-}
-
-impl Layer {
-    /// A command known only by its text: a compound command, or one that could not be parsed.
-    pub(super) fn written(text: &str, flags: Vec<String>) -> Layer {
-        let words: Vec<Shown> = text
-            .split_whitespace()
-            .map(|w| Shown {
-                text: w.to_string(),
-                known: true,
-            })
-            .collect();
-        Layer {
-            raw: text.to_string(),
-            name: (!words.is_empty()).then_some(0),
-            words,
-            flags,
-        }
-    }
-
-    fn of(assignments: &[Word], args: &[Arg]) -> Layer {
-        let raw: Vec<&str> = assignments
-            .iter()
-            .map(|w| w.raw.as_str())
-            .chain(args.iter().map(|a| a.raw.as_str()))
-            .filter(|r| !r.is_empty())
-            .collect();
-        let mut words: Vec<Shown> = assignments
-            .iter()
-            .map(|w| Shown {
-                text: w.raw.clone(),
-                known: w.parts.iter().all(is_text),
-            })
-            .collect();
-        words.extend(resolve(args));
-        Layer {
-            raw: shell::collapse(&raw.join(" ")),
-            words,
-            name: (!args.is_empty()).then_some(assignments.len()),
-            flags: Vec::new(),
-        }
-    }
-
-    /// The resolved command as one line.
-    pub(super) fn resolved(&self) -> String {
-        let texts: Vec<&str> = self.words.iter().map(|w| w.text.as_str()).collect();
-        texts.join(" ")
-    }
-}
-
-/// Directories whose commands are the commands of that name.
-const SYSTEM_DIRS: [&str; 7] = [
-    "/bin",
-    "/usr/bin",
-    "/usr/local/bin",
-    "/sbin",
-    "/usr/sbin",
-    "/usr/local/sbin",
-    "/opt/homebrew/bin",
-];
-
-fn resolve(args: &[Arg]) -> Vec<Shown> {
-    let Some((first, rest)) = args.split_first() else {
-        return Vec::new();
-    };
-    let name = match first.value() {
-        Some(path) => {
-            let normal = builtin::normalize(path);
-            match normal.rsplit_once('/') {
-                Some((dir, name)) if SYSTEM_DIRS.contains(&dir) => name.to_string(),
-                _ => path.to_string(),
-            }
-        }
-        None => first.text.clone(),
-    };
-    let rest = match basename(&name) {
-        "git" => match git::subcommand(rest) {
-            Ok(Some(sub)) => &rest[sub..],
-            _ => rest,
-        },
-        _ => rest,
-    };
-    let mut words = vec![Shown {
-        text: quote(&name),
-        known: first.value().is_some(),
-    }];
-    words.extend(rest.iter().map(|a| match a.value() {
-        Some(v) => Shown {
-            text: quote(v),
-            known: true,
-        },
-        None => Shown {
-            text: a.text.clone(),
-            known: false,
-        },
-    }));
-    words
-}
-
-/// A value as one shell word: quoted only when it would not read as one otherwise.
-fn quote(value: &str) -> String {
-    let plain = !value.is_empty()
-        && !value
-            .chars()
-            .any(|c| c.is_whitespace() || "'\"\\$`;&|<>()".contains(c));
-    if plain {
-        value.to_string()
-    } else {
-        format!("'{}'", value.replace('\'', "'\\''"))
-    }
-}
-
-/// Where a command's standard input comes from, as far as the script shows it.
-#[derive(Clone, Copy, Default)]
-struct Stdin {
-    piped: bool,
-    download: bool,
-    /// Something other than a file or the terminal feeds it: a here-document, a here-string,
-    /// another descriptor, a pipe path.
-    fed: Option<&'static str>,
-}
 
 #[derive(Clone, Copy, Default)]
 struct Context {
@@ -221,7 +79,7 @@ impl Walker {
                 redirects,
             } => {
                 let stdin = Stdin {
-                    fed: stdin_feed(redirects).or(stdin.fed),
+                    fed: input::stdin_feed(redirects).or(stdin.fed),
                     ..stdin
                 };
                 self.script(body, stdin);
@@ -258,7 +116,7 @@ impl Walker {
         for word in simple.words.iter().chain(targets.clone()) {
             self.substitutions(word);
         }
-        let own_feed = stdin_feed(&simple.redirects);
+        let own_feed = input::stdin_feed(&simple.redirects);
         let context = Context {
             stdin: Stdin {
                 fed: own_feed.or(stdin.fed).or(self.stdin_replaced),
@@ -356,7 +214,7 @@ impl Walker {
             if path.contains('/') && self.wrote(path) {
                 flags.push(format!("`{path}`, which this same command writes"));
             }
-            if let Some(script) = script_file(name, rest)
+            if let Some(script) = input::script_file(name, rest)
                 .and_then(Arg::value)
                 .filter(|s| self.wrote(s))
             {
@@ -424,15 +282,15 @@ impl Walker {
 
     /// Shells, interpreters, `eval`, `trap` and `source`: where their code comes from decides.
     fn interpreter(&mut self, name: &str, args: &[Arg], context: Context, flags: &mut Vec<String>) {
-        if is_interpreter(name) {
+        if input::is_interpreter(name) {
             if context.stdin.download {
                 flags.push(format!("a download piped into `{name}`"));
             } else if context.downloads {
                 flags.push(format!("`{name}` running downloaded code"));
             }
         }
-        let script = if is_shell(name) {
-            shell_script(name, args, context.stdin, flags)
+        let script = if input::is_shell(name) {
+            input::shell_script(name, args, context.stdin, flags)
         } else if name == "eval" {
             let values: Option<Vec<&str>> = args.iter().map(Arg::value).collect();
             if values.is_none() {
@@ -452,7 +310,7 @@ impl Walker {
             }
         } else {
             if matches!(name, "source" | ".") {
-                flags.extend(sourced(name, args, context.stdin));
+                flags.extend(input::sourced(name, args, context.stdin));
             }
             None
         };
@@ -579,75 +437,13 @@ impl Walker {
     }
 }
 
-fn is_text(part: &shell::Part) -> bool {
+pub(super) fn is_text(part: &shell::Part) -> bool {
     matches!(part, shell::Part::Text { .. })
-}
-
-/// The script file an interpreter runs: a shell's or `source`'s file operand, or the first
-/// operand of `python`, `perl`, `node`, ….
-fn script_file<'a>(name: &str, args: &'a [Arg]) -> Option<&'a Arg> {
-    if is_shell(name) {
-        return match shell_input(args) {
-            ShellInput::File(file) => Some(file),
-            _ => None,
-        };
-    }
-    if matches!(name, "source" | ".") {
-        return args.iter().find(|a| !a.is("--"));
-    }
-    if is_interpreter(name) {
-        return args
-            .iter()
-            .find(|a| !a.value().is_some_and(|v| v.starts_with('-')));
-    }
-    None
 }
 
 fn push_flags(invocation: &mut Invocation, flags: Vec<String>) {
     if let Some(last) = invocation.layers.last_mut() {
         last.flags.extend(flags);
-    }
-}
-
-/// What feeds standard input among `redirects`, when it is not a file.
-fn stdin_feed(redirects: &[Redirect]) -> Option<&'static str> {
-    redirects
-        .iter()
-        .filter(|r| r.fd.is_none_or(|fd| fd == 0))
-        .find_map(|r| match r.kind {
-            RedirectKind::HereDoc => Some("a here-document"),
-            RedirectKind::HereString => Some("a here-string"),
-            RedirectKind::DuplicateInput => Some("another file descriptor"),
-            RedirectKind::Read if reads_pipe(&r.target) => Some("a pipe"),
-            _ => None,
-        })
-}
-
-fn reads_pipe(word: &Word) -> bool {
-    args::expand_word(word)
-        .first()
-        .is_some_and(reads_descriptor)
-}
-
-/// `/dev/stdin`, `/dev/fd/N`, `/proc/self/fd/N`, …: a path that reads an open descriptor (or,
-/// known only at run time, may: `/proc/$$/fd/0`), or a process substitution.
-fn reads_descriptor(file: &Arg) -> bool {
-    let path = match file.value() {
-        Some(path) => builtin::normalize(path),
-        None if file.pipe => return true,
-        None => {
-            let written = builtin::normalize(&file.text);
-            if !(written.starts_with("/dev/") || written.starts_with("/proc/")) {
-                return false;
-            }
-            written
-        }
-    };
-    let parts: Vec<&str> = path.split('/').collect();
-    match parts.as_slice() {
-        ["", "dev", "stdin"] | ["", "dev", "fd", _] | ["", "proc", _, "fd", _] => true,
-        // Only a path known to lie elsewhere is cleared.
-        _ => file.value().is_none(),
     }
 }
 
@@ -667,67 +463,7 @@ fn redirect_flags(redirects: &[Redirect]) -> Vec<String> {
         .collect()
 }
 
-/// `source FILE`/`. FILE` of something that is not a file: the commands cannot be seen.
-fn sourced(name: &str, args: &[Arg], stdin: Stdin) -> Option<String> {
-    let file = args.iter().find(|a| !a.is("--"));
-    match file {
-        None => Some(match stdin.fed {
-            Some(feed) => format!("`{name}` reading commands from {feed}"),
-            None => format!("`{name}` without a file to read"),
-        }),
-        Some(file) if file.pipe => Some(format!(
-            "`{name}` of a process substitution (`{}`)",
-            file.text
-        )),
-        Some(file) if reads_descriptor(file) => Some(format!(
-            "`{name}` reading commands from standard input or a descriptor (`{}`)",
-            file.text
-        )),
-        Some(_) => None,
-    }
-}
-
-/// For `bash`, `sh`, …: the `-c` script to follow, after flagging a script it cannot see.
-fn shell_script(name: &str, args: &[Arg], stdin: Stdin, flags: &mut Vec<String>) -> Option<String> {
-    match shell_input(args) {
-        ShellInput::Script(Some(script)) => {
-            if script.value().is_none() {
-                flags.push(format!(
-                    "`{name} -c` with a script known only at run time (`{}`)",
-                    script.text
-                ));
-            }
-            script.value().map(str::to_string)
-        }
-        ShellInput::Script(None) => None,
-        ShellInput::Stdin => {
-            if let Some(feed) = stdin.fed {
-                flags.push(format!("`{name}` reading commands from {feed}"));
-            } else if stdin.piped && !stdin.download {
-                flags.push(format!("`{name}` reading commands from a pipe"));
-            }
-            None
-        }
-        ShellInput::File(file) => {
-            if reads_descriptor(file) {
-                flags.push(format!(
-                    "`{name}` reading commands from a pipe or descriptor (`{}`)",
-                    file.text
-                ));
-            }
-            None
-        }
-        ShellInput::Unknown(arg) => {
-            flags.push(format!(
-                "`{name}` with options known only at run time (`{}`)",
-                arg.text
-            ));
-            None
-        }
-    }
-}
-
-fn basename(path: &str) -> &str {
+pub(super) fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
@@ -746,84 +482,6 @@ fn is_assignment(value: &str) -> bool {
 
 fn skip_assignments(words: &[Word]) -> usize {
     words.iter().take_while(|w| is_assignment(&w.value)).count()
-}
-
-fn is_shell(name: &str) -> bool {
-    matches!(
-        name,
-        "sh" | "bash"
-            | "rbash"
-            | "zsh"
-            | "dash"
-            | "ksh"
-            | "mksh"
-            | "ash"
-            | "yash"
-            | "fish"
-            | "csh"
-            | "tcsh"
-    )
-}
-
-fn is_interpreter(name: &str) -> bool {
-    is_shell(name)
-        || name.starts_with("python")
-        || matches!(
-            name,
-            "perl" | "ruby" | "node" | "nodejs" | "php" | "lua" | "eval" | "source" | "."
-        )
-}
-
-enum ShellInput<'a> {
-    /// `-c`: the script is the first operand.
-    Script(Option<&'a Arg>),
-    File(&'a Arg),
-    Stdin,
-    /// An argument known only at run time where an option could be.
-    Unknown(&'a Arg),
-}
-
-fn shell_input(args: &[Arg]) -> ShellInput<'_> {
-    let mut i = 0;
-    let mut command = false;
-    let mut stdin = false;
-    while let Some(arg) = args.get(i) {
-        let Some(value) = arg.value() else {
-            if !command && (arg.could_start("-") || arg.could_start("+")) {
-                return ShellInput::Unknown(arg);
-            }
-            break;
-        };
-        if value == "--" || value == "-" {
-            i += 1;
-            break;
-        }
-        if value.starts_with("--") {
-            i += if matches!(value, "--rcfile" | "--init-file") {
-                2
-            } else {
-                1
-            };
-            continue;
-        }
-        let Some(cluster) = value.strip_prefix(['-', '+']).filter(|c| !c.is_empty()) else {
-            break;
-        };
-        command |= cluster.contains('c');
-        stdin |= cluster.contains('s');
-        i += if cluster.contains(['o', 'O']) { 2 } else { 1 };
-    }
-    if command {
-        ShellInput::Script(args.get(i))
-    } else if stdin || i >= args.len() {
-        ShellInput::Stdin
-    } else {
-        ShellInput::File(&args[i])
-    }
-}
-
-fn is_download(name: &str) -> bool {
-    matches!(name, "curl" | "wget")
 }
 
 /// The commands a simple command runs: its own, then each a wrapper in it runs.
@@ -852,7 +510,9 @@ fn command_names(words: &[Word]) -> Vec<String> {
 fn command_downloads(command: &Command) -> bool {
     match command {
         Command::Simple(simple) => {
-            command_names(&simple.words).iter().any(|n| is_download(n))
+            command_names(&simple.words)
+                .iter()
+                .any(|n| input::is_download(n))
                 || simple
                     .words
                     .iter()
