@@ -45,21 +45,26 @@
 //!   writing such a setting likewise;
 //! - `chmod`, `chown`, `chgrp` with `-R`, `--recursive` or an abbreviation of it;
 //! - `dd`, `mkfs`, `mkfs.*`, `mke2fs`, `mkswap`, `wipefs`, `blkdiscard`, `shred`, `truncate`,
-//!   `find -delete`;
+//!   `find -delete`, and `find -exec rm`/`unlink` (which deletes just the same);
 //! - `shutdown`, `reboot`, `halt`, `poweroff`; `init`/`telinit` `0`, `1`, `6` or `s`;
 //!   `systemctl`/`loginctl` `poweroff`, `reboot`, `halt`, `kexec`, `suspend`, `hibernate`,
 //!   `rescue`, `emergency`, …; `systemctl start`/`isolate`/`enable`/`set-default`/… of a unit
 //!   that stops the machine (`poweroff.target`, `reboot.target`, `halt.target`,
-//!   `kexec.target`, `rescue.target`, … and glob patterns matching one);
-//! - `kill` aimed at every process: a target of `-1` in any spelling (`-01`, `' -1'`, after
-//!   `-s KILL`, `-n 9`, `--`); `killall`, `pkill`, `killall5`;
+//!   `kexec.target`, `rescue.target`, … and glob patterns matching one); logind's `PowerOff`,
+//!   `Reboot`, … called through `busctl`, `dbus-send`, `gdbus` or `qdbus`; output written to
+//!   `/proc/sysrq-trigger` or `/sys/power/state`;
+//! - `kill` aimed at every process: a target of `-1` in any spelling (`-01`, `' -1'`,
+//!   `$((-1))`, after `-s KILL`, `-n 9` or `--`), or one known only at run time that could be
+//!   `-1` (`$pid`; not `$!`, `$$`, `$(pgrep …)`, `$(pidof …)`, `$(lsof -t …)`, which print
+//!   process IDs); `killall`, `pkill`, `killall5`;
 //! - a download (`curl`, `wget`) piped into a shell or interpreter (`sh`, `bash`, `zsh`, `dash`,
 //!   `ksh`, `fish`, `python*`, `perl`, `ruby`, `node`, `php`, `lua`, `source`, `eval`), or handed
 //!   to one through a substitution (`bash <(curl …)`, `sh -c "$(curl …)"`);
 //! - a shell, `.` or `source` reading commands the gate cannot see: from a pipe, a
 //!   here-document or here-string, a process substitution, another descriptor (`bash <&3`,
-//!   also after `exec 0<&3`), or a descriptor path (`/dev/stdin`, `/dev/fd/N`,
-//!   `/proc/self/fd/N`);
+//!   also after `exec 0<&3`), a descriptor path (`/dev/stdin`, `/dev/fd/N`,
+//!   `/proc/self/fd/N`), or a script file the same command writes first (`> s.sh`, `tee`,
+//!   `cp`, `curl -o`, `wget -O`), which goes for running such a file by its path too;
 //! - output redirected onto a block device (`/dev/sd*`, `/dev/hd*`, `/dev/vd*`, `/dev/xvd*`,
 //!   `/dev/nvme*`, `/dev/mmcblk*`, `/dev/disk*`, `/dev/mapper/*`, `/dev/dm-*`, `/dev/md*`,
 //!   `/dev/loop*`, `/dev/nbd*`, `/dev/mem`, …), however the path is spelled (`/dev//sda`,
@@ -72,8 +77,10 @@
 //!   run time;
 //! - a function that pipes into itself (the fork bomb `:(){ :|:& };:`).
 //!
-//! Aliases defined in the command (`alias x='rm -rf'; x /`) are expanded where they are used;
-//! their bodies are judged on their own too.
+//! Aliases defined in the command (`alias x='rm -rf'; x /`, also `BASH_ALIASES[x]=…`,
+//! `BASH_CMDS[x]=…` and `hash -p path x`) are expanded where they are used; their bodies are
+//! judged on their own too. `xargs` adds arguments known only at run time (or, with `-I`, puts
+//! them where its replacement string stands), and `parallel` its inputs.
 //!
 //! # Rules from settings
 //!
