@@ -13,6 +13,9 @@ use super::shell::{Expansion, Part, Word};
 /// Brace expansion beyond this many words is not followed: the word is treated as unknown.
 const MAX_WORDS: usize = 1024;
 
+/// Nor is a word with more unquoted `{` than this.
+const MAX_BRACES: usize = 64;
+
 /// One argument as the command will receive it.
 #[derive(Debug, Clone)]
 pub(super) struct Arg {
@@ -139,7 +142,14 @@ pub(super) fn expand(words: &[Word]) -> Vec<Arg> {
 pub(super) fn expand_word(word: &Word) -> Vec<Arg> {
     let tokens = tokens(&word.parts);
     let mut budget = MAX_WORDS;
-    let Some(expanded) = braces(&tokens, &mut budget) else {
+    let braces_in_word = tokens.iter().filter(|t| is_structure(t, '{')).count();
+    // Beyond this many braces the expansion is not worth the time (or the stack) to follow.
+    let expanded = if braces_in_word > MAX_BRACES {
+        None
+    } else {
+        braces(&tokens, &mut budget)
+    };
+    let Some(expanded) = expanded else {
         return vec![Arg {
             raw: word.raw.clone(),
             ..Arg::unknown(&word.raw)
@@ -365,7 +375,7 @@ fn arg(tokens: &[Token]) -> Arg {
                         Some((atom, used)) => {
                             glob = true;
                             pattern.push(atom);
-                            for token in &tokens[i + 1..=i + used] {
+                            for token in &tokens[i + 1..i + 1 + used] {
                                 if let Token::Char { c, .. } = token {
                                     text.push(*c);
                                 }
@@ -488,8 +498,12 @@ fn lists_all(source: &str) -> bool {
 
 /// A bracket expression after `[`: the atom and how many tokens it took, closing `]` included.
 fn class(tokens: &[Token]) -> Option<(Atom, usize)> {
+    // No real bracket expression is this long; past it, the `[` is taken for a glob of
+    // anything rather than scanned to the end of every long word.
+    const MAX_CLASS: usize = 256;
     let chars: Vec<char> = tokens
         .iter()
+        .take(MAX_CLASS)
         .map_while(|t| match t {
             Token::Char { c, .. } => Some(*c),
             _ => None,
@@ -514,7 +528,7 @@ fn class(tokens: &[Token]) -> Option<(Atom, usize)> {
             i += 1;
         }
     }
-    None
+    (chars.len() == MAX_CLASS).then_some((Atom::Any, 0))
 }
 
 fn matches(pattern: &[Atom], text: &[char]) -> bool {

@@ -34,7 +34,8 @@ impl Getopt {
             }
             i += 1 + usize::from(self.takes_next(value));
         }
-        Ok(i)
+        // An option missing its value at the very end leaves no operands.
+        Ok(i.min(args.len()))
     }
 
     /// Whether option word `option` leaves its value to the next word.
