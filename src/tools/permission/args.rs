@@ -57,7 +57,7 @@ impl Arg {
     /// An argument nothing is known about, such as the input `xargs` adds.
     pub(super) fn unknown(text: &str) -> Arg {
         Arg {
-            raw: text.into(),
+            raw: String::new(),
             text: text.into(),
             known: None,
             splits: true,
@@ -67,12 +67,13 @@ impl Arg {
         }
     }
 
-    /// One argument whose value is known only at run time, such as the word `xargs -I {}`
-    /// fills in.
-    pub(super) fn unknown_word(text: &str) -> Arg {
+    /// This word with its value left to run time, as when `xargs -I {}` fills input into it.
+    pub(super) fn filled_in(&self) -> Arg {
         Arg {
+            raw: self.raw.clone(),
+            text: self.text.clone(),
             splits: false,
-            ..Arg::unknown(text)
+            ..Arg::unknown("")
         }
     }
 
@@ -384,8 +385,6 @@ fn arg(tokens: &[Token]) -> Arg {
                         }
                         None => pattern.push(Atom::Char('[')),
                     },
-                    // A home directory: known only at run time, but never an option.
-                    '~' if i == 0 => pattern.extend([Atom::Char('/'), Atom::Any]),
                     _ => pattern.push(Atom::Char(*c)),
                 }
             }
@@ -649,6 +648,7 @@ mod tests {
             ("@(rm|ls)", "rm", true),
             ("<(ls)", "/dev/fd/63", true),
             ("~/x", "-rf", false),
+            ("~/x", "~/x", true),
             ("[", "[", true),
         ] {
             let arg = &args(command)[0];

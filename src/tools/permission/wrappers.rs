@@ -489,12 +489,12 @@ fn xargs_command(args: &[Arg], at: usize) -> Vec<Arg> {
         Some(Some(string)) => command
             .iter()
             .map(|a| match a.value() {
-                Some(v) if v.contains(&string) => Arg::unknown_word(v),
+                Some(v) if v.contains(&string) => a.filled_in(),
                 _ => a.clone(),
             })
             .collect(),
         // The replacement string itself is known only at run time: any argument may hold it.
-        Some(None) => command.iter().map(|a| Arg::unknown_word(&a.text)).collect(),
+        Some(None) => command.iter().map(Arg::filled_in).collect(),
     }
 }
 

@@ -280,6 +280,13 @@ pub(super) const DISGUISED: &[(&str, bool)] = &[
     ("busybox ls", false),
     ("env LANG=C sort x", false),
     ("timeout \"$T\" make", true),
+    // the everyday commands the gate must leave alone
+    ("rm x", false),
+    ("kill 1234", false),
+    ("find . -name '*.rs'", false),
+    ("cat /dev/null", false),
+    ("~/.cargo/bin/cargo build", false),
+    ("~/bin/rm -rf x", true),
     ("xargs -I{} sh -c '{}' < cmds.txt", true),
     ("xargs -I % rm % < list.txt", true),
     ("xargs -I{} mv {} old/ < list.txt", false),
