@@ -77,7 +77,8 @@ impl Arg {
         }
     }
 
-    /// An argument the gate itself supplies, such as `git`'s subcommand taken from an alias.
+    /// An argument whose value the gate already has: an option's attached value, a word of a
+    /// git alias.
     pub(super) fn literal(text: &str) -> Arg {
         Arg {
             raw: text.into(),
@@ -142,6 +143,13 @@ pub(super) fn expand(words: &[Word]) -> Vec<Arg> {
 
 pub(super) fn expand_word(word: &Word) -> Vec<Arg> {
     let tokens = tokens(&word.parts);
+    if tokens.is_empty() {
+        // `""` or `''`: one empty argument.
+        return vec![Arg {
+            raw: word.raw.clone(),
+            ..Arg::literal("")
+        }];
+    }
     let mut budget = MAX_WORDS;
     let braces_in_word = tokens.iter().filter(|t| is_structure(t, '{')).count();
     // Beyond this many braces the expansion is not worth the time (or the stack) to follow.
@@ -207,13 +215,6 @@ fn tokens(parts: &[Part]) -> Vec<Token> {
                 kind: *kind,
             }),
         }
-    }
-    // A word that is only `""` is one empty argument, which an empty token list cannot say.
-    if tokens.is_empty() && !parts.is_empty() {
-        tokens.push(Token::Char {
-            c: '\0',
-            quoted: true,
-        });
     }
     tokens
 }
@@ -353,10 +354,6 @@ fn arg(tokens: &[Token]) -> Arg {
     let mut i = 0;
     while i < tokens.len() {
         match &tokens[i] {
-            Token::Char {
-                c: '\0',
-                quoted: true,
-            } if tokens.len() == 1 => {}
             Token::Char { c, quoted: true } => {
                 text.push(*c);
                 pattern.push(Atom::Char(*c));
