@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use super::args::{self, Arg};
 use super::input::{self, Stdin};
 use super::layer::{Invocation, Layer};
-use super::options::Getopt;
 use super::shell::{self, Command, Redirect, RedirectKind, Script, Simple, Word};
 use super::wrappers::{self, Runs};
 use super::{builtin, git};
@@ -236,12 +235,10 @@ impl Walker {
             match name {
                 "find" => self.find_exec(rest),
                 "alias" => self.define_aliases(rest, &mut flags),
-                // `hash -p /bin/rm x` makes `x` run `/bin/rm`.
                 "hash" => {
-                    if let Some(path) = Getopt::anywhere(rest, 'p', "") {
-                        let names = rest.iter().skip_while(|a| a.text != path.text).skip(1);
+                    if let Some((path, names)) = hashed(rest) {
                         for name in names {
-                            self.define(name.value(), path.value(), &name.text, &mut flags);
+                            self.define(name.value(), path, &name.text, &mut flags);
                         }
                     }
                 }
@@ -439,6 +436,21 @@ impl Walker {
 
 pub(super) fn is_text(part: &shell::Part) -> bool {
     matches!(part, shell::Part::Text { .. })
+}
+
+/// `hash -p PATH NAME…`, which makes each NAME run PATH: the path (if known) and the names.
+fn hashed(args: &[Arg]) -> Option<(Option<&str>, &[Arg])> {
+    let at = args
+        .iter()
+        .position(|a| a.value().is_some_and(|v| v.starts_with("-p")))?;
+    match args[at]
+        .value()?
+        .strip_prefix("-p")
+        .filter(|p| !p.is_empty())
+    {
+        Some(path) => Some((Some(path), &args[at + 1..])),
+        None => Some((args.get(at + 1)?.value(), args.get(at + 2..)?)),
+    }
 }
 
 fn push_flags(invocation: &mut Invocation, flags: Vec<String>) {
