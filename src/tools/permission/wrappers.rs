@@ -390,7 +390,7 @@ pub(super) fn runs(name: &str, args: &[Arg]) -> Runs {
     match name {
         "env" => match ENV.value(args, 'S', "split-string") {
             Some(script) => script_of(&[script]),
-            None => command_at(ENV.operands(args)),
+            None => command_at(ENV.operands(args)).within(args),
         },
         "busybox" | "toybox" => match args.first() {
             Some(applet) if applet.could_start("-") && !applet.is("-") => {
