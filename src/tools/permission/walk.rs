@@ -210,6 +210,11 @@ impl Walker {
                 return;
             };
             let name = basename(path);
+            let normal = builtin::normalize(path);
+            if normal.starts_with("/proc/") || normal.starts_with("/dev/fd/") {
+                // `/proc/self/exe` is the shell itself; `/dev/fd/3` a program from a descriptor.
+                flags.push(format!("a program run from `{path}`"));
+            }
             if path.contains('/') && self.wrote(path) {
                 flags.push(format!("`{path}`, which this same command writes"));
             }

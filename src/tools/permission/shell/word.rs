@@ -222,6 +222,13 @@ impl Parser<'_> {
                     p.pos += 1;
                     return p.parameter(piece, start, in_double);
                 }
+                // `$[ … ]`: bash's old spelling of `$(( … ))`.
+                Some(b'[') => {
+                    p.pos += 1;
+                    let mut scratch = Piece::default();
+                    p.old_arithmetic(&mut scratch)?;
+                    piece.subs.extend(scratch.subs);
+                }
                 Some(b'\'') if !in_double => {
                     p.pos += 1;
                     return p.ansi_c(piece);
@@ -343,6 +350,37 @@ impl Parser<'_> {
                 }
                 Some(b'\\') => self.pos += 2,
                 Some(b'\'') => return err("a quote inside `(( ))`"),
+                Some(b'"') => {
+                    self.pos += 1;
+                    self.double_quoted(piece, false)?;
+                }
+                Some(b'$') => self.dollar(piece, true)?,
+                Some(b'`') => self.backquoted(piece, true)?,
+                Some(_) => self.pos += 1,
+            }
+        }
+    }
+
+    /// After `$[`, up to and including the matching `]`.
+    pub(super) fn old_arithmetic(&mut self, piece: &mut Piece) -> Result<(), ParseError> {
+        let mut open = 0usize;
+        loop {
+            match self.peek() {
+                None => return err("a `$[` is never closed"),
+                Some(b'[') => {
+                    open += 1;
+                    self.pos += 1;
+                }
+                Some(b']') if open == 0 => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                Some(b']') => {
+                    open -= 1;
+                    self.pos += 1;
+                }
+                Some(b'\\') => self.pos += 2,
+                Some(b'\'') => return err("a quote inside `$[ ]`"),
                 Some(b'"') => {
                     self.pos += 1;
                     self.double_quoted(piece, false)?;

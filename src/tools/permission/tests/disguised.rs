@@ -131,6 +131,8 @@ pub(super) const DISGUISED: &[(&str, bool)] = &[
     ("/bin/kill -9 -1", true),
     ("kill -9 ' -1'", true),
     ("kill -9 $pid", true),
+    ("kill -9 $[-1]", true),
+    ("kill -9 $[ $(rm -rf x) ]", true),
     ("killall5 -9", true),
     ("kill -HUP 1234", false),
     ("kill %1", false),
@@ -326,4 +328,7 @@ pub(super) const DISGUISED: &[(&str, bool)] = &[
     ("source /proc/$$/fd/0", true),
     ("bash /dev/fd/$n", true),
     ("hash -r", false),
+    ("/proc/self/exe -c 'rm -rf x'", true),
+    ("/proc/$$/exe -c 'ls'", true),
+    ("/dev/fd/3 x", true),
 ];
