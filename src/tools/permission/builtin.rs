@@ -332,8 +332,8 @@ pub(super) fn writes(name: &str, args: &[Arg]) -> Vec<String> {
             .map(|a| a.known.clone())
             .collect(),
         "cp" | "mv" | "install" | "ln" => vec![copy_target(args).and_then(|a| a.known.clone())],
-        "curl" => vec![Getopt::anywhere(args, 'o', "output").and_then(|a| a.known)],
-        "wget" => vec![Getopt::anywhere(args, 'O', "output-document").and_then(|a| a.known)],
+        "curl" => vec![Getopt::anywhere(args, Some('o'), "output").and_then(|a| a.known)],
+        "wget" => vec![Getopt::anywhere(args, Some('O'), "output-document").and_then(|a| a.known)],
         _ => Vec::new(),
     };
     paths.into_iter().flatten().map(|p| normalize(&p)).collect()

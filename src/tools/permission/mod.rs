@@ -4,8 +4,9 @@
 //! those separated by `;`, `&&`, `||`, `|`, `|&`, `&` and newlines; those inside `$( )`,
 //! backticks, `<( )`/`>( )`, `( )` subshells, `{ …; }` groups, `if`/`for`/`while`/`case` bodies
 //! and function bodies; the scripts of `bash -c`, `eval`, `trap`, `su -c`, `env -S`, `watch`,
-//! `flock -c`, `script -c`, `sg`, `parallel`, of aliases the command defines and of git settings
-//! that run programs; and, through wrappers, the command a wrapper runs: `env`, `command`,
+//! `flock -c`, `script -c`, `sg`, `parallel`, of aliases the command defines, of git settings
+//! that run programs and of the programs other tools take in an option (`tar --to-command`,
+//! `tar -I`, `rsync -e`, `ssh -o ProxyCommand=…`, `zip -TT`); and, through wrappers, the command a wrapper runs: `env`, `command`,
 //! `builtin`, `exec`, `nohup`, `time`, `nice`, `ionice`, `timeout`, `stdbuf`, `unbuffer`,
 //! `setsid`, `taskset`, `chrt`, `flock`, `setpriv`, `strace`, `ltrace`, `chroot`, `nsenter`,
 //! `unshare`, `firejail`, `fakeroot`, `eatmydata`, `systemd-run`, `busybox`, `toybox`, `sudo`,
@@ -54,7 +55,7 @@
 //!   `Reboot`, … called through `busctl`, `dbus-send`, `gdbus` or `qdbus`; output written to
 //!   `/proc/sysrq-trigger` or `/sys/power/state`;
 //! - `kill` aimed at every process: a target of `-1` in any spelling (`-01`, `' -1'`,
-//!   `$((-1))`, after `-s KILL`, `-n 9` or `--`), or one known only at run time that could be
+//!   `$((-1))`, `$[-1]`, after `-s KILL`, `-n 9` or `--`), or one known only at run time that could be
 //!   `-1` (`$pid`; not `$!`, `$$`, `$(pgrep …)`, `$(pidof …)`, `$(lsof -t …)`, which print
 //!   process IDs); `killall`, `pkill`, `killall5`;
 //! - a download (`curl`, `wget`) piped into a shell or interpreter (`sh`, `bash`, `zsh`, `dash`,
@@ -70,8 +71,9 @@
 //!   `/dev/loop*`, `/dev/nbd*`, `/dev/mem`, …), however the path is spelled (`/dev//sda`,
 //!   `//dev/sda`, `/dev/../dev/sda`, `../../dev/sda`), or `cp`/`mv`/`tee` onto one; a target
 //!   known only at run time counts when it mentions a device (`/dev/$d`, `"$DEV"`);
-//! - a command whose name is known only at run time (`$CMD args`, `$(which x) args`) or chosen
-//!   by pathname expansion (`/bin/r?`, `r[m]`);
+//! - a command whose name is known only at run time (`$CMD args`, `$(which x) args`), chosen by
+//!   pathname expansion (`/bin/r?`, `r[m]`), or run from `/proc` or a descriptor
+//!   (`/proc/self/exe`, the shell itself; `/dev/fd/3`);
 //! - a wrapper whose own options or operands are known only at run time, so the command it runs
 //!   cannot be told (`timeout $T rm x`); an `alias`, `eval` or `bash -c` of text known only at
 //!   run time;

@@ -110,7 +110,8 @@ impl Getopt {
 
     /// The value of `-short`/`--long` wherever it stands before `--`, for commands that take
     /// options after their operands too (`su user -c 'cmd'`, `su -lc 'cmd'`).
-    pub(super) fn anywhere(args: &[Arg], short: char, long: &str) -> Option<Arg> {
+    /// `short` or `long` (empty) may be missing.
+    pub(super) fn anywhere(args: &[Arg], short: Option<char>, long: &str) -> Option<Arg> {
         for (i, arg) in args.iter().enumerate() {
             let Some(value) = arg.value() else { continue };
             if value == "--" {
@@ -118,11 +119,13 @@ impl Getopt {
             }
             if let Some(name) = value.strip_prefix("--") {
                 match name.split_once('=') {
+                    _ if long.is_empty() => {}
                     Some((name, attached)) if name == long => return Some(Arg::literal(attached)),
                     None if name == long => return args.get(i + 1).cloned(),
                     _ => {}
                 }
             } else if let Some(letters) = value.strip_prefix('-')
+                && let Some(short) = short
                 && let Some(at) = letters.find(short)
             {
                 let rest = &letters[at + short.len_utf8()..];

@@ -424,9 +424,9 @@ pub(super) fn runs(name: &str, args: &[Arg]) -> Runs {
             let rest = args.get(skip..).unwrap_or_default();
             command_at(SETARCH.operands(rest).map(|at| at + skip)).within(args)
         }
-        "su" | "runuser" | "script" => match Getopt::anywhere(args, 'c', "command") {
+        "su" | "runuser" | "script" => match Getopt::anywhere(args, Some('c'), "command") {
             Some(script) => script_of(&[script]),
-            None if name == "runuser" && Getopt::anywhere(args, 'u', "user").is_some() => {
+            None if name == "runuser" && Getopt::anywhere(args, Some('u'), "user").is_some() => {
                 let getopt = Getopt {
                     short: "fg:G:lmpPs:u:w:",
                     long: &[
@@ -441,6 +441,12 @@ pub(super) fn runs(name: &str, args: &[Arg]) -> Runs {
             }
             None => Runs::Nothing,
         },
+        "tar" | "gtar" | "bsdtar" | "rsync" | "scp" | "sftp" | "ssh" | "zip" => {
+            match option_program(name, args) {
+                Some(program) => script_of(&[program]),
+                None => Runs::Nothing,
+            }
+        }
         "sg" => {
             let mut rest = args;
             if rest.first().is_some_and(|a| a.is("-")) {
@@ -496,6 +502,63 @@ fn xargs_command(args: &[Arg], at: usize) -> Vec<Arg> {
         // The replacement string itself is known only at run time: any argument may hold it.
         Some(None) => command.iter().map(Arg::filled_in).collect(),
     }
+}
+
+/// The command some tools run locally when an option names one: `tar --to-command`,
+/// `tar -I`, `rsync -e`, `ssh -o ProxyCommand=…`, `scp -S`, `zip -TT`, ….
+fn option_program(name: &str, args: &[Arg]) -> Option<Arg> {
+    let value = |short: Option<char>, long: &str| Getopt::anywhere(args, short, long);
+    match name {
+        "tar" | "gtar" | "bsdtar" => value(Some('I'), "use-compress-program")
+            .or_else(|| value(Some('F'), "info-script"))
+            .or_else(|| value(None, "to-command"))
+            .or_else(|| value(None, "new-volume-script"))
+            .or_else(|| {
+                let action = value(None, "checkpoint-action")?;
+                match action.value() {
+                    Some(v) => v.strip_prefix("exec=").map(Arg::literal),
+                    None => Some(action),
+                }
+            }),
+        "rsync" => value(Some('e'), "rsh"),
+        "scp" | "sftp" => value(Some('S'), "").or_else(|| ssh_command(args)),
+        "ssh" => ssh_command(args),
+        "zip" => value(None, "unzip-command").or_else(|| {
+            let at = args.iter().position(|a| a.is("-TT"))?;
+            args.get(at + 1).cloned()
+        }),
+        _ => None,
+    }
+}
+
+/// `-o ProxyCommand=…` or `-o LocalCommand=…` (also written with a space or attached to `-o`).
+fn ssh_command(args: &[Arg]) -> Option<Arg> {
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        i += 1;
+        let setting = match arg.value() {
+            Some("-o") => {
+                i += 1;
+                args.get(i - 1)?
+            }
+            Some(v) if v.starts_with("-o") => arg,
+            _ => continue,
+        };
+        let Some(text) = setting.value() else {
+            return Some(setting.clone());
+        };
+        let text = text.strip_prefix("-o").unwrap_or(text);
+        let (key, command) = text
+            .split_once(['=', ' '])
+            .map_or((text, ""), |(k, v)| (k, v.trim_start_matches(['=', ' '])));
+        if matches!(
+            key.to_ascii_lowercase().as_str(),
+            "proxycommand" | "localcommand"
+        ) {
+            return Some(Arg::literal(command));
+        }
+    }
+    None
 }
 
 fn generic(wrapper: &Wrapper, args: &[Arg]) -> Runs {

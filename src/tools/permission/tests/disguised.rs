@@ -331,4 +331,22 @@ pub(super) const DISGUISED: &[(&str, bool)] = &[
     ("/proc/self/exe -c 'rm -rf x'", true),
     ("/proc/$$/exe -c 'ls'", true),
     ("/dev/fd/3 x", true),
+    // programs named in other commands' options
+    ("tar --to-command='rm -rf x' -xf a.tar", true),
+    ("tar -I 'sh -c \"rm -rf x\"' -xf a.tar", true),
+    (
+        "tar --checkpoint=1 --checkpoint-action=exec='rm -rf x' -cf a.tar .",
+        true,
+    ),
+    ("rsync -e 'sh -c \"rm -rf x\"' a b:", true),
+    ("ssh -o ProxyCommand='rm -rf x' host", true),
+    (
+        "ssh -oLocalCommand='rm -rf x' -oPermitLocalCommand=yes host",
+        true,
+    ),
+    ("zip -T -TT 'rm -rf x' a.zip f", true),
+    ("tar -czf out.tgz src", false),
+    ("tar -I zstd -xf a.tar.zst", false),
+    ("rsync -avz -e 'ssh -p 2222' src/ host:dst/", false),
+    ("ssh -o StrictHostKeyChecking=no host uptime", false),
 ];
