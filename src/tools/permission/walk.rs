@@ -469,7 +469,9 @@ fn redirect_flags(redirects: &[Redirect]) -> Vec<String> {
         .iter()
         .filter(|r| r.kind == RedirectKind::Write)
         .filter_map(|r| {
-            let target = args::expand_word(&r.target).into_iter().next()?;
+            let mut target = args::expand_word(&r.target).into_iter().next()?;
+            // A redirection target is never split into several words (bash refuses it instead).
+            target.splits = false;
             builtin::device(&target)
                 .map(|t| format!("output redirected onto the block device `{t}`"))
                 .or_else(|| {

@@ -155,6 +155,8 @@ pub(super) const DISGUISED: &[(&str, bool)] = &[
     ("cat /dev/null", false),
     ("echo x > \"$log\"", false),
     ("echo x > dev/sda.txt", false),
+    ("echo x > $TMPDIR/dev.log", false),
+    ("tee $TARGET_DEV < img", true),
     // process substitution as a script
     ("bash <(echo 'rm -rf x')", true),
     ("source <(echo x)", true),
