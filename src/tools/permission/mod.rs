@@ -6,12 +6,13 @@
 //! and function bodies; the scripts of `bash -c`, `eval`, `trap`, `su -c`, `env -S`, `watch`,
 //! `flock -c`, `script -c`, `sg`, `parallel`, of aliases the command defines, of git settings
 //! that run programs and of the programs other tools take in an option (`tar --to-command`,
-//! `tar -I`, `rsync -e`, `ssh -o ProxyCommand=…`, `zip -TT`); and, through wrappers, the command a wrapper runs: `env`, `command`,
-//! `builtin`, `exec`, `nohup`, `time`, `nice`, `ionice`, `timeout`, `stdbuf`, `unbuffer`,
-//! `setsid`, `taskset`, `chrt`, `flock`, `setpriv`, `strace`, `ltrace`, `chroot`, `nsenter`,
-//! `unshare`, `firejail`, `fakeroot`, `eatmydata`, `systemd-run`, `busybox`, `toybox`, `sudo`,
-//! `doas`, `run0`, `xargs`, `parallel`, `watch -x`, `find -exec` and others, each with its own
-//! options skipped as it reads them (so `timeout -s KILL 5 rm` runs `rm`).
+//! `tar -I`, `rsync -e`, `ssh -o ProxyCommand=…`, `zip -TT`); and, through wrappers, the command
+//! a wrapper runs: `env`, `command`, `builtin`, `exec`, `nohup`, `time`, `nice`, `ionice`,
+//! `timeout`, `stdbuf`, `unbuffer`, `setsid`, `taskset`, `chrt`, `flock`, `setpriv`, `strace`,
+//! `ltrace`, `chroot`, `nsenter`, `unshare`, `firejail`, `fakeroot`, `eatmydata`, `systemd-run`,
+//! `busybox`, `toybox`, `sudo`, `doas`, `run0`, `xargs`, `parallel`, `watch -x`, `find -exec`
+//! and others, each with its own options skipped as it reads them (so `timeout -s KILL 5 rm`
+//! runs `rm`).
 //!
 //! Each word is turned into what the command will receive. Quotes and escapes are resolved
 //! (`c\url`, `"curl"`, `$'\x63url'` are all `curl`), brace expansion is done (`{rm,-rf,x}` is
@@ -29,7 +30,8 @@
 //!
 //! - `rm` with a recursive or force option in any spelling: `-r`, `-R`, `-f`, clusters such as
 //!   `-rf`, `-vfR`, `--recursive`/`--force` or any abbreviation (`--rec`, `--f`), anywhere
-//!   before `--`;
+//!   before `--`, or with an argument there known only at run time that could be one (`$OPTS`,
+//!   `"$@"`, `-$x`, `*`);
 //! - `sudo`, `su`, `doas`, `pkexec`, `run0`, `runuser`;
 //! - `git push` with `--force`, `-f`, `--force-with-lease`, `--force-if-includes`, `--delete`,
 //!   `-d`, `--mirror`, `--prune`, `--receive-pack`, a `+refspec` or a `:branch` deletion;
@@ -55,9 +57,9 @@
 //!   `Reboot`, … called through `busctl`, `dbus-send`, `gdbus` or `qdbus`; output written to
 //!   `/proc/sysrq-trigger` or `/sys/power/state`;
 //! - `kill` aimed at every process: a target of `-1` in any spelling (`-01`, `' -1'`,
-//!   `$((-1))`, `$[-1]`, after `-s KILL`, `-n 9` or `--`), or one known only at run time that could be
-//!   `-1` (`$pid`; not `$!`, `$$`, `$(pgrep …)`, `$(pidof …)`, `$(lsof -t …)`, which print
-//!   process IDs); `killall`, `pkill`, `killall5`;
+//!   `$((-1))`, `$[-1]`, after `-s KILL`, `-n 9` or `--`), or one known only at run time that
+//!   could be `-1` (`$pid`; not `$!`, `$$`, `$(pgrep …)`, `$(pidof …)`, `$(lsof -t …)`, which
+//!   print process IDs); `killall`, `pkill`, `killall5`;
 //! - a download (`curl`, `wget`) piped into a shell or interpreter (`sh`, `bash`, `zsh`, `dash`,
 //!   `ksh`, `fish`, `python*`, `perl`, `ruby`, `node`, `php`, `lua`, `source`, `eval`), or handed
 //!   to one through a substitution (`bash <(curl …)`, `sh -c "$(curl …)"`);
