@@ -185,3 +185,70 @@ fn invalid_permission_settings_fail_closed() {
     assert_eq!(request["command"], "echo hi");
     nova.stderr_with("permissions.bash");
 }
+
+#[test]
+fn disguised_commands_ask_before_running() {
+    for command in [
+        "{rm,-rf,build}",
+        "alias x='rm -rf'\nx build",
+        "/bin/r[m] -rf build",
+        "OPTS=-rf; rm $OPTS build",
+        "rm --rec build",
+    ] {
+        let mock = MockLlm::start();
+        mock.push(Reply::new().tool_call("c1", "bash", json!({"command": command})));
+        mock.push(Reply::text("leaving it"));
+        let mut nova = nova_with_build_dir(&mock, None);
+        nova.request_ok(json!({"type": "prompt", "message": "clean up"}));
+        let request = nova.wait_for_type("permission_request", EVENT_TIMEOUT);
+        assert_eq!(request["command"], command);
+        let reason = request["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("rm") || reason.contains("r[m]"),
+            "{request}"
+        );
+        nova.request_ok(json!({"type": "permission_response", "requestId": request["requestId"], "approved": false}));
+        let events = nova.events_until("agent_settled");
+        assert_eq!(tool_end(&events)["isError"], true, "{command}");
+        assert!(
+            nova.cwd().join("build/out.o").exists(),
+            "{command:?} ran before approval"
+        );
+        mock.assert_no_violations();
+    }
+}
+
+#[test]
+fn deny_rules_match_the_command_as_it_will_run() {
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::new()
+            .tool_call(
+                "c1",
+                "bash",
+                json!({"command": "g\\it -C . push --dry-run"}),
+            )
+            .tool_call("c2", "bash", json!({"command": "{/usr/bin/rm,-r,build}"})),
+    );
+    mock.push(Reply::text("ok"));
+    let settings = json!({"permissions": {"bash": {"deny": ["git push*", "rm *"]}}});
+    let mut nova = nova_with_build_dir(&mock, Some(settings));
+    let events = nova.run_prompt("go");
+    assert!(events.iter().all(|e| e["type"] != "permission_request"));
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect();
+    assert!(
+        result_text(ends[0]).contains("deny rule `git push*`"),
+        "{}",
+        ends[0]
+    );
+    assert!(
+        result_text(ends[1]).contains("deny rule `rm *`"),
+        "{}",
+        ends[1]
+    );
+    assert!(nova.cwd().join("build/out.o").exists());
+    mock.assert_no_violations();
+}

@@ -12,6 +12,9 @@
 //! commands, since the gate must look at every branch anyway. Syntax bash would reject is
 //! sometimes accepted here; that is harmless, because every command found is still inspected.
 
+mod redirect;
+mod word;
+
 use std::fmt;
 
 /// Deeper nesting is refused rather than risking the stack; no real command line gets close.
@@ -56,23 +59,67 @@ pub(super) struct Word {
     pub(super) raw: String,
     /// After quote removal; expansions stay as written, since their values are unknown here.
     pub(super) value: String,
-    /// Holds a parameter expansion or a substitution, so its run-time value is not `value`.
-    pub(super) dynamic: bool,
+    /// The word piece by piece, with what bash's later expansions will do to each piece.
+    pub(super) parts: Vec<Part>,
     /// Scripts of `$( )`, backticks, `<( )` and `>( )` inside the word.
     pub(super) subs: Vec<Script>,
+}
+
+impl Word {
+    /// An operator inside `[[ ]]`, which is a word there but never expands.
+    fn literal(text: &str) -> Word {
+        Word {
+            raw: text.into(),
+            value: text.into(),
+            parts: vec![Part::Text {
+                text: text.into(),
+                quoted: true,
+            }],
+            subs: Vec::new(),
+        }
+    }
+}
+
+/// A stretch of a word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Part {
+    /// Text after quote removal. Unquoted text still goes through brace and pathname expansion;
+    /// quoted (or escaped) text reaches the command as it is.
+    Text { text: String, quoted: bool },
+    /// `$name` or `${name}`, also the special ones (`$1`, `$@`, `$#`, …).
+    Param { name: String, quoted: bool },
+    /// Any other expansion, as written.
+    Expansion {
+        source: String,
+        quoted: bool,
+        kind: Expansion,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Expansion {
+    /// `<( )` or `>( )`: the command receives a `/dev/fd/N` path to a pipe.
+    Process,
+    /// `$( )`, backquotes, `$(( ))`, `${x:-y}`, …
+    Other,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum RedirectKind {
     Read,
     Write,
-    Duplicate,
+    /// `<&N`: read from another descriptor.
+    DuplicateInput,
+    /// `>&N`
+    DuplicateOutput,
     HereDoc,
     HereString,
 }
 
 #[derive(Debug)]
 pub(super) struct Redirect {
+    /// The descriptor written before the operator (`3<<<x`); none means the operator's default.
+    pub(super) fd: Option<u32>,
     pub(super) kind: RedirectKind,
     pub(super) target: Word,
 }
@@ -132,17 +179,59 @@ enum Stop {
     CaseItem,
 }
 
+/// A word being read: its parts so far, with text kept as bytes until the word is complete,
+/// since `$'\xNN'` escapes may produce bytes that are only valid UTF-8 together.
 #[derive(Default)]
 struct Piece {
     value: Vec<u8>,
-    dynamic: bool,
+    parts: Vec<PiecePart>,
     subs: Vec<Script>,
 }
 
+enum PiecePart {
+    Text(Vec<u8>, bool),
+    Done(Part),
+}
+
 impl Piece {
-    fn absorb(&mut self, other: Piece) {
-        self.dynamic |= other.dynamic;
-        self.subs.extend(other.subs);
+    fn text(&mut self, bytes: &[u8], quoted: bool) {
+        self.value.extend_from_slice(bytes);
+        match self.parts.last_mut() {
+            Some(PiecePart::Text(text, q)) if *q == quoted => text.extend_from_slice(bytes),
+            _ => self.parts.push(PiecePart::Text(bytes.to_vec(), quoted)),
+        }
+    }
+
+    fn param(&mut self, source: &[u8], name: String, quoted: bool) {
+        self.value.extend_from_slice(source);
+        self.parts
+            .push(PiecePart::Done(Part::Param { name, quoted }));
+    }
+
+    fn expansion(&mut self, source: &[u8], quoted: bool, kind: Expansion) {
+        self.value.extend_from_slice(source);
+        self.parts.push(PiecePart::Done(Part::Expansion {
+            source: String::from_utf8_lossy(source).into_owned(),
+            quoted,
+            kind,
+        }));
+    }
+
+    fn expands(&self) -> bool {
+        self.parts.iter().any(|p| matches!(p, PiecePart::Done(_)))
+    }
+
+    fn parts(&mut self) -> Vec<Part> {
+        std::mem::take(&mut self.parts)
+            .into_iter()
+            .map(|part| match part {
+                PiecePart::Text(text, quoted) => Part::Text {
+                    text: String::from_utf8_lossy(&text).into_owned(),
+                    quoted,
+                },
+                PiecePart::Done(part) => part,
+            })
+            .collect()
     }
 }
 
@@ -497,11 +586,7 @@ impl Parser<'_> {
     /// `[[ … ]]`: operators inside are plain words, so `&&`, `<` or `(` must not split it.
     fn test_clause(&mut self, start: usize) -> Result<Command, ParseError> {
         self.pos += 2;
-        let mut words = vec![Word {
-            raw: "[[".into(),
-            value: "[[".into(),
-            ..Word::default()
-        }];
+        let mut words = vec![Word::literal("[[")];
         loop {
             self.skip_space_and_newlines()?;
             if self.reserved() == Some("]]") {
@@ -514,12 +599,7 @@ impl Parser<'_> {
             let word = self.word()?;
             if word.raw.is_empty() {
                 self.pos += 1;
-                let text = char::from(c).to_string();
-                words.push(Word {
-                    raw: text.clone(),
-                    value: text,
-                    ..Word::default()
-                });
+                words.push(Word::literal(&char::from(c).to_string()));
             } else {
                 words.push(word);
             }
@@ -578,479 +658,4 @@ impl Parser<'_> {
             redirects,
         })))
     }
-
-    fn redirect(&mut self) -> Result<Option<Redirect>, ParseError> {
-        let start = self.pos;
-        while self.peek().is_some_and(|c| c.is_ascii_digit()) {
-            self.pos += 1;
-        }
-        let has_fd = self.pos > start;
-        const OPS: [(&str, RedirectKind); 13] = [
-            ("&>>", RedirectKind::Write),
-            ("&>", RedirectKind::Write),
-            ("<<<", RedirectKind::HereString),
-            ("<<-", RedirectKind::HereDoc),
-            ("<<", RedirectKind::HereDoc),
-            ("<>", RedirectKind::Write),
-            ("<&", RedirectKind::Duplicate),
-            ("<", RedirectKind::Read),
-            (">>", RedirectKind::Write),
-            (">|", RedirectKind::Write),
-            (">&", RedirectKind::Duplicate),
-            (">", RedirectKind::Write),
-            ("", RedirectKind::Read),
-        ];
-        let found = OPS.into_iter().find(|(op, _)| {
-            !op.is_empty() && self.starts_with(op) && !(has_fd && op.starts_with('&'))
-        });
-        let Some((op, mut kind)) = found else {
-            self.pos = start;
-            return Ok(None);
-        };
-        // `<(` and `>(` start a process substitution, which is a word.
-        if matches!(op, "<" | ">") && self.peek_at(1) == Some(b'(') {
-            self.pos = start;
-            return Ok(None);
-        }
-        self.pos += op.len();
-        self.skip_blanks();
-        let target = self.word()?;
-        if target.raw.is_empty() {
-            return err(format!("`{op}` without a target"));
-        }
-        if kind == RedirectKind::Duplicate
-            && !target
-                .value
-                .trim_end_matches('-')
-                .bytes()
-                .all(|c| c.is_ascii_digit())
-        {
-            // `>& file` sends both output streams to a file.
-            kind = if op == ">&" {
-                RedirectKind::Write
-            } else {
-                RedirectKind::Read
-            };
-        }
-        if kind == RedirectKind::HereDoc {
-            self.pending.push(HereDoc {
-                delimiter: target.value.clone().into_bytes(),
-                strip_tabs: op == "<<-",
-                expand: !target.raw.contains(['\'', '"', '\\']),
-            });
-        }
-        Ok(Some(Redirect { kind, target }))
-    }
-
-    fn read_heredocs(&mut self) -> Result<(), ParseError> {
-        for doc in std::mem::take(&mut self.pending) {
-            let body_start = self.pos;
-            let mut body_end = self.s.len();
-            while self.pos < self.s.len() {
-                let line_end = self.s[self.pos..]
-                    .iter()
-                    .position(|&c| c == b'\n')
-                    .map_or(self.s.len(), |n| self.pos + n);
-                let mut line = &self.s[self.pos..line_end];
-                if doc.strip_tabs {
-                    while let [b'\t', rest @ ..] = line {
-                        line = rest;
-                    }
-                }
-                let at = self.pos;
-                self.pos = (line_end + 1).min(self.s.len());
-                if line == doc.delimiter.as_slice() {
-                    body_end = at;
-                    break;
-                }
-            }
-            if doc.expand {
-                let body = self.slice(body_start, body_end);
-                let mut inner = Parser {
-                    src: body,
-                    s: body.as_bytes(),
-                    pos: 0,
-                    depth: self.depth + 1,
-                    pending: Vec::new(),
-                    detached: Vec::new(),
-                };
-                let mut piece = Piece::default();
-                inner.double_quoted(&mut piece, true)?;
-                self.detached.extend(piece.subs);
-            }
-        }
-        Ok(())
-    }
-
-    fn word(&mut self) -> Result<Word, ParseError> {
-        let start = self.pos;
-        let mut piece = Piece::default();
-        while let Some(c) = self.peek() {
-            match c {
-                b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b')' => break,
-                b'<' | b'>' if self.peek_at(1) == Some(b'(') => {
-                    let sub_start = self.pos;
-                    self.pos += 2;
-                    let script = self.list(Stop::Paren)?;
-                    self.pos += 1;
-                    piece.subs.push(script);
-                    piece.dynamic = true;
-                    piece.value.extend_from_slice(&self.s[sub_start..self.pos]);
-                }
-                b'<' | b'>' => break,
-                b'(' => {
-                    let extglob =
-                        matches!(piece.value.last(), Some(b'@' | b'!' | b'*' | b'+' | b'?'));
-                    let array = piece.value.ends_with(b"=") && assignment_name(&piece.value);
-                    if !(extglob || array) {
-                        break;
-                    }
-                    self.balanced(&mut piece)?;
-                }
-                b'\\' => {
-                    self.pos += 1;
-                    match self.peek() {
-                        Some(b'\n') => self.pos += 1,
-                        Some(next) => {
-                            piece.value.push(next);
-                            self.pos += 1;
-                        }
-                        None => piece.value.push(b'\\'),
-                    }
-                }
-                b'\'' => {
-                    self.pos += 1;
-                    let Some(len) = self.s[self.pos..].iter().position(|&c| c == b'\'') else {
-                        return err("a single quote is never closed");
-                    };
-                    piece
-                        .value
-                        .extend_from_slice(&self.s[self.pos..self.pos + len]);
-                    self.pos += len + 1;
-                }
-                b'"' => {
-                    self.pos += 1;
-                    self.double_quoted(&mut piece, false)?;
-                }
-                b'`' => self.backquoted(&mut piece, false)?,
-                b'$' => self.dollar(&mut piece, false)?,
-                _ => {
-                    piece.value.push(c);
-                    self.pos += 1;
-                }
-            }
-        }
-        Ok(Word {
-            raw: self.slice(start, self.pos).to_string(),
-            value: String::from_utf8_lossy(&piece.value).into_owned(),
-            dynamic: piece.dynamic,
-            subs: piece.subs,
-        })
-    }
-
-    /// `( … )` inside a word (an array value, an extended glob), kept as written.
-    fn balanced(&mut self, piece: &mut Piece) -> Result<(), ParseError> {
-        self.nested(|p| {
-            let start = p.pos;
-            p.pos += 1;
-            let mut open = 1usize;
-            let mut scratch = Piece::default();
-            while open > 0 {
-                match p.peek() {
-                    None => return err("a `(` is never closed"),
-                    Some(b'(') => {
-                        open += 1;
-                        p.pos += 1;
-                    }
-                    Some(b')') => {
-                        open -= 1;
-                        p.pos += 1;
-                    }
-                    Some(b'\\') => p.pos += 2,
-                    Some(b'\'') => {
-                        p.pos += 1;
-                        let Some(len) = p.s[p.pos..].iter().position(|&c| c == b'\'') else {
-                            return err("a single quote is never closed");
-                        };
-                        p.pos += len + 1;
-                    }
-                    Some(b'"') => {
-                        p.pos += 1;
-                        p.double_quoted(&mut scratch, false)?;
-                    }
-                    Some(b'`') => p.backquoted(&mut scratch, false)?,
-                    Some(b'$') => p.dollar(&mut scratch, false)?,
-                    Some(_) => p.pos += 1,
-                }
-            }
-            p.pos = p.pos.min(p.s.len());
-            piece.value.extend_from_slice(&p.s[start..p.pos]);
-            piece.absorb(scratch);
-            Ok(())
-        })
-    }
-
-    /// After an opening `"`, or a here-document body (`heredoc`: runs to the end, `"` is plain).
-    fn double_quoted(&mut self, piece: &mut Piece, heredoc: bool) -> Result<(), ParseError> {
-        loop {
-            match self.peek() {
-                None if heredoc => return Ok(()),
-                None => return err("a double quote is never closed"),
-                Some(b'"') if !heredoc => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                Some(b'\\') => match self.peek_at(1) {
-                    Some(b'\n') => self.pos += 2,
-                    Some(c @ (b'$' | b'`' | b'\\')) => {
-                        piece.value.push(c);
-                        self.pos += 2;
-                    }
-                    Some(b'"') if !heredoc => {
-                        piece.value.push(b'"');
-                        self.pos += 2;
-                    }
-                    _ => {
-                        piece.value.push(b'\\');
-                        self.pos += 1;
-                    }
-                },
-                Some(b'$') => self.dollar(piece, true)?,
-                Some(b'`') => self.backquoted(piece, true)?,
-                Some(c) => {
-                    piece.value.push(c);
-                    self.pos += 1;
-                }
-            }
-        }
-    }
-
-    fn backquoted(&mut self, piece: &mut Piece, in_double: bool) -> Result<(), ParseError> {
-        let start = self.pos;
-        self.pos += 1;
-        let mut inner = Vec::new();
-        loop {
-            match self.peek() {
-                None => return err("a backquote is never closed"),
-                Some(b'`') => {
-                    self.pos += 1;
-                    break;
-                }
-                Some(b'\\') => match self.peek_at(1) {
-                    Some(c @ (b'$' | b'`' | b'\\')) => {
-                        inner.push(c);
-                        self.pos += 2;
-                    }
-                    Some(b'"') if in_double => {
-                        inner.push(b'"');
-                        self.pos += 2;
-                    }
-                    _ => {
-                        inner.push(b'\\');
-                        self.pos += 1;
-                    }
-                },
-                Some(c) => {
-                    inner.push(c);
-                    self.pos += 1;
-                }
-            }
-        }
-        let inner = String::from_utf8_lossy(&inner).into_owned();
-        piece.subs.push(parse(&inner, self.depth + 1)?);
-        piece.dynamic = true;
-        piece.value.extend_from_slice(&self.s[start..self.pos]);
-        Ok(())
-    }
-
-    fn dollar(&mut self, piece: &mut Piece, in_double: bool) -> Result<(), ParseError> {
-        self.nested(|p| {
-            let start = p.pos;
-            p.pos += 1;
-            match p.peek() {
-                Some(b'(') => {
-                    p.pos += 1;
-                    if p.peek() == Some(b'(') && p.closes_as_arithmetic(p.pos + 1) {
-                        p.pos += 1;
-                        p.arithmetic(piece)?;
-                    } else {
-                        let script = p.list(Stop::Paren)?;
-                        p.pos += 1;
-                        piece.subs.push(script);
-                    }
-                }
-                Some(b'{') => {
-                    p.pos += 1;
-                    p.parameter(piece, in_double)?;
-                }
-                Some(b'\'') if !in_double => {
-                    p.pos += 1;
-                    return p.ansi_c(piece);
-                }
-                Some(b'"') if !in_double => {
-                    p.pos += 1;
-                    return p.double_quoted(piece, false);
-                }
-                Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
-                    while p
-                        .peek()
-                        .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
-                    {
-                        p.pos += 1;
-                    }
-                }
-                Some(b'0'..=b'9' | b'?' | b'$' | b'#' | b'@' | b'*' | b'!' | b'-') => p.pos += 1,
-                _ => {
-                    piece.value.push(b'$');
-                    return Ok(());
-                }
-            }
-            piece.dynamic = true;
-            piece
-                .value
-                .extend_from_slice(&p.s[start..p.pos.min(p.s.len())]);
-            Ok(())
-        })
-    }
-
-    /// After `${`, up to and including the matching `}`.
-    fn parameter(&mut self, piece: &mut Piece, in_double: bool) -> Result<(), ParseError> {
-        let mut scratch = Piece::default();
-        loop {
-            match self.peek() {
-                None => return err("a `${` is never closed"),
-                Some(b'}') => {
-                    self.pos += 1;
-                    piece.absorb(scratch);
-                    return Ok(());
-                }
-                Some(b'\\') => self.pos += 2,
-                Some(b'\'') if !in_double => {
-                    self.pos += 1;
-                    let Some(len) = self.s[self.pos..].iter().position(|&c| c == b'\'') else {
-                        return err("a single quote is never closed");
-                    };
-                    self.pos += len + 1;
-                }
-                Some(b'"') => {
-                    self.pos += 1;
-                    self.double_quoted(&mut scratch, false)?;
-                }
-                Some(b'$') => self.dollar(&mut scratch, in_double)?,
-                Some(b'`') => self.backquoted(&mut scratch, in_double)?,
-                Some(_) => self.pos += 1,
-            }
-        }
-    }
-
-    /// Whether the `((` before `from` ends with `))`, as arithmetic, rather than being
-    /// `$( (subshell) … )`. A look-ahead, because parsing one way then the other would take
-    /// exponential time on nested input.
-    fn closes_as_arithmetic(&self, from: usize) -> bool {
-        let mut open = 0usize;
-        let mut i = from;
-        while let Some(&c) = self.s.get(i) {
-            match c {
-                b'(' => open += 1,
-                b')' if open == 0 => return self.s.get(i + 1) == Some(&b')'),
-                b')' => open -= 1,
-                b'\\' => i += 1,
-                _ => {}
-            }
-            i += 1;
-        }
-        false
-    }
-
-    /// After `((` or `$((`, up to and including the closing `))`.
-    fn arithmetic(&mut self, piece: &mut Piece) -> Result<(), ParseError> {
-        let mut open = 0usize;
-        loop {
-            match self.peek() {
-                None => return err("a `((` is never closed"),
-                Some(b'(') => {
-                    open += 1;
-                    self.pos += 1;
-                }
-                Some(b')') if open == 0 => {
-                    if self.peek_at(1) != Some(b')') {
-                        return err("a `((` is closed by a single `)`");
-                    }
-                    self.pos += 2;
-                    return Ok(());
-                }
-                Some(b')') => {
-                    open -= 1;
-                    self.pos += 1;
-                }
-                Some(b'\\') => self.pos += 2,
-                Some(b'\'') => return err("a quote inside `(( ))`"),
-                Some(b'"') => {
-                    self.pos += 1;
-                    self.double_quoted(piece, false)?;
-                }
-                Some(b'$') => self.dollar(piece, true)?,
-                Some(b'`') => self.backquoted(piece, true)?,
-                Some(_) => self.pos += 1,
-            }
-        }
-    }
-
-    /// After `$'`: bash's C-style escapes, so `$'rm\x20x'` is read as bash would run it.
-    fn ansi_c(&mut self, piece: &mut Piece) -> Result<(), ParseError> {
-        loop {
-            let Some(c) = self.peek() else {
-                return err("a `$'` quote is never closed");
-            };
-            self.pos += 1;
-            match c {
-                b'\'' => return Ok(()),
-                b'\\' => {
-                    let Some(e) = self.peek() else {
-                        return err("a `$'` quote is never closed");
-                    };
-                    self.pos += 1;
-                    let simple = match e {
-                        b'n' => Some(b'\n'),
-                        b't' => Some(b'\t'),
-                        b'r' => Some(b'\r'),
-                        b'a' => Some(7),
-                        b'b' => Some(8),
-                        b'e' | b'E' => Some(27),
-                        b'f' => Some(12),
-                        b'v' => Some(11),
-                        b'\\' | b'\'' | b'"' | b'?' => Some(e),
-                        _ => None,
-                    };
-                    if let Some(byte) = simple {
-                        piece.value.push(byte);
-                    } else if e == b'x' || e.is_ascii_digit() {
-                        let (radix, max) = if e == b'x' { (16, 2) } else { (8, 3) };
-                        let mut digits = String::new();
-                        if e != b'x' {
-                            digits.push(char::from(e));
-                        }
-                        while digits.len() < max
-                            && self.peek().is_some_and(|d| char::from(d).is_digit(radix))
-                        {
-                            digits.push(char::from(self.peek().unwrap_or(b'0')));
-                            self.pos += 1;
-                        }
-                        let value = u32::from_str_radix(&digits, radix).unwrap_or(0);
-                        piece.value.push((value & 0xff) as u8);
-                    } else {
-                        piece.value.extend_from_slice(&[b'\\', e]);
-                    }
-                }
-                _ => piece.value.push(c),
-            }
-        }
-    }
-}
-
-fn assignment_name(value: &[u8]) -> bool {
-    let name = value.strip_suffix(b"=").unwrap_or(value);
-    let name = name.strip_suffix(b"+").unwrap_or(name);
-    matches!(name.first(), Some(c) if c.is_ascii_alphabetic() || *c == b'_')
-        && name.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
 }
