@@ -9,7 +9,7 @@ use crate::tools::permission::{Mode as GateMode, Rules as PermissionRules};
 use crate::tools::{Tool, default_tools};
 pub use cli::{Cli, Mode};
 pub use models::{ProviderConfig, Registry};
-pub use settings::{BashPermissions, CompactionSettings, PermissionMode, Settings};
+pub use settings::{CompactionSettings, Settings};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
@@ -171,27 +171,15 @@ fn startup_model(
 /// Invalid rules fail closed: every bash command asks until the settings are fixed, so a typo
 /// in a `deny` list never silently lets a command through.
 fn permission_rules(settings: &Settings, warnings: &mut Vec<String>) -> PermissionRules {
-    match &settings.bash_permissions {
-        Ok(p) => PermissionRules {
-            mode: match p.mode {
-                None | Some(settings::PermissionMode::Flagged) => GateMode::Flagged,
-                Some(settings::PermissionMode::Always) => GateMode::Always,
-                Some(settings::PermissionMode::Never) => GateMode::Never,
-            },
-            ask: p.ask.clone(),
-            allow: p.allow.clone(),
-            deny: p.deny.clone(),
-        },
-        Err(e) => {
-            warnings.push(format!(
-                "settings: {e}; asking before every bash command until this is fixed"
-            ));
-            PermissionRules {
-                mode: GateMode::Always,
-                ..PermissionRules::default()
-            }
+    settings.bash_permissions.clone().unwrap_or_else(|e| {
+        warnings.push(format!(
+            "settings: {e}; asking before every bash command until this is fixed"
+        ));
+        PermissionRules {
+            mode: GateMode::Always,
+            ..PermissionRules::default()
         }
-    }
+    })
 }
 
 /// Which tools are active: the default set follows the model (image tools only for models that

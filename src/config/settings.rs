@@ -12,6 +12,7 @@
 
 use crate::protocol::QueueMode;
 use crate::sandbox::{Mode as SandboxMode, SandboxSettings};
+use crate::tools::permission::{Mode as GateMode, Rules};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -29,7 +30,7 @@ pub struct Settings {
     pub compaction: CompactionSettings,
     /// `permissions.bash`, after the project rule above. `Err` when a settings file could not be
     /// read as JSON or the rules are invalid: the gate then asks before every command.
-    pub bash_permissions: Result<BashPermissions, String>,
+    pub bash_permissions: Result<Rules, String>,
     /// `sandbox`, after the project rule above; `Err` names what was invalid.
     pub sandbox: Result<SandboxSettings, String>,
     /// Whether the project's safety settings were taken as they are.
@@ -45,7 +46,7 @@ impl Default for Settings {
             follow_up_mode: QueueMode::OneAtATime,
             stream_idle_timeout: Duration::from_secs(120),
             compaction: CompactionSettings::default(),
-            bash_permissions: Ok(BashPermissions::default()),
+            bash_permissions: Ok(Rules::default()),
             sandbox: Ok(SandboxSettings::default()),
             project_trusted: false,
         }
@@ -70,25 +71,6 @@ impl Default for CompactionSettings {
             keep_recent_tokens: 20_000,
         }
     }
-}
-
-/// `permissions.bash`: when the gate asks, and the user's patterns.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct BashPermissions {
-    pub mode: Option<PermissionMode>,
-    pub ask: Vec<String>,
-    pub allow: Vec<String>,
-    pub deny: Vec<String>,
-}
-
-/// Ordered from the loosest to the strictest, so "tighten" is "raise".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PermissionMode {
-    Never,
-    Flagged,
-    Always,
 }
 
 /// One key's value: absent, decoded, or the reason it could not be.
@@ -168,12 +150,6 @@ impl CompactionSettings {
         }
         s
     }
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Permissions {
-    bash: Option<BashPermissions>,
 }
 
 /// Where settings come from.
@@ -313,54 +289,60 @@ fn sandbox(
     Ok(settings)
 }
 
+/// How strict a gate mode is, for "a project may only tighten".
+fn gate_strictness(mode: GateMode) -> u8 {
+    match mode {
+        GateMode::Never => 0,
+        GateMode::Flagged => 1,
+        GateMode::Always => 2,
+    }
+}
+
 /// The user's `permissions.bash` with the project's merged in: as it is when trusted, else
-/// only what tightens it.
+/// only what tightens it. The gate validates its own section (`Rules::from_settings`).
 fn bash_permissions(
     user: Option<Value>,
     project: Option<Value>,
     trusted: bool,
     warnings: &mut Vec<String>,
-) -> Result<BashPermissions, String> {
-    let decode = |value: Option<Value>, file: &str| -> Result<BashPermissions, String> {
-        let Some(value) = value else {
-            return Ok(BashPermissions::default());
-        };
-        serde_json::from_value::<Permissions>(value)
-            .map(|p| p.bash.unwrap_or_default())
-            .map_err(|e| format!("{file} permissions.bash: {e}"))
-    };
-    let mut rules = decode(user, "user settings")?;
-    let project = decode(project, "project settings")?;
-    if !trusted {
-        let mut ignored = Vec::new();
-        if !project.allow.is_empty() {
-            ignored.push("its \"allow\" rules");
+) -> Result<Rules, String> {
+    let bash = |value: &Option<Value>| value.as_ref().and_then(|p| p.get("bash")).cloned();
+    let (user, project) = (bash(&user), bash(&project));
+    let mut rules =
+        Rules::from_settings(user.as_ref()).map_err(|e| format!("user settings {e}"))?;
+    let wanted =
+        Rules::from_settings(project.as_ref()).map_err(|e| format!("project settings {e}"))?;
+    let mode_set = project
+        .as_ref()
+        .and_then(|p| p.get("mode"))
+        .is_some_and(|m| !m.is_null());
+    rules.ask.extend(wanted.ask);
+    rules.deny.extend(wanted.deny);
+    if trusted {
+        if mode_set {
+            rules.mode = wanted.mode;
         }
-        if project
-            .mode
-            .is_some_and(|m| m < rules.mode.unwrap_or(PermissionMode::Flagged))
-        {
-            ignored.push("a looser \"mode\"");
-        }
-        if !ignored.is_empty() {
-            warnings.push(format!(
-                "the project's .nova/settings.json may only tighten permissions; ignoring {} \
-                 (trust the project with --trust-project or the trustedProjects setting)",
-                ignored.join(" and ")
-            ));
-        }
-        let strictest = rules.mode.max(project.mode);
-        rules.mode = strictest;
-        rules.ask.extend(project.ask);
-        rules.deny.extend(project.deny);
+        rules.allow.extend(wanted.allow);
         return Ok(rules);
     }
-    if project.mode.is_some() {
-        rules.mode = project.mode;
+    let mut ignored = Vec::new();
+    if !wanted.allow.is_empty() {
+        ignored.push("its \"allow\" rules");
     }
-    rules.ask.extend(project.ask);
-    rules.allow.extend(project.allow);
-    rules.deny.extend(project.deny);
+    if mode_set {
+        if gate_strictness(wanted.mode) >= gate_strictness(rules.mode) {
+            rules.mode = wanted.mode;
+        } else {
+            ignored.push("a looser \"mode\"");
+        }
+    }
+    if !ignored.is_empty() {
+        warnings.push(format!(
+            "the project's .nova/settings.json may only tighten permissions; ignoring {} \
+             (trust the project with --trust-project or the trustedProjects setting)",
+            ignored.join(" and ")
+        ));
+    }
     Ok(rules)
 }
 

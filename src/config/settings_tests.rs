@@ -128,7 +128,7 @@ fn an_untrusted_project_may_only_tighten_permissions() {
     let (s, warnings) = files.load(false);
     assert!(!s.project_trusted);
     let rules = s.bash_permissions.unwrap();
-    assert_eq!(rules.mode, Some(PermissionMode::Flagged));
+    assert_eq!(rules.mode, GateMode::Flagged);
     assert_eq!(rules.allow, ["make*"]);
     assert_eq!(rules.deny, ["curl*", "wget*"]);
     assert_eq!(rules.ask, ["git*"]);
@@ -143,10 +143,7 @@ fn an_untrusted_project_may_only_tighten_permissions() {
     );
     let (s, warnings) = files.load(false);
     assert!(warnings.is_empty(), "{warnings:?}");
-    assert_eq!(
-        s.bash_permissions.unwrap().mode,
-        Some(PermissionMode::Always)
-    );
+    assert_eq!(s.bash_permissions.unwrap().mode, GateMode::Always);
 }
 
 #[test]
@@ -158,7 +155,7 @@ fn a_trusted_project_loosens_too() {
     assert!(warnings.is_empty(), "{warnings:?}");
     assert!(s.project_trusted);
     let rules = s.bash_permissions.unwrap();
-    assert_eq!(rules.mode, Some(PermissionMode::Never));
+    assert_eq!(rules.mode, GateMode::Never);
     assert_eq!(rules.allow, ["make*", "rm*"]);
 
     // The user's trustedProjects list does it as well; the project's own list does not count.
@@ -185,7 +182,10 @@ fn bad_permission_rules_are_an_error_naming_the_file() {
     );
     let (s, _) = files.load(false);
     let err = s.bash_permissions.unwrap_err();
-    assert!(err.contains("project settings permissions.bash"), "{err}");
+    assert!(
+        err.starts_with("project settings permissions.bash.mode"),
+        "{err}"
+    );
 }
 
 #[test]
