@@ -59,7 +59,10 @@ fn workspace_write_confines_bash_writes_to_the_workspace() {
             "echo hi > inside.txt && mkdir -p d && cat inside.txt",
         ),
         ("outside", &format!("echo x > {}", target.display())),
-        ("tmp", "f=$(mktemp) && echo scratch > $f && cat $f && rm $f"),
+        (
+            "tmp",
+            "f=$(mktemp) && echo scratch > $f && cat $f && rm -- \"$f\"",
+        ),
         ("devnull", "echo gone > /dev/null && echo ok"),
     ]));
     mock.push(Reply::text("done"));
