@@ -8,6 +8,7 @@ mod mock_llm;
 mod nova_proc;
 mod parity;
 mod permission;
+mod pi_client;
 mod protocol;
 mod providers;
 mod run;
