@@ -194,6 +194,25 @@ pub struct CompactionSummaryMessage {
     pub timestamp: i64,
 }
 
+/// A shell command the user ran with the `bash` command (not the model's tool). Unless it is
+/// excluded, the next request shows it to the model as a user message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BashExecutionMessage {
+    pub command: String,
+    pub output: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub cancelled: bool,
+    pub truncated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_output_path: Option<String>,
+    /// Kept in the session, never sent to the model (absent unless the command said).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude_from_context: Option<bool>,
+    pub timestamp: i64,
+}
+
 /// A conversation message, tagged by `role`. Conversations are held as `Arc<Message>` (shared
 /// by the session, the agent and each request); functions that only read take any
 /// `AsRef<Message>`.
@@ -204,6 +223,7 @@ pub enum Message {
     Assistant(AssistantMessage),
     ToolResult(ToolResultMessage),
     CompactionSummary(CompactionSummaryMessage),
+    BashExecution(BashExecutionMessage),
 }
 
 impl AsRef<Message> for Message {
@@ -244,13 +264,102 @@ pub struct Model {
     pub cost: ModelCost,
     pub context_window: u64,
     pub max_tokens: u64,
+    /// The provider's value for each thinking level (models.json `thinkingLevelMap`); `null`
+    /// marks a level the model does not support.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_level_map: Option<ThinkingLevelMap>,
 }
 
 impl Model {
     pub fn accepts_images(&self) -> bool {
         self.input.iter().any(|i| i == "image")
     }
+
+    /// The levels this model offers, as Pi computes them: only `off` without reasoning; `xhigh`
+    /// and `max` only when the level map names a value for them; a level mapped to `null` never.
+    pub fn thinking_levels(&self) -> Vec<ThinkingLevel> {
+        if !self.reasoning {
+            return vec![ThinkingLevel::Off];
+        }
+        let mapped = |level| {
+            self.thinking_level_map
+                .as_ref()
+                .and_then(|map| map.get(&level))
+        };
+        ThinkingLevel::ALL
+            .into_iter()
+            .filter(|&level| match mapped(level) {
+                Some(None) => false,
+                Some(Some(_)) => true,
+                None => !matches!(level, ThinkingLevel::Xhigh | ThinkingLevel::Max),
+            })
+            .collect()
+    }
+
+    /// `level` if this model offers it, else the nearest offered level above it, else below it
+    /// (Pi's clamp: asking for more than a model has gives its most, not `off`).
+    pub fn clamp_thinking(&self, level: ThinkingLevel) -> ThinkingLevel {
+        let offered = self.thinking_levels();
+        let above = ThinkingLevel::ALL.into_iter().filter(|l| *l >= level);
+        let below = ThinkingLevel::ALL.into_iter().rev().filter(|l| *l < level);
+        above
+            .chain(below)
+            .find(|l| offered.contains(l))
+            .unwrap_or(ThinkingLevel::Off)
+    }
+
+    /// The provider value the level map names for `level`, if any.
+    pub fn thinking_value(&self, level: ThinkingLevel) -> Option<&str> {
+        self.thinking_level_map.as_ref()?.get(&level)?.as_deref()
+    }
 }
+
+/// How hard a reasoning model thinks, with Pi's names, from least to most.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ThinkingLevel {
+    Off,
+    Minimal,
+    Low,
+    #[default]
+    Medium,
+    High,
+    Xhigh,
+    Max,
+}
+
+impl ThinkingLevel {
+    pub const ALL: [ThinkingLevel; 7] = [
+        ThinkingLevel::Off,
+        ThinkingLevel::Minimal,
+        ThinkingLevel::Low,
+        ThinkingLevel::Medium,
+        ThinkingLevel::High,
+        ThinkingLevel::Xhigh,
+        ThinkingLevel::Max,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThinkingLevel::Off => "off",
+            ThinkingLevel::Minimal => "minimal",
+            ThinkingLevel::Low => "low",
+            ThinkingLevel::Medium => "medium",
+            ThinkingLevel::High => "high",
+            ThinkingLevel::Xhigh => "xhigh",
+            ThinkingLevel::Max => "max",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<ThinkingLevel> {
+        ThinkingLevel::ALL.into_iter().find(|l| l.as_str() == name)
+    }
+}
+
+/// models.json `thinkingLevelMap`: a provider value per level, `None` for an unsupported one.
+pub type ThinkingLevelMap = std::collections::BTreeMap<ThinkingLevel, Option<String>>;
 
 // ---------------------------------------------------------------------------------------------
 // Commands
@@ -365,6 +474,25 @@ pub enum Command {
     SetAutoCompaction {
         enabled: bool,
     },
+    ClearQueue {},
+    SetThinkingLevel {
+        level: ThinkingLevel,
+    },
+    CycleThinkingLevel {},
+    GetAvailableThinkingLevels {},
+    CycleModel {},
+    Bash {
+        command: String,
+        #[serde(default)]
+        exclude_from_context: bool,
+    },
+    AbortBash {},
+    SetAutoRetry {
+        enabled: bool,
+    },
+    AbortRetry {},
+    /// Pi's answer to an extension's dialog; nova has no extensions, so it is refused.
+    ExtensionUiResponse {},
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -425,9 +553,51 @@ pub enum ResponseData {
         path: String,
     },
     Compaction(Box<CompactionResult>),
+    /// `clear_queue`: the texts it removed.
+    ClearedQueue {
+        steering: Vec<String>,
+        #[serde(rename = "followUp")]
+        follow_up: Vec<String>,
+    },
+    ThinkingLevel {
+        level: ThinkingLevel,
+    },
+    ThinkingLevels {
+        levels: Vec<ThinkingLevel>,
+    },
+    CycledModel(Box<CycledModel>),
+    Bash(Box<BashResult>),
+    /// `cycle_model` and `cycle_thinking_level` when there was nothing to cycle to.
+    Null,
     /// Views of the session file (`get_entries`, `get_tree`) in the file's own entry shapes,
     /// which the session store defines; it encodes them once, off the runtime thread.
     Encoded(Box<RawValue>),
+}
+
+/// `cycle_model`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CycledModel {
+    pub model: Model,
+    pub thinking_level: ThinkingLevel,
+    /// Whether the model came from the scope (`--models`, `enabledModels`).
+    pub is_scoped: bool,
+}
+
+/// What a user's `bash` command produced (Pi's `BashResult`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BashResult {
+    /// The output, tail-truncated like the bash tool's.
+    pub output: String,
+    /// Absent when the command was cancelled or killed by a signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub cancelled: bool,
+    pub truncated: bool,
+    /// The whole output, when `output` is only its tail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_output_path: Option<String>,
 }
 
 /// How `prompt`, `steer` and `follow_up` took their message.
@@ -519,8 +689,10 @@ impl Response {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct State {
+    /// Omitted when no model is selected, as Pi does.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<Model>,
-    pub thinking_level: String,
+    pub thinking_level: ThinkingLevel,
     pub is_streaming: bool,
     pub is_compacting: bool,
     pub steering_mode: QueueMode,
@@ -695,6 +867,20 @@ pub enum Event {
         will_retry: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
+    },
+    ThinkingLevelChanged {
+        level: ThinkingLevel,
+    },
+    /// The session's display name changed (`set_session_name`).
+    SessionInfoChanged {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// A chunk of a user `bash` command's output; `id` is that command's.
+    BashExecutionUpdate {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<Value>,
+        delta: String,
     },
     /// The session file could not be written (nova's addition): the conversation goes on in
     /// memory, but what was shown since may not survive a restart.

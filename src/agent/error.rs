@@ -21,8 +21,13 @@ pub enum CommandError {
          pick it with set_model or --model."
     )]
     NoModel,
+    #[error("Blocked by the permissions.bash deny rule `{rule}`; the command was not run.")]
+    Blocked { rule: String },
     #[error("Model not found: {provider}/{id}")]
     ModelNotFound { provider: String, id: String },
+    /// A Pi command for a feature nova does not have; the text says which and why.
+    #[error("nova does not support {0}")]
+    Unsupported(&'static str),
     /// The command's arguments are wrong in a way serde could not see.
     #[error("{0}")]
     Invalid(String),

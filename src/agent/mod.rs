@@ -10,21 +10,23 @@ mod compact;
 pub mod compaction;
 mod error;
 mod exec;
+mod models;
 mod permission;
 mod queue;
 mod run;
 mod sessions;
 mod sink;
+mod user_bash;
 
 pub use error::CommandError;
 pub use sessions::startup_session;
 pub use sink::{EventSink, Sink};
 
-use crate::config::{Config, Registry, ToolSelection};
+use crate::config::{Config, Registry, ScopedModel, ToolSelection};
 use crate::context::PromptSource;
 use crate::protocol::{
     CompactionReason, CompactionResult, ContentBlock, Event, Message, Model, QueueMode,
-    State as WireState, StreamingBehavior, UserContent, UserMessage,
+    State as WireState, StreamingBehavior, ThinkingLevel, UserContent, UserMessage,
 };
 use crate::provider::ToolSpec;
 use crate::session::{Session, SessionError};
@@ -75,6 +77,10 @@ struct Inner {
     permission_rules: PermissionRules,
     compaction: CompactionSettings,
     sandbox: Arc<crate::sandbox::Sandbox>,
+    /// What `cycle_model` goes through; every declared model when empty.
+    scope: Vec<ScopedModel>,
+    /// `defaultThinkingLevel`: where a model switch puts the level.
+    default_thinking_level: Option<ThinkingLevel>,
     cwd: PathBuf,
     agent_dir: PathBuf,
     /// `--session-dir`, which confines session lookups to itself.
@@ -83,6 +89,8 @@ struct Inner {
     session_files: Option<PathBuf>,
     idle_timeout: Duration,
     client: reqwest::Client,
+    /// How many user `bash` commands are running.
+    bash_running: user_bash::Running,
     state: Mutex<State>,
 }
 
@@ -92,8 +100,8 @@ struct State {
     model: Option<Model>,
     /// What the model is offered; follows the model (see [`ToolSelection`]).
     tools: Tools,
-    /// Pi's thinking level, as recorded in the session (`off` for non-reasoning models).
-    thinking_level: String,
+    /// Pi's thinking level, clamped to the model and recorded in the session.
+    thinking_level: ThinkingLevel,
     queue: Queue,
     run: Option<RunHandle>,
     permissions: permission::Pending,
@@ -105,6 +113,10 @@ struct State {
     /// Index of the first message whose reported usage describes the current context: replies
     /// kept through a compaction measured the longer context before it.
     usage_from: usize,
+    /// Parent of every running user `bash` command's token; `abort_bash` cancels and replaces it.
+    bash_cancel: CancellationToken,
+    /// User `bash` commands that finished while a run streamed, recorded when it ends.
+    pending_bash: Vec<Message>,
 }
 
 impl State {
@@ -160,7 +172,22 @@ impl Agent {
         let model = restored.or(config.model);
         let tools = Tools::for_model(&config.tools, &prompt_source, model.as_ref());
         let usage_from = usage_floor(&context.messages);
-        let thinking_level = sessions::thinking_level(model.as_ref(), context.thinking_level);
+        let thinking_level = models::startup_level(
+            model.as_ref(),
+            config.thinking_level,
+            context.thinking_level.as_deref(),
+            config.settings.default_thinking_level,
+        );
+        // `--thinking` on a resumed session is a change the file must show (Pi compares after
+        // clamping, so a level the model merely cannot reach is not recorded over).
+        let recorded = context
+            .thinking_level
+            .as_deref()
+            .and_then(ThinkingLevel::parse);
+        let flag_changed = config.thinking_level.is_some()
+            && recorded.is_some_and(|r| {
+                models::startup_level(model.as_ref(), Some(r), None, None) != thinking_level
+            });
         let state = State {
             thinking_level,
             messages: context.messages,
@@ -176,6 +203,8 @@ impl Agent {
             compacting: false,
             auto_compaction: config.compaction.enabled,
             usage_from,
+            bash_cancel: CancellationToken::new(),
+            pending_bash: Vec::new(),
         };
         let agent = Agent {
             inner: Arc::new(Inner {
@@ -185,6 +214,8 @@ impl Agent {
                 permission_rules: config.permissions,
                 compaction: config.compaction,
                 sandbox: Arc::new(config.sandbox),
+                scope: config.scope,
+                default_thinking_level: config.settings.default_thinking_level,
                 registry: config.registry,
                 session_files,
                 session_dir_flag: config.session_dir,
@@ -192,10 +223,17 @@ impl Agent {
                 cwd: config.cwd,
                 idle_timeout: config.settings.stream_idle_timeout,
                 client,
+                bash_running: watch::Sender::new(0),
                 state: Mutex::new(state),
             }),
         };
         agent.record_settings_if_new();
+        if flag_changed {
+            let mut state = agent.state();
+            if let Err(e) = state.session.append_thinking_level(thinking_level.as_str()) {
+                agent.report_session_error(&e);
+            }
+        }
         agent
     }
 
@@ -272,8 +310,9 @@ impl Agent {
         self.emit(state.queue.update_event());
     }
 
-    /// Cancels the run (if any) and clears the queues. The returned future resolves once the
-    /// run has emitted its final events.
+    /// Cancels the run (if any) and the user's `bash` commands, and clears the queues. The
+    /// returned future resolves once the agent is idle: the run has emitted its final events
+    /// and every user command has answered.
     pub fn abort(&self) -> impl Future<Output = ()> + Send + 'static {
         let mut state = self.state();
         if state.queue.clear() {
@@ -286,17 +325,29 @@ impl Agent {
         // After the cancel, so a waiting bash call reports the abort rather than a denial.
         state.permissions.deny_all();
         drop(state);
+        self.abort_bash();
+        let bash_idle = self.bash_idle();
         async move {
             if let Some(mut done) = done {
                 let _ = done.wait_for(|finished| *finished).await;
             }
+            bash_idle.await;
         }
+    }
+
+    /// Empties both queues; answers with the texts removed, steering first.
+    pub fn clear_queue(&self) -> (Vec<String>, Vec<String>) {
+        let mut state = self.state();
+        let removed = state.queue.texts();
+        state.queue.clear();
+        self.emit(state.queue.update_event());
+        removed
     }
 
     pub fn wire_state(&self) -> WireState {
         let state = self.state();
         WireState {
-            thinking_level: state.thinking_level.clone(),
+            thinking_level: state.thinking_level,
             model: state.model.clone(),
             is_streaming: state.run.is_some() && !state.compacting,
             is_compacting: state.compacting,
@@ -332,44 +383,6 @@ impl Agent {
         })
     }
 
-    pub fn set_model(&self, provider: &str, id: &str) -> Result<Model, CommandError> {
-        let mut state = self.state();
-        if state.run.is_some() {
-            return Err(CommandError::Busy("change the model"));
-        }
-        let model = self
-            .inner
-            .registry
-            .find(provider, id)
-            .cloned()
-            .ok_or_else(|| CommandError::ModelNotFound {
-                provider: provider.to_owned(),
-                id: id.to_owned(),
-            })?;
-        state.tools = Tools::for_model(
-            &self.inner.tool_selection,
-            &self.inner.prompt_source,
-            Some(&model),
-        );
-        state.model = Some(model.clone());
-        // A level of `off` forced by a non-reasoning model does not carry over to one that
-        // reasons: it gets the default.
-        let carried = Some(state.thinking_level.clone()).filter(|l| l != "off");
-        let level = sessions::thinking_level(Some(&model), carried);
-        let mut recorded = state
-            .session
-            .append_model_change(&model.provider, &model.id);
-        if recorded.is_ok() && level != state.thinking_level {
-            recorded = state.session.append_thinking_level(&level);
-        }
-        state.thinking_level = level;
-        drop(state);
-        if let Err(e) = recorded {
-            self.report_session_error(&e);
-        }
-        Ok(model)
-    }
-
     /// The `compact` command: summarises the older conversation now. The future resolves with
     /// the result once `compaction_end` is out; `abort` cancels it.
     pub fn compact(
@@ -401,7 +414,7 @@ impl Agent {
                 false,
             )
             .await;
-            agent.state().run = None;
+            agent.end_run(&mut agent.state());
             let _ = done_tx.send(true);
             result.map_err(CommandError::Failed)
         })
@@ -464,20 +477,33 @@ impl Agent {
     /// when its stream began.
     fn append(&self, message: Message) {
         let announce_start = !matches!(message, Message::Assistant(_));
-        let shared = Arc::new(message.clone());
         let mut state = self.state();
-        // On disk before any event announces it: a client that saw it can rely on it. A failed
-        // write is announced first, and the conversation goes on in memory.
-        if let Err(e) = state.session.append_message(&shared) {
-            self.report_session_error(&e);
-        }
-        state.messages.push(shared);
+        self.store(&mut state, message.clone());
         if announce_start {
             self.emit(Event::MessageStart {
                 message: message.clone(),
             });
         }
         self.emit(Event::MessageEnd { message });
+    }
+
+    /// Adds a message to the session file and the conversation, without announcing it.
+    fn store(&self, state: &mut State, message: Message) {
+        let shared = Arc::new(message);
+        // On disk before any event announces it: a client that saw it can rely on it. A failed
+        // write is announced first, and the conversation goes on in memory.
+        if let Err(e) = state.session.append_message(&shared) {
+            self.report_session_error(&e);
+        }
+        state.messages.push(shared);
+    }
+
+    /// Marks the agent idle and records the user commands that finished meanwhile.
+    fn end_run(&self, state: &mut State) {
+        state.run = None;
+        for message in std::mem::take(&mut state.pending_bash) {
+            self.store(state, message);
+        }
     }
 
     /// Tells the client that the session file no longer holds everything it was shown.
@@ -503,7 +529,7 @@ impl Agent {
     /// prompt's events can only follow this run's `agent_settled`.
     fn finish_run(&self, aborted: bool) {
         let mut state = self.state();
-        state.run = None;
+        self.end_run(&mut state);
         self.emit(Event::AgentEnd {
             messages: state.messages.clone(),
             will_retry: false,
@@ -523,7 +549,7 @@ impl Agent {
     /// Ends a run whose `agent_end` was already emitted.
     fn settle(&self, aborted: bool) {
         let mut state = self.state();
-        state.run = None;
+        self.end_run(&mut state);
         self.emit(Event::AgentSettled { aborted });
     }
 

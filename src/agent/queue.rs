@@ -49,19 +49,28 @@ impl Queue {
         had
     }
 
+    /// The queued texts, steering then follow-ups.
+    pub fn texts(&self) -> (Vec<String>, Vec<String>) {
+        (texts(&self.steering), texts(&self.follow_up))
+    }
+
     pub fn pending(&self) -> usize {
         self.steering.len() + self.follow_up.len()
     }
 
     /// The `queue_update` event describing the queue as it is now.
     pub fn update_event(&self) -> Event {
-        let texts = |q: &VecDeque<UserMessage>| q.iter().map(|m| m.content.joined_text()).collect();
+        let (steering, follow_up) = self.texts();
         Event::QueueUpdate {
-            steering: texts(&self.steering),
-            follow_up: texts(&self.follow_up),
+            steering,
+            follow_up,
             pending_message_count: self.pending(),
         }
     }
+}
+
+fn texts(queue: &VecDeque<UserMessage>) -> Vec<String> {
+    queue.iter().map(|m| m.content.joined_text()).collect()
 }
 
 fn take(queue: &mut VecDeque<UserMessage>, mode: QueueMode) -> Vec<UserMessage> {

@@ -150,12 +150,13 @@ async fn turns(
 /// Every failure ends up in the returned message (`stopReason` error or aborted), never as a
 /// lost turn. The flag says whether the failure was the context being too long.
 async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMessage, bool) {
-    let (model, history, tools) = {
+    let (model, history, tools, thinking) = {
         let state = agent.state();
         (
             state.model.clone(),
             state.messages.clone(),
             state.tools.clone(),
+            state.thinking_level,
         )
     };
     let mut empty = AssistantMessage {
@@ -197,6 +198,7 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMe
                         api_key,
                         headers,
                         max_tokens: None,
+                        thinking: Some(thinking),
                     };
                     let result = provider::http::stream(
                         &inner.client,

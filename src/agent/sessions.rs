@@ -1,11 +1,11 @@
 //! The agent's session commands: where sessions are opened, started, switched, forked and
 //! cloned, and the read-only views of the session file (stats, entries, tree, export).
 
-use super::{Agent, CommandError, State, Tools};
+use super::{Agent, CommandError, State, Tools, models};
 use crate::config::Config;
 use crate::export::{ExportMeta, render_html};
 use crate::protocol::{
-    ContextUsage, ForkMessage, Message, Model, ResponseData, SessionStats, TokenTotals,
+    ContextUsage, Event, ForkMessage, Message, ResponseData, SessionStats, TokenTotals,
 };
 use crate::session::{Session, SessionError, paths};
 use serde::Serialize;
@@ -54,12 +54,12 @@ impl Agent {
         if !state.session.entries().is_empty() {
             return;
         }
-        let level = state.thinking_level.clone();
+        let level = state.thinking_level;
         let model = state.model.clone();
         let recorded = model
             .map(|m| state.session.append_model_change(&m.provider, &m.id))
             .transpose()
-            .and_then(|_| state.session.append_thinking_level(&level));
+            .and_then(|_| state.session.append_thinking_level(level.as_str()));
         if let Err(e) = recorded {
             self.report_session_error(&e);
         }
@@ -80,7 +80,12 @@ impl Agent {
             );
             state.model = Some(model.clone());
         }
-        state.thinking_level = thinking_level(state.model.as_ref(), context.thinking_level);
+        state.thinking_level = models::startup_level(
+            state.model.as_ref(),
+            None,
+            context.thinking_level.as_deref(),
+            self.inner.default_thinking_level,
+        );
         state.usage_from = super::usage_floor(&context.messages);
         state.messages = context.messages;
         state.session = session;
@@ -100,7 +105,7 @@ impl Agent {
             parent_session,
         );
         // A new session goes on with the thinking level in force, as in Pi.
-        let level = state.thinking_level.clone();
+        let level = state.thinking_level;
         self.adopt(&mut state, session);
         state.thinking_level = level;
         drop(state);
@@ -149,7 +154,11 @@ impl Agent {
         if name.is_empty() {
             return Err(CommandError::Invalid("Session name cannot be empty".into()));
         }
-        self.state().session.append_session_info(name)?;
+        let mut state = self.state();
+        state.session.append_session_info(name)?;
+        self.emit(Event::SessionInfoChanged {
+            name: state.session.name().map(str::to_owned),
+        });
         Ok(())
     }
 
@@ -171,7 +180,7 @@ impl Agent {
                     cost += a.usage.cost.total;
                 }
                 Message::ToolResult(_) => results += 1,
-                Message::CompactionSummary(_) => {}
+                Message::CompactionSummary(_) | Message::BashExecution(_) => {}
             }
         }
         tokens.total = tokens.input + tokens.output + tokens.cache_read + tokens.cache_write;
@@ -298,14 +307,4 @@ fn encode(view: &impl Serialize) -> Result<ResponseData, CommandError> {
     serde_json::value::to_raw_value(view)
         .map(ResponseData::Encoded)
         .map_err(|e| CommandError::Failed(format!("encoding the answer failed: {e}")))
-}
-
-/// The thinking level for `model`: the recorded one when there is one (Pi's levels are `off`,
-/// `minimal`, `low`, `medium`, `high`, `xhigh`), else Pi's default `medium`; always `off` for a
-/// model that does not reason.
-pub(super) fn thinking_level(model: Option<&Model>, recorded: Option<String>) -> String {
-    match model {
-        Some(m) if m.reasoning => recorded.unwrap_or_else(|| "medium".to_owned()),
-        _ => "off".to_owned(),
-    }
 }

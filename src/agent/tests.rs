@@ -67,6 +67,8 @@ fn config(base: &str, dir: &std::path::Path) -> Config {
         continue_newest: false,
         warnings: Vec::new(),
         sandbox: crate::sandbox::Sandbox::off(),
+        scope: Vec::new(),
+        thinking_level: None,
     }
 }
 

@@ -1,5 +1,6 @@
 //! Command-line flags, with Pi's names.
 
+use crate::protocol::ThinkingLevel;
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 
@@ -26,6 +27,13 @@ pub struct Cli {
     /// Startup model: `<id>` or `<provider>/<id>`.
     #[arg(long)]
     pub model: Option<String>,
+    /// Models that `cycle_model` goes through, comma-separated: ids, `provider/id`s or globs,
+    /// each optionally ending in `:<thinking level>`.
+    #[arg(long, value_delimiter = ',', value_name = "PATTERNS")]
+    pub models: Option<Vec<String>>,
+    /// Startup thinking level: off, minimal, low, medium, high, xhigh or max.
+    #[arg(long, value_name = "LEVEL", value_parser = parse_thinking_level)]
+    pub thinking: Option<ThinkingLevel>,
     /// Keep the session in memory only; write nothing.
     #[arg(long)]
     pub no_session: bool,
@@ -59,4 +67,11 @@ pub struct Cli {
     /// sandbox.mode in settings).
     #[arg(long, value_name = "MODE")]
     pub sandbox: Option<crate::sandbox::Mode>,
+}
+
+fn parse_thinking_level(name: &str) -> Result<ThinkingLevel, String> {
+    ThinkingLevel::parse(name).ok_or_else(|| {
+        let names: Vec<&str> = ThinkingLevel::ALL.iter().map(|l| l.as_str()).collect();
+        format!("valid levels are {}", names.join(", "))
+    })
 }

@@ -2,13 +2,15 @@
 
 pub mod cli;
 pub mod models;
+pub mod scope;
 pub mod settings;
 
-use crate::protocol::Model;
+use crate::protocol::{Model, ThinkingLevel};
 use crate::tools::permission::{Mode as GateMode, Rules as PermissionRules};
 use crate::tools::{Tool, default_tools};
 pub use cli::{Cli, Mode};
 pub use models::{ProviderConfig, Registry};
+pub use scope::ScopedModel;
 pub use settings::{CompactionSettings, Settings};
 use std::path::{Path, PathBuf};
 
@@ -22,6 +24,10 @@ pub struct Config {
     pub model: Option<Model>,
     /// `--model`/`--provider` named it: a resumed session's model does not replace it.
     pub model_explicit: bool,
+    /// `--thinking`, else the level the scope's pattern gave the startup model.
+    pub thinking_level: Option<ThinkingLevel>,
+    /// `--models`, else `enabledModels`: what `cycle_model` goes through (all models when empty).
+    pub scope: Vec<ScopedModel>,
     pub tools: ToolSelection,
     /// The bash permission gate's rules (`permissions.bash` in settings).
     pub permissions: PermissionRules,
@@ -83,7 +89,16 @@ pub async fn load(
             discover_ollama(discover).await
         }
     };
-    let model = startup_model(&cli, &settings, &registry)?;
+    let patterns = cli.models.as_ref().or(settings.enabled_models.as_ref());
+    let scope = patterns
+        .map(|p| scope::resolve(p, &registry, &mut warnings))
+        .unwrap_or_default();
+    let scoped_start = scoped_startup(&cli, &settings, &scope);
+    let model = match scoped_start {
+        Some(s) => Some(s.model.clone()),
+        None => startup_model(&cli, &settings, &registry)?,
+    };
+    let thinking_level = cli.thinking.or(scoped_start.and_then(|s| s.thinking));
     let tools = active_tools(&cli)?;
     let permissions = permission_rules(&settings, &mut warnings);
     let compaction = settings.compaction;
@@ -103,6 +118,8 @@ pub async fn load(
             .transpose()?,
         no_session: cli.no_session,
         model_explicit: cli.model.is_some() || cli.provider.is_some(),
+        thinking_level,
+        scope,
         resume: cli.session,
         continue_newest: cli.continue_newest,
         session_dir: cli.session_dir,
@@ -132,6 +149,26 @@ fn ollama_base_url() -> String {
         Ok(h) if !h.is_empty() => format!("http://{h}"),
         _ => "http://127.0.0.1:11434".to_owned(),
     }
+}
+
+/// Pi's start within a scope when no model is named: the settings' default if the scope has
+/// it, else the scope's first model.
+fn scoped_startup<'a>(
+    cli: &Cli,
+    settings: &Settings,
+    scope: &'a [ScopedModel],
+) -> Option<&'a ScopedModel> {
+    if cli.model.is_some() || cli.provider.is_some() {
+        return None;
+    }
+    let default = |s: &&ScopedModel| {
+        settings.default_model.as_deref() == Some(s.model.id.as_str())
+            && settings
+                .default_provider
+                .as_deref()
+                .is_none_or(|p| p == s.model.provider)
+    };
+    scope.iter().find(default).or(scope.first())
 }
 
 fn startup_model(

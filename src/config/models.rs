@@ -1,7 +1,7 @@
 //! The model registry: `models.json` in Pi's format, or, without one, the local Ollama server's
 //! models. Secrets (`apiKey`, header values) stay unresolved here and are resolved per request.
 
-use crate::protocol::{Model, ModelCost};
+use crate::protocol::{Model, ModelCost, ThinkingLevelMap};
 use crate::provider::Api;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
@@ -58,6 +58,7 @@ struct RawModel {
     base_url: Option<String>,
     #[serde(default)]
     reasoning: bool,
+    thinking_level_map: Option<ThinkingLevelMap>,
     input: Option<Vec<String>>,
     context_window: Option<u64>,
     max_tokens: Option<u64>,
@@ -125,6 +126,7 @@ impl Registry {
                     cost: m.cost.clone(),
                     context_window: m.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
                     max_tokens: m.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+                    thinking_level_map: m.thinking_level_map.clone(),
                 });
             }
             let api = match p.api.as_deref() {
@@ -158,6 +160,7 @@ impl Registry {
                 cost: ModelCost::default(),
                 context_window: DEFAULT_CONTEXT_WINDOW,
                 max_tokens: DEFAULT_MAX_TOKENS,
+                thinking_level_map: None,
             })
             .collect();
         let provider = ProviderConfig {

@@ -10,7 +10,7 @@
 //! `trustedProjects`): a cloned repository, or a model that wrote into it, must not be able to
 //! switch the gate off. `trustedProjects` itself is read from the user's file only.
 
-use crate::protocol::QueueMode;
+use crate::protocol::{QueueMode, ThinkingLevel};
 use crate::sandbox::{Mode as SandboxMode, SandboxSettings};
 use crate::tools::permission::{Mode as GateMode, Rules};
 use serde::Deserialize;
@@ -23,6 +23,11 @@ use std::time::Duration;
 pub struct Settings {
     pub default_provider: Option<String>,
     pub default_model: Option<String>,
+    /// The thinking level a session starts with and a model switch goes to (Pi's `medium` when
+    /// unset).
+    pub default_thinking_level: Option<ThinkingLevel>,
+    /// Model patterns that scope `cycle_model` (the same syntax as `--models`).
+    pub enabled_models: Option<Vec<String>>,
     pub steering_mode: QueueMode,
     pub follow_up_mode: QueueMode,
     /// How long a provider may send nothing before the turn fails.
@@ -42,6 +47,8 @@ impl Default for Settings {
         Settings {
             default_provider: None,
             default_model: None,
+            default_thinking_level: None,
+            enabled_models: None,
             steering_mode: QueueMode::OneAtATime,
             follow_up_mode: QueueMode::OneAtATime,
             stream_idle_timeout: Duration::from_secs(120),
@@ -114,6 +121,8 @@ impl<T> Lenient<T> {
 struct File {
     default_provider: Lenient<String>,
     default_model: Lenient<String>,
+    default_thinking_level: Lenient<ThinkingLevel>,
+    enabled_models: Lenient<Vec<String>>,
     steering_mode: Lenient<QueueMode>,
     follow_up_mode: Lenient<QueueMode>,
     stream_idle_timeout_seconds: Lenient<f64>,
@@ -193,6 +202,10 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     };
     s.default_provider = file.default_provider.take("defaultProvider", warnings);
     s.default_model = file.default_model.take("defaultModel", warnings);
+    s.default_thinking_level = file
+        .default_thinking_level
+        .take("defaultThinkingLevel", warnings);
+    s.enabled_models = file.enabled_models.take("enabledModels", warnings);
     if let Some(mode) = file.steering_mode.take("steeringMode", warnings) {
         s.steering_mode = mode;
     }

@@ -76,6 +76,24 @@ pub fn render_html<M: AsRef<Message>>(meta: &ExportMeta, messages: &[M]) -> Stri
                 render_markdown(&mut out, &summary.summary);
                 out.push_str("</details>\n</section>\n");
             }
+            Message::BashExecution(bash) => {
+                out.push_str("<section class=\"msg user\">\n");
+                role_line(
+                    &mut out,
+                    "User ran",
+                    Some(&escape(&bash.command)),
+                    bash.timestamp,
+                );
+                render_preformatted(&mut out, &bash.output);
+                if bash.cancelled {
+                    out.push_str("<div class=\"notice\">command cancelled</div>\n");
+                } else if let Some(code) = bash.exit_code.filter(|c| *c != 0) {
+                    out.push_str(&format!(
+                        "<div class=\"notice\">exited with code {code}</div>\n"
+                    ));
+                }
+                out.push_str("</section>\n");
+            }
             Message::ToolResult(result) => {
                 // A result whose call is not in the export (cut by compaction, say) still shows.
                 if !shown.contains(&index) {

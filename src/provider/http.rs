@@ -368,6 +368,7 @@ pub(crate) mod tests {
             api_key: Some("sk-test".into()),
             headers: vec![("X-Extra".into(), "yes".into())],
             max_tokens: None,
+            thinking: None,
         };
         let mut events = Vec::new();
         let result = stream(

@@ -16,7 +16,7 @@ pub mod prepare;
 
 pub use error::ProviderError;
 
-use crate::protocol::{Cost, Model, StopReason, Usage};
+use crate::protocol::{Cost, Model, StopReason, ThinkingLevel, Usage};
 use serde_json::Value;
 
 /// One normalised step of a streamed reply. Deltas carry no block boundaries; the agent's
@@ -75,6 +75,9 @@ pub struct Request<'a> {
     /// A tighter output budget than the model's own, for side requests such as compaction
     /// summaries that must leave room in the context window.
     pub max_tokens: Option<u64>,
+    /// The session's thinking level, already clamped to the model; `None` leaves the choice to
+    /// the server (side requests such as compaction summaries).
+    pub thinking: Option<ThinkingLevel>,
 }
 
 /// Pi caps every request's output budget at this, whatever the model allows, so one runaway

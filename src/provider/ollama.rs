@@ -6,7 +6,9 @@
 
 use super::lines::{LineSplitter, MAX_LINE_BYTES};
 use super::{ProviderError, ProviderEvent, Request, prepare};
-use crate::protocol::{ContentBlock, Message, Model, StopReason, UserContent, joined_text};
+use crate::protocol::{
+    ContentBlock, Message, Model, StopReason, ThinkingLevel, UserContent, joined_text,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -67,8 +69,8 @@ pub fn build_body(req: &Request) -> Value {
                 }
                 messages.push(msg);
             }
-            // `prepare` has already turned summaries into user messages.
-            Message::CompactionSummary(_) => {}
+            // `prepare` has already turned summaries and shell commands into user messages.
+            Message::CompactionSummary(_) | Message::BashExecution(_) => {}
             Message::ToolResult(r) => {
                 let mut msg = json!({
                     "role": "tool",
@@ -99,9 +101,17 @@ pub fn build_body(req: &Request) -> Value {
             .collect();
         body["tools"] = json!(tools);
     }
-    // Ollama rejects `think` for models without thinking support.
+    // Ollama rejects `think` for models without thinking support. It takes a boolean, or a
+    // level name for models such as gpt-oss that cannot stop thinking; those models name their
+    // values in models.json's `thinkingLevelMap`, as Pi's do.
     if req.model.reasoning {
-        body["think"] = json!(true);
+        body["think"] = match req.thinking {
+            None => json!(true),
+            Some(level) => match req.model.thinking_value(level) {
+                Some(value) => json!(value),
+                None => json!(level != ThinkingLevel::Off),
+            },
+        };
     }
     body
 }
@@ -488,6 +498,7 @@ mod tests {
             api_key: None,
             headers: vec![],
             max_tokens: None,
+            thinking: None,
         };
         assert_eq!(
             build_body(&req),

@@ -5,7 +5,9 @@
 
 use super::lines::SseDecoder;
 use super::{ProviderError, ProviderEvent, Request, prepare};
-use crate::protocol::{ContentBlock, Message, Model, StopReason, Usage, UserContent, joined_text};
+use crate::protocol::{
+    ContentBlock, Message, Model, StopReason, ThinkingLevel, Usage, UserContent, joined_text,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -54,8 +56,8 @@ pub fn build_body(req: &Request) -> Value {
                 }
                 messages.push(msg);
             }
-            // `prepare` has already turned summaries into user messages.
-            Message::CompactionSummary(_) => {}
+            // `prepare` has already turned summaries and shell commands into user messages.
+            Message::CompactionSummary(_) | Message::BashExecution(_) => {}
             Message::ToolResult(r) => {
                 let images: Vec<Value> = r.content.iter().filter_map(image_part).collect();
                 let mut text = joined_text(&r.content);
@@ -101,6 +103,17 @@ pub fn build_body(req: &Request) -> Value {
             })
             .collect();
         body["tools"] = json!(tools);
+    }
+    // Pi's OpenAI-style effort: the level's name unless the model maps it to its own value;
+    // `off` is sent only when the model names a value for it.
+    if let Some(level) = req.thinking.filter(|_| req.model.reasoning) {
+        let effort = req
+            .model
+            .thinking_value(level)
+            .or((level != ThinkingLevel::Off).then(|| level.as_str()));
+        if let Some(effort) = effort {
+            body["reasoning_effort"] = json!(effort);
+        }
     }
     body
 }
@@ -706,6 +719,7 @@ mod tests {
             api_key: None,
             headers: vec![],
             max_tokens: None,
+            thinking: None,
         };
         let png_part =
             json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,aW1n"}});

@@ -4,7 +4,8 @@
 //! history looks like after aborts, crashes and retries.
 
 use crate::protocol::{
-    AssistantMessage, ContentBlock, Message, Model, ToolResultMessage, UserContent, UserMessage,
+    AssistantMessage, BashExecutionMessage, ContentBlock, Message, Model, ToolResultMessage,
+    UserContent, UserMessage,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -57,9 +58,33 @@ pub fn request_messages<M: AsRef<Message>>(messages: &[M], model: &Model) -> Vec
                 ))]),
                 timestamp: c.timestamp,
             })),
+            Message::BashExecution(b) if b.exclude_from_context == Some(true) => {}
+            Message::BashExecution(b) => out.push(Message::User(UserMessage {
+                content: UserContent::Blocks(vec![ContentBlock::text(bash_text(b))]),
+                timestamp: b.timestamp,
+            })),
         }
     }
     out
+}
+
+/// Pi's rendering of a user's shell command for the model.
+fn bash_text(b: &BashExecutionMessage) -> String {
+    let mut text = format!("Ran `{}`\n", b.command);
+    if b.output.is_empty() {
+        text.push_str("(no output)");
+    } else {
+        text.push_str(&format!("```\n{}\n```", b.output));
+    }
+    if b.cancelled {
+        text.push_str("\n\n(command cancelled)");
+    } else if let Some(code) = b.exit_code.filter(|c| *c != 0) {
+        text.push_str(&format!("\n\nCommand exited with code {code}"));
+    }
+    if let Some(path) = b.full_output_path.as_ref().filter(|_| b.truncated) {
+        text.push_str(&format!("\n\n[Output truncated. Full output: {path}]"));
+    }
+    text
 }
 
 fn missing_result(call_message: &AssistantMessage, id: &str, name: &str) -> ToolResultMessage {
@@ -123,6 +148,7 @@ pub(crate) mod tests {
             },
             context_window: 128_000,
             max_tokens: 64_000,
+            thinking_level_map: None,
         }
     }
 
@@ -181,6 +207,7 @@ pub(crate) mod tests {
                     crate::protocol::joined_text(&r.content)
                 ),
                 Message::CompactionSummary(c) => format!("summary:{}", c.summary),
+                Message::BashExecution(b) => format!("bash:{}", b.command),
             })
             .collect()
     }

@@ -54,11 +54,11 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
         Command::Steer { message, images } => images::validate(images)
             .map_err(CommandError::Invalid)
             .map(|images| agent.steer(message, images))
-            .map(|()| None),
+            .map(|()| Some(disposition(Disposition::Queued))),
         Command::FollowUp { message, images } => images::validate(images)
             .map_err(CommandError::Invalid)
             .map(|images| agent.follow_up(message, images))
-            .map(|()| None),
+            .map(|()| Some(disposition(Disposition::Queued))),
         Command::Abort {} => {
             let finished = agent.abort();
             return answer_later(out, id, name, async move {
@@ -133,6 +133,54 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
             agent.set_auto_compaction(enabled);
             Ok(None)
         }
+        Command::ClearQueue {} => {
+            let (steering, follow_up) = agent.clear_queue();
+            Ok(Some(ResponseData::ClearedQueue {
+                steering,
+                follow_up,
+            }))
+        }
+        Command::SetThinkingLevel { level } => {
+            agent.set_thinking_level(level);
+            Ok(None)
+        }
+        Command::CycleThinkingLevel {} => Ok(Some(
+            agent
+                .cycle_thinking_level()
+                .map_or(ResponseData::Null, |level| ResponseData::ThinkingLevel {
+                    level,
+                }),
+        )),
+        Command::GetAvailableThinkingLevels {} => Ok(Some(ResponseData::ThinkingLevels {
+            levels: agent.available_thinking_levels(),
+        })),
+        Command::CycleModel {} => agent.cycle_model().map(|cycled| {
+            Some(cycled.map_or(ResponseData::Null, |c| {
+                ResponseData::CycledModel(Box::new(c))
+            }))
+        }),
+        Command::Bash {
+            command,
+            exclude_from_context,
+        } => match agent.bash(command, exclude_from_context, id.clone()) {
+            Ok(run) => {
+                return answer_later(out, id, name, async move {
+                    Ok(Some(ResponseData::Bash(Box::new(run.await?))))
+                });
+            }
+            Err(e) => Err(e),
+        },
+        Command::AbortBash {} => {
+            agent.abort_bash();
+            Ok(None)
+        }
+        // nova does not retry on its own yet: there is nothing to switch or to abort, and
+        // accepting both keeps Pi's clients (which call them) working.
+        Command::SetAutoRetry { .. } | Command::AbortRetry {} => Ok(None),
+        Command::ExtensionUiResponse {} => Err(CommandError::Unsupported(
+            "extension_ui_response: nova has no extensions, so it never sends \
+             extension_ui_request and has no dialog to answer",
+        )),
         Command::PermissionResponse {
             request_id,
             approved,

@@ -116,7 +116,8 @@ mod tests {
     fn every_listed_command_type_decodes() {
         let args = json!({
             "message": "m", "provider": "p", "modelId": "m", "mode": "all",
-            "requestId": 1, "approved": true, "sessionId": "s", "name": "n", "entryId": "e", "enabled": true
+            "requestId": 1, "approved": true, "sessionId": "s", "name": "n", "entryId": "e", "enabled": true,
+            "level": "high", "command": "true"
         });
         for t in <Command as strum::VariantNames>::VARIANTS {
             let mut obj = args.clone();

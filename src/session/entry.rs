@@ -1,8 +1,8 @@
 //! One line of a session file, in Pi's v3 shape: the header, then entries linked by `parentId`.
 
 use crate::protocol::{
-    AssistantMessage, CompactionSummaryMessage, ContentBlock, Message, StopReason,
-    ToolResultMessage, Usage, UserContent, UserMessage,
+    AssistantMessage, BashExecutionMessage, CompactionSummaryMessage, ContentBlock, Message,
+    StopReason, ToolResultMessage, Usage, UserContent, UserMessage,
 };
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -258,6 +258,13 @@ struct WireMessage {
     is_error: Option<bool>,
     summary: Option<String>,
     tokens_before: Option<u64>,
+    command: Option<String>,
+    output: Option<String>,
+    exit_code: Option<i32>,
+    cancelled: Option<bool>,
+    truncated: Option<bool>,
+    full_output_path: Option<String>,
+    exclude_from_context: Option<bool>,
 }
 
 impl WireMessage {
@@ -292,6 +299,16 @@ impl WireMessage {
             "compactionSummary" => Message::CompactionSummary(CompactionSummaryMessage {
                 summary: self.summary?,
                 tokens_before: self.tokens_before?,
+                timestamp,
+            }),
+            "bashExecution" => Message::BashExecution(BashExecutionMessage {
+                command: self.command?,
+                output: self.output?,
+                exit_code: self.exit_code,
+                cancelled: self.cancelled?,
+                truncated: self.truncated?,
+                full_output_path: self.full_output_path,
+                exclude_from_context: self.exclude_from_context,
                 timestamp,
             }),
             _ => return None,

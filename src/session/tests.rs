@@ -62,6 +62,7 @@ fn texts<M: AsRef<Message>>(messages: &[M]) -> Vec<String> {
                 format!("result:{}", crate::protocol::joined_text(&r.content))
             }
             Message::CompactionSummary(c) => format!("summary:{}", c.summary),
+            Message::BashExecution(b) => format!("bash:{}", b.command),
         })
         .collect()
 }
@@ -236,6 +237,7 @@ fn a_pi_file_loads_and_unknown_entries_stay_out_of_the_conversation() {
         [
             "summary:## Goal\nList the files.",
             "assistant:There are two entries: Cargo.toml and src.",
+            "bash:git status",
             "user:Thanks",
         ]
     );
@@ -254,7 +256,7 @@ fn a_pi_file_loads_and_unknown_entries_stay_out_of_the_conversation() {
             _ => None,
         })
         .collect();
-    assert_eq!(other, ["custom", "message", "label", "custom_message"]);
+    assert_eq!(other, ["custom", "label", "custom_message"]);
 
     // Appending keeps every line Pi wrote, byte for byte.
     s.append_message(&assistant("welcome")).unwrap();
@@ -262,7 +264,7 @@ fn a_pi_file_loads_and_unknown_entries_stay_out_of_the_conversation() {
     assert!(now.starts_with(PI_SESSION));
     let (again, _) = Session::open(&path).unwrap();
     assert_eq!(again.entries()[..13], s.entries()[..13]);
-    assert_eq!(again.context().messages.len(), 4);
+    assert_eq!(again.context().messages.len(), 5);
 }
 
 #[test]

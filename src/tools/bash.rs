@@ -8,7 +8,7 @@
 
 use super::output::{Output, Snapshot};
 use super::truncate::{Limits, MAX_BYTES, TruncatedBy, format_size};
-use super::{ToolContext, ToolOutput, ToolResult};
+use super::{ToolContext, ToolOutput, ToolResult, UpdateFn};
 use crate::protocol::{ContentBlock, ToolResultPayload};
 use crate::provider::ToolSpec;
 use crate::sandbox::Sandbox;
@@ -23,6 +23,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
 
 const BASH: &str = "/bin/bash";
 
@@ -115,21 +116,39 @@ fn spawn(
     Ok((rx, child))
 }
 
-pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
-    if !ctx.cwd.is_dir() {
+/// Who hears about the output while the command runs.
+enum Progress<'a> {
+    /// The tool's caller: the tail-truncated output so far, at most every [`UPDATE_INTERVAL`].
+    Snapshots(&'a UpdateFn),
+    /// A user's own command: each piece of text as it arrives.
+    Chunks(&'a (dyn Fn(&str) + Send + Sync)),
+}
+
+/// Runs `command` in `cwd` to its end (exit, `deadline` or `cancel`), killing its process group
+/// unless it exited by itself.
+async fn execute(
+    command: &str,
+    cwd: &Path,
+    sandbox: Option<&Sandbox>,
+    cancel: &CancellationToken,
+    deadline: Option<Instant>,
+    progress: Progress<'_>,
+) -> Result<(std::io::Result<Ending>, Output), String> {
+    if !cwd.is_dir() {
         return Err(format!(
             "Working directory does not exist: {}\nCannot execute bash commands.",
-            ctx.cwd.display()
+            cwd.display()
         ));
     }
-    (ctx.on_update)(ToolResultPayload {
-        content: Vec::new(),
-        details: None,
-    });
-    let sandbox = (args.sandbox != Some(false) && ctx.sandbox.wraps_commands())
-        .then_some(ctx.sandbox.as_ref());
-    let (reader, mut child) = spawn(&args.command, &ctx.cwd, sandbox)
-        .map_err(|e| format!("Could not start /bin/bash: {e}"))?;
+    // An empty first update tells the tool's caller the command is running.
+    if let Progress::Snapshots(on_update) = &progress {
+        on_update(ToolResultPayload {
+            content: Vec::new(),
+            details: None,
+        });
+    }
+    let (reader, mut child) =
+        spawn(command, cwd, sandbox).map_err(|e| format!("Could not start /bin/bash: {e}"))?;
     let pgid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -140,12 +159,9 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         output: Output::new(Limits::DEFAULT, "nova-bash"),
         last_update: None,
         dirty: false,
-        ctx,
+        cancel,
+        progress,
     };
-    let deadline = args
-        .timeout
-        .filter(|t| *t > 0.0 && t.is_finite())
-        .map(|t| Instant::now() + Duration::from_secs_f64(t.min(1e9)));
     let ending = stream.until_exit(&mut child, deadline).await;
     match ending {
         Ok(Ending::Exited(_)) => {}
@@ -159,8 +175,69 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
     stream.drain(Instant::now() + EXIT_GRACE).await;
     stream.output.finish();
     stream.emit();
-    let snapshot = stream.output.snapshot();
-    let last_line = stream.output.last_line_bytes();
+    Ok((ending, stream.output))
+}
+
+/// What a command the user ran (the RPC `bash` command) produced, in Pi's `BashResult` terms.
+pub struct UserRun {
+    /// Tail-truncated like the tool's output, without the tool's notice.
+    pub output: String,
+    /// `None` when cancelled or killed by a signal.
+    pub exit_code: Option<i32>,
+    pub cancelled: bool,
+    pub truncated: bool,
+    pub full_output_path: Option<String>,
+}
+
+/// Runs a command for the user: no timeout, output streamed to `on_chunk` as it arrives. Only a
+/// failure to start it is an `Err`; a failing command is a result like any other.
+pub async fn run_for_user(
+    command: &str,
+    cwd: &Path,
+    cancel: &CancellationToken,
+    on_chunk: &(dyn Fn(&str) + Send + Sync),
+) -> Result<UserRun, String> {
+    let (ending, mut output) =
+        execute(command, cwd, None, cancel, None, Progress::Chunks(on_chunk)).await?;
+    let snapshot = output.snapshot();
+    let t = snapshot.truncation;
+    let (exit_code, cancelled) = match ending {
+        Ok(Ending::Exited(status)) => (status.code(), false),
+        Ok(Ending::Aborted) => (None, true),
+        Ok(Ending::TimedOut) => (None, false),
+        Err(e) => return Err(format!("Could not wait for /bin/bash: {e}")),
+    };
+    Ok(UserRun {
+        output: t.content,
+        exit_code,
+        cancelled,
+        truncated: t.truncated,
+        full_output_path: snapshot
+            .full_output_path
+            .filter(|_| t.truncated)
+            .map(|p| p.display().to_string()),
+    })
+}
+
+pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
+    let deadline = args
+        .timeout
+        .filter(|t| *t > 0.0 && t.is_finite())
+        .map(|t| Instant::now() + Duration::from_secs_f64(t.min(1e9)));
+    let progress = Progress::Snapshots(&ctx.on_update);
+    let sandbox = (args.sandbox != Some(false) && ctx.sandbox.wraps_commands())
+        .then_some(ctx.sandbox.as_ref());
+    let (ending, mut output) = execute(
+        &args.command,
+        &ctx.cwd,
+        sandbox,
+        &ctx.cancel,
+        deadline,
+        progress,
+    )
+    .await?;
+    let snapshot = output.snapshot();
+    let last_line = output.last_line_bytes();
     let status = match ending {
         Ok(Ending::Exited(status)) => status,
         Ok(Ending::TimedOut) => {
@@ -264,7 +341,8 @@ struct Stream<'a> {
     output: Output,
     last_update: Option<Instant>,
     dirty: bool,
-    ctx: &'a ToolContext,
+    cancel: &'a CancellationToken,
+    progress: Progress<'a>,
 }
 
 impl Stream<'_> {
@@ -279,7 +357,7 @@ impl Stream<'_> {
             let update_at = self.update_due().unwrap_or(far);
             tokio::select! {
                 biased;
-                () = self.ctx.cancel.cancelled() => return Ok(Ending::Aborted),
+                () = self.cancel.cancelled() => return Ok(Ending::Aborted),
                 () = sleep_until(deadline.unwrap_or(far)) => return Ok(Ending::TimedOut),
                 status = child.wait() => return status.map(Ending::Exited),
                 n = read(&mut self.reader, &mut buf) => self.take(n, &buf),
@@ -304,8 +382,12 @@ impl Stream<'_> {
         match n {
             Ok(0) | Err(_) => self.reader = None,
             Ok(n) => {
-                self.output.push(&buf[..n]);
-                self.dirty = true;
+                let text = self.output.push(&buf[..n]);
+                match &self.progress {
+                    Progress::Snapshots(_) => self.dirty = true,
+                    Progress::Chunks(on_chunk) if !text.is_empty() => on_chunk(&text),
+                    Progress::Chunks(_) => {}
+                }
             }
         }
     }
@@ -319,6 +401,9 @@ impl Stream<'_> {
 
     /// Sends the whole tail-truncated output so far, if anything changed since the last update.
     fn emit(&mut self) {
+        let Progress::Snapshots(on_update) = self.progress else {
+            return;
+        };
         if !self.dirty {
             return;
         }
@@ -326,7 +411,7 @@ impl Stream<'_> {
         self.last_update = Some(Instant::now());
         let snapshot = self.output.snapshot();
         let details = details(&snapshot);
-        (self.ctx.on_update)(ToolResultPayload {
+        on_update(ToolResultPayload {
             content: vec![ContentBlock::text(snapshot.truncation.content)],
             details,
         });

@@ -1,7 +1,7 @@
 //! The built-in tools. Each runs as its own task, reports progress through
 //! [`ToolContext::on_update`], and turns every failure into an error result, never a crashed run.
 
-mod bash;
+pub mod bash;
 mod diff;
 mod edit;
 mod edit_match;

@@ -51,7 +51,9 @@ impl Output {
         }
     }
 
-    pub fn push(&mut self, bytes: &[u8]) {
+    /// Takes the next raw bytes; returns the text they completed (a character split across
+    /// chunks comes out with the chunk that ends it).
+    pub fn push(&mut self, bytes: &[u8]) -> String {
         self.raw_bytes += bytes.len();
         let text = self.decode(bytes);
         self.add_text(&text);
@@ -64,6 +66,7 @@ impl Output {
             }
             None => self.early.extend_from_slice(bytes),
         }
+        text
     }
 
     /// Ends the stream: a dangling partial character becomes U+FFFD.

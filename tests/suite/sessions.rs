@@ -566,6 +566,7 @@ fn a_session_file_written_by_pi_loads() {
         [
             "compactionSummary:",
             "assistant:There are two entries: Cargo.toml and src.",
+            "bashExecution:",
             "user:Thanks"
         ]
     );
@@ -587,7 +588,13 @@ fn a_session_file_written_by_pi_loads() {
     nova.run_prompt("bye");
     assert_in_order(
         &last_request(&mock),
-        &["List the files.", "Cargo.toml and src.", "Thanks", "bye"],
+        &[
+            "List the files.",
+            "Cargo.toml and src.",
+            "Ran `git status`",
+            "Thanks",
+            "bye",
+        ],
     );
     finish(nova);
     let now = fs::read_to_string(&path).unwrap();

@@ -183,7 +183,7 @@ fn assistant_message_helpers() {
 fn responses_decode_with_their_data() {
     let state = p::State {
         model: None,
-        thinking_level: "off".into(),
+        thinking_level: p::ThinkingLevel::Off,
         is_streaming: false,
         is_compacting: false,
         steering_mode: p::QueueMode::OneAtATime,
@@ -225,6 +225,7 @@ fn responses_decode_with_their_data() {
         cost: p::ModelCost::default(),
         context_window: 128000,
         max_tokens: 4096,
+        thinking_level_map: None,
     };
     let r = p::Response::ok(
         None,

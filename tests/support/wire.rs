@@ -221,6 +221,36 @@ pub enum Message {
     Assistant(AssistantMessage),
     ToolResult(ToolResultMessage),
     CompactionSummary(CompactionSummaryMessage),
+    BashExecution(BashExecutionMessage),
+}
+
+/// A command the user ran with `bash` (Pi's `bashExecution` role).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BashExecutionMessage {
+    pub command: String,
+    pub output: String,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub exit_code: Option<i32>,
+    pub cancelled: bool,
+    pub truncated: bool,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub full_output_path: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub exclude_from_context: Option<bool>,
+    pub timestamp: i64,
 }
 
 /// The summary that stands for compacted conversation (Pi's `compactionSummary` role).
@@ -267,6 +297,13 @@ pub struct Model {
     pub cost: ModelCost,
     pub context_window: u64,
     pub max_tokens: u64,
+    /// Pi's `thinkingLevelMap`, echoed when models.json sets it.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub thinking_level_map: Option<std::collections::BTreeMap<String, Option<String>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -281,7 +318,12 @@ pub enum QueueMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct State {
-    /// Always present; `null` when no model is selected.
+    /// Omitted when no model is selected (Pi 1.6).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub model: Option<Model>,
     pub thinking_level: String,
     pub is_streaming: bool,
@@ -387,11 +429,70 @@ pub struct CommandsData {
     pub commands: Vec<Value>,
 }
 
+/// `clear_queue`: the texts it removed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClearedQueue {
+    pub steering: Vec<String>,
+    pub follow_up: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelData {
+    pub level: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelsData {
+    pub levels: Vec<String>,
+}
+
+/// `cycle_model`: Pi's `{model, thinkingLevel, isScoped}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CycledModel {
+    pub model: Model,
+    pub thinking_level: String,
+    pub is_scoped: bool,
+}
+
+/// `bash`: Pi's `BashResult`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BashResult {
+    pub output: String,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub exit_code: Option<i32>,
+    pub cancelled: bool,
+    pub truncated: bool,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub full_output_path: Option<String>,
+}
+
 /// A successful response's data, decoded for the commands whose shape the spec fixes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ResponseData {
-    /// `prompt` (also `steer`/`follow_up` if they ever carry a disposition): Pi 1.6 shape.
+    /// `prompt`, `steer` and `follow_up`: Pi 1.6's `{disposition}`.
     Prompt(PromptData),
+    ClearedQueue(ClearedQueue),
+    /// `cycle_thinking_level`: `{level}`.
+    Level(LevelData),
+    /// `get_available_thinking_levels`.
+    Levels(LevelsData),
+    CycledModel(Box<CycledModel>),
+    Bash(BashResult),
+    /// `data: null` (`cycle_model`, `cycle_thinking_level` with nothing to cycle to).
+    Null,
     State(Box<State>),
     /// `get_messages`: Pi's `{messages}`.
     Messages(MessagesData),
@@ -416,8 +517,19 @@ impl Response {
         fn de<T: DeserializeOwned>(v: &Value) -> Result<T, String> {
             serde_json::from_value(v.clone()).map_err(|e| e.to_string())
         }
+        if data.is_null() {
+            return match self.command.as_str() {
+                "cycle_model" | "cycle_thinking_level" => Ok(ResponseData::Null),
+                other => Err(format!("{other} answered data: null")),
+            };
+        }
         Ok(match self.command.as_str() {
-            "prompt" => ResponseData::Prompt(de(data)?),
+            "prompt" | "steer" | "follow_up" => ResponseData::Prompt(de(data)?),
+            "clear_queue" => ResponseData::ClearedQueue(de(data)?),
+            "cycle_thinking_level" => ResponseData::Level(de(data)?),
+            "get_available_thinking_levels" => ResponseData::Levels(de(data)?),
+            "cycle_model" => ResponseData::CycledModel(Box::new(de(data)?)),
+            "bash" => ResponseData::Bash(de(data)?),
             "get_state" => ResponseData::State(Box::new(de(data)?)),
             "get_messages" => ResponseData::Messages(de(data)?),
             "get_last_assistant_text" => ResponseData::LastText(de(data)?),
@@ -586,6 +698,27 @@ pub enum Event {
             skip_serializing_if = "Option::is_none"
         )]
         error_message: Option<String>,
+    },
+    ThinkingLevelChanged {
+        level: String,
+    },
+    SessionInfoChanged {
+        #[serde(
+            default,
+            deserialize_with = "present",
+            skip_serializing_if = "Option::is_none"
+        )]
+        name: Option<String>,
+    },
+    /// Output of a user `bash` command; `id` is that command's.
+    BashExecutionUpdate {
+        #[serde(
+            default,
+            deserialize_with = "present",
+            skip_serializing_if = "Option::is_none"
+        )]
+        id: Option<Value>,
+        delta: String,
     },
     /// From RPC.md.
     PermissionRequest {

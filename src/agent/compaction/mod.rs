@@ -39,6 +39,7 @@ pub fn estimate_tokens(message: &Message) -> u64 {
         Message::Assistant(a) => blocks_chars(&a.content),
         Message::ToolResult(r) => blocks_chars(&r.content),
         Message::CompactionSummary(s) => s.summary.chars().count(),
+        Message::BashExecution(b) => b.command.chars().count() + b.output.chars().count(),
     };
     (chars as u64).div_ceil(4)
 }

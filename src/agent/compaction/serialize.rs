@@ -61,6 +61,11 @@ pub fn serialize_conversation(messages: &[Message]) -> String {
                     ));
                 }
             }
+            // What the user ran reaches the model as their message, so the summary sees it so.
+            Message::BashExecution(b) if b.exclude_from_context != Some(true) => parts.push(
+                format!("[User]: Ran `{}`\n{}", b.command, cut(&b.output, TOOL_RESULT_MAX_CHARS)),
+            ),
+            Message::BashExecution(_) => {}
             Message::CompactionSummary(summary) => parts.push(format!(
                 "[User]: The conversation before this point was summarized as follows:\n\n<summary>\n{}\n</summary>",
                 summary.summary

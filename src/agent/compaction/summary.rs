@@ -268,6 +268,7 @@ impl Call<'_> {
             api_key: self.api_key,
             headers: self.headers,
             max_tokens: Some(self.max_tokens),
+            thinking: None,
         };
         let mut text = String::new();
         let mut usage = Usage::default();

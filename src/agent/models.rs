@@ -1,0 +1,148 @@
+//! The model and its thinking level: `set_model`, `cycle_model` and the thinking-level commands.
+//! Levels follow Pi: a model offers the levels its `reasoning` and `thinkingLevelMap` allow, a
+//! level it does not offer is clamped to the nearest one it does, and a change is recorded in
+//! the session and announced with `thinking_level_changed`.
+
+use super::{Agent, CommandError, State, Tools};
+use crate::config::scope::same;
+use crate::protocol::{CycledModel, Event, Model, ThinkingLevel};
+
+impl Agent {
+    pub fn set_model(&self, provider: &str, id: &str) -> Result<Model, CommandError> {
+        let mut state = self.state();
+        if state.run.is_some() {
+            return Err(CommandError::Busy("change the model"));
+        }
+        let model = self
+            .inner
+            .registry
+            .find(provider, id)
+            .cloned()
+            .ok_or_else(|| CommandError::ModelNotFound {
+                provider: provider.to_owned(),
+                id: id.to_owned(),
+            })?;
+        self.switch_model(&mut state, model.clone(), None);
+        Ok(model)
+    }
+
+    /// The next model of the scope (`--models`, `enabledModels`), else of every declared model;
+    /// `None` when there is no other one to go to.
+    pub fn cycle_model(&self) -> Result<Option<CycledModel>, CommandError> {
+        let mut state = self.state();
+        if state.run.is_some() {
+            return Err(CommandError::Busy("change the model"));
+        }
+        let scope = &self.inner.scope;
+        let candidates: Vec<(&Model, Option<ThinkingLevel>)> = if scope.is_empty() {
+            let all = self.inner.registry.models();
+            all.iter().map(|m| (m, None)).collect()
+        } else {
+            scope.iter().map(|s| (&s.model, s.thinking)).collect()
+        };
+        let current = state
+            .model
+            .as_ref()
+            .and_then(|c| candidates.iter().position(|(m, _)| same(m, c)));
+        let next = match current {
+            _ if candidates.is_empty() => return Ok(None),
+            None => 0,
+            Some(_) if candidates.len() == 1 => return Ok(None),
+            Some(i) => (i + 1) % candidates.len(),
+        };
+        let (model, thinking) = candidates[next];
+        let model = model.clone();
+        self.switch_model(&mut state, model.clone(), thinking);
+        Ok(Some(CycledModel {
+            model,
+            thinking_level: state.thinking_level,
+            is_scoped: !scope.is_empty(),
+        }))
+    }
+
+    /// Makes `model` current with the level Pi picks for a switch: the scope's level for it,
+    /// else `defaultThinkingLevel`, else the level in force; clamped to what it offers.
+    fn switch_model(&self, state: &mut State, model: Model, scoped: Option<ThinkingLevel>) {
+        state.tools = Tools::for_model(
+            &self.inner.tool_selection,
+            &self.inner.prompt_source,
+            Some(&model),
+        );
+        let wanted = scoped
+            .or(self.inner.default_thinking_level)
+            .unwrap_or(state.thinking_level);
+        let recorded = state
+            .session
+            .append_model_change(&model.provider, &model.id);
+        if let Err(e) = recorded {
+            self.report_session_error(&e);
+        }
+        state.model = Some(model);
+        self.apply_thinking_level(state, wanted);
+    }
+
+    pub fn set_thinking_level(&self, level: ThinkingLevel) {
+        let mut state = self.state();
+        self.apply_thinking_level(&mut state, level);
+    }
+
+    /// The next level the model offers after the current one; `None` for a model that does not
+    /// reason.
+    pub fn cycle_thinking_level(&self) -> Option<ThinkingLevel> {
+        let mut state = self.state();
+        let levels = state
+            .model
+            .as_ref()
+            .filter(|m| m.reasoning)?
+            .thinking_levels();
+        let next = levels
+            .iter()
+            .position(|l| *l == state.thinking_level)
+            .map_or(0, |i| (i + 1) % levels.len());
+        self.apply_thinking_level(&mut state, levels[next]);
+        Some(state.thinking_level)
+    }
+
+    pub fn available_thinking_levels(&self) -> Vec<ThinkingLevel> {
+        available(self.state().model.as_ref())
+    }
+
+    /// Sets the level, clamped to the model, and records and announces it if it changed.
+    fn apply_thinking_level(&self, state: &mut State, wanted: ThinkingLevel) {
+        let level = clamp(state.model.as_ref(), wanted);
+        if level == state.thinking_level {
+            return;
+        }
+        state.thinking_level = level;
+        if let Err(e) = state.session.append_thinking_level(level.as_str()) {
+            self.report_session_error(&e);
+        }
+        self.emit(Event::ThinkingLevelChanged { level });
+    }
+}
+
+/// Pi offers every level while no model is selected; it only narrows them once one is.
+fn available(model: Option<&Model>) -> Vec<ThinkingLevel> {
+    model.map_or_else(|| ThinkingLevel::ALL.to_vec(), Model::thinking_levels)
+}
+
+/// As Pi: without a model any level is kept, to be clamped once a model is chosen.
+fn clamp(model: Option<&Model>, level: ThinkingLevel) -> ThinkingLevel {
+    model.map_or(level, |m| m.clamp_thinking(level))
+}
+
+/// The level a session starts with: `--thinking` (or the scope's), else the one the session
+/// recorded, else `defaultThinkingLevel`, else Pi's `medium`; clamped to the model, and `off`
+/// without one.
+pub(super) fn startup_level(
+    model: Option<&Model>,
+    flag: Option<ThinkingLevel>,
+    recorded: Option<&str>,
+    default: Option<ThinkingLevel>,
+) -> ThinkingLevel {
+    let wanted = flag
+        .or(recorded.and_then(ThinkingLevel::parse))
+        .or(default)
+        .unwrap_or_default();
+    model.map_or(ThinkingLevel::Off, |m| m.clamp_thinking(wanted))
+}
