@@ -5,6 +5,9 @@
 //! - a 20,000-chunk streamed reply: time and peak RSS, next to the time the mock server needs
 //!   to send the same reply to a plain socket reader
 //! - peak RSS while skipping a 64 MiB record
+//! - turn overhead on a resumed 2,000-message (~2 MB) conversation: from a tool result's
+//!   `tool_execution_end` on stdout to the first byte of the next request at the server (median
+//!   of 5 runs), and nova's peak RSS growth over the prompt next to the conversation's size
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/mock_llm.rs"]
@@ -13,12 +16,18 @@ mod mock_llm;
 
 use mock_llm::{MockLlm, Reply};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const CHUNKS: usize = 20_000;
+/// Messages in the resumed conversation of the turn-overhead figure.
+const TURN_MESSAGES: usize = 2_000;
+const TURN_RUNS: usize = 5;
 
 struct Proc {
     child: Child,
@@ -33,8 +42,14 @@ impl Proc {
         if let Some(m) = models {
             std::fs::write(dir.path().join("models.json"), m.to_string()).unwrap();
         }
+        Proc::launch(dir, &[])
+    }
+
+    /// Starts nova in RPC mode with `dir` as its agent dir and working directory.
+    fn launch(dir: tempfile::TempDir, args: &[&OsStr]) -> Proc {
         let mut child = Command::new(env!("CARGO_BIN_EXE_nova"))
             .args(["--mode", "rpc"])
+            .args(args)
             .env("NOVA_AGENT_DIR", dir.path())
             .env("OLLAMA_HOST", "127.0.0.1:9")
             .current_dir(dir.path())
@@ -86,6 +101,11 @@ impl Proc {
         (field("VmRSS:"), field("VmHWM:"))
     }
 
+    /// Resets the peak resident set (VmHWM) to the current one.
+    fn reset_peak(&self) {
+        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5").unwrap();
+    }
+
     fn finish(mut self) {
         drop(self.stdin);
         self.child.wait().unwrap();
@@ -126,6 +146,189 @@ fn mock_send_time(mock: &MockLlm) -> Duration {
     let mut sink = Vec::new();
     socket.read_to_end(&mut sink).unwrap();
     started.elapsed()
+}
+
+/// Deterministic filler text with the characters JSON must escape (quotes, backslashes,
+/// newlines, tabs) and some non-ASCII, `len` bytes or a few more.
+fn filler(seed: usize, len: usize) -> String {
+    let mut s = String::with_capacity(len + 64);
+    let mut n = seed;
+    while s.len() < len {
+        n = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let line = match n >> 61 {
+            0 => format!("let v{} = \"quoted\\\\path\";\n", n % 997),
+            1 => format!("\tfn step_{}() -> Result<(), Error> {{\n", n % 331),
+            2 => "error: ünïcode ✓ in src/agent/run.rs:42\n".to_string(),
+            _ => format!("{} lines changed, {} files read\n", n % 89, n % 13),
+        };
+        s.push_str(&line);
+    }
+    s
+}
+
+/// Writes a Pi v3 session of `TURN_MESSAGES` messages: user prompts every 40 tool rounds,
+/// each round an assistant reply calling `bash` and its result. Returns the bytes of text in
+/// the messages.
+fn write_turn_session(path: &Path) -> usize {
+    let mut out = BufWriter::new(std::fs::File::create(path).unwrap());
+    let header = json!({"type": "session", "version": 3,
+        "id": "0190bench-0000-7000-8000-000000000001",
+        "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/bench"});
+    writeln!(out, "{header}").unwrap();
+    let (mut count, mut text_bytes, mut call) = (0, 0, 0);
+    let mut parent = Value::Null;
+    let mut entry = |message: Value, count: &mut usize| {
+        *count += 1;
+        let id = format!("{:08x}", *count);
+        let line = json!({"type": "message", "id": id, "parentId": parent,
+            "timestamp": "2026-01-01T00:00:01.000Z", "message": message});
+        writeln!(out, "{line}").unwrap();
+        parent = json!(id);
+    };
+    while count < TURN_MESSAGES {
+        if call % 40 == 0 {
+            let text = filler(count, 400);
+            text_bytes += text.len();
+            entry(
+                json!({"role": "user", "content": [{"type": "text", "text": text}],
+                    "timestamp": count}),
+                &mut count,
+            );
+        }
+        call += 1;
+        let (said, command, output) = (
+            filler(count, 150),
+            format!("cat src/file_{call}.rs"),
+            filler(call, 1_800),
+        );
+        text_bytes += said.len() + command.len() + output.len();
+        entry(
+            json!({"role": "assistant", "content": [
+                    {"type": "text", "text": said},
+                    {"type": "toolCall", "id": format!("call_{call}"), "name": "bash",
+                        "arguments": {"command": command}}],
+                "api": "ollama", "provider": "bench", "model": "bench-model",
+                "usage": {"input": 100, "output": 20, "cacheRead": 0, "cacheWrite": 0,
+                    "totalTokens": 120, "cost": {"input": 0, "output": 0, "cacheRead": 0,
+                    "cacheWrite": 0, "total": 0}},
+                "stopReason": "toolUse", "timestamp": count}),
+            &mut count,
+        );
+        entry(
+            json!({"role": "toolResult", "toolCallId": format!("call_{call}"),
+                "toolName": "bash", "content": [{"type": "text", "text": output}],
+                "isError": false, "timestamp": count}),
+            &mut count,
+        );
+    }
+    out.flush().unwrap();
+    text_bytes
+}
+
+/// A stand-in Ollama for the turn figure, serving one nova run: it reports when each request's
+/// first byte arrives (and the request's body size), answers the first request with an `ls`
+/// call and the second with text.
+fn turn_server(listener: TcpListener, arrivals: mpsc::Sender<(Instant, usize)>) {
+    let line = |message: Value, done: bool| {
+        let mut frame = json!({"model": "bench-model", "created_at": "2026-01-01T00:00:00Z",
+            "message": message, "done": done});
+        if done {
+            frame["done_reason"] = json!("stop");
+            frame["prompt_eval_count"] = json!(100);
+            frame["eval_count"] = json!(5);
+        }
+        format!("{frame}\n")
+    };
+    let replies = [
+        line(
+            json!({"role": "assistant", "content": "",
+                "tool_calls": [{"function": {"name": "ls", "arguments": {}}}]}),
+            false,
+        ) + &line(json!({"role": "assistant", "content": ""}), true),
+        line(json!({"role": "assistant", "content": "done"}), false)
+            + &line(json!({"role": "assistant", "content": ""}), true),
+    ];
+    for reply in replies {
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut request = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let n = socket.read(&mut buf).unwrap();
+        let first_byte = Instant::now();
+        request.extend_from_slice(&buf[..n]);
+        let (head_len, body_len) = loop {
+            if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
+                let length = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map(|v| v.trim().parse::<usize>().unwrap())
+                    .expect("nova sends a Content-Length");
+                break (end + 4, length);
+            }
+            let n = socket.read(&mut buf).unwrap();
+            request.extend_from_slice(&buf[..n]);
+        };
+        while request.len() < head_len + body_len {
+            let n = socket.read(&mut buf).unwrap();
+            assert!(n > 0, "request cut short");
+            request.extend_from_slice(&buf[..n]);
+        }
+        let body: Value = serde_json::from_slice(&request[head_len..]).unwrap();
+        assert!(body["messages"].as_array().unwrap().len() > TURN_MESSAGES);
+        arrivals.send((first_byte, body_len)).unwrap();
+        write!(
+            socket,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{reply}",
+            reply.len()
+        )
+        .unwrap();
+    }
+}
+
+/// One prompt on the resumed conversation: the model calls `ls`, then answers. Returns the time
+/// from `tool_execution_end` to the next request's first byte, nova's RSS before the prompt
+/// and its peak during it (KiB), and the size of that request's body.
+fn turn_run(session: &Path) -> (Duration, u64, u64, usize) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, arrivals) = mpsc::channel();
+    let server = std::thread::spawn(move || turn_server(listener, tx));
+
+    let dir = tempfile::tempdir().unwrap();
+    let models = json!({"providers": {"bench": {"baseUrl": base, "api": "ollama",
+        "models": [{"id": "bench-model", "contextWindow": 10_000_000}]}}});
+    std::fs::write(dir.path().join("models.json"), models.to_string()).unwrap();
+    std::fs::write(
+        dir.path().join("settings.json"),
+        json!({"compaction": {"enabled": false}}).to_string(),
+    )
+    .unwrap();
+    let copy = dir.path().join("session.jsonl");
+    std::fs::copy(session, &copy).unwrap();
+    let mut p = Proc::launch(dir, &[OsStr::new("--session"), copy.as_os_str()]);
+    p.send(r#"{"id":"s","type":"get_state"}"#);
+    let state = p.until("response");
+    assert!(state["data"]["messageCount"].as_u64().unwrap() >= TURN_MESSAGES as u64);
+    let (before, _) = p.rss();
+    p.reset_peak();
+    p.send(r#"{"id":"p","type":"prompt","message":"list the files"}"#);
+    let end = p.until("tool_execution_end");
+    let result_ready = Instant::now();
+    assert_eq!(end["isError"], false);
+    let settled = p.until("agent_settled");
+    assert_eq!(settled["aborted"], false);
+    let (_, peak) = p.rss();
+    p.finish();
+    server.join().unwrap();
+    let _first = arrivals.recv().unwrap();
+    let (next_request, body_len) = arrivals.recv().unwrap();
+    (
+        next_request.saturating_duration_since(result_ready),
+        before,
+        peak,
+        body_len,
+    )
 }
 
 fn main() {
@@ -174,6 +377,19 @@ fn main() {
     let (_, skip_peak) = p.rss();
     p.finish();
 
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("turn.jsonl");
+    let text_bytes = write_turn_session(&session);
+    let session_bytes = std::fs::metadata(&session).unwrap().len();
+    let turns: Vec<_> = (0..TURN_RUNS).map(|_| turn_run(&session)).collect();
+    let turn_latency = median(turns.iter().map(|t| t.0).collect());
+    let (before, peak, body_len) = turns
+        .iter()
+        .map(|t| (t.1, t.2, t.3))
+        .max_by_key(|(before, peak, _)| peak.saturating_sub(*before))
+        .unwrap();
+    let growth = peak.saturating_sub(before);
+
     println!(
         "nova rpc benchmark ({} CPUs)",
         std::thread::available_parallelism().map_or(0, |n| n.get())
@@ -200,5 +416,24 @@ fn main() {
     println!(
         "  peak RSS skipping a 64 MiB record      {}",
         mib(skip_peak)
+    );
+    println!(
+        "  conversation for the turn figures      {TURN_MESSAGES} messages, {} of text \
+         ({} session file, {} request body)",
+        mib(text_bytes as u64 / 1024),
+        mib(session_bytes / 1024),
+        mib(body_len as u64 / 1024)
+    );
+    println!(
+        "  tool result → next request's 1st byte  median {}  (min {}, max {})",
+        ms(turn_latency),
+        ms(turns.iter().map(|t| t.0).min().unwrap()),
+        ms(turns.iter().map(|t| t.0).max().unwrap())
+    );
+    println!(
+        "  peak RSS growth during the prompt      {} over {} before it ({:.2}× the text)",
+        mib(growth),
+        mib(before),
+        (growth * 1024) as f64 / text_bytes as f64
     );
 }
