@@ -18,11 +18,11 @@ pub use sessions::startup_session;
 
 use crate::config::{Config, Registry, ToolSelection};
 use crate::context::PromptSource;
+use crate::protocol::ToolSpec;
 use crate::protocol::{
     CompactionReason, CompactionResult, ContentBlock, Event, Message, Model, QueueMode,
     State as WireState, StreamingBehavior, UserContent, UserMessage,
 };
-use crate::provider::ToolSpec;
 use crate::rpc::writer::Outbox;
 use crate::session::Session;
 use crate::tools::Tool;

@@ -16,7 +16,7 @@ pub mod prepare;
 
 pub use error::ProviderError;
 
-use crate::protocol::{Cost, Model, StopReason, Usage};
+use crate::protocol::{Cost, Model, StopReason, ToolSpec, Usage};
 use serde_json::Value;
 
 /// One normalised step of a streamed reply. Deltas carry no block boundaries; the agent's
@@ -36,14 +36,6 @@ pub enum ProviderEvent {
     },
     Usage(Usage),
     Finish(StopReason),
-}
-
-/// A tool as the model sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolSpec {
-    pub name: &'static str,
-    pub description: &'static str,
-    pub parameters: Value,
 }
 
 /// The wire format a model is reached through (`api` in models.json).

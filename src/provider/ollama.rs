@@ -277,8 +277,8 @@ impl Accumulator {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::protocol::ToolSpec;
     use crate::protocol::{StopReason, ToolResultMessage, UserMessage};
-    use crate::provider::ToolSpec;
     use crate::provider::prepare::tests::{assistant, call, model, result, user_text};
     use crate::provider::test_support::{Outcome, all_splits_agree};
     use ProviderEvent::*;

@@ -442,8 +442,8 @@ fn value_message(v: &Value) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::protocol::ToolSpec;
     use crate::protocol::{StopReason, ToolResultMessage, UserMessage};
-    use crate::provider::ToolSpec;
     use crate::provider::prepare::tests::{assistant, call, model, result, user_text};
     use crate::provider::test_support::{Outcome, all_splits_agree};
     use ProviderEvent::*;

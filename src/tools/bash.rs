@@ -7,8 +7,8 @@
 use super::output::{Output, Snapshot};
 use super::truncate::{Limits, MAX_BYTES, TruncatedBy, format_size};
 use super::{ToolContext, ToolOutput, ToolResult};
+use crate::protocol::ToolSpec;
 use crate::protocol::{ContentBlock, ToolResultPayload};
-use crate::provider::ToolSpec;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Deserialize;
