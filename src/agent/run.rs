@@ -6,12 +6,11 @@
 
 use super::assemble::Assembler;
 use super::compact::compact;
-use super::compaction::is_overflow_text;
 use super::{Agent, exec, now_ms};
 use crate::protocol::{
     AssistantMessage, CompactionReason, Event, Message, StopReason, Usage, UserMessage,
 };
-use crate::provider::{self, Request};
+use crate::provider::{self, ErrorKind, Request};
 use tokio_util::sync::CancellationToken;
 
 pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMessage) {
@@ -219,7 +218,7 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMe
                             Err((StopReason::Aborted, ABORTED.to_owned()))
                         }
                         Err(e) => {
-                            overflow = e.is_context_overflow() || is_overflow_text(&e.to_string());
+                            overflow = e.kind() == ErrorKind::Overflow;
                             Err((StopReason::Error, e.to_string()))
                         }
                     }

@@ -3,7 +3,7 @@
 //! timeout, so a hung server or an abort never leaves the agent waiting.
 
 use super::{Api, ProviderError, ProviderEvent, Request, ollama, openai};
-use reqwest::header::CONTENT_TYPE;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -81,8 +81,9 @@ pub async fn stream(
         .map_err(|e| send_error(&e, &url, api))?;
     let status = response.status();
     if !status.is_success() {
+        let retry_after = retry_after(response.headers());
         let body = read_error_body(&mut response, &guard).await?;
-        return Err(ProviderError::http(status.as_u16(), &url, &body));
+        return Err(ProviderError::http(status.as_u16(), &url, &body).with_retry_after(retry_after));
     }
 
     let mut events = Vec::new();
@@ -216,6 +217,18 @@ async fn read_error_body(
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
+/// `Retry-After` as a delay. Only the seconds form is read: model servers do not send dates.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let seconds: f64 = headers
+        .get(RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Duration::try_from_secs_f64(seconds).ok()
+}
+
 fn send_error(e: &reqwest::Error, url: &str, api: Api) -> ProviderError {
     if e.is_builder() {
         return ProviderError::InvalidRequest {
@@ -268,6 +281,7 @@ fn describe(e: &(dyn std::error::Error + 'static)) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::protocol::{Model, StopReason};
+    use crate::provider::ErrorKind;
     use crate::provider::prepare::tests::{model, user_text};
     use ProviderEvent::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -454,7 +468,35 @@ pub(crate) mod tests {
             err.to_string(),
             format!("HTTP 500 from {base}/api/chat: {{\"error\":\"model exploded\"}}")
         );
-        assert!(err.is_retryable());
+        assert_eq!(err.kind(), ErrorKind::Retryable);
+    }
+
+    #[tokio::test]
+    async fn http_error_keeps_retry_after() {
+        let (base, _server) = serve(vec![Send(
+            "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Length: 4\r\n\
+             Connection: close\r\n\r\nbusy"
+                .into(),
+        )])
+        .await;
+        let m = model_at("ollama", &base);
+        let (_, result) = run(&m, &CancellationToken::new(), 5000).await;
+        let err = result.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Retryable);
+        assert!(
+            matches!(err, ProviderError::Http { status: 429, retry_after: Some(d), .. } if d == Duration::from_secs(7)),
+            "{err:?}"
+        );
+        let (base, _server) = serve(vec![Send(with_length("HTTP/1.1 503 Busy", "busy"))]).await;
+        let m = model_at("ollama", &base);
+        let (_, result) = run(&m, &CancellationToken::new(), 5000).await;
+        assert!(matches!(
+            result,
+            Err(ProviderError::Http {
+                retry_after: None,
+                ..
+            })
+        ));
     }
 
     #[tokio::test]
@@ -478,7 +520,7 @@ pub(crate) mod tests {
                 hint: None
             }
         );
-        assert!(err.is_retryable());
+        assert_eq!(err.kind(), ErrorKind::Retryable);
     }
 
     #[tokio::test]
@@ -521,7 +563,7 @@ pub(crate) mod tests {
         assert_eq!(events, [Text("Hi".into())]);
         let err = result.unwrap_err();
         assert!(matches!(err, ProviderError::StreamCut { .. }), "{err:?}");
-        assert!(err.is_retryable());
+        assert_eq!(err.kind(), ErrorKind::Retryable);
 
         // A cleanly closed body that never finished the reply.
         let (base, _server) = serve(vec![

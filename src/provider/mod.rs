@@ -12,9 +12,10 @@ pub mod http;
 pub mod lines;
 pub mod ollama;
 pub mod openai;
+mod overflow;
 pub mod prepare;
 
-pub use error::ProviderError;
+pub use error::{ErrorKind, ProviderError};
 
 use crate::protocol::{Cost, Model, StopReason, ToolSpec, Usage};
 use serde_json::Value;

@@ -561,7 +561,7 @@ mod tests {
         let SummaryError::TurnPrefixFailed(inner) = &err else {
             panic!("{err:?}")
         };
-        assert!(inner.is_context_overflow());
+        assert_eq!(inner.kind(), crate::provider::ErrorKind::Overflow);
         assert!(
             err.to_string()
                 .starts_with("Turn prefix summarization failed: HTTP 400")
