@@ -187,11 +187,10 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMe
             match inner.registry.credentials(model).await {
                 Err(e) => Err((StopReason::Error, e)),
                 Ok((api_key, headers)) => {
-                    let messages = provider::prepare::request_messages(&history, model);
                     let request = Request {
                         model,
                         system_prompt: &tools.system_prompt,
-                        messages: &messages,
+                        messages: &history,
                         tools: &tools.specs,
                         api_key,
                         headers,

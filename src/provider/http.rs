@@ -59,10 +59,14 @@ pub async fn stream(
         ),
     };
 
+    let body = body.map_err(|e| ProviderError::InvalidRequest {
+        url: url.clone(),
+        message: e.to_string(),
+    })?;
     let mut builder = client
         .post(&url)
         .header(CONTENT_TYPE, "application/json")
-        .body(body.to_string());
+        .body(body);
     if let Some(key) = req.api_key.as_deref().filter(|k| !k.is_empty()) {
         builder = builder.bearer_auth(key);
     }
@@ -284,6 +288,7 @@ pub(crate) mod tests {
     use crate::provider::ErrorKind;
     use crate::provider::prepare::tests::{model, user_text};
     use ProviderEvent::*;
+    use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
 
@@ -373,7 +378,7 @@ pub(crate) mod tests {
         cancel: &CancellationToken,
         idle_ms: u64,
     ) -> (Vec<ProviderEvent>, Result<(), ProviderError>) {
-        let messages = [user_text("hi")];
+        let messages = [Arc::new(user_text("hi"))];
         let req = Request {
             model,
             system_prompt: "sys",

@@ -1,7 +1,8 @@
 //! LLM providers: each wire format ([`ollama`], [`openai`]) is a pure state machine
 //! (`build_body` + an `Accumulator` that turns body bytes into [`ProviderEvent`]s) behind thin
-//! HTTP glue in [`http`]. Both build their request from [`prepare::request_messages`], and both
-//! frame their body with [`lines`].
+//! HTTP glue in [`http`]. Both serialise their request body straight from the borrowed view
+//! [`prepare::request_messages`] makes of the shared conversation, so the body is the only copy
+//! of it a request makes; both frame their response body with [`lines`].
 //!
 //! The agent sees only `ProviderEvent` deltas; it never sees provider bytes or JSON text. A
 //! successful stream ends with `Usage` (when the server reported it) and then exactly one
@@ -17,8 +18,9 @@ pub mod prepare;
 
 pub use error::{ErrorKind, ProviderError};
 
-use crate::protocol::{Cost, Model, StopReason, ToolSpec, Usage};
+use crate::protocol::{Cost, Message, Model, StopReason, ToolSpec, Usage};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// One normalised step of a streamed reply. Deltas carry no block boundaries; the agent's
 /// assembler derives them.
@@ -61,7 +63,8 @@ impl Api {
 pub struct Request<'a> {
     pub model: &'a Model,
     pub system_prompt: &'a str,
-    pub messages: &'a [crate::protocol::Message],
+    /// The conversation as the agent holds it: each wire format prepares its own view of it.
+    pub messages: &'a [Arc<Message>],
     pub tools: &'a [ToolSpec],
     pub api_key: Option<String>,
     pub headers: Vec<(String, String)>,

@@ -4,6 +4,7 @@
 use super::{CompactionSettings, serialize_conversation};
 use crate::protocol::{Message, Model, Usage, UserContent, UserMessage};
 use crate::provider::{ProviderError, ProviderEvent, Request, http};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -255,11 +256,11 @@ struct Call<'a> {
 impl Call<'_> {
     /// The reply's text and usage; `Err(None)` when the text is blank.
     async fn run(self) -> Result<(String, Usage), Option<ProviderError>> {
-        let messages = [Message::User(UserMessage {
+        let messages = [Arc::new(Message::User(UserMessage {
             content: UserContent::Text(self.prompt),
             // Never stored, and wire formats do not send timestamps.
             timestamp: 0,
-        })];
+        }))];
         let request = Request {
             model: self.model,
             system_prompt: SUMMARY_SYSTEM_PROMPT,
