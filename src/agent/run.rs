@@ -10,6 +10,7 @@ use super::{Agent, exec, now_ms};
 use crate::protocol::{
     AssistantMessage, CompactionReason, Event, Message, StopReason, Usage, UserMessage,
 };
+use crate::provider::http::Transport;
 use crate::provider::{self, ErrorKind, Request};
 use tokio_util::sync::CancellationToken;
 
@@ -192,15 +193,17 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMe
                         system_prompt: &tools.system_prompt,
                         messages: &history,
                         tools: &tools.specs,
-                        api_key,
-                        headers,
                         max_tokens: None,
                     };
                     let result = provider::http::stream(
-                        &inner.client,
+                        &Transport {
+                            client: &inner.client,
+                            idle_timeout: inner.idle_timeout,
+                            api_key,
+                            headers,
+                        },
                         &request,
                         cancel,
-                        inner.idle_timeout,
                         |event| {
                             assembler.push(event, &mut updates);
                             for update in updates.drain(..) {

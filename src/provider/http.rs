@@ -35,13 +35,22 @@ pub fn client() -> Result<reqwest::Client, ProviderError> {
     })
 }
 
+/// How requests reach a provider: the shared client, how long a stream may stay silent, and the
+/// provider's resolved credentials. A turn and the compaction summaries go the same way.
+#[derive(Debug, Clone)]
+pub struct Transport<'a> {
+    pub client: &'a reqwest::Client,
+    pub idle_timeout: Duration,
+    pub api_key: Option<String>,
+    pub headers: Vec<(String, String)>,
+}
+
 /// Streams one reply: sends `req` in the wire format its model's `api` names and calls
 /// `on_event` for each event as soon as it is parsed. On error, events already delivered stand.
 pub async fn stream(
-    client: &reqwest::Client,
+    transport: &Transport<'_>,
     req: &Request<'_>,
     cancel: &CancellationToken,
-    idle_timeout: Duration,
     mut on_event: impl FnMut(ProviderEvent),
 ) -> Result<(), ProviderError> {
     let api = Api::parse(&req.model.api)
@@ -63,20 +72,21 @@ pub async fn stream(
         url: url.clone(),
         message: e.to_string(),
     })?;
-    let mut builder = client
+    let mut builder = transport
+        .client
         .post(&url)
         .header(CONTENT_TYPE, "application/json")
         .body(body);
-    if let Some(key) = req.api_key.as_deref().filter(|k| !k.is_empty()) {
+    if let Some(key) = transport.api_key.as_deref().filter(|k| !k.is_empty()) {
         builder = builder.bearer_auth(key);
     }
-    for (name, value) in &req.headers {
+    for (name, value) in &transport.headers {
         builder = builder.header(name.as_str(), value.as_str());
     }
 
     let guard = Guard {
         cancel,
-        idle_timeout,
+        idle_timeout: transport.idle_timeout,
         url: &url,
     };
     let mut response = guard
@@ -384,19 +394,17 @@ pub(crate) mod tests {
             system_prompt: "sys",
             messages: &messages,
             tools: &[],
-            api_key: Some("sk-test".into()),
-            headers: vec![("X-Extra".into(), "yes".into())],
             max_tokens: None,
         };
+        let client = client().unwrap();
+        let transport = Transport {
+            client: &client,
+            idle_timeout: Duration::from_millis(idle_ms),
+            api_key: Some("sk-test".into()),
+            headers: vec![("X-Extra".into(), "yes".into())],
+        };
         let mut events = Vec::new();
-        let result = stream(
-            &client().unwrap(),
-            &req,
-            cancel,
-            Duration::from_millis(idle_ms),
-            |e| events.push(e),
-        )
-        .await;
+        let result = stream(&transport, &req, cancel, |e| events.push(e)).await;
         (events, result)
     }
 

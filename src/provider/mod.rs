@@ -58,7 +58,7 @@ impl Api {
     }
 }
 
-/// Everything one request needs, with secrets already resolved.
+/// What to ask a model; how to reach it is an [`http::Transport`].
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
     pub model: &'a Model,
@@ -66,8 +66,6 @@ pub struct Request<'a> {
     /// The conversation as the agent holds it: each wire format prepares its own view of it.
     pub messages: &'a [Arc<Message>],
     pub tools: &'a [ToolSpec],
-    pub api_key: Option<String>,
-    pub headers: Vec<(String, String)>,
     /// A tighter output budget than the model's own, for side requests such as compaction
     /// summaries that must leave room in the context window.
     pub max_tokens: Option<u64>,

@@ -563,8 +563,6 @@ mod tests {
             system_prompt: "You are nova.",
             messages: &messages,
             tools: &tools,
-            api_key: None,
-            headers: vec![],
             max_tokens: None,
         };
         assert_eq!(

@@ -876,8 +876,6 @@ mod tests {
             system_prompt: "You are nova.",
             messages: &messages,
             tools: &tools,
-            api_key: None,
-            headers: vec![],
             max_tokens: None,
         };
         let png_part =

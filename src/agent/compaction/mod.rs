@@ -17,7 +17,7 @@ mod summary;
 pub use overflow::is_silent_overflow;
 pub use serialize::{FileLists, file_lists, serialize_conversation};
 pub use summary::{
-    SUMMARY_SYSTEM_PROMPT, SummaryError, summarize, summary_prompt, turn_prefix_prompt,
+    SUMMARY_SYSTEM_PROMPT, SummaryError, SummaryJob, summarize, summary_prompt, turn_prefix_prompt,
 };
 
 use crate::protocol::{ContentBlock, Message, Usage, UserContent};
