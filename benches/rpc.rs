@@ -7,7 +7,11 @@
 //! - peak RSS while skipping a 64 MiB record
 //! - turn overhead on a resumed 2,000-message (~2 MB) conversation: from a tool result's
 //!   `tool_execution_end` on stdout to the first byte of the next request at the server (median
-//!   of 5 runs), and nova's peak RSS growth over the prompt next to the conversation's size
+//!   of 5 runs), and nova's peak RSS growth next to the conversation's size: up to that request's
+//!   arrival (both requests of the prompt built and sent), and over the whole prompt (which adds
+//!   `agent_end`, carrying every message)
+//!
+//! `NOVA_BENCH_BIN=<path>` measures another build of nova (an older one, say) instead.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/mock_llm.rs"]
@@ -47,7 +51,9 @@ impl Proc {
 
     /// Starts nova in RPC mode with `dir` as its agent dir and working directory.
     fn launch(dir: tempfile::TempDir, args: &[&OsStr]) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_nova"))
+        let bin =
+            std::env::var_os("NOVA_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_nova").into());
+        let mut child = Command::new(bin)
             .args(["--mode", "rpc"])
             .args(args)
             .env("NOVA_AGENT_DIR", dir.path())
@@ -89,16 +95,7 @@ impl Proc {
 
     /// (current, peak) resident set in KiB.
     fn rss(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0)
-        };
-        (field("VmRSS:"), field("VmHWM:"))
+        rss_of(self.child.id())
     }
 
     /// Resets the peak resident set (VmHWM) to the current one.
@@ -110,6 +107,20 @@ impl Proc {
         drop(self.stdin);
         self.child.wait().unwrap();
     }
+}
+
+/// (current, peak) resident set of process `pid` in KiB.
+fn rss_of(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 fn models(mock: &MockLlm) -> Value {
@@ -225,10 +236,19 @@ fn write_turn_session(path: &Path) -> usize {
     text_bytes
 }
 
-/// A stand-in Ollama for the turn figure, serving one nova run: it reports when each request's
-/// first byte arrives (and the request's body size), answers the first request with an `ls`
-/// call and the second with text.
-fn turn_server(listener: TcpListener, arrivals: mpsc::Sender<(Instant, usize)>) {
+/// What the turn figure's server saw of one request.
+struct Arrival {
+    first_byte: Instant,
+    body_len: usize,
+    /// nova's peak RSS (KiB) once the whole request was in.
+    nova_peak: u64,
+}
+
+/// A stand-in Ollama for the turn figure, serving one run of nova (whose pid comes first): it
+/// reports each request's arrival, answers the first request with an `ls` call and the second
+/// with text.
+fn turn_server(listener: TcpListener, pid: mpsc::Receiver<u32>, arrivals: mpsc::Sender<Arrival>) {
+    let pid = pid.recv().unwrap();
     let line = |message: Value, done: bool| {
         let mut frame = json!({"model": "bench-model", "created_at": "2026-01-01T00:00:00Z",
             "message": message, "done": done});
@@ -275,7 +295,13 @@ fn turn_server(listener: TcpListener, arrivals: mpsc::Sender<(Instant, usize)>) 
         }
         let body: Value = serde_json::from_slice(&request[head_len..]).unwrap();
         assert!(body["messages"].as_array().unwrap().len() > TURN_MESSAGES);
-        arrivals.send((first_byte, body_len)).unwrap();
+        arrivals
+            .send(Arrival {
+                first_byte,
+                body_len,
+                nova_peak: rss_of(pid).1,
+            })
+            .unwrap();
         write!(
             socket,
             "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nContent-Length: {}\r\n\
@@ -286,14 +312,25 @@ fn turn_server(listener: TcpListener, arrivals: mpsc::Sender<(Instant, usize)>) 
     }
 }
 
-/// One prompt on the resumed conversation: the model calls `ls`, then answers. Returns the time
-/// from `tool_execution_end` to the next request's first byte, nova's RSS before the prompt
-/// and its peak during it (KiB), and the size of that request's body.
-fn turn_run(session: &Path) -> (Duration, u64, u64, usize) {
+/// One run's figures.
+struct Turn {
+    /// From `tool_execution_end` to the next request's first byte.
+    latency: Duration,
+    /// nova's RSS before the prompt, its peak when the second request was in and its peak over
+    /// the whole prompt, in KiB.
+    before: u64,
+    peak_at_request: u64,
+    peak: u64,
+    body_len: usize,
+}
+
+/// One prompt on the resumed conversation: the model calls `ls`, then answers.
+fn turn_run(session: &Path) -> Turn {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
+    let (pid_tx, pid) = mpsc::channel();
     let (tx, arrivals) = mpsc::channel();
-    let server = std::thread::spawn(move || turn_server(listener, tx));
+    let server = std::thread::spawn(move || turn_server(listener, pid, tx));
 
     let dir = tempfile::tempdir().unwrap();
     let models = json!({"providers": {"bench": {"baseUrl": base, "api": "ollama",
@@ -307,6 +344,7 @@ fn turn_run(session: &Path) -> (Duration, u64, u64, usize) {
     let copy = dir.path().join("session.jsonl");
     std::fs::copy(session, &copy).unwrap();
     let mut p = Proc::launch(dir, &[OsStr::new("--session"), copy.as_os_str()]);
+    pid_tx.send(p.child.id()).unwrap();
     p.send(r#"{"id":"s","type":"get_state"}"#);
     let state = p.until("response");
     assert!(state["data"]["messageCount"].as_u64().unwrap() >= TURN_MESSAGES as u64);
@@ -322,13 +360,14 @@ fn turn_run(session: &Path) -> (Duration, u64, u64, usize) {
     p.finish();
     server.join().unwrap();
     let _first = arrivals.recv().unwrap();
-    let (next_request, body_len) = arrivals.recv().unwrap();
-    (
-        next_request.saturating_duration_since(result_ready),
+    let next = arrivals.recv().unwrap();
+    Turn {
+        latency: next.first_byte.saturating_duration_since(result_ready),
         before,
+        peak_at_request: next.nova_peak,
         peak,
-        body_len,
-    )
+        body_len: next.body_len,
+    }
 }
 
 fn main() {
@@ -381,14 +420,17 @@ fn main() {
     let session = dir.path().join("turn.jsonl");
     let text_bytes = write_turn_session(&session);
     let session_bytes = std::fs::metadata(&session).unwrap().len();
-    let turns: Vec<_> = (0..TURN_RUNS).map(|_| turn_run(&session)).collect();
-    let turn_latency = median(turns.iter().map(|t| t.0).collect());
-    let (before, peak, body_len) = turns
-        .iter()
-        .map(|t| (t.1, t.2, t.3))
-        .max_by_key(|(before, peak, _)| peak.saturating_sub(*before))
-        .unwrap();
-    let growth = peak.saturating_sub(before);
+    let turns: Vec<Turn> = (0..TURN_RUNS).map(|_| turn_run(&session)).collect();
+    let latencies: Vec<Duration> = turns.iter().map(|t| t.latency).collect();
+    let growth = |peak: fn(&Turn) -> u64| {
+        turns
+            .iter()
+            .map(|t| (peak(t).saturating_sub(t.before), t.before))
+            .max()
+            .unwrap()
+    };
+    let (turn_growth, turn_before) = growth(|t| t.peak_at_request);
+    let (prompt_growth, prompt_before) = growth(|t| t.peak);
 
     println!(
         "nova rpc benchmark ({} CPUs)",
@@ -417,23 +459,32 @@ fn main() {
         "  peak RSS skipping a 64 MiB record      {}",
         mib(skip_peak)
     );
+    if let Some(bin) = std::env::var_os("NOVA_BENCH_BIN") {
+        println!("  (nova binary: {})", bin.to_string_lossy());
+    }
     println!(
         "  conversation for the turn figures      {TURN_MESSAGES} messages, {} of text \
          ({} session file, {} request body)",
         mib(text_bytes as u64 / 1024),
         mib(session_bytes / 1024),
-        mib(body_len as u64 / 1024)
+        mib(turns[0].body_len as u64 / 1024)
     );
     println!(
         "  tool result → next request's 1st byte  median {}  (min {}, max {})",
-        ms(turn_latency),
-        ms(turns.iter().map(|t| t.0).min().unwrap()),
-        ms(turns.iter().map(|t| t.0).max().unwrap())
+        ms(median(latencies.clone())),
+        ms(*latencies.iter().min().unwrap()),
+        ms(*latencies.iter().max().unwrap())
     );
     println!(
-        "  peak RSS growth during the prompt      {} over {} before it ({:.2}× the text)",
-        mib(growth),
-        mib(before),
-        (growth * 1024) as f64 / text_bytes as f64
+        "  peak RSS growth, prompt → 2nd request  {} over {} before it ({:.2}× the text)",
+        mib(turn_growth),
+        mib(turn_before),
+        (turn_growth * 1024) as f64 / text_bytes as f64
+    );
+    println!(
+        "  peak RSS growth, whole prompt          {} over {} before it ({:.2}× the text)",
+        mib(prompt_growth),
+        mib(prompt_before),
+        (prompt_growth * 1024) as f64 / text_bytes as f64
     );
 }
