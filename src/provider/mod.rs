@@ -19,7 +19,9 @@ pub mod prepare;
 pub use error::{ErrorKind, ProviderError};
 
 use crate::protocol::{Cost, Message, Model, StopReason, ToolSpec, Usage};
+use serde::Serialize;
 use serde_json::Value;
+use std::io;
 use std::sync::Arc;
 
 /// One normalised step of a streamed reply. Deltas carry no block boundaries; the agent's
@@ -78,6 +80,27 @@ const MAX_OUTPUT_TOKENS: u64 = 32_000;
 fn max_output_tokens(req: &Request) -> u64 {
     let cap = req.model.max_tokens.min(MAX_OUTPUT_TOKENS);
     req.max_tokens.map_or(cap, |n| n.min(cap))
+}
+
+/// `body` as JSON in a buffer of exactly its size. A first pass only counts the bytes: a body
+/// as long as the conversation would otherwise be copied each time its buffer grew, and the
+/// copies would outweigh the body itself while they last.
+fn encode_body(body: &impl Serialize) -> serde_json::Result<Vec<u8>> {
+    struct Count(usize);
+    impl io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, body)?;
+    let mut bytes = Vec::with_capacity(count.0);
+    serde_json::to_writer(&mut bytes, body)?;
+    Ok(bytes)
 }
 
 /// Token counts priced with the model's per-million-token costs.

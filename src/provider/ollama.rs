@@ -64,7 +64,7 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
         });
     }
 
-    serde_json::to_vec(&Body {
+    super::encode_body(&Body {
         model: &req.model.id,
         messages,
         stream: true,
