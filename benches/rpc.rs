@@ -6,10 +6,10 @@
 //!   to send the same reply to a plain socket reader
 //! - peak RSS while skipping a 64 MiB record
 //! - turn overhead on a resumed 2,000-message (~2 MB) conversation: from a tool result's
-//!   `tool_execution_end` on stdout to the first byte of the next request at the server (median
-//!   of 5 runs), and nova's peak RSS growth next to the conversation's size: up to that request's
-//!   arrival (both requests of the prompt built and sent), and over the whole prompt (which adds
-//!   `agent_end`, carrying every message)
+//!   `tool_execution_end` on stdout to the first byte of the next request at the server, and
+//!   nova's peak RSS growth next to the conversation's size (medians of 9 runs): up to that
+//!   request's arrival, less what the same prompt costs on a 20-message conversation, and over
+//!   the whole prompt (which adds `agent_end`, carrying every message)
 //!
 //! `NOVA_BENCH_BIN=<path>` measures another build of nova (an older one, say) instead.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 const CHUNKS: usize = 20_000;
 /// Messages in the resumed conversation of the turn-overhead figure.
 const TURN_MESSAGES: usize = 2_000;
-const TURN_RUNS: usize = 5;
+/// A conversation this short shows what any prompt costs in memory, whatever its history.
+const SHORT_MESSAGES: usize = 20;
+const TURN_RUNS: usize = 9;
 
 struct Proc {
     child: Child,
@@ -177,10 +179,10 @@ fn filler(seed: usize, len: usize) -> String {
     s
 }
 
-/// Writes a Pi v3 session of `TURN_MESSAGES` messages: user prompts every 40 tool rounds,
+/// Writes a Pi v3 session of `messages` messages: user prompts every 40 tool rounds,
 /// each round an assistant reply calling `bash` and its result. Returns the bytes of text in
 /// the messages.
-fn write_turn_session(path: &Path) -> usize {
+fn write_turn_session(path: &Path, messages: usize) -> usize {
     let mut out = BufWriter::new(std::fs::File::create(path).unwrap());
     let header = json!({"type": "session", "version": 3,
         "id": "0190bench-0000-7000-8000-000000000001",
@@ -196,7 +198,7 @@ fn write_turn_session(path: &Path) -> usize {
         writeln!(out, "{line}").unwrap();
         parent = json!(id);
     };
-    while count < TURN_MESSAGES {
+    while count < messages {
         if call % 40 == 0 {
             let text = filler(count, 400);
             text_bytes += text.len();
@@ -244,10 +246,15 @@ struct Arrival {
     nova_peak: u64,
 }
 
-/// A stand-in Ollama for the turn figure, serving one run of nova (whose pid comes first): it
-/// reports each request's arrival, answers the first request with an `ls` call and the second
-/// with text.
-fn turn_server(listener: TcpListener, pid: mpsc::Receiver<u32>, arrivals: mpsc::Sender<Arrival>) {
+/// A stand-in Ollama for the turn figure, serving one run of nova (whose pid comes first) on a
+/// conversation of `messages`: it reports each request's arrival, answers the first request
+/// with an `ls` call and the second with text.
+fn turn_server(
+    listener: TcpListener,
+    messages: usize,
+    pid: mpsc::Receiver<u32>,
+    arrivals: mpsc::Sender<Arrival>,
+) {
     let pid = pid.recv().unwrap();
     let line = |message: Value, done: bool| {
         let mut frame = json!({"model": "bench-model", "created_at": "2026-01-01T00:00:00Z",
@@ -294,7 +301,7 @@ fn turn_server(listener: TcpListener, pid: mpsc::Receiver<u32>, arrivals: mpsc::
             request.extend_from_slice(&buf[..n]);
         }
         let body: Value = serde_json::from_slice(&request[head_len..]).unwrap();
-        assert!(body["messages"].as_array().unwrap().len() > TURN_MESSAGES);
+        assert!(body["messages"].as_array().unwrap().len() > messages);
         arrivals
             .send(Arrival {
                 first_byte,
@@ -324,13 +331,13 @@ struct Turn {
     body_len: usize,
 }
 
-/// One prompt on the resumed conversation: the model calls `ls`, then answers.
-fn turn_run(session: &Path) -> Turn {
+/// One prompt on a resumed conversation of `messages`: the model calls `ls`, then answers.
+fn turn_run(session: &Path, messages: usize) -> Turn {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (pid_tx, pid) = mpsc::channel();
     let (tx, arrivals) = mpsc::channel();
-    let server = std::thread::spawn(move || turn_server(listener, pid, tx));
+    let server = std::thread::spawn(move || turn_server(listener, messages, pid, tx));
 
     let dir = tempfile::tempdir().unwrap();
     let models = json!({"providers": {"bench": {"baseUrl": base, "api": "ollama",
@@ -347,7 +354,7 @@ fn turn_run(session: &Path) -> Turn {
     pid_tx.send(p.child.id()).unwrap();
     p.send(r#"{"id":"s","type":"get_state"}"#);
     let state = p.until("response");
-    assert!(state["data"]["messageCount"].as_u64().unwrap() >= TURN_MESSAGES as u64);
+    assert!(state["data"]["messageCount"].as_u64().unwrap() >= messages as u64);
     let (before, _) = p.rss();
     p.reset_peak();
     p.send(r#"{"id":"p","type":"prompt","message":"list the files"}"#);
@@ -418,19 +425,28 @@ fn main() {
 
     let dir = tempfile::tempdir().unwrap();
     let session = dir.path().join("turn.jsonl");
-    let text_bytes = write_turn_session(&session);
+    let text_bytes = write_turn_session(&session, TURN_MESSAGES);
     let session_bytes = std::fs::metadata(&session).unwrap().len();
-    let turns: Vec<Turn> = (0..TURN_RUNS).map(|_| turn_run(&session)).collect();
+    let short = dir.path().join("short.jsonl");
+    write_turn_session(&short, SHORT_MESSAGES);
+    let turns: Vec<Turn> = (0..TURN_RUNS)
+        .map(|_| turn_run(&session, TURN_MESSAGES))
+        .collect();
+    let short_turns: Vec<Turn> = (0..TURN_RUNS)
+        .map(|_| turn_run(&short, SHORT_MESSAGES))
+        .collect();
     let latencies: Vec<Duration> = turns.iter().map(|t| t.latency).collect();
-    let growth = |peak: fn(&Turn) -> u64| {
-        turns
-            .iter()
-            .map(|t| (peak(t).saturating_sub(t.before), t.before))
-            .max()
-            .unwrap()
+    let body_len = turns[0].body_len as u64;
+    let median_of = |turns: &[Turn], f: fn(&Turn) -> u64| {
+        let mut v: Vec<u64> = turns.iter().map(f).collect();
+        v.sort();
+        v[v.len() / 2]
     };
-    let (turn_growth, turn_before) = growth(|t| t.peak_at_request);
-    let (prompt_growth, prompt_before) = growth(|t| t.peak);
+    let before = median_of(&turns, |t| t.before);
+    let turn_growth = median_of(&turns, |t| t.peak_at_request.saturating_sub(t.before));
+    let prompt_growth = median_of(&turns, |t| t.peak.saturating_sub(t.before));
+    let short_growth = median_of(&short_turns, |t| t.peak_at_request.saturating_sub(t.before));
+    let beyond = turn_growth.saturating_sub(short_growth);
 
     println!(
         "nova rpc benchmark ({} CPUs)",
@@ -467,24 +483,30 @@ fn main() {
          ({} session file, {} request body)",
         mib(text_bytes as u64 / 1024),
         mib(session_bytes / 1024),
-        mib(turns[0].body_len as u64 / 1024)
+        mib(body_len / 1024)
     );
     println!(
-        "  tool result → next request's 1st byte  median {}  (min {}, max {})",
+        "  tool result → next request's 1st byte  median {}  (min {}, max {}; {TURN_RUNS} runs)",
         ms(median(latencies.clone())),
         ms(*latencies.iter().min().unwrap()),
         ms(*latencies.iter().max().unwrap())
     );
+    println!("  RSS before the prompt                  {}", mib(before));
     println!(
-        "  peak RSS growth, prompt → 2nd request  {} over {} before it ({:.2}× the text)",
+        "  peak RSS growth up to the 2nd request  {} ({:.2}× the text); with {SHORT_MESSAGES} \
+         messages {}",
         mib(turn_growth),
-        mib(turn_before),
-        (turn_growth * 1024) as f64 / text_bytes as f64
+        (turn_growth * 1024) as f64 / text_bytes as f64,
+        mib(short_growth)
     );
     println!(
-        "  peak RSS growth, whole prompt          {} over {} before it ({:.2}× the text)",
+        "    growth due to the conversation       {} ({:.2}× the request body)",
+        mib(beyond),
+        (beyond * 1024) as f64 / body_len as f64
+    );
+    println!(
+        "  peak RSS growth, whole prompt          {} ({:.2}× the text)",
         mib(prompt_growth),
-        mib(prompt_before),
         (prompt_growth * 1024) as f64 / text_bytes as f64
     );
 }
