@@ -131,6 +131,8 @@ impl ProviderError {
         }
     }
 
+    /// What this error calls for. Overflow comes first: sending the same request again, however
+    /// transient the server's wording, cannot make it fit.
     pub fn kind(&self) -> ErrorKind {
         if self.is_overflow() {
             ErrorKind::Overflow

@@ -82,9 +82,9 @@ fn max_output_tokens(req: &Request) -> u64 {
     req.max_tokens.map_or(cap, |n| n.min(cap))
 }
 
-/// `body` as JSON in a buffer of exactly its size. A first pass only counts the bytes: a body
-/// as long as the conversation would otherwise be copied each time its buffer grew, and the
-/// copies would outweigh the body itself while they last.
+/// `body` as JSON in a buffer of exactly its size. A first pass only counts the bytes, so that
+/// a body as long as the conversation is never moved to a bigger buffer while it is written
+/// (each move would hold it twice for a moment).
 fn encode_body(body: &impl Serialize) -> serde_json::Result<Vec<u8>> {
     struct Count(usize);
     impl io::Write for Count {
