@@ -21,7 +21,6 @@ pub use error::{ErrorKind, ProviderError};
 use crate::protocol::{Cost, Message, Model, StopReason, ToolSpec, Usage};
 use serde::Serialize;
 use serde_json::Value;
-use std::io;
 use std::sync::Arc;
 
 /// One normalised step of a streamed reply. Deltas carry no block boundaries; the agent's
@@ -82,23 +81,26 @@ fn max_output_tokens(req: &Request) -> u64 {
     req.max_tokens.map_or(cap, |n| n.min(cap))
 }
 
-/// `body` as JSON in a buffer of exactly its size. A first pass only counts the bytes, so that
-/// a body as long as the conversation is never moved to a bigger buffer while it is written
-/// (each move would hold it twice for a moment).
-fn encode_body(body: &impl Serialize) -> serde_json::Result<Vec<u8>> {
-    struct Count(usize);
-    impl io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    serde_json::to_writer(&mut count, body)?;
-    let mut bytes = Vec::with_capacity(count.0);
+/// `body`, written from `prepared` for `req`, as JSON. Its buffer is allocated once, for the
+/// content's size plus an eighth for escapes and room for the JSON around each message: a
+/// buffer that grows moves the body each time, holding it twice for a moment, while capacity
+/// never written to costs address space, not memory. Content that needs more escaping than
+/// that still encodes correctly, with one move.
+fn encode_body(
+    body: &impl Serialize,
+    req: &Request,
+    prepared: &[prepare::View],
+) -> serde_json::Result<Vec<u8>> {
+    const PER_MESSAGE: usize = 256;
+    const FRAMING: usize = 64 * 1024;
+    let content = prepare::content_len(prepared) + req.system_prompt.len();
+    let tools: usize = req
+        .tools
+        .iter()
+        .map(|t| prepare::value_len(&t.parameters))
+        .sum();
+    let capacity = content + content / 8 + tools + prepared.len() * PER_MESSAGE + FRAMING;
+    let mut bytes = Vec::with_capacity(capacity);
     serde_json::to_writer(&mut bytes, body)?;
     Ok(bytes)
 }

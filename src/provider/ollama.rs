@@ -64,17 +64,21 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
         });
     }
 
-    super::encode_body(&Body {
-        model: &req.model.id,
-        messages,
-        stream: true,
-        options: Options {
-            num_predict: super::max_output_tokens(req),
+    super::encode_body(
+        &Body {
+            model: &req.model.id,
+            messages,
+            stream: true,
+            options: Options {
+                num_predict: super::max_output_tokens(req),
+            },
+            tools: (!req.tools.is_empty()).then_some(Tools(req.tools)),
+            // Ollama rejects `think` for models without thinking support.
+            think: req.model.reasoning.then_some(true),
         },
-        tools: (!req.tools.is_empty()).then_some(Tools(req.tools)),
-        // Ollama rejects `think` for models without thinking support.
-        think: req.model.reasoning.then_some(true),
-    })
+        req,
+        &prepared,
+    )
 }
 
 #[derive(Serialize)]

@@ -78,16 +78,20 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
         }
     }
 
-    super::encode_body(&Body {
-        model: &req.model.id,
-        messages,
-        stream: true,
-        stream_options: StreamOptions {
-            include_usage: true,
+    super::encode_body(
+        &Body {
+            model: &req.model.id,
+            messages,
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            max_completion_tokens: super::max_output_tokens(req),
+            tools: (!req.tools.is_empty()).then_some(Tools(req.tools)),
         },
-        max_completion_tokens: super::max_output_tokens(req),
-        tools: (!req.tools.is_empty()).then_some(Tools(req.tools)),
-    })
+        req,
+        &prepared,
+    )
 }
 
 #[derive(Serialize)]

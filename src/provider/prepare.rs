@@ -11,6 +11,7 @@ use crate::protocol::{
     AssistantMessage, ContentBlock, Message, Model, ToolResultMessage, UserContent,
 };
 use serde::{Serialize, Serializer};
+use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -128,6 +129,56 @@ fn content<'a>(blocks: &'a [ContentBlock], images_ok: bool, model_id: &str) -> V
             ContentBlock::Thinking { .. } | ContentBlock::ToolCall { .. } => None,
         })
         .collect()
+}
+
+/// About how many bytes the strings and images of `views` take: the bulk of any body written
+/// from them.
+pub fn content_len(views: &[View]) -> usize {
+    let parts = |parts: &[Part]| -> usize {
+        parts
+            .iter()
+            .map(|p| match p {
+                Part::Text(t) => t.len(),
+                Part::Image { data, mime_type } => data.len() + mime_type.len(),
+            })
+            .sum()
+    };
+    views
+        .iter()
+        .map(|v| match v {
+            View::User(content) | View::ToolResult { content, .. } => parts(content),
+            View::Assistant(a) => a
+                .content
+                .iter()
+                .map(|b| match b {
+                    ContentBlock::Text { text, .. } => text.len(),
+                    ContentBlock::Thinking { thinking, .. } => thinking.len(),
+                    ContentBlock::ToolCall {
+                        id,
+                        name,
+                        arguments,
+                        ..
+                    } => id.len() + name.len() + value_len(arguments),
+                    ContentBlock::Image { data, .. } => data.len(),
+                })
+                .sum(),
+        })
+        .sum()
+}
+
+/// About how long `value` is as JSON, unescaped.
+pub fn value_len(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => items.iter().map(|v| value_len(v) + 1).sum::<usize>() + 2,
+        Value::Object(map) => {
+            map.iter()
+                .map(|(k, v)| k.len() + 4 + value_len(v))
+                .sum::<usize>()
+                + 2
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => 24,
+    }
 }
 
 /// Pieces of text joined with newlines, the way both wire formats flatten content. It is
