@@ -133,7 +133,7 @@ fn content<'a>(blocks: &'a [ContentBlock], images_ok: bool, model_id: &str) -> V
 
 /// About how many bytes the strings and images of `views` take: the bulk of any body written
 /// from them.
-pub fn content_len(views: &[View]) -> usize {
+pub(super) fn content_len(views: &[View]) -> usize {
     let parts = |parts: &[Part]| -> usize {
         parts
             .iter()
@@ -167,7 +167,7 @@ pub fn content_len(views: &[View]) -> usize {
 }
 
 /// About how long `value` is as JSON, unescaped.
-pub fn value_len(value: &Value) -> usize {
+pub(super) fn value_len(value: &Value) -> usize {
     match value {
         Value::String(s) => s.len() + 2,
         Value::Array(items) => items.iter().map(|v| value_len(v) + 1).sum::<usize>() + 2,
