@@ -896,3 +896,15 @@ pub enum Event {
         reason: String,
     },
 }
+
+// ---------------------------------------------------------------------------------------------
+// Tools
+// ---------------------------------------------------------------------------------------------
+
+/// A tool as the model sees it: declared by the tools, sent by every wire format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub parameters: Value,
+}

@@ -3,9 +3,13 @@
 //! decided in [`super::compaction`].
 
 use super::Agent;
-use super::compaction::{SummaryError, estimate_tokens, file_lists, find_cut_point, summarize};
+use super::compaction::{
+    SummaryError, SummaryJob, estimate_tokens, file_lists, find_cut_point, summarize,
+};
 use crate::protocol::{CompactionReason, CompactionResult, Event, Message};
+use crate::provider::http::Transport;
 use crate::session::Body;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 const ABORTED: &str = "Compaction was aborted";
@@ -89,28 +93,30 @@ async fn summarize_and_record(
     }
     let cut = find_cut_point(&entries, settings.keep_recent_tokens)
         .ok_or_else(|| "Nothing to compact (session too small)".to_owned())?;
-    // Owned copies for the summary request.
-    let messages: Vec<Message> = entries.iter().map(|(_, m)| Message::clone(m)).collect();
+    let messages: Vec<Arc<Message>> = entries.into_iter().map(|(_, m)| m).collect();
     let (api_key, headers) = inner.registry.credentials(&model).await?;
-    let (summary, usage) = summarize(
-        &inner.client,
-        &model,
+    let transport = Transport {
+        client: &inner.client,
+        idle_timeout: inner.idle_timeout,
         api_key,
         headers,
-        &messages[cut.summarized()],
-        &messages[cut.turn_prefix()],
-        previous_summary.as_deref(),
+    };
+    let job = SummaryJob {
+        to_summarize: &messages[cut.summarized()],
+        turn_prefix: &messages[cut.turn_prefix()],
+        previous_summary: previous_summary.as_deref(),
         custom_instructions,
-        &settings,
-        cancel,
-        inner.idle_timeout,
-    )
-    .await
-    .map_err(|e| match e {
+        reserve_tokens: settings.reserve_tokens,
+    };
+    let summarized = summarize(&transport, &model, &job, cancel).await;
+    let (summary, usage) = summarized.map_err(|e| match e {
         SummaryError::Aborted => ABORTED.to_owned(),
         other => other.to_string(),
     })?;
-    let files = file_lists(&messages[..cut.first_kept], previous_details.as_ref());
+    let files = file_lists(
+        messages[..cut.first_kept].iter().map(AsRef::as_ref),
+        previous_details.as_ref(),
+    );
     let summary = files.append_to(&summary);
     let details = files.details();
 

@@ -24,11 +24,11 @@ pub use sink::{EventSink, Sink};
 
 use crate::config::{Config, Registry, ScopedModel, ToolSelection};
 use crate::context::PromptSource;
+use crate::protocol::ToolSpec;
 use crate::protocol::{
     CompactionReason, CompactionResult, ContentBlock, Event, Message, Model, QueueMode,
     State as WireState, StreamingBehavior, ThinkingLevel, UserContent, UserMessage,
 };
-use crate::provider::ToolSpec;
 use crate::session::{Session, SessionError};
 use crate::tools::Tool;
 use crate::tools::permission::Rules as PermissionRules;

@@ -6,12 +6,12 @@
 
 use super::assemble::Assembler;
 use super::compact::compact;
-use super::compaction::is_overflow_text;
 use super::{Agent, exec, now_ms};
 use crate::protocol::{
     AssistantMessage, CompactionReason, Event, Message, StopReason, Usage, UserMessage,
 };
-use crate::provider::{self, Request};
+use crate::provider::http::Transport;
+use crate::provider::{self, ErrorKind, Request};
 use tokio_util::sync::CancellationToken;
 
 pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMessage) {
@@ -189,22 +189,23 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMe
             match inner.registry.credentials(model).await {
                 Err(e) => Err((StopReason::Error, e)),
                 Ok((api_key, headers)) => {
-                    let messages = provider::prepare::request_messages(&history, model);
                     let request = Request {
                         model,
                         system_prompt: &tools.system_prompt,
-                        messages: &messages,
+                        messages: &history,
                         tools: &tools.specs,
-                        api_key,
-                        headers,
                         max_tokens: None,
                         thinking: Some(thinking),
                     };
                     let result = provider::http::stream(
-                        &inner.client,
+                        &Transport {
+                            client: &inner.client,
+                            idle_timeout: inner.idle_timeout,
+                            api_key,
+                            headers,
+                        },
                         &request,
                         cancel,
-                        inner.idle_timeout,
                         |event| {
                             assembler.push(event, &mut updates);
                             for update in updates.drain(..) {
@@ -221,7 +222,7 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMe
                             Err((StopReason::Aborted, ABORTED.to_owned()))
                         }
                         Err(e) => {
-                            overflow = e.is_context_overflow() || is_overflow_text(&e.to_string());
+                            overflow = e.kind() == ErrorKind::Overflow;
                             Err((StopReason::Error, e.to_string()))
                         }
                     }

@@ -1,7 +1,8 @@
 //! What can go wrong talking to a model, as data: each variant's text names the problem well
-//! enough for a user to act on it, and the policy methods tell the agent whether to retry or to
-//! compact instead.
+//! enough for a user to act on it, and [`ProviderError::kind`] tells the agent what to do
+//! about it (compact, retry, or neither).
 
+use super::overflow;
 use std::time::Duration;
 
 /// How much of an error body is kept: enough to read the server's explanation, not so much that
@@ -24,6 +25,8 @@ pub enum ProviderError {
         status: u16,
         url: String,
         body: String,
+        /// The server's `Retry-After`, when it said how long to wait.
+        retry_after: Option<Duration>,
     },
     #[error("connection refused by {url}{}", hint_suffix(.hint))]
     ConnectionRefused { url: String, hint: Option<String> },
@@ -69,24 +72,6 @@ fn cut(s: &str, max: usize) -> String {
     }
 }
 
-/// Phrases servers use when the prompt no longer fits the model's context window.
-const OVERFLOW_PHRASES: &[&str] = &[
-    "context length",
-    "context_length",
-    "maximum context",
-    "context window",
-    "context size",
-    "too many tokens",
-    "prompt is too long",
-    "prompt too long",
-    "request_too_large",
-    "token limit",
-    "reduce the length of the messages",
-];
-
-/// Phrases that look like overflow but mean "slow down" (e.g. "too many tokens per minute").
-const NOT_OVERFLOW_PHRASES: &[&str] = &["rate limit", "too many requests", "per minute"];
-
 /// Phrases in a provider-reported error that mean trying again later may work.
 const TRANSIENT_PHRASES: &[&str] = &[
     "overloaded",
@@ -99,6 +84,26 @@ const TRANSIENT_PHRASES: &[&str] = &[
     "try again",
 ];
 
+/// Phrases in a server's answer that mean the credentials were refused.
+const AUTH_PHRASES: &[&str] = &[
+    "invalid api key",
+    "invalid_api_key",
+    "incorrect api key",
+    "unauthorized",
+];
+
+/// What the agent should make of an error: each kind has its own remedy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The prompt no longer fits the model's context window: compact, then retry.
+    Overflow,
+    /// The same request may succeed if sent again after a pause (see `retry_after`).
+    Retryable,
+    /// The provider refused the credentials; retrying cannot help, fixing the key can.
+    Auth,
+    Other,
+}
+
 impl ProviderError {
     /// Builds an HTTP error, keeping only the start of a long body.
     pub fn http(status: u16, url: &str, body: &str) -> Self {
@@ -106,7 +111,16 @@ impl ProviderError {
             status,
             url: url.to_string(),
             body: cut(body.trim(), BODY_LIMIT_CHARS),
+            retry_after: None,
         }
+    }
+
+    /// The same error carrying the delay the server asked for, when it is an HTTP error.
+    pub fn with_retry_after(mut self, after: Option<Duration>) -> Self {
+        if let ProviderError::Http { retry_after, .. } = &mut self {
+            *retry_after = after;
+        }
+        self
     }
 
     /// Builds an invalid-JSON error quoting the start of the offending line.
@@ -117,11 +131,50 @@ impl ProviderError {
         }
     }
 
-    /// Whether the same request may succeed if sent again after a pause.
-    pub fn is_retryable(&self) -> bool {
-        if self.is_context_overflow() {
-            return false;
+    /// What this error calls for. Overflow comes first: sending the same request again, however
+    /// transient the server's wording, cannot make it fit.
+    pub fn kind(&self) -> ErrorKind {
+        if self.is_overflow() {
+            ErrorKind::Overflow
+        } else if self.is_auth() {
+            ErrorKind::Auth
+        } else if self.is_transient() {
+            ErrorKind::Retryable
+        } else {
+            ErrorKind::Other
         }
+    }
+
+    fn is_overflow(&self) -> bool {
+        let rejection = match self {
+            ProviderError::Http {
+                status: 400 | 413,
+                body,
+                ..
+            } => Some(body),
+            ProviderError::Api(message) => Some(message),
+            _ => None,
+        };
+        rejection.is_some_and(|text| overflow::is_overflow_rejection(text))
+            || overflow::is_overflow_text(&self.to_string())
+    }
+
+    fn is_auth(&self) -> bool {
+        match self {
+            ProviderError::Http {
+                status: 401 | 403, ..
+            } => true,
+            ProviderError::Http {
+                status: 400..=499,
+                body,
+                ..
+            } => contains_any(body, AUTH_PHRASES),
+            ProviderError::Api(message) => contains_any(message, AUTH_PHRASES),
+            _ => false,
+        }
+    }
+
+    fn is_transient(&self) -> bool {
         match self {
             ProviderError::Http { status, .. } => {
                 matches!(status, 408 | 409 | 425 | 429 | 500..=599)
@@ -140,21 +193,6 @@ impl ProviderError {
             | ProviderError::ContentFilter
             | ProviderError::Aborted => false,
         }
-    }
-
-    /// Whether the prompt was too long for the model, so the agent should compact rather than
-    /// retry the same request.
-    pub fn is_context_overflow(&self) -> bool {
-        let text = match self {
-            ProviderError::Http {
-                status: 400 | 413,
-                body,
-                ..
-            } => body,
-            ProviderError::Api(message) => message,
-            _ => return false,
-        };
-        contains_any(text, OVERFLOW_PHRASES) && !contains_any(text, NOT_OVERFLOW_PHRASES)
     }
 }
 
@@ -201,32 +239,60 @@ mod tests {
 
     #[test]
     fn policy() {
+        use ErrorKind::*;
         let overflow = ProviderError::http(
             400,
             "u",
             r#"{"error":{"message":"This model's maximum context length is 8192 tokens"}}"#,
         );
-        assert!(overflow.is_context_overflow());
-        assert!(!overflow.is_retryable());
-        assert!(
-            ProviderError::http(413, "u", "prompt is too long: 300000 tokens")
-                .is_context_overflow()
+        assert_eq!(overflow.kind(), Overflow);
+        assert_eq!(
+            ProviderError::http(413, "u", "prompt is too long: 300000 tokens").kind(),
+            Overflow
         );
-        assert!(!ProviderError::http(500, "u", "context length").is_context_overflow());
-        assert!(
-            !ProviderError::http(400, "u", "rate limit: too many tokens").is_context_overflow()
+        assert_ne!(
+            ProviderError::http(500, "u", "context length").kind(),
+            Overflow
         );
-        assert!(
-            ProviderError::Api("the request exceeds the available context size".into())
-                .is_context_overflow()
+        assert_ne!(
+            ProviderError::http(400, "u", "rate limit: too many tokens").kind(),
+            Overflow
+        );
+        assert_eq!(
+            ProviderError::Api("the request exceeds the available context size".into()).kind(),
+            Overflow
         );
 
-        assert!(ProviderError::http(503, "u", "busy").is_retryable());
-        assert!(ProviderError::http(429, "u", "slow down").is_retryable());
-        assert!(!ProviderError::http(404, "u", "model not found").is_retryable());
-        assert!(ProviderError::EndedEarly.is_retryable());
-        assert!(ProviderError::Api("Overloaded".into()).is_retryable());
-        assert!(!ProviderError::Api("bad tool schema".into()).is_retryable());
-        assert!(!ProviderError::Aborted.is_retryable());
+        assert_eq!(ProviderError::http(503, "u", "busy").kind(), Retryable);
+        assert_eq!(ProviderError::http(429, "u", "slow down").kind(), Retryable);
+        assert_ne!(
+            ProviderError::http(404, "u", "model not found").kind(),
+            Retryable
+        );
+        assert_eq!(ProviderError::EndedEarly.kind(), Retryable);
+        assert_eq!(ProviderError::Api("Overloaded".into()).kind(), Retryable);
+        assert_ne!(
+            ProviderError::Api("bad tool schema".into()).kind(),
+            Retryable
+        );
+        assert_ne!(ProviderError::Aborted.kind(), Retryable);
+    }
+
+    #[test]
+    fn refused_credentials_are_auth_errors() {
+        for e in [
+            ProviderError::http(401, "u", ""),
+            ProviderError::http(403, "u", "forbidden"),
+            ProviderError::http(400, "u", r#"{"error":{"code":"invalid_api_key"}}"#),
+            ProviderError::Api("Incorrect API key provided".into()),
+            ProviderError::Api("Unauthorized".into()),
+        ] {
+            assert_eq!(e.kind(), ErrorKind::Auth, "{e}");
+        }
+        assert_eq!(
+            ProviderError::http(404, "u", "model not found").kind(),
+            ErrorKind::Other
+        );
+        assert_eq!(ProviderError::Aborted.kind(), ErrorKind::Other);
     }
 }

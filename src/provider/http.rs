@@ -3,7 +3,7 @@
 //! timeout, so a hung server or an abort never leaves the agent waiting.
 
 use super::{Api, ProviderError, ProviderEvent, Request, ollama, openai};
-use reqwest::header::CONTENT_TYPE;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -35,13 +35,22 @@ pub fn client() -> Result<reqwest::Client, ProviderError> {
     })
 }
 
+/// How requests reach a provider: the shared client, how long a stream may stay silent, and the
+/// provider's resolved credentials. A turn and the compaction summaries go the same way.
+#[derive(Debug, Clone)]
+pub struct Transport<'a> {
+    pub client: &'a reqwest::Client,
+    pub idle_timeout: Duration,
+    pub api_key: Option<String>,
+    pub headers: Vec<(String, String)>,
+}
+
 /// Streams one reply: sends `req` in the wire format its model's `api` names and calls
 /// `on_event` for each event as soon as it is parsed. On error, events already delivered stand.
 pub async fn stream(
-    client: &reqwest::Client,
+    transport: &Transport<'_>,
     req: &Request<'_>,
     cancel: &CancellationToken,
-    idle_timeout: Duration,
     mut on_event: impl FnMut(ProviderEvent),
 ) -> Result<(), ProviderError> {
     let api = Api::parse(&req.model.api)
@@ -59,20 +68,25 @@ pub async fn stream(
         ),
     };
 
-    let mut builder = client
+    let body = body.map_err(|e| ProviderError::InvalidRequest {
+        url: url.clone(),
+        message: e.to_string(),
+    })?;
+    let mut builder = transport
+        .client
         .post(&url)
         .header(CONTENT_TYPE, "application/json")
-        .body(body.to_string());
-    if let Some(key) = req.api_key.as_deref().filter(|k| !k.is_empty()) {
+        .body(body);
+    if let Some(key) = transport.api_key.as_deref().filter(|k| !k.is_empty()) {
         builder = builder.bearer_auth(key);
     }
-    for (name, value) in &req.headers {
+    for (name, value) in &transport.headers {
         builder = builder.header(name.as_str(), value.as_str());
     }
 
     let guard = Guard {
         cancel,
-        idle_timeout,
+        idle_timeout: transport.idle_timeout,
         url: &url,
     };
     let mut response = guard
@@ -81,8 +95,9 @@ pub async fn stream(
         .map_err(|e| send_error(&e, &url, api))?;
     let status = response.status();
     if !status.is_success() {
+        let retry_after = retry_after(response.headers());
         let body = read_error_body(&mut response, &guard).await?;
-        return Err(ProviderError::http(status.as_u16(), &url, &body));
+        return Err(ProviderError::http(status.as_u16(), &url, &body).with_retry_after(retry_after));
     }
 
     let mut events = Vec::new();
@@ -216,6 +231,18 @@ async fn read_error_body(
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
+/// `Retry-After` as a delay. Only the seconds form is read: model servers do not send dates.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let seconds: f64 = headers
+        .get(RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Duration::try_from_secs_f64(seconds).ok()
+}
+
 fn send_error(e: &reqwest::Error, url: &str, api: Api) -> ProviderError {
     if e.is_builder() {
         return ProviderError::InvalidRequest {
@@ -268,8 +295,10 @@ fn describe(e: &(dyn std::error::Error + 'static)) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::protocol::{Model, StopReason};
+    use crate::provider::ErrorKind;
     use crate::provider::prepare::tests::{model, user_text};
     use ProviderEvent::*;
+    use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
 
@@ -359,26 +388,24 @@ pub(crate) mod tests {
         cancel: &CancellationToken,
         idle_ms: u64,
     ) -> (Vec<ProviderEvent>, Result<(), ProviderError>) {
-        let messages = [user_text("hi")];
+        let messages = [Arc::new(user_text("hi"))];
         let req = Request {
             model,
             system_prompt: "sys",
             messages: &messages,
             tools: &[],
-            api_key: Some("sk-test".into()),
-            headers: vec![("X-Extra".into(), "yes".into())],
             max_tokens: None,
             thinking: None,
         };
+        let client = client().unwrap();
+        let transport = Transport {
+            client: &client,
+            idle_timeout: Duration::from_millis(idle_ms),
+            api_key: Some("sk-test".into()),
+            headers: vec![("X-Extra".into(), "yes".into())],
+        };
         let mut events = Vec::new();
-        let result = stream(
-            &client().unwrap(),
-            &req,
-            cancel,
-            Duration::from_millis(idle_ms),
-            |e| events.push(e),
-        )
-        .await;
+        let result = stream(&transport, &req, cancel, |e| events.push(e)).await;
         (events, result)
     }
 
@@ -455,7 +482,35 @@ pub(crate) mod tests {
             err.to_string(),
             format!("HTTP 500 from {base}/api/chat: {{\"error\":\"model exploded\"}}")
         );
-        assert!(err.is_retryable());
+        assert_eq!(err.kind(), ErrorKind::Retryable);
+    }
+
+    #[tokio::test]
+    async fn http_error_keeps_retry_after() {
+        let (base, _server) = serve(vec![Send(
+            "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Length: 4\r\n\
+             Connection: close\r\n\r\nbusy"
+                .into(),
+        )])
+        .await;
+        let m = model_at("ollama", &base);
+        let (_, result) = run(&m, &CancellationToken::new(), 5000).await;
+        let err = result.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Retryable);
+        assert!(
+            matches!(err, ProviderError::Http { status: 429, retry_after: Some(d), .. } if d == Duration::from_secs(7)),
+            "{err:?}"
+        );
+        let (base, _server) = serve(vec![Send(with_length("HTTP/1.1 503 Busy", "busy"))]).await;
+        let m = model_at("ollama", &base);
+        let (_, result) = run(&m, &CancellationToken::new(), 5000).await;
+        assert!(matches!(
+            result,
+            Err(ProviderError::Http {
+                retry_after: None,
+                ..
+            })
+        ));
     }
 
     #[tokio::test]
@@ -479,7 +534,7 @@ pub(crate) mod tests {
                 hint: None
             }
         );
-        assert!(err.is_retryable());
+        assert_eq!(err.kind(), ErrorKind::Retryable);
     }
 
     #[tokio::test]
@@ -522,7 +577,7 @@ pub(crate) mod tests {
         assert_eq!(events, [Text("Hi".into())]);
         let err = result.unwrap_err();
         assert!(matches!(err, ProviderError::StreamCut { .. }), "{err:?}");
-        assert!(err.is_retryable());
+        assert_eq!(err.kind(), ErrorKind::Retryable);
 
         // A cleanly closed body that never finished the reply.
         let (base, _server) = serve(vec![

@@ -1,7 +1,8 @@
 //! LLM providers: each wire format ([`ollama`], [`openai`]) is a pure state machine
 //! (`build_body` + an `Accumulator` that turns body bytes into [`ProviderEvent`]s) behind thin
-//! HTTP glue in [`http`]. Both build their request from [`prepare::request_messages`], and both
-//! frame their body with [`lines`].
+//! HTTP glue in [`http`]. Both serialise their request body straight from the borrowed view
+//! [`prepare::request_messages`] makes of the shared conversation, so the body is the only copy
+//! of it a request makes; both frame their response body with [`lines`].
 //!
 //! The agent sees only `ProviderEvent` deltas; it never sees provider bytes or JSON text. A
 //! successful stream ends with `Usage` (when the server reported it) and then exactly one
@@ -12,12 +13,15 @@ pub mod http;
 pub mod lines;
 pub mod ollama;
 pub mod openai;
+mod overflow;
 pub mod prepare;
 
-pub use error::ProviderError;
+pub use error::{ErrorKind, ProviderError};
 
-use crate::protocol::{Cost, Model, StopReason, ThinkingLevel, Usage};
+use crate::protocol::{Cost, Message, Model, StopReason, ThinkingLevel, ToolSpec, Usage};
+use serde::Serialize;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// One normalised step of a streamed reply. Deltas carry no block boundaries; the agent's
 /// assembler derives them.
@@ -38,14 +42,6 @@ pub enum ProviderEvent {
     Finish(StopReason),
 }
 
-/// A tool as the model sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolSpec {
-    pub name: &'static str,
-    pub description: &'static str,
-    pub parameters: Value,
-}
-
 /// The wire format a model is reached through (`api` in models.json).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
@@ -63,15 +59,14 @@ impl Api {
     }
 }
 
-/// Everything one request needs, with secrets already resolved.
+/// What to ask a model; how to reach it is an [`http::Transport`].
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
     pub model: &'a Model,
     pub system_prompt: &'a str,
-    pub messages: &'a [crate::protocol::Message],
+    /// The conversation as the agent holds it: each wire format prepares its own view of it.
+    pub messages: &'a [Arc<Message>],
     pub tools: &'a [ToolSpec],
-    pub api_key: Option<String>,
-    pub headers: Vec<(String, String)>,
     /// A tighter output budget than the model's own, for side requests such as compaction
     /// summaries that must leave room in the context window.
     pub max_tokens: Option<u64>,
@@ -87,6 +82,30 @@ const MAX_OUTPUT_TOKENS: u64 = 32_000;
 fn max_output_tokens(req: &Request) -> u64 {
     let cap = req.model.max_tokens.min(MAX_OUTPUT_TOKENS);
     req.max_tokens.map_or(cap, |n| n.min(cap))
+}
+
+/// `body`, written from `prepared` for `req`, as JSON. Its buffer is allocated once, for the
+/// content's size plus an eighth for escapes and room for the JSON around each message: a
+/// buffer that grows moves the body each time, holding it twice for a moment, while capacity
+/// never written to costs address space, not memory. Content that needs more escaping than
+/// that still encodes correctly, with one move.
+fn encode_body(
+    body: &impl Serialize,
+    req: &Request,
+    prepared: &[prepare::View],
+) -> serde_json::Result<Vec<u8>> {
+    const PER_MESSAGE: usize = 256;
+    const FRAMING: usize = 64 * 1024;
+    let content = prepare::content_len(prepared) + req.system_prompt.len();
+    let tools: usize = req
+        .tools
+        .iter()
+        .map(|t| prepare::value_len(&t.parameters))
+        .sum();
+    let capacity = content + content / 8 + tools + prepared.len() * PER_MESSAGE + FRAMING;
+    let mut bytes = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut bytes, body)?;
+    Ok(bytes)
 }
 
 /// Token counts priced with the model's per-million-token costs.

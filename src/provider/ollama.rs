@@ -5,12 +5,12 @@
 //! that happen after the headers were sent as an `{"error": ...}` line.
 
 use super::lines::{LineSplitter, MAX_LINE_BYTES};
-use super::{ProviderError, ProviderEvent, Request, prepare};
-use crate::protocol::{
-    ContentBlock, Message, Model, StopReason, ThinkingLevel, UserContent, joined_text,
-};
-use serde::Deserialize;
+use super::prepare::{self, Joined, Part, View};
+use super::{ProviderError, ProviderEvent, Request};
+use crate::protocol::{AssistantMessage, ContentBlock, Model, StopReason, ThinkingLevel, ToolSpec};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Value, json};
+use std::borrow::Cow;
 
 /// `<base>/api/chat`. Tolerates a trailing `/` and a base that already ends in `/v1` or `/api`
 /// (copied from an OpenAI-style configuration).
@@ -26,115 +26,191 @@ pub(crate) fn root(base_url: &str) -> &str {
         .unwrap_or(base)
 }
 
-pub fn build_body(req: &Request) -> Value {
-    let mut messages = Vec::new();
+/// The request body, serialised straight from the prepared view of the conversation.
+pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
+    let prepared = prepare::request_messages(req.messages, req.model);
+    let mut messages = Vec::with_capacity(prepared.len() + 1);
     if !req.system_prompt.is_empty() {
-        messages.push(json!({"role": "system", "content": req.system_prompt}));
+        messages.push(Msg::System {
+            content: req.system_prompt,
+        });
     }
-    for m in prepare::request_messages(req.messages, req.model) {
-        match m {
-            Message::User(u) => {
-                let mut msg = json!({"role": "user", "content": u.content.joined_text()});
-                if let UserContent::Blocks(blocks) = &u.content {
-                    add_images(&mut msg, blocks);
-                }
-                messages.push(msg);
-            }
-            Message::Assistant(a) => {
-                let text = joined_text(&a.content);
-                let thinking = a
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::Thinking { thinking, .. } => Some(thinking.as_str()),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                let calls: Vec<Value> = a
-                    .tool_calls()
-                    .map(|(_, name, arguments)| {
-                        json!({"function": {"name": name, "arguments": arguments_object(arguments)}})
-                    })
-                    .collect();
-                if text.is_empty() && thinking.is_empty() && calls.is_empty() {
+    for view in &prepared {
+        messages.push(match view {
+            View::User(parts) => Msg::User {
+                content: Joined::parts(parts),
+                images: Images::of(parts),
+            },
+            View::Assistant(a) => {
+                let content = Joined::text(&a.content);
+                let thinking = Joined::thinking(&a.content);
+                let calls = a.tool_calls().next().is_some();
+                if content.is_empty() && thinking.is_empty() && !calls {
                     continue;
                 }
-                let mut msg = json!({"role": "assistant", "content": text});
-                if !thinking.is_empty() {
-                    msg["thinking"] = json!(thinking);
+                Msg::Assistant {
+                    content,
+                    thinking: (!thinking.is_empty()).then_some(thinking),
+                    tool_calls: calls.then_some(Calls(a)),
                 }
-                if !calls.is_empty() {
-                    msg["tool_calls"] = json!(calls);
-                }
-                messages.push(msg);
             }
-            // `prepare` has already turned summaries and shell commands into user messages.
-            Message::CompactionSummary(_) | Message::BashExecution(_) => {}
-            Message::ToolResult(r) => {
-                let mut msg = json!({
-                    "role": "tool",
-                    "tool_name": r.tool_name,
-                    "content": joined_text(&r.content),
-                });
-                add_images(&mut msg, &r.content);
-                messages.push(msg);
-            }
-        }
+            View::ToolResult {
+                tool_name, content, ..
+            } => Msg::Tool {
+                tool_name,
+                content: Joined::parts(content),
+                images: Images::of(content),
+            },
+        });
     }
 
-    let mut body = json!({
-        "model": req.model.id,
-        "messages": messages,
-        "stream": true,
-        "options": {"num_predict": super::max_output_tokens(req)},
-    });
-    if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters,
-                }})
-            })
-            .collect();
-        body["tools"] = json!(tools);
-    }
-    // Ollama rejects `think` for models without thinking support. It takes a boolean, or a
-    // level name for models such as gpt-oss that cannot stop thinking; those models name their
-    // values in models.json's `thinkingLevelMap`, as Pi's do.
-    if req.model.reasoning {
-        body["think"] = match req.thinking {
-            None => json!(true),
-            Some(level) => match req.model.thinking_value(level) {
-                Some(value) => json!(value),
-                None => json!(level != ThinkingLevel::Off),
+    super::encode_body(
+        &Body {
+            model: &req.model.id,
+            messages,
+            stream: true,
+            options: Options {
+                num_predict: super::max_output_tokens(req),
             },
-        };
-    }
-    body
+            tools: (!req.tools.is_empty()).then_some(Tools(req.tools)),
+            think: req.model.reasoning.then(|| think(req)),
+        },
+        req,
+        &prepared,
+    )
 }
 
-fn add_images(msg: &mut Value, blocks: &[ContentBlock]) {
-    let images: Vec<&str> = blocks
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Image { data, .. } => Some(data.as_str()),
-            _ => None,
-        })
-        .collect();
-    if !images.is_empty() {
-        msg["images"] = json!(images);
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Vec<Msg<'a>>,
+    stream: bool,
+    options: Options,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Tools<'a>>,
+    /// Ollama rejects `think` for models without thinking support.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    think: Option<Value>,
+}
+
+/// `think` for a reasoning model: a boolean, or a level name for models such as gpt-oss that
+/// cannot stop thinking; those models name their values in models.json's `thinkingLevelMap`,
+/// as Pi's do.
+fn think(req: &Request) -> Value {
+    match req.thinking {
+        None => json!(true),
+        Some(level) => match req.model.thinking_value(level) {
+            Some(value) => json!(value),
+            None => json!(level != ThinkingLevel::Off),
+        },
+    }
+}
+
+#[derive(Serialize)]
+struct Options {
+    num_predict: u64,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum Msg<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: Joined<'a, Part<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        images: Option<Images<'a>>,
+    },
+    Assistant {
+        content: Joined<'a, ContentBlock>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        thinking: Option<Joined<'a, ContentBlock>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tool_calls: Option<Calls<'a>>,
+    },
+    Tool {
+        tool_name: &'a str,
+        content: Joined<'a, Part<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        images: Option<Images<'a>>,
+    },
+}
+
+/// The base64 data of the images in some content, which Ollama takes beside the text.
+struct Images<'a>(&'a [Part<'a>]);
+
+impl<'a> Images<'a> {
+    fn of(parts: &'a [Part<'a>]) -> Option<Self> {
+        parts.iter().any(Part::is_image).then_some(Images(parts))
+    }
+}
+
+impl Serialize for Images<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().filter_map(|p| match p {
+            Part::Image { data, .. } => Some(data),
+            Part::Text(_) => None,
+        }))
+    }
+}
+
+/// A reply's tool calls, arguments as objects.
+struct Calls<'a>(&'a AssistantMessage);
+
+impl Serialize for Calls<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Call<'a> {
+            function: Function<'a>,
+        }
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            arguments: Cow<'a, Value>,
+        }
+        serializer.collect_seq(self.0.tool_calls().map(|(_, name, arguments)| Call {
+            function: Function {
+                name,
+                arguments: arguments_object(arguments),
+            },
+        }))
     }
 }
 
 /// Ollama wants arguments as an object; arguments kept as raw text are parsed if they can be.
-fn arguments_object(arguments: &Value) -> Value {
+fn arguments_object(arguments: &Value) -> Cow<'_, Value> {
     match arguments {
-        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| json!({})),
-        Value::Null => json!({}),
-        other => other.clone(),
+        Value::String(s) => Cow::Owned(serde_json::from_str(s).unwrap_or_else(|_| json!({}))),
+        Value::Null => Cow::Owned(json!({})),
+        other => Cow::Borrowed(other),
+    }
+}
+
+struct Tools<'a>(&'a [ToolSpec]);
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Tool<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: ToolFunction<'a>,
+        }
+        #[derive(Serialize)]
+        struct ToolFunction<'a> {
+            name: &'a str,
+            description: &'a str,
+            parameters: &'a Value,
+        }
+        serializer.collect_seq(self.0.iter().map(|t| Tool {
+            kind: "function",
+            function: ToolFunction {
+                name: t.name,
+                description: t.description,
+                parameters: &t.parameters,
+            },
+        }))
     }
 }
 
@@ -287,11 +363,17 @@ impl Accumulator {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::protocol::{StopReason, ToolResultMessage, UserMessage};
-    use crate::provider::ToolSpec;
+    use crate::protocol::{Message, StopReason, ToolResultMessage, UserContent, UserMessage};
     use crate::provider::prepare::tests::{assistant, call, model, result, user_text};
     use crate::provider::test_support::{Outcome, all_splits_agree};
     use ProviderEvent::*;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    /// The body `build_body` writes, parsed back for comparison.
+    fn body_of(req: &Request) -> serde_json::Value {
+        serde_json::from_slice(&build_body(req).unwrap()).unwrap()
+    }
 
     fn run(chunks: &[&[u8]]) -> Outcome {
         let mut acc = Accumulator::with_id_prefix(&model("ollama", true), "t".into());
@@ -449,7 +531,7 @@ mod tests {
             reasoning: true,
             ..model("ollama", true)
         };
-        let messages = vec![
+        let messages: Vec<Arc<Message>> = [
             Message::User(UserMessage {
                 content: UserContent::Blocks(vec![
                     ContentBlock::text("What is in"),
@@ -484,7 +566,10 @@ mod tests {
                 timestamp: 3,
             }),
             user_text("thanks"),
-        ];
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
         let tools = [ToolSpec {
             name: "read",
             description: "Read a file",
@@ -495,13 +580,11 @@ mod tests {
             system_prompt: "You are nova.",
             messages: &messages,
             tools: &tools,
-            api_key: None,
-            headers: vec![],
             max_tokens: None,
             thinking: None,
         };
         assert_eq!(
-            build_body(&req),
+            body_of(&req),
             json!({
                 "model": "m1",
                 "stream": true,
@@ -535,11 +618,11 @@ mod tests {
             tools: &[],
             ..req
         };
-        let body = build_body(&req);
+        let body = body_of(&req);
         assert!(body.get("think").is_none() && body.get("tools").is_none());
         assert_eq!(body["options"]["num_predict"], 4096);
         for (asked, sent) in [(1000, 1000), (100_000, 4096)] {
-            let body = build_body(&Request {
+            let body = body_of(&Request {
                 max_tokens: Some(asked),
                 ..req.clone()
             });

@@ -4,12 +4,13 @@
 //! then `data: [DONE]`.
 
 use super::lines::SseDecoder;
-use super::{ProviderError, ProviderEvent, Request, prepare};
+use super::prepare::{self, Joined, Part, View};
+use super::{ProviderError, ProviderEvent, Request};
 use crate::protocol::{
-    ContentBlock, Message, Model, StopReason, ThinkingLevel, Usage, UserContent, joined_text,
+    AssistantMessage, ContentBlock, Model, StopReason, ThinkingLevel, ToolSpec, Usage,
 };
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
 
 /// `<base>/chat/completions`, for a base like `http://127.0.0.1:8000/v1`.
 pub fn endpoint(base_url: &str) -> String {
@@ -21,133 +22,301 @@ const IMAGE_ONLY_RESULT: &str = "(see attached image)";
 /// Lead-in of the user message that carries tool-result images, which the `tool` role cannot.
 const TOOL_IMAGES_LEAD: &str = "Attached image(s) from tool result:";
 
-pub fn build_body(req: &Request) -> Value {
+/// The request body, serialised straight from the prepared view of the conversation.
+pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
     let prepared = prepare::request_messages(req.messages, req.model);
-    let mut messages = Vec::new();
+    let mut messages = Vec::with_capacity(prepared.len() + 1);
     if !req.system_prompt.is_empty() {
-        messages.push(json!({"role": "system", "content": req.system_prompt}));
+        messages.push(Msg::System {
+            content: req.system_prompt,
+        });
     }
-    let mut tool_images: Vec<Value> = Vec::new();
-    for (i, m) in prepared.iter().enumerate() {
-        match m {
-            Message::User(u) => {
-                messages.push(json!({"role": "user", "content": user_content(&u.content)}))
-            }
-            Message::Assistant(a) => {
-                let text = joined_text(&a.content);
-                let calls: Vec<Value> = a
-                    .tool_calls()
-                    .map(|(id, name, arguments)| {
-                        json!({"id": id, "type": "function", "function": {
-                            "name": name, "arguments": super::arguments_text(arguments),
-                        }})
-                    })
-                    .collect();
+    let mut run_start = 0;
+    for (i, view) in prepared.iter().enumerate() {
+        match view {
+            View::User(parts) => messages.push(Msg::User {
+                content: UserBody::of(parts),
+            }),
+            View::Assistant(a) => {
+                let text = Joined::text(&a.content);
+                let calls = a.tool_calls().next().is_some();
                 // Servers reject an assistant turn with neither content nor tool calls.
-                if text.is_empty() && calls.is_empty() {
+                if text.is_empty() && !calls {
                     continue;
                 }
-                let mut msg = json!({
-                    "role": "assistant",
-                    "content": if text.is_empty() { Value::Null } else { json!(text) },
+                messages.push(Msg::Assistant {
+                    content: (!text.is_empty()).then_some(text),
+                    tool_calls: calls.then_some(Calls(a)),
                 });
-                if !calls.is_empty() {
-                    msg["tool_calls"] = json!(calls);
-                }
-                messages.push(msg);
             }
-            // `prepare` has already turned summaries and shell commands into user messages.
-            Message::CompactionSummary(_) | Message::BashExecution(_) => {}
-            Message::ToolResult(r) => {
-                let images: Vec<Value> = r.content.iter().filter_map(image_part).collect();
-                let mut text = joined_text(&r.content);
-                if text.is_empty() && !images.is_empty() {
-                    text = IMAGE_ONLY_RESULT.to_string();
+            View::ToolResult {
+                tool_call_id,
+                content,
+                ..
+            } => {
+                let text = Joined::parts(content);
+                let content = if text.is_empty() && content.iter().any(Part::is_image) {
+                    ToolText::Fixed(IMAGE_ONLY_RESULT)
+                } else {
+                    ToolText::Joined(text)
+                };
+                messages.push(Msg::Tool {
+                    tool_call_id,
+                    content,
+                });
+                if i == 0 || !matches!(prepared[i - 1], View::ToolResult { .. }) {
+                    run_start = i;
                 }
-                messages.push(json!({
-                    "role": "tool",
-                    "tool_call_id": r.tool_call_id,
-                    "content": text,
-                }));
-                tool_images.extend(images);
                 // A user message between tool messages would break the call/result pairing, so
                 // the images wait for the end of the run of results.
-                let run_ends = !matches!(prepared.get(i + 1), Some(Message::ToolResult(_)));
-                if run_ends && !tool_images.is_empty() {
-                    let mut parts = vec![json!({"type": "text", "text": TOOL_IMAGES_LEAD})];
-                    parts.append(&mut tool_images);
-                    messages.push(json!({"role": "user", "content": parts}));
+                let run = &prepared[run_start..=i];
+                let run_ends = !matches!(prepared.get(i + 1), Some(View::ToolResult { .. }));
+                if run_ends && images(run).next().is_some() {
+                    messages.push(Msg::User {
+                        content: UserBody::ToolImages(ToolImages(run)),
+                    });
                 }
             }
         }
     }
 
-    let mut body = json!({
-        "model": req.model.id,
-        "messages": messages,
-        "stream": true,
-        "stream_options": {"include_usage": true},
-        "max_completion_tokens": super::max_output_tokens(req),
-    });
-    if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                    "strict": false,
-                }})
-            })
-            .collect();
-        body["tools"] = json!(tools);
-    }
-    // Pi's OpenAI-style effort: the level's name unless the model maps it to its own value;
-    // `off` is sent only when the model names a value for it.
-    if let Some(level) = req.thinking.filter(|_| req.model.reasoning) {
-        let effort = req
-            .model
-            .thinking_value(level)
-            .or((level != ThinkingLevel::Off).then(|| level.as_str()));
-        if let Some(effort) = effort {
-            body["reasoning_effort"] = json!(effort);
+    super::encode_body(
+        &Body {
+            model: &req.model.id,
+            messages,
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            max_completion_tokens: super::max_output_tokens(req),
+            tools: (!req.tools.is_empty()).then_some(Tools(req.tools)),
+            reasoning_effort: reasoning_effort(req),
+        },
+        req,
+        &prepared,
+    )
+}
+
+/// Pi's OpenAI-style effort: the level's name unless the model maps it to its own value; `off`
+/// is sent only when the model names a value for it.
+fn reasoning_effort<'a>(req: &Request<'a>) -> Option<&'a str> {
+    let level = req.thinking.filter(|_| req.model.reasoning)?;
+    req.model
+        .thinking_value(level)
+        .or((level != ThinkingLevel::Off).then(|| level.as_str()))
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Vec<Msg<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    max_completion_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Tools<'a>>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum Msg<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: UserBody<'a>,
+    },
+    Assistant {
+        content: Option<Joined<'a, ContentBlock>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tool_calls: Option<Calls<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: ToolText<'a>,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum UserBody<'a> {
+    /// A plain string when the message is text only: some servers' chat templates cannot render
+    /// content parts at all.
+    Text(Joined<'a, Part<'a>>),
+    Parts(PartList<'a>),
+    ToolImages(ToolImages<'a>),
+}
+
+impl<'a> UserBody<'a> {
+    fn of(parts: &'a [Part<'a>]) -> Self {
+        if parts.iter().any(Part::is_image) {
+            UserBody::Parts(PartList(parts))
+        } else {
+            UserBody::Text(Joined::parts(parts))
         }
     }
-    body
 }
 
-/// A plain string when the message is text only: some servers' chat templates cannot render
-/// content parts at all.
-fn user_content(content: &UserContent) -> Value {
-    let blocks = match content {
-        UserContent::Text(t) => return json!(t),
-        UserContent::Blocks(b) => b,
-    };
-    if !blocks
-        .iter()
-        .any(|b| matches!(b, ContentBlock::Image { .. }))
-    {
-        return json!(joined_text(blocks));
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolText<'a> {
+    Joined(Joined<'a, Part<'a>>),
+    Fixed(&'static str),
+}
+
+/// Content parts, each text block and image its own.
+struct PartList<'a>(&'a [Part<'a>]);
+
+impl Serialize for PartList<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|p| match p {
+            Part::Text(text) => ContentPart::Text { text },
+            Part::Image { data, mime_type } => ContentPart::image(data, mime_type),
+        }))
     }
-    let parts: Vec<Value> = blocks
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text, .. } => Some(json!({"type": "text", "text": text})),
-            other => image_part(other),
-        })
-        .collect();
-    json!(parts)
 }
 
-fn image_part(block: &ContentBlock) -> Option<Value> {
-    match block {
-        ContentBlock::Image { data, mime_type } => Some(json!({
-            "type": "image_url",
-            "image_url": {"url": format!("data:{mime_type};base64,{data}")},
-        })),
-        _ => None,
+/// The images of a run of tool results, after a line saying where they come from.
+struct ToolImages<'a>(&'a [View<'a>]);
+
+impl Serialize for ToolImages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let lead = ContentPart::Text {
+            text: TOOL_IMAGES_LEAD,
+        };
+        let images = images(self.0).map(|(data, mime_type)| ContentPart::image(data, mime_type));
+        serializer.collect_seq(std::iter::once(lead).chain(images))
+    }
+}
+
+/// `(data, mime type)` of every image in a run of tool results.
+fn images<'a>(run: &'a [View<'a>]) -> impl Iterator<Item = (&'a str, &'a str)> {
+    run.iter()
+        .flat_map(|view| match view {
+            View::ToolResult { content, .. } => content.as_slice(),
+            _ => &[],
+        })
+        .filter_map(|part| match part {
+            Part::Image { data, mime_type } => Some((*data, *mime_type)),
+            Part::Text(_) => None,
+        })
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ContentPart<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl<'a> },
+}
+
+impl<'a> ContentPart<'a> {
+    fn image(data: &'a str, mime_type: &'a str) -> Self {
+        ContentPart::ImageUrl {
+            image_url: ImageUrl {
+                url: DataUrl { data, mime_type },
+            },
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ImageUrl<'a> {
+    url: DataUrl<'a>,
+}
+
+/// `data:<mime type>;base64,<data>`, written into the body without building the URL first:
+/// images are the largest strings a request carries.
+struct DataUrl<'a> {
+    data: &'a str,
+    mime_type: &'a str,
+}
+
+impl Serialize for DataUrl<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&format_args!(
+            "data:{};base64,{}",
+            self.mime_type, self.data
+        ))
+    }
+}
+
+/// A reply's tool calls, arguments as JSON text.
+struct Calls<'a>(&'a AssistantMessage);
+
+impl Serialize for Calls<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.tool_calls().map(|(id, name, arguments)| Call {
+            id,
+            kind: "function",
+            function: Function {
+                name,
+                arguments: ArgumentsText(arguments),
+            },
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct Call<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    arguments: ArgumentsText<'a>,
+}
+
+/// Arguments as the JSON text the wire format wants (see [`super::arguments_text`]), written
+/// without an intermediate string.
+struct ArgumentsText<'a>(&'a Value);
+
+impl Serialize for ArgumentsText<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::String(s) => serializer.serialize_str(s),
+            Value::Null => serializer.serialize_str("{}"),
+            other => serializer.collect_str(other),
+        }
+    }
+}
+
+struct Tools<'a>(&'a [ToolSpec]);
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Tool<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: ToolFunction<'a>,
+        }
+        #[derive(Serialize)]
+        struct ToolFunction<'a> {
+            name: &'a str,
+            description: &'a str,
+            parameters: &'a Value,
+            strict: bool,
+        }
+        serializer.collect_seq(self.0.iter().map(|t| Tool {
+            kind: "function",
+            function: ToolFunction {
+                name: t.name,
+                description: t.description,
+                parameters: &t.parameters,
+                strict: false,
+            },
+        }))
     }
 }
 
@@ -455,11 +624,17 @@ fn value_message(v: &Value) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::protocol::{StopReason, ToolResultMessage, UserMessage};
-    use crate::provider::ToolSpec;
+    use crate::protocol::{Message, StopReason, ToolResultMessage, UserContent, UserMessage};
     use crate::provider::prepare::tests::{assistant, call, model, result, user_text};
     use crate::provider::test_support::{Outcome, all_splits_agree};
     use ProviderEvent::*;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    /// The body `build_body` writes, parsed back for comparison.
+    fn body_of(req: &Request) -> serde_json::Value {
+        serde_json::from_slice(&build_body(req).unwrap()).unwrap()
+    }
 
     fn run(chunks: &[&[u8]]) -> Outcome {
         let mut acc = Accumulator::with_id_prefix(&model("openai-completions", true), "t".into());
@@ -654,7 +829,7 @@ mod tests {
     fn body() {
         let m = model("openai-completions", true);
         let png = ContentBlock::image("aW1n", "image/png");
-        let messages = vec![
+        let messages: Vec<Arc<Message>> = [
             Message::User(UserMessage {
                 content: UserContent::Blocks(vec![
                     ContentBlock::text("What is this?"),
@@ -705,7 +880,10 @@ mod tests {
                 timestamp: 4,
             }),
             user_text("bye"),
-        ];
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
         let tools = [ToolSpec {
             name: "read",
             description: "Read a file",
@@ -716,15 +894,13 @@ mod tests {
             system_prompt: "You are nova.",
             messages: &messages,
             tools: &tools,
-            api_key: None,
-            headers: vec![],
             max_tokens: None,
             thinking: None,
         };
         let png_part =
             json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,aW1n"}});
         assert_eq!(
-            build_body(&req),
+            body_of(&req),
             json!({
                 "model": "m1",
                 "stream": true,
@@ -759,7 +935,7 @@ mod tests {
 
         // A text-only model gets notes instead of images, and no image message at all.
         let text_only = model("openai-completions", false);
-        let body = build_body(&Request {
+        let body = body_of(&Request {
             model: &text_only,
             max_tokens: Some(2000),
             ..req

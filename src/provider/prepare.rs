@@ -1,13 +1,21 @@
-//! The conversation as a model may see it. Every wire format builds its request from
+//! The conversation as a model may see it. Every wire format serialises its request from
 //! [`request_messages`], so the invariants providers reject requests over (a tool call without
 //! exactly one result right after it, images sent to a text-only model) hold whatever the session
 //! history looks like after aborts, crashes and retries.
+//!
+//! The result is a view of the conversation: it borrows every string and image, and owns only
+//! what it has to invent (the note standing in for an image, a compaction summary's framing), so
+//! that the request body a wire format writes from it is the only copy a turn makes.
 
 use crate::protocol::{
     AssistantMessage, BashExecutionMessage, ContentBlock, Message, Model, ToolResultMessage,
-    UserContent, UserMessage,
+    UserContent,
 };
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 
 /// Text of the result made up for a tool call that never got one (Pi's wording).
 pub const MISSING_RESULT_TEXT: &str = "No result provided";
@@ -16,9 +24,49 @@ pub const MISSING_RESULT_TEXT: &str = "No result provided";
 const SUMMARY_LEAD: &str = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n";
 const SUMMARY_END: &str = "\n</summary>";
 
+/// One message as the model will see it, borrowed from the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum View<'a> {
+    /// A user message, or a compaction summary framed as one.
+    User(Vec<Part<'a>>),
+    /// A reply that did not fail.
+    Assistant(&'a AssistantMessage),
+    /// Right after the reply whose call it answers, results in call order; a call that never
+    /// got a result gets [`MISSING_RESULT_TEXT`].
+    ToolResult {
+        tool_call_id: &'a str,
+        tool_name: &'a str,
+        content: Vec<Part<'a>>,
+    },
+}
+
+/// A piece of user or tool-result content.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part<'a> {
+    Text(Cow<'a, str>),
+    /// Only for a model that takes images: the others get a note instead.
+    Image {
+        data: &'a str,
+        mime_type: &'a str,
+    },
+}
+
+impl Part<'_> {
+    fn text(&self) -> Option<&str> {
+        match self {
+            Part::Text(t) => Some(t),
+            Part::Image { .. } => None,
+        }
+    }
+
+    pub fn is_image(&self) -> bool {
+        matches!(self, Part::Image { .. })
+    }
+}
+
 /// `messages` with failed replies left out, each kept tool call followed by exactly one result
 /// in call order, and images replaced by a note when `model` cannot take them.
-pub fn request_messages<M: AsRef<Message>>(messages: &[M], model: &Model) -> Vec<Message> {
+pub fn request_messages<'a, M: AsRef<Message>>(messages: &'a [M], model: &Model) -> Vec<View<'a>> {
     // First result per call id, wherever it sits: a steer or a crash can separate a result from
     // its call, and a retry can record it twice.
     let mut results: HashMap<&str, &ToolResultMessage> = HashMap::new();
@@ -29,40 +77,43 @@ pub fn request_messages<M: AsRef<Message>>(messages: &[M], model: &Model) -> Vec
     }
 
     let images_ok = model.accepts_images();
+    let parts = |blocks: &'a [ContentBlock]| content(blocks, images_ok, &model.id);
     let mut answered: HashSet<&str> = HashSet::new();
     let mut out = Vec::with_capacity(messages.len());
     for m in messages {
         match m.as_ref() {
-            Message::User(u) => out.push(Message::User(user(u, images_ok, &model.id))),
+            Message::User(u) => out.push(View::User(match &u.content {
+                UserContent::Text(t) => vec![Part::Text(Cow::Borrowed(t))],
+                UserContent::Blocks(b) => parts(b),
+            })),
             Message::Assistant(a) if a.is_failed() => {}
             Message::Assistant(a) => {
-                out.push(Message::Assistant(a.clone()));
+                out.push(View::Assistant(a));
                 for (id, name, _) in a.tool_calls() {
                     let found = results.get(id).filter(|_| answered.insert(id));
-                    let result = match found {
-                        Some(r) => ToolResultMessage {
-                            content: blocks(&r.content, images_ok, &model.id),
-                            ..(*r).clone()
+                    out.push(match found {
+                        Some(r) => View::ToolResult {
+                            tool_call_id: &r.tool_call_id,
+                            tool_name: &r.tool_name,
+                            content: parts(&r.content),
                         },
-                        None => missing_result(a, id, name),
-                    };
-                    out.push(Message::ToolResult(result));
+                        None => View::ToolResult {
+                            tool_call_id: id,
+                            tool_name: name,
+                            content: vec![Part::Text(Cow::Borrowed(MISSING_RESULT_TEXT))],
+                        },
+                    });
                 }
             }
             // Placed after their call above; orphans and duplicates end here.
             Message::ToolResult(_) => {}
-            Message::CompactionSummary(c) => out.push(Message::User(UserMessage {
-                content: UserContent::Blocks(vec![ContentBlock::text(format!(
-                    "{SUMMARY_LEAD}{}{SUMMARY_END}",
-                    c.summary
-                ))]),
-                timestamp: c.timestamp,
-            })),
+            Message::CompactionSummary(c) => out.push(View::User(vec![Part::Text(Cow::Owned(
+                format!("{SUMMARY_LEAD}{}{SUMMARY_END}", c.summary),
+            ))])),
             Message::BashExecution(b) if b.exclude_from_context == Some(true) => {}
-            Message::BashExecution(b) => out.push(Message::User(UserMessage {
-                content: UserContent::Blocks(vec![ContentBlock::text(bash_text(b))]),
-                timestamp: b.timestamp,
-            })),
+            Message::BashExecution(b) => {
+                out.push(View::User(vec![Part::Text(Cow::Owned(bash_text(b)))]))
+            }
         }
     }
     out
@@ -87,44 +138,161 @@ fn bash_text(b: &BashExecutionMessage) -> String {
     text
 }
 
-fn missing_result(call_message: &AssistantMessage, id: &str, name: &str) -> ToolResultMessage {
-    ToolResultMessage {
-        tool_call_id: id.to_string(),
-        tool_name: name.to_string(),
-        content: vec![ContentBlock::text(MISSING_RESULT_TEXT)],
-        details: Some(serde_json::json!({})),
-        is_error: true,
-        timestamp: call_message.timestamp,
-    }
-}
-
-fn user(u: &UserMessage, images_ok: bool, model_id: &str) -> UserMessage {
-    match &u.content {
-        UserContent::Blocks(b) if !images_ok => UserMessage {
-            content: UserContent::Blocks(blocks(b, images_ok, model_id)),
-            timestamp: u.timestamp,
-        },
-        _ => u.clone(),
-    }
-}
-
-fn blocks(blocks: &[ContentBlock], images_ok: bool, model_id: &str) -> Vec<ContentBlock> {
+/// The text and images of `blocks`; other kinds of block have no place in user or tool content.
+fn content<'a>(blocks: &'a [ContentBlock], images_ok: bool, model_id: &str) -> Vec<Part<'a>> {
     blocks
         .iter()
-        .map(|b| match b {
-            ContentBlock::Image { .. } if !images_ok => ContentBlock::text(format!(
+        .filter_map(|b| match b {
+            ContentBlock::Text { text, .. } => Some(Part::Text(Cow::Borrowed(text))),
+            ContentBlock::Image { data, mime_type } if images_ok => {
+                Some(Part::Image { data, mime_type })
+            }
+            ContentBlock::Image { .. } => Some(Part::Text(Cow::Owned(format!(
                 "[image omitted: model {model_id} does not accept images]"
-            )),
-            other => other.clone(),
+            )))),
+            ContentBlock::Thinking { .. } | ContentBlock::ToolCall { .. } => None,
         })
         .collect()
+}
+
+/// About how many bytes the strings and images of `views` take: the bulk of any body written
+/// from them.
+pub(super) fn content_len(views: &[View]) -> usize {
+    let parts = |parts: &[Part]| -> usize {
+        parts
+            .iter()
+            .map(|p| match p {
+                Part::Text(t) => t.len(),
+                Part::Image { data, mime_type } => data.len() + mime_type.len(),
+            })
+            .sum()
+    };
+    views
+        .iter()
+        .map(|v| match v {
+            View::User(content) | View::ToolResult { content, .. } => parts(content),
+            View::Assistant(a) => a
+                .content
+                .iter()
+                .map(|b| match b {
+                    ContentBlock::Text { text, .. } => text.len(),
+                    ContentBlock::Thinking { thinking, .. } => thinking.len(),
+                    ContentBlock::ToolCall {
+                        id,
+                        name,
+                        arguments,
+                        ..
+                    } => id.len() + name.len() + value_len(arguments),
+                    ContentBlock::Image { data, .. } => data.len(),
+                })
+                .sum(),
+        })
+        .sum()
+}
+
+/// About how long `value` is as JSON, unescaped.
+pub(super) fn value_len(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => items.iter().map(|v| value_len(v) + 1).sum::<usize>() + 2,
+        Value::Object(map) => {
+            map.iter()
+                .map(|(k, v)| k.len() + 4 + value_len(v))
+                .sum::<usize>()
+                + 2
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => 24,
+    }
+}
+
+/// Pieces of text joined with newlines, the way both wire formats flatten content. It is
+/// written into the body as it is serialised, never concatenated into a string of its own.
+pub struct Joined<'a, T> {
+    items: &'a [T],
+    text_of: fn(&T) -> Option<&str>,
+}
+
+// Derived impls would demand `T: Copy`; only the slice is copied.
+impl<T> Clone for Joined<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Joined<'_, T> {}
+
+impl<'a> Joined<'a, Part<'a>> {
+    /// The text of user or tool-result content (image notes included).
+    pub fn parts(parts: &'a [Part<'a>]) -> Self {
+        Joined {
+            items: parts,
+            text_of: Part::text,
+        }
+    }
+}
+
+impl<'a> Joined<'a, ContentBlock> {
+    /// The text blocks of a reply.
+    pub fn text(blocks: &'a [ContentBlock]) -> Self {
+        Joined {
+            items: blocks,
+            text_of: |b| match b {
+                ContentBlock::Text { text, .. } => Some(text),
+                _ => None,
+            },
+        }
+    }
+
+    /// The thinking blocks of a reply.
+    pub fn thinking(blocks: &'a [ContentBlock]) -> Self {
+        Joined {
+            items: blocks,
+            text_of: |b| match b {
+                ContentBlock::Thinking { thinking, .. } => Some(thinking),
+                _ => None,
+            },
+        }
+    }
+}
+
+impl<'a, T> Joined<'a, T> {
+    fn pieces(self) -> impl Iterator<Item = &'a str> {
+        self.items.iter().filter_map(self.text_of)
+    }
+
+    /// Whether the joined text would be `""`: no pieces, or a single empty one.
+    pub fn is_empty(self) -> bool {
+        let mut pieces = self.pieces();
+        match pieces.next() {
+            None => true,
+            Some(first) => first.is_empty() && pieces.next().is_none(),
+        }
+    }
+}
+
+impl<T> fmt::Display for Joined<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, piece) in self.pieces().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            f.write_str(piece)?;
+        }
+        Ok(())
+    }
+}
+
+impl<T> Serialize for Joined<'_, T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 pub(crate) mod tests {
     use super::*;
-    use crate::protocol::{ModelCost, StopReason, Usage};
+    use crate::protocol::{ModelCost, StopReason, Usage, UserMessage};
     use serde_json::json;
 
     pub(crate) fn model(api: &str, images: bool) -> Model {
@@ -192,22 +360,20 @@ pub(crate) mod tests {
         })
     }
 
-    fn shape(messages: &[Message]) -> Vec<String> {
-        messages
+    fn shape(views: &[View]) -> Vec<String> {
+        views
             .iter()
-            .map(|m| match m {
-                Message::User(u) => format!("user:{}", u.content.joined_text()),
-                Message::Assistant(a) => format!(
+            .map(|v| match v {
+                View::User(parts) => format!("user:{}", Joined::parts(parts)),
+                View::Assistant(a) => format!(
                     "assistant:{}",
                     a.tool_calls().map(|c| c.0).collect::<Vec<_>>().join(",")
                 ),
-                Message::ToolResult(r) => format!(
-                    "result:{}:{}",
-                    r.tool_call_id,
-                    crate::protocol::joined_text(&r.content)
-                ),
-                Message::CompactionSummary(c) => format!("summary:{}", c.summary),
-                Message::BashExecution(b) => format!("bash:{}", b.command),
+                View::ToolResult {
+                    tool_call_id,
+                    content,
+                    ..
+                } => format!("result:{tool_call_id}:{}", Joined::parts(content)),
             })
             .collect()
     }
@@ -226,10 +392,6 @@ pub(crate) mod tests {
         let text = "The conversation history before this point was compacted into the following \
                     summary:\n\n<summary>\nGoal: x\n</summary>";
         assert_eq!(shape(&out), [format!("user:{text}"), "user:next".into()]);
-        let Message::User(u) = &out[0] else {
-            panic!("expected a user message")
-        };
-        assert_eq!(u.timestamp, 7);
         assert_eq!(
             serde_json::to_value(&msgs[0]).unwrap(),
             json!({"role": "compactionSummary", "summary": "Goal: x", "tokensBefore": 1234, "timestamp": 7})
@@ -267,24 +429,32 @@ pub(crate) mod tests {
             result("a", vec![ContentBlock::text("A again")]),
         ];
         let out = request_messages(&msgs, &model("ollama", true));
-        assert_eq!(
-            shape(&out),
-            [
-                "user:go",
-                "assistant:a,b,c",
-                "result:a:A",
-                "result:b:No result provided",
-                "result:c:C",
-                "user:steer",
-            ]
-        );
-        let Message::ToolResult(missing) = &out[3] else {
+        let paired = [
+            "user:go",
+            "assistant:a,b,c",
+            "result:a:A",
+            "result:b:No result provided",
+            "result:c:C",
+            "user:steer",
+        ];
+        assert_eq!(shape(&out), paired);
+        let View::ToolResult { tool_name, .. } = &out[3] else {
             panic!("expected a result")
         };
-        assert!(missing.is_error);
-        assert_eq!(missing.tool_name, "read");
+        assert_eq!(*tool_name, "read");
         // Already-valid input passes through unchanged.
-        assert_eq!(request_messages(&out, &model("ollama", true)), out);
+        let valid = [
+            msgs[0].clone(),
+            msgs[1].clone(),
+            result("a", vec![ContentBlock::text("A")]),
+            result("b", vec![ContentBlock::text(MISSING_RESULT_TEXT)]),
+            result("c", vec![ContentBlock::text("C")]),
+            msgs[4].clone(),
+        ];
+        assert_eq!(
+            shape(&request_messages(&valid, &model("ollama", true))),
+            paired
+        );
     }
 
     #[test]
@@ -300,12 +470,32 @@ pub(crate) mod tests {
         ];
         let note = "[image omitted: model m1 does not accept images]";
         let out = request_messages(&msgs, &model("ollama", false));
-        let Message::User(u) = &out[0] else { panic!() };
-        assert_eq!(u.content.joined_text(), format!("look\n{note}"));
-        let Message::ToolResult(r) = &out[2] else {
+        let View::User(u) = &out[0] else { panic!() };
+        assert_eq!(Joined::parts(u).to_string(), format!("look\n{note}"));
+        let View::ToolResult { content, .. } = &out[2] else {
             panic!()
         };
-        assert_eq!(r.content[1], ContentBlock::text(note));
-        assert_eq!(request_messages(&msgs, &model("ollama", true)), msgs);
+        assert_eq!(content[1], Part::Text(note.into()));
+
+        // A model that takes images sees the conversation as it is.
+        let Message::Assistant(reply) = &msgs[1] else {
+            panic!()
+        };
+        let image = Part::Image {
+            data: "aGk=",
+            mime_type: "image/png",
+        };
+        assert_eq!(
+            request_messages(&msgs, &model("ollama", true)),
+            [
+                View::User(vec![Part::Text("look".into()), image.clone()]),
+                View::Assistant(reply),
+                View::ToolResult {
+                    tool_call_id: "a",
+                    tool_name: "read",
+                    content: vec![Part::Text("file".into()), image],
+                },
+            ]
+        );
     }
 }

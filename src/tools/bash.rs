@@ -9,8 +9,7 @@
 use super::output::{Output, Snapshot};
 use super::truncate::{Limits, MAX_BYTES, TruncatedBy, format_size};
 use super::{ToolContext, ToolOutput, ToolResult, UpdateFn};
-use crate::protocol::{ContentBlock, ToolResultPayload};
-use crate::provider::ToolSpec;
+use crate::protocol::{ContentBlock, ToolResultPayload, ToolSpec};
 use crate::sandbox::Sandbox;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;

@@ -4,7 +4,7 @@
 
 use super::edit_match::{self, Edit};
 use super::{ToolContext, ToolOutput, ToolResult, blocking, diff, fs, path};
-use crate::provider::ToolSpec;
+use crate::protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::io::ErrorKind;

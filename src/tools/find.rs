@@ -3,7 +3,7 @@
 
 use super::search::{self, FirstN, Lines};
 use super::{ToolContext, ToolOutput, ToolResult, fs::ABORTED};
-use crate::provider::ToolSpec;
+use crate::protocol::ToolSpec;
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::WalkState;
 use serde::Deserialize;

@@ -4,7 +4,7 @@
 
 use super::search::{self, FirstN, Lines};
 use super::{ToolContext, ToolOutput, ToolResult};
-use crate::provider::ToolSpec;
+use crate::protocol::ToolSpec;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::WalkState;

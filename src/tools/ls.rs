@@ -3,7 +3,7 @@
 
 use super::search::{self, Lines};
 use super::{ToolContext, ToolOutput, ToolResult, blocking, fs::error_text};
-use crate::provider::ToolSpec;
+use crate::protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::json;
 use std::path::Path;

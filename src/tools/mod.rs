@@ -21,8 +21,8 @@ mod view_image;
 mod write;
 mod zoom;
 
+use crate::protocol::ToolSpec;
 use crate::protocol::{ContentBlock, ToolResultPayload};
-use crate::provider::ToolSpec;
 use crate::sandbox::Sandbox;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 use super::truncate::{self, Limits, MAX_BYTES, TruncatedBy, format_size};
 use super::{ToolContext, ToolOutput, ToolResult, blocking, fs::error_text, image, path};
 use crate::protocol::ContentBlock;
-use crate::provider::ToolSpec;
+use crate::protocol::ToolSpec;
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::json;

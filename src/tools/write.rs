@@ -1,7 +1,7 @@
 //! `write`: create or replace a whole file, making its directories as needed.
 
 use super::{ToolContext, ToolOutput, ToolResult, blocking, fs, path};
-use crate::provider::ToolSpec;
+use crate::protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::json;
 

@@ -4,7 +4,7 @@ use super::image::{self, MAX_BYTES, MAX_SIDE, Px, format_name};
 use super::truncate::format_size;
 use super::{ToolContext, ToolOutput, ToolResult, blocking, path};
 use crate::protocol::ContentBlock;
-use crate::provider::ToolSpec;
+use crate::protocol::ToolSpec;
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::json;

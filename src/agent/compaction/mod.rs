@@ -3,7 +3,7 @@
 //! itself, and only the recent tail is kept verbatim.
 //!
 //! Everything here is pure except [`summarize`], the one model call. The agent decides when to
-//! compact ([`context_tokens`], [`should_compact`], [`is_overflow_text`]), where to cut
+//! compact ([`context_tokens`], [`should_compact`], `ProviderError::kind`), where to cut
 //! ([`find_cut_point`]), asks for the summary and appends the file lists ([`file_lists`]); the
 //! events, the session entry and the retry after an overflow are its business.
 //!
@@ -14,10 +14,10 @@ mod overflow;
 mod serialize;
 mod summary;
 
-pub use overflow::{is_overflow_text, is_silent_overflow};
+pub use overflow::is_silent_overflow;
 pub use serialize::{FileLists, file_lists, serialize_conversation};
 pub use summary::{
-    SUMMARY_SYSTEM_PROMPT, SummaryError, summarize, summary_prompt, turn_prefix_prompt,
+    SUMMARY_SYSTEM_PROMPT, SummaryError, SummaryJob, summarize, summary_prompt, turn_prefix_prompt,
 };
 
 pub use crate::config::CompactionSettings;

@@ -15,10 +15,10 @@ const TOOL_RESULT_MAX_CHARS: usize = 2000;
 /// `[Assistant tool calls]: name(k=v, …); …` and `[Tool result]:` (cut at 2,000 chars). Images
 /// are left out. Messages of other roles, such as an earlier compaction's summary, appear as
 /// user text.
-pub fn serialize_conversation(messages: &[Message]) -> String {
+pub fn serialize_conversation<M: AsRef<Message>>(messages: &[M]) -> String {
     let mut parts = Vec::new();
     for message in messages {
-        match message {
+        match message.as_ref() {
             Message::User(u) => {
                 let text = match &u.content {
                     UserContent::Text(t) => t.clone(),

@@ -1,10 +1,11 @@
 //! The one model call of compaction: the current model, through the same provider code as a
 //! turn, reads a transcript and writes the structured summary that replaces it.
 
-use super::{CompactionSettings, serialize_conversation};
+use super::serialize_conversation;
 use crate::protocol::{Message, Model, Usage, UserContent, UserMessage};
-use crate::provider::{ProviderError, ProviderEvent, Request, http};
-use std::time::Duration;
+use crate::provider::http::{self, Transport};
+use crate::provider::{ProviderError, ProviderEvent, Request};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub const SUMMARY_SYSTEM_PROMPT: &str = "\
@@ -131,8 +132,8 @@ pub enum SummaryError {
 /// The user message of the main summary request: the transcript in `<conversation>` tags, the
 /// previous summary (if any) in `<previous-summary>` tags, then the instructions for a first
 /// summary or an update, with `custom_instructions` as an extra focus line.
-pub fn summary_prompt(
-    messages: &[Message],
+pub fn summary_prompt<M: AsRef<Message>>(
+    messages: &[M],
     previous_summary: Option<&str>,
     custom_instructions: Option<&str>,
 ) -> String {
@@ -154,71 +155,70 @@ pub fn summary_prompt(
 }
 
 /// The user message of the request that summarises the first part of a split turn.
-pub fn turn_prefix_prompt(prefix: &[Message]) -> String {
+pub fn turn_prefix_prompt<M: AsRef<Message>>(prefix: &[M]) -> String {
     conversation(prefix) + TURN_PREFIX_INSTRUCTIONS
 }
 
-fn conversation(messages: &[Message]) -> String {
+fn conversation<M: AsRef<Message>>(messages: &[M]) -> String {
     format!(
         "<conversation>\n{}\n</conversation>\n\n",
         serialize_conversation(messages)
     )
 }
 
-/// Asks `model` for a summary of `to_summarize` (updating `previous_summary` when there is one)
-/// and, when a turn was split, of `turn_prefix` too, the two calls running side by side. The
-/// prefix summary follows the main one under a `---` rule and a "Turn Context (split turn)"
-/// heading. Returns the summary (without file lists: see [`super::FileLists::append_to`]) and
-/// the usage of both calls together.
+/// What one compaction asks the model to summarise.
+#[derive(Debug, Clone, Copy)]
+pub struct SummaryJob<'a> {
+    pub to_summarize: &'a [Arc<Message>],
+    /// The start of a turn too long to keep whole (empty when no turn was split).
+    pub turn_prefix: &'a [Arc<Message>],
+    /// The summary of an earlier compaction, which this one updates.
+    pub previous_summary: Option<&'a str>,
+    /// The `compact` command's focus.
+    pub custom_instructions: Option<&'a str>,
+    /// `compaction.reserveTokens`: the room kept free for the summary.
+    pub reserve_tokens: u64,
+}
+
+/// Asks `model` for a summary of `job.to_summarize` (updating `job.previous_summary` when there
+/// is one) and, when a turn was split, of `job.turn_prefix` too, the two calls running side by
+/// side through `transport`, as a turn's request would. The prefix summary follows the main one
+/// under a `---` rule and a "Turn Context (split turn)" heading. Returns the summary (without
+/// file lists: see [`super::FileLists::append_to`]) and the usage of both calls together.
 ///
 /// The budgets leave the reserve for the summary itself: `0.8 × reserve_tokens` for the main
 /// call, `0.5 ×` for the prefix (both capped by the model's own limit). Thinking is ignored.
-#[allow(clippy::too_many_arguments)]
 pub async fn summarize(
-    client: &reqwest::Client,
+    transport: &Transport<'_>,
     model: &Model,
-    api_key: Option<String>,
-    headers: Vec<(String, String)>,
-    to_summarize: &[Message],
-    turn_prefix: &[Message],
-    previous_summary: Option<&str>,
-    custom_instructions: Option<&str>,
-    settings: &CompactionSettings,
+    job: &SummaryJob<'_>,
     cancel: &CancellationToken,
-    idle_timeout: Duration,
 ) -> Result<(String, Usage), SummaryError> {
-    if to_summarize.is_empty() && turn_prefix.is_empty() {
+    if job.to_summarize.is_empty() && job.turn_prefix.is_empty() {
         return Err(SummaryError::NothingToSummarize);
     }
-    let call = |prompt: String, max_tokens: u64| Call {
-        client,
-        model,
-        api_key: api_key.clone(),
-        headers: headers.clone(),
-        prompt,
-        max_tokens,
-        cancel,
-        idle_timeout,
-    };
+    let call = |prompt, max_tokens| ask(transport, model, prompt, max_tokens, cancel);
 
     let history = async {
-        if to_summarize.is_empty() {
+        if job.to_summarize.is_empty() {
             // Only a split turn is new: the earlier summary still stands as it is.
-            let kept = previous_summary.unwrap_or(NO_HISTORY).to_string();
+            let kept = job.previous_summary.unwrap_or(NO_HISTORY).to_string();
             return Ok((kept, Usage::default()));
         }
-        let prompt = summary_prompt(to_summarize, previous_summary, custom_instructions);
-        call(prompt, settings.reserve_tokens * 4 / 5)
-            .run()
+        let prompt = summary_prompt(
+            job.to_summarize,
+            job.previous_summary,
+            job.custom_instructions,
+        );
+        call(prompt, job.reserve_tokens * 4 / 5)
             .await
             .map_err(|e| failure(e, SummaryError::Failed))
     };
-    if turn_prefix.is_empty() {
+    if job.turn_prefix.is_empty() {
         return history.await;
     }
     let prefix = async {
-        call(turn_prefix_prompt(turn_prefix), settings.reserve_tokens / 2)
-            .run()
+        call(turn_prefix_prompt(job.turn_prefix), job.reserve_tokens / 2)
             .await
             .map_err(|e| failure(e, SummaryError::TurnPrefixFailed))
     };
@@ -240,57 +240,42 @@ fn failure(
     }
 }
 
-/// One summary request.
-struct Call<'a> {
-    client: &'a reqwest::Client,
-    model: &'a Model,
-    api_key: Option<String>,
-    headers: Vec<(String, String)>,
+/// One summary request: `prompt` as the only user message, under the summariser's system
+/// prompt. The reply's text and usage; `Err(None)` when the text is blank.
+async fn ask(
+    transport: &Transport<'_>,
+    model: &Model,
     prompt: String,
     max_tokens: u64,
-    cancel: &'a CancellationToken,
-    idle_timeout: Duration,
-}
-
-impl Call<'_> {
-    /// The reply's text and usage; `Err(None)` when the text is blank.
-    async fn run(self) -> Result<(String, Usage), Option<ProviderError>> {
-        let messages = [Message::User(UserMessage {
-            content: UserContent::Text(self.prompt),
-            // Never stored, and wire formats do not send timestamps.
-            timestamp: 0,
-        })];
-        let request = Request {
-            model: self.model,
-            system_prompt: SUMMARY_SYSTEM_PROMPT,
-            messages: &messages,
-            tools: &[],
-            api_key: self.api_key,
-            headers: self.headers,
-            max_tokens: Some(self.max_tokens),
-            thinking: None,
-        };
-        let mut text = String::new();
-        let mut usage = Usage::default();
-        http::stream(
-            self.client,
-            &request,
-            self.cancel,
-            self.idle_timeout,
-            |event| match event {
-                ProviderEvent::Text(t) => text.push_str(&t),
-                ProviderEvent::Usage(u) => usage = u,
-                _ => {}
-            },
-        )
-        .await
-        .map_err(Some)?;
-        let text = text.trim();
-        if text.is_empty() {
-            return Err(None);
-        }
-        Ok((text.to_string(), usage))
+    cancel: &CancellationToken,
+) -> Result<(String, Usage), Option<ProviderError>> {
+    let messages = [Arc::new(Message::User(UserMessage {
+        content: UserContent::Text(prompt),
+        // Never stored, and wire formats do not send timestamps.
+        timestamp: 0,
+    }))];
+    let request = Request {
+        model,
+        system_prompt: SUMMARY_SYSTEM_PROMPT,
+        messages: &messages,
+        tools: &[],
+        max_tokens: Some(max_tokens),
+        thinking: None,
+    };
+    let mut text = String::new();
+    let mut usage = Usage::default();
+    http::stream(transport, &request, cancel, |event| match event {
+        ProviderEvent::Text(t) => text.push_str(&t),
+        ProviderEvent::Usage(u) => usage = u,
+        _ => {}
+    })
+    .await
+    .map_err(Some)?;
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(None);
     }
+    Ok((text.to_string(), usage))
 }
 
 fn add_usage(a: Usage, b: Usage) -> Usage {
@@ -314,11 +299,13 @@ fn add_usage(a: Usage, b: Usage) -> Usage {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::agent::compaction::CompactionSettings;
     use crate::agent::compaction::tests::{assistant, call, result, text, user};
     use crate::provider::http::tests::read_request;
     use crate::provider::prepare::tests::model;
     use serde_json::{Value, json};
-    use std::sync::{Arc, Mutex};
+    use std::sync::Mutex;
+    use std::time::Duration;
     use tokio::io::AsyncWriteExt;
     use tokio::net::{TcpListener, TcpStream};
 
@@ -400,20 +387,25 @@ mod tests {
             base_url: base.to_string(),
             ..model("ollama", false)
         };
-        summarize(
-            &http::client().unwrap(),
-            &model,
-            None,
-            vec![],
-            to_summarize,
-            turn_prefix,
-            previous,
-            focus,
-            &CompactionSettings::default(),
-            cancel,
-            Duration::from_secs(5),
-        )
-        .await
+        let client = http::client().unwrap();
+        let transport = Transport {
+            client: &client,
+            idle_timeout: Duration::from_secs(5),
+            api_key: None,
+            headers: vec![],
+        };
+        let shared = |messages: &[Message]| -> Vec<Arc<Message>> {
+            messages.iter().cloned().map(Arc::new).collect()
+        };
+        let (to_summarize, turn_prefix) = (shared(to_summarize), shared(turn_prefix));
+        let job = SummaryJob {
+            to_summarize: &to_summarize,
+            turn_prefix: &turn_prefix,
+            previous_summary: previous,
+            custom_instructions: focus,
+            reserve_tokens: CompactionSettings::default().reserve_tokens,
+        };
+        summarize(&transport, &model, &job, cancel).await
     }
 
     fn history() -> Vec<Message> {
@@ -562,7 +554,7 @@ mod tests {
         let SummaryError::TurnPrefixFailed(inner) = &err else {
             panic!("{err:?}")
         };
-        assert!(inner.is_context_overflow());
+        assert_eq!(inner.kind(), crate::provider::ErrorKind::Overflow);
         assert!(
             err.to_string()
                 .starts_with("Turn prefix summarization failed: HTTP 400")
