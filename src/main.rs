@@ -49,7 +49,9 @@ fn main() -> ExitCode {
     runtime.block_on(run(cli))
 }
 
-async fn run(cli: Cli) -> ExitCode {
+async fn run(mut cli: Cli) -> ExitCode {
+    let skill_flags = std::mem::take(&mut cli.skills);
+    let template_flags = std::mem::take(&mut cli.prompt_templates);
     let client = match provider::http::client() {
         Ok(c) => c,
         Err(e) => return fatal(&format!("cannot set up HTTP: {e}")),
@@ -67,7 +69,21 @@ async fn run(cli: Cli) -> ExitCode {
         Ok(s) => s,
         Err(e) => return usage_error(&e.to_string()),
     };
-    for warning in config.warnings.iter().chain(&session_warnings) {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let (resources, resource_warnings) = context::Resources::load(&context::ResourceSources {
+        agent_dir: &config.agent_dir,
+        cwd: &config.cwd,
+        home: home.as_deref(),
+        settings: &config.settings,
+        skill_flags: &skill_flags,
+        template_flags: &template_flags,
+    });
+    for warning in config
+        .warnings
+        .iter()
+        .chain(&session_warnings)
+        .chain(&resource_warnings)
+    {
         let _ = writeln!(std::io::stderr(), "nova: warning: {warning}");
     }
     let date = humantime::format_rfc3339(std::time::SystemTime::now()).to_string();
@@ -77,7 +93,8 @@ async fn run(cli: Cli) -> ExitCode {
         config.system_prompt.as_deref(),
         config.append_system_prompt.as_deref(),
         date.get(..10).unwrap_or(&date),
-    );
+    )
+    .with_resources(resources);
     let (out, writer) = rpc::writer::spawn(std::io::stdout());
     // Signals must reach a producer blocked on a client that stopped reading; tokio's own
     // handlers run on the runtime thread that such a producer holds.

@@ -24,7 +24,7 @@ use crate::config::{Config, Registry, ToolSelection};
 use crate::context::PromptSource;
 use crate::protocol::{
     CompactionReason, CompactionResult, ContentBlock, Event, Message, Model, QueueMode,
-    State as WireState, StreamingBehavior, UserContent, UserMessage,
+    SlashCommand, State as WireState, StreamingBehavior, UserContent, UserMessage,
 };
 use crate::provider::ToolSpec;
 use crate::session::{Session, SessionError};
@@ -213,7 +213,7 @@ impl Agent {
         images: Vec<ContentBlock>,
         behavior: Option<StreamingBehavior>,
     ) -> Result<Prompted, CommandError> {
-        let message = user_message(text, images);
+        let message = user_message(self.inner.prompt_source.expand(text), images);
         let mut state = self.state();
         if let Some(run) = &state.run {
             if run.manual_compaction {
@@ -259,14 +259,16 @@ impl Agent {
     }
 
     pub fn steer(&self, text: String, images: Vec<ContentBlock>) {
+        let message = user_message(self.inner.prompt_source.expand(text), images);
         let mut state = self.state();
-        state.queue.push_steer(user_message(text, images));
+        state.queue.push_steer(message);
         self.emit(state.queue.update_event());
     }
 
     pub fn follow_up(&self, text: String, images: Vec<ContentBlock>) {
+        let message = user_message(self.inner.prompt_source.expand(text), images);
         let mut state = self.state();
-        state.queue.push_follow_up(user_message(text, images));
+        state.queue.push_follow_up(message);
         self.emit(state.queue.update_event());
     }
 
@@ -413,6 +415,11 @@ impl Agent {
             .permissions
             .resolve(request_id, approved)
             .map_err(CommandError::Invalid)
+    }
+
+    /// `get_commands`: the prompt templates and skills a `/` message can name.
+    pub fn commands(&self) -> Vec<SlashCommand> {
+        self.inner.prompt_source.commands()
     }
 
     pub fn available_models(&self) -> Vec<Model> {

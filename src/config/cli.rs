@@ -55,4 +55,10 @@ pub struct Cli {
     /// Disable every tool.
     #[arg(long, conflicts_with = "tools")]
     pub no_tools: bool,
+    /// Load a skill file, or the skills in a directory (repeatable).
+    #[arg(long = "skill", value_name = "PATH")]
+    pub skills: Vec<PathBuf>,
+    /// Load a prompt template, or the templates in a directory (repeatable).
+    #[arg(long = "prompt-template", value_name = "PATH")]
+    pub prompt_templates: Vec<PathBuf>,
 }

@@ -9,7 +9,7 @@ use crate::tools::permission::{Mode as GateMode, Rules as PermissionRules};
 use crate::tools::{Tool, default_tools};
 pub use cli::{Cli, Mode};
 pub use models::{ProviderConfig, Registry};
-pub use settings::{BashPermissions, CompactionSettings, PermissionMode, Settings};
+pub use settings::{BashPermissions, CompactionSettings, ListedPath, PermissionMode, Settings};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]

@@ -9,8 +9,11 @@
 //! set, unless the user trusts the project (`--trust-project`, or the cwd listed in the user's
 //! `trustedProjects`): a cloned repository, or a model that wrote into it, must not be able to
 //! switch the gate off. `trustedProjects` itself is read from the user's file only.
+//!
+//! `skills` and `prompts` (lists of files or directories) are not merged but added up, user's
+//! first, as in Pi: a relative path counts from the directory of the file that lists it.
 
-use crate::protocol::QueueMode;
+use crate::protocol::{QueueMode, SourceScope};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -31,6 +34,18 @@ pub struct Settings {
     pub bash_permissions: Result<BashPermissions, String>,
     /// Whether the project's safety settings were taken as they are.
     pub project_trusted: bool,
+    /// `skills`: more places to load skills from.
+    pub skills: Vec<ListedPath>,
+    /// `prompts`: more places to load prompt templates from.
+    pub prompts: Vec<ListedPath>,
+}
+
+/// An entry of the `skills` or `prompts` setting, made absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedPath {
+    pub path: PathBuf,
+    /// Which settings file listed it.
+    pub scope: SourceScope,
 }
 
 impl Default for Settings {
@@ -44,6 +59,8 @@ impl Default for Settings {
             compaction: CompactionSettings::default(),
             bash_permissions: Ok(BashPermissions::default()),
             project_trusted: false,
+            skills: Vec::new(),
+            prompts: Vec::new(),
         }
     }
 }
@@ -201,12 +218,27 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     let project_trusted = sources.trust_flag || is_trusted(trusted_list, sources.cwd, warnings);
     let user_permissions = user.remove("permissions");
     let project_permissions = project.remove("permissions");
+    let mut listed = |key: &str, warnings: &mut Vec<String>| {
+        let mut paths = listed_paths(&mut user, key, sources.user, SourceScope::User, warnings);
+        paths.extend(listed_paths(
+            &mut project,
+            key,
+            sources.project,
+            SourceScope::Project,
+            warnings,
+        ));
+        paths
+    };
+    let skills = listed("skills", warnings);
+    let prompts = listed("prompts", warnings);
 
     let mut merged = user;
     merge_one_level(&mut merged, project);
     let file: File = serde_json::from_value(Value::Object(merged)).unwrap_or_default();
     let mut s = Settings {
         project_trusted,
+        skills,
+        prompts,
         ..Settings::default()
     };
     s.default_provider = file.default_provider.take("defaultProvider", warnings);
@@ -293,6 +325,38 @@ fn bash_permissions(
     rules.allow.extend(project.allow);
     rules.deny.extend(project.deny);
     Ok(rules)
+}
+
+/// Takes `key` (a list of paths) out of one file's settings, resolved against the directory
+/// of `file`; `~` is the home directory.
+fn listed_paths(
+    settings: &mut Map<String, Value>,
+    key: &str,
+    file: &Path,
+    scope: SourceScope,
+    warnings: &mut Vec<String>,
+) -> Vec<ListedPath> {
+    let Some(value) = settings.remove(key) else {
+        return Vec::new();
+    };
+    let entries: Vec<String> = match serde_json::from_value(value) {
+        Ok(e) => e,
+        Err(e) => {
+            warnings.push(format!(
+                "settings: \"{key}\" in {}: {e}; ignored",
+                file.display()
+            ));
+            return Vec::new();
+        }
+    };
+    let dir = file.parent().unwrap_or(Path::new(""));
+    entries
+        .iter()
+        .map(|entry| ListedPath {
+            path: crate::tools::path::resolve(entry, dir),
+            scope,
+        })
+        .collect()
 }
 
 /// Whether the user's `trustedProjects` lists `cwd` (compared after resolving symlinks).

@@ -13,6 +13,7 @@ mod run;
 mod session_commands;
 mod session_resume;
 mod sessions;
+mod skills;
 mod tools;
 mod tools_bash;
 mod tools_files;
