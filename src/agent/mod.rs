@@ -17,6 +17,7 @@ mod sessions;
 mod sink;
 
 pub use error::CommandError;
+pub use permission::{FlaggedCommand, Unattended};
 pub use sessions::startup_session;
 pub use sink::{EventSink, Sink};
 
@@ -55,10 +56,13 @@ pub struct PendingRun {
 
 impl PendingRun {
     pub fn start(self) {
-        tokio::spawn(async move {
-            run::run(&self.agent, self.cancel, self.prompt).await;
-            let _ = self.done.send(true);
-        });
+        tokio::spawn(self.run());
+    }
+
+    /// Runs in the caller's task, to `agent_settled`.
+    pub async fn run(self) {
+        run::run(&self.agent, self.cancel, self.prompt).await;
+        let _ = self.done.send(true);
     }
 }
 
@@ -96,6 +100,8 @@ struct State {
     queue: Queue,
     run: Option<RunHandle>,
     permissions: permission::Pending,
+    /// Set when no client can answer permission requests.
+    unattended: Option<Unattended>,
     session: Session,
     /// A compaction is running (inside a run, or for the `compact` command).
     compacting: bool,
@@ -171,6 +177,7 @@ impl Agent {
             ),
             run: None,
             permissions: permission::Pending::default(),
+            unattended: None,
             session,
             compacting: false,
             auto_compaction: config.compaction.enabled,
@@ -408,6 +415,11 @@ impl Agent {
 
     pub fn set_auto_compaction(&self, enabled: bool) {
         self.state().auto_compaction = enabled;
+    }
+
+    /// From now on flagged commands are decided by `policy` instead of a `permission_request`.
+    pub fn set_unattended(&self, policy: Unattended) {
+        self.state().unattended = Some(policy);
     }
 
     pub fn resolve_permission(&self, request_id: u64, approved: bool) -> Result<(), CommandError> {

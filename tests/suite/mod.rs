@@ -6,6 +6,7 @@ mod crash;
 mod export;
 mod mock_llm;
 mod nova_proc;
+mod oneshot;
 mod permission;
 mod protocol;
 mod providers;

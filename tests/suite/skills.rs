@@ -19,7 +19,7 @@ fn skill(name: &str, description: &str, body: &str) -> String {
 }
 
 /// The user messages' texts of a recorded chat request.
-fn user_texts(req: &Recorded) -> Vec<String> {
+pub(super) fn user_texts(req: &Recorded) -> Vec<String> {
     req.messages()
         .iter()
         .filter(|m| m["role"] == "user")
