@@ -152,6 +152,28 @@ fn print_mode_prints_only_the_final_answer() {
 }
 
 #[test]
+fn verbose_reports_tool_calls_on_stderr() {
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::new()
+            .tool_call("c1", "bash", json!({"command": "echo hi"}))
+            .tool_call("c2", "bash", json!({"command": "exit 3"})),
+    );
+    mock.push(Reply::text("done"));
+    let shell = Shell::new(&mock);
+    let done = shell.run(&["-p", "--verbose", "run them"], "");
+    assert_eq!(done.code, Some(0), "{done:?}");
+    assert_eq!(done.stdout, "done\n");
+    let lines: Vec<&str> = done.stderr.lines().collect();
+    assert_eq!(lines[..2], ["nova: bash echo hi", "nova: bash exit 3"]);
+    assert!(
+        lines[2].starts_with("nova: bash failed: ") && lines.len() == 3,
+        "{}",
+        done.stderr
+    );
+}
+
+#[test]
 fn a_provider_error_exits_1_with_the_reason_on_stderr() {
     let mock = MockLlm::start();
     mock.push(Reply::http_error(500, "the model server fell over"));
