@@ -8,12 +8,14 @@
 //! ```
 //!
 //! Commands arrive as `protocol::Command`, the model speaks through `provider::ProviderEvent`,
-//! and everything the client sees is a `protocol::Response` or `protocol::Event`.
+//! and everything the client sees is a `protocol::Response` or `protocol::Event`. `print` is
+//! the other front end: prompts from the command line in, the answer or the same events out.
 
 pub mod agent;
 pub mod config;
 pub mod context;
 pub mod export;
+pub mod print;
 pub mod protocol;
 pub mod provider;
 pub mod rpc;

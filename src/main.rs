@@ -1,11 +1,16 @@
-//! `nova --mode rpc`: flags → configuration → the RPC loop. Usage errors exit with code 2.
+//! `nova`: flags → configuration → a front end: the RPC loop (`--mode rpc`), or the prompts on
+//! the command line run once (print mode, or `--mode json`). Exit codes: 0 success, 1 a failed
+//! run or startup, 2 a usage error.
 
 use clap::Parser;
 use clap::error::ErrorKind;
 use nova::agent::{self, Agent};
-use nova::config::{self, Cli};
-use nova::{context, provider, rpc};
+use nova::config::{self, Cli, Config, Mode};
+use nova::context::PromptSource;
+use nova::session::Session;
+use nova::{context, print, provider, rpc};
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +19,15 @@ use std::time::Duration;
 const OLLAMA_DISCOVERY_TIMEOUT: Duration = Duration::from_millis(1500);
 /// How long shutdown waits for stdout to take the last lines.
 const WRITER_GRACE: Duration = Duration::from_secs(5);
+
+/// The front end the command line asks for.
+enum Interface {
+    Rpc,
+    OneShot {
+        format: print::Format,
+        stdin: Option<String>,
+    },
+}
 
 fn main() -> ExitCode {
     // Before anything else: the launcher must still be single-threaded.
@@ -28,14 +42,10 @@ fn main() -> ExitCode {
         }
         Err(e) => return usage_error(&first_line(&e.to_string())),
     };
-    if cli.mode.is_none() {
-        let usage = <Cli as clap::CommandFactory>::command().render_usage();
-        let _ = writeln!(
-            std::io::stderr(),
-            "nova: choose an interface with --mode rpc (see nova --help)\n\n{usage}"
-        );
-        return ExitCode::from(2);
-    }
+    let interface = match interface(&cli) {
+        Ok(i) => i,
+        Err(code) => return code,
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -50,10 +60,45 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fatal(&format!("cannot start the async runtime: {e}")),
     };
-    runtime.block_on(run(cli))
+    runtime.block_on(run(cli, interface))
 }
 
-async fn run(cli: Cli) -> ExitCode {
+/// Pi's rule: `--mode` chooses; without it, prompts (arguments, or text piped in) mean print
+/// mode. Piped stdin is read here, before anything else, because it can be what decides.
+fn interface(cli: &Cli) -> Result<Interface, ExitCode> {
+    let format = match cli.mode {
+        Some(Mode::Rpc) if cli.print || !cli.prompts.is_empty() => {
+            return Err(usage_error(
+                "--mode rpc takes its prompts as commands on stdin, not as arguments or -p",
+            ));
+        }
+        Some(Mode::Rpc) => return Ok(Interface::Rpc),
+        Some(Mode::Json) => print::Format::Json,
+        None => print::Format::Text,
+    };
+    let stdin = print::piped_stdin();
+    if cli.prompts.is_empty() && stdin.is_none() {
+        if cli.mode.is_none() && !cli.print {
+            let usage = <Cli as clap::CommandFactory>::command().render_usage();
+            let _ = writeln!(
+                std::io::stderr(),
+                "nova: give a prompt (nova -p \"…\") or choose an interface with --mode rpc \
+                 (see nova --help)\n\n{usage}"
+            );
+            return Err(ExitCode::from(2));
+        }
+        return Err(usage_error(
+            "nothing to run: give a prompt, an @file, or pipe text into nova",
+        ));
+    }
+    Ok(Interface::OneShot { format, stdin })
+}
+
+async fn run(mut cli: Cli, interface: Interface) -> ExitCode {
+    let skill_flags = std::mem::take(&mut cli.skills);
+    let template_flags = std::mem::take(&mut cli.prompt_templates);
+    let prompt_args = std::mem::take(&mut cli.prompts);
+    let (approve_flagged, verbose) = (cli.approve_flagged, cli.verbose);
     let client = match provider::http::client() {
         Ok(c) => c,
         Err(e) => return fatal(&format!("cannot set up HTTP: {e}")),
@@ -71,17 +116,78 @@ async fn run(cli: Cli) -> ExitCode {
         Ok(s) => s,
         Err(e) => return usage_error(&e.to_string()),
     };
-    for warning in config.warnings.iter().chain(&session_warnings) {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let (resources, resource_warnings) = context::Resources::load(&context::ResourceSources {
+        agent_dir: &config.agent_dir,
+        cwd: &config.cwd,
+        home: home.as_deref(),
+        settings: &config.settings,
+        skill_flags: &skill_flags,
+        template_flags: &template_flags,
+    });
+    for warning in config
+        .warnings
+        .iter()
+        .chain(&session_warnings)
+        .chain(&resource_warnings)
+    {
         let _ = writeln!(std::io::stderr(), "nova: warning: {warning}");
     }
     let date = humantime::format_rfc3339(std::time::SystemTime::now()).to_string();
-    let prompt_source = context::PromptSource::load(
+    let prompt_source = PromptSource::load(
         &config.agent_dir,
         &config.cwd,
         config.system_prompt.as_deref(),
         config.append_system_prompt.as_deref(),
         date.get(..10).unwrap_or(&date),
-    );
+    )
+    .with_resources(resources);
+    let started = Started {
+        config,
+        session,
+        prompt_source,
+        client,
+    };
+    match interface {
+        Interface::Rpc => serve_rpc(started).await,
+        Interface::OneShot { format, stdin } => {
+            let prompts = match print::prompts(&prompt_args, stdin, &started.config.cwd) {
+                Ok(p) => p,
+                Err(e) => return usage_error(&e),
+            };
+            let output = Arc::new(print::Output::new(format, verbose));
+            output.json_line(started.session.header());
+            let agent = started.agent(output.clone());
+            match print::run(&agent, &output, prompts, approve_flagged).await {
+                Ok(print::Outcome::Succeeded) => ExitCode::SUCCESS,
+                Ok(print::Outcome::Failed) => ExitCode::FAILURE,
+                Err(e) => fatal(&format!("cannot install signal handlers: {e}")),
+            }
+        }
+    }
+}
+
+/// What every front end starts from.
+struct Started {
+    config: Config,
+    session: Session,
+    prompt_source: PromptSource,
+    client: reqwest::Client,
+}
+
+impl Started {
+    fn agent(self, sink: agent::Sink) -> Agent {
+        Agent::new(
+            self.config,
+            self.session,
+            self.prompt_source,
+            self.client,
+            sink,
+        )
+    }
+}
+
+async fn serve_rpc(started: Started) -> ExitCode {
     let (out, writer) = rpc::writer::spawn(std::io::stdout());
     // Signals must reach a producer blocked on a client that stopped reading; tokio's own
     // handlers run on the runtime thread that such a producer holds.
@@ -90,13 +196,7 @@ async fn run(cli: Cli) -> ExitCode {
             return fatal(&format!("cannot install signal handlers: {e}"));
         }
     }
-    let agent = Agent::new(
-        config,
-        session,
-        prompt_source,
-        client,
-        Arc::new(out.clone()),
-    );
+    let agent = started.agent(Arc::new(out.clone()));
     let served = rpc::serve(agent, out.clone()).await;
     out.close();
     // A client that never reads leaves the writer blocked on stdout: exit without it.

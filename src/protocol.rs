@@ -608,14 +608,62 @@ pub enum Disposition {
     Queued,
 }
 
-/// An entry of `get_commands` (skills and prompt templates).
+/// An entry of `get_commands`: a prompt template (`name`) or a skill (`skill:<name>`), run by
+/// sending `/name …` as a prompt.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlashCommand {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    pub source: String,
+    pub source: CommandSource,
+    pub source_info: SourceInfo,
+}
+
+/// What kind of resource a command comes from (Pi also has `extension`, which nova lacks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommandSource {
+    Prompt,
+    Skill,
+}
+
+/// Where a command's file was found, in Pi's shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceInfo {
+    /// The file, absolute.
+    pub path: String,
+    pub source: DiscoveredBy,
+    pub scope: SourceScope,
+    pub origin: SourceOrigin,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_dir: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DiscoveredBy {
+    /// Found in one of the conventional directories.
+    Auto,
+    /// Named by a path in settings or on the command line.
+    Local,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceScope {
+    User,
+    Project,
+    /// Named on the command line, for this process only.
+    Temporary,
+}
+
+/// Pi's packages are `package`; nova loads every resource directly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum SourceOrigin {
+    #[serde(rename = "top-level")]
+    TopLevel,
 }
 
 /// `get_session_stats`, as Pi reports it.

@@ -3,7 +3,7 @@
 //! finishes early, or is answered without running, waits for the ones before it). Pi ends
 //! unknown and blocked calls at once; nova keeps every end in call order, as its contract says.
 
-use super::{Agent, now_ms};
+use super::{Agent, now_ms, permission};
 use crate::protocol::{Event, Message, ToolResultMessage, ToolResultPayload};
 use crate::tools::permission::{Verdict, classify};
 use crate::tools::{Tool, ToolContext, ToolOutput};
@@ -141,8 +141,17 @@ fn as_text(value: &Value) -> Option<String> {
     }
 }
 
+/// Without a client to answer (the one-shot modes), the unattended policy decides at once.
 fn ask(agent: &Agent, call: &Call, command: String, reason: String) -> Gate {
     let mut state = agent.state();
+    if let Some(policy) = state.unattended.clone() {
+        drop(state);
+        return if policy.decide(&command, &reason) {
+            Gate::Run
+        } else {
+            Gate::Deny(permission::refusal(&reason))
+        };
+    }
     let (request_id, answer) = state.permissions.open();
     agent.emit(Event::PermissionRequest {
         request_id,

@@ -19,6 +19,7 @@ mod sink;
 mod user_bash;
 
 pub use error::CommandError;
+pub use permission::{FlaggedCommand, Unattended};
 pub use sessions::startup_session;
 pub use sink::{EventSink, Sink};
 
@@ -27,7 +28,7 @@ use crate::context::PromptSource;
 use crate::protocol::ToolSpec;
 use crate::protocol::{
     CompactionReason, CompactionResult, ContentBlock, Event, Message, Model, QueueMode,
-    State as WireState, StreamingBehavior, ThinkingLevel, UserContent, UserMessage,
+    SlashCommand, State as WireState, StreamingBehavior, ThinkingLevel, UserContent, UserMessage,
 };
 use crate::session::{Session, SessionError};
 use crate::tools::Tool;
@@ -57,10 +58,13 @@ pub struct PendingRun {
 
 impl PendingRun {
     pub fn start(self) {
-        tokio::spawn(async move {
-            run::run(&self.agent, self.cancel, self.prompt).await;
-            let _ = self.done.send(true);
-        });
+        tokio::spawn(self.run());
+    }
+
+    /// Runs in the caller's task, to `agent_settled`.
+    pub async fn run(self) {
+        run::run(&self.agent, self.cancel, self.prompt).await;
+        let _ = self.done.send(true);
     }
 }
 
@@ -105,6 +109,8 @@ struct State {
     queue: Queue,
     run: Option<RunHandle>,
     permissions: permission::Pending,
+    /// Set when no client can answer permission requests.
+    unattended: Option<Unattended>,
     session: Session,
     /// A compaction is running (inside a run, or for the `compact` command).
     compacting: bool,
@@ -199,6 +205,7 @@ impl Agent {
             ),
             run: None,
             permissions: permission::Pending::default(),
+            unattended: None,
             session,
             compacting: false,
             auto_compaction: config.compaction.enabled,
@@ -253,7 +260,7 @@ impl Agent {
         images: Vec<ContentBlock>,
         behavior: Option<StreamingBehavior>,
     ) -> Result<Prompted, CommandError> {
-        let message = user_message(text, images);
+        let message = user_message(self.inner.prompt_source.expand(text), images);
         let mut state = self.state();
         if let Some(run) = &state.run {
             if run.manual_compaction {
@@ -299,14 +306,16 @@ impl Agent {
     }
 
     pub fn steer(&self, text: String, images: Vec<ContentBlock>) {
+        let message = user_message(self.inner.prompt_source.expand(text), images);
         let mut state = self.state();
-        state.queue.push_steer(user_message(text, images));
+        state.queue.push_steer(message);
         self.emit(state.queue.update_event());
     }
 
     pub fn follow_up(&self, text: String, images: Vec<ContentBlock>) {
+        let message = user_message(self.inner.prompt_source.expand(text), images);
         let mut state = self.state();
-        state.queue.push_follow_up(user_message(text, images));
+        state.queue.push_follow_up(message);
         self.emit(state.queue.update_event());
     }
 
@@ -424,11 +433,21 @@ impl Agent {
         self.state().auto_compaction = enabled;
     }
 
+    /// From now on flagged commands are decided by `policy` instead of a `permission_request`.
+    pub fn set_unattended(&self, policy: Unattended) {
+        self.state().unattended = Some(policy);
+    }
+
     pub fn resolve_permission(&self, request_id: u64, approved: bool) -> Result<(), CommandError> {
         self.state()
             .permissions
             .resolve(request_id, approved)
             .map_err(CommandError::Invalid)
+    }
+
+    /// `get_commands`: the prompt templates and skills a `/` message can name.
+    pub fn commands(&self) -> Vec<SlashCommand> {
+        self.inner.prompt_source.commands()
     }
 
     pub fn available_models(&self) -> Vec<Model> {

@@ -1,7 +1,49 @@
-//! Bash commands waiting for the client's `permission_response`.
+//! Bash commands waiting for the client's `permission_response`, and the policy that answers
+//! at once when there is no client to ask.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use tokio::sync::oneshot;
+
+/// How flagged commands are decided when no one can answer a `permission_request` (the
+/// one-shot modes). `deny` and `allow` rules have already applied by then.
+#[derive(Clone)]
+pub struct Unattended {
+    /// Run flagged commands instead of refusing them.
+    pub approve_flagged: bool,
+    /// Told of each decision, so the person who started nova learns what ran or why not.
+    pub report: Arc<dyn Fn(&FlaggedCommand) + Send + Sync>,
+}
+
+/// One flagged command and what [`Unattended`] made of it.
+#[derive(Debug)]
+pub struct FlaggedCommand<'a> {
+    pub command: &'a str,
+    /// Why the gate flagged it.
+    pub reason: &'a str,
+    pub approved: bool,
+}
+
+impl Unattended {
+    pub(super) fn decide(&self, command: &str, reason: &str) -> bool {
+        let approved = self.approve_flagged;
+        (self.report)(&FlaggedCommand {
+            command,
+            reason,
+            approved,
+        });
+        approved
+    }
+}
+
+/// The error result a refused command gets, so the model can work around it.
+pub(super) fn refusal(reason: &str) -> String {
+    format!(
+        "This command needs the user's permission ({reason}), but nova is running without \
+         anyone to ask, so it was not run. Find another way, or tell the user it needs \
+         --approve-flagged or a permissions.bash allow rule."
+    )
+}
 
 #[derive(Debug, Default)]
 pub struct Pending {

@@ -8,19 +8,39 @@ use std::path::PathBuf;
 pub enum Mode {
     /// JSON lines on stdin/stdout (Pi's RPC protocol).
     Rpc,
+    /// Run the prompts, writing the session header and then every event as a JSON line.
+    Json,
 }
 
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "nova",
     version,
-    about = "A coding agent that speaks Pi's RPC protocol over JSON lines.",
-    after_help = "Example: nova --mode rpc --model ollama/qwen3:8b"
+    about = "A coding agent: Pi's RPC protocol over JSON lines, or prompts run from the shell.",
+    after_help = "Examples:\n  nova --mode rpc --model ollama/qwen3:8b\n  \
+                  nova -p \"Why does the build fail?\"\n  \
+                  git diff | nova -p \"Review this change\" @CONTRIBUTING.md\n  \
+                  nova -c -p \"and now fix it\"\n\n\
+                  Exit codes: 0 success, 1 the run failed (provider error, aborted, output cut \
+                  off), 2 usage error."
 )]
 pub struct Cli {
-    /// Interface to run (only `rpc` exists).
+    /// Interface to run. Without one, prompts (arguments or piped stdin) run in print mode.
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
+    /// Print mode: run the prompts, print the final answer on stdout, exit.
+    #[arg(short = 'p', long = "print")]
+    pub print: bool,
+    /// Prompts, run in turn; piped stdin and `@path` files (text or images) go with the first.
+    #[arg(value_name = "PROMPT|@FILE")]
+    pub prompts: Vec<String>,
+    /// Print and JSON modes: run flagged bash commands instead of refusing them (no one is
+    /// there to ask).
+    #[arg(long)]
+    pub approve_flagged: bool,
+    /// Print and JSON modes: report progress (tool calls, compactions) on stderr.
+    #[arg(long)]
+    pub verbose: bool,
     /// Provider of the startup model (a name in models.json).
     #[arg(long)]
     pub provider: Option<String>,
@@ -67,6 +87,12 @@ pub struct Cli {
     /// sandbox.mode in settings).
     #[arg(long, value_name = "MODE")]
     pub sandbox: Option<crate::sandbox::Mode>,
+    /// Load a skill file, or the skills in a directory (repeatable).
+    #[arg(long = "skill", value_name = "PATH")]
+    pub skills: Vec<PathBuf>,
+    /// Load a prompt template, or the templates in a directory (repeatable).
+    #[arg(long = "prompt-template", value_name = "PATH")]
+    pub prompt_templates: Vec<PathBuf>,
 }
 
 fn parse_thinking_level(name: &str) -> Result<ThinkingLevel, String> {

@@ -11,7 +11,7 @@ use crate::tools::{Tool, default_tools};
 pub use cli::{Cli, Mode};
 pub use models::{ProviderConfig, Registry};
 pub use scope::ScopedModel;
-pub use settings::{CompactionSettings, Settings};
+pub use settings::{CompactionSettings, ListedPath, Settings};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]

@@ -9,8 +9,11 @@
 //! the user set, unless the user trusts the project (`--trust-project`, or the cwd listed in the user's
 //! `trustedProjects`): a cloned repository, or a model that wrote into it, must not be able to
 //! switch the gate off. `trustedProjects` itself is read from the user's file only.
+//!
+//! `skills` and `prompts` (lists of files or directories) are not merged but added up, user's
+//! first, as in Pi: a relative path counts from the directory of the file that lists it.
 
-use crate::protocol::{QueueMode, ThinkingLevel};
+use crate::protocol::{QueueMode, SourceScope, ThinkingLevel};
 use crate::sandbox::{Mode as SandboxMode, SandboxSettings};
 use crate::tools::permission::{Mode as GateMode, Rules};
 use serde::Deserialize;
@@ -40,6 +43,18 @@ pub struct Settings {
     pub sandbox: Result<SandboxSettings, String>,
     /// Whether the project's safety settings were taken as they are.
     pub project_trusted: bool,
+    /// `skills`: more places to load skills from.
+    pub skills: Vec<ListedPath>,
+    /// `prompts`: more places to load prompt templates from.
+    pub prompts: Vec<ListedPath>,
+}
+
+/// An entry of the `skills` or `prompts` setting, made absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedPath {
+    pub path: PathBuf,
+    /// Which settings file listed it.
+    pub scope: SourceScope,
 }
 
 impl Default for Settings {
@@ -56,6 +71,8 @@ impl Default for Settings {
             bash_permissions: Ok(Rules::default()),
             sandbox: Ok(SandboxSettings::default()),
             project_trusted: false,
+            skills: Vec::new(),
+            prompts: Vec::new(),
         }
     }
 }
@@ -192,12 +209,27 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     let project_permissions = project.remove("permissions");
     let user_sandbox = user.remove("sandbox");
     let project_sandbox = project.remove("sandbox");
+    let mut listed = |key: &str, warnings: &mut Vec<String>| {
+        let mut paths = listed_paths(&mut user, key, sources.user, SourceScope::User, warnings);
+        paths.extend(listed_paths(
+            &mut project,
+            key,
+            sources.project,
+            SourceScope::Project,
+            warnings,
+        ));
+        paths
+    };
+    let skills = listed("skills", warnings);
+    let prompts = listed("prompts", warnings);
 
     let mut merged = user;
     merge_one_level(&mut merged, project);
     let file: File = serde_json::from_value(Value::Object(merged)).unwrap_or_default();
     let mut s = Settings {
         project_trusted,
+        skills,
+        prompts,
         ..Settings::default()
     };
     s.default_provider = file.default_provider.take("defaultProvider", warnings);
@@ -357,6 +389,38 @@ fn bash_permissions(
         ));
     }
     Ok(rules)
+}
+
+/// Takes `key` (a list of paths) out of one file's settings, resolved against the directory
+/// of `file`; `~` is the home directory.
+fn listed_paths(
+    settings: &mut Map<String, Value>,
+    key: &str,
+    file: &Path,
+    scope: SourceScope,
+    warnings: &mut Vec<String>,
+) -> Vec<ListedPath> {
+    let Some(value) = settings.remove(key) else {
+        return Vec::new();
+    };
+    let entries: Vec<String> = match serde_json::from_value(value) {
+        Ok(e) => e,
+        Err(e) => {
+            warnings.push(format!(
+                "settings: \"{key}\" in {}: {e}; ignored",
+                file.display()
+            ));
+            return Vec::new();
+        }
+    };
+    let dir = file.parent().unwrap_or(Path::new(""));
+    entries
+        .iter()
+        .map(|entry| ListedPath {
+            path: crate::tools::path::resolve(entry, dir),
+            scope,
+        })
+        .collect()
 }
 
 /// Whether the user's `trustedProjects` lists `cwd` (compared after resolving symlinks).

@@ -212,3 +212,28 @@ fn an_untrusted_project_may_only_tighten_the_sandbox() {
     let (s, _) = files.load(true);
     assert_eq!(s.sandbox.unwrap().mode, SandboxMode::Off);
 }
+
+#[test]
+fn resource_lists_add_up_and_resolve_against_their_file() {
+    let files = Files::new(
+        Some(r#"{"skills":["mine","/abs/skills"],"prompts":"not a list"}"#),
+        Some(r#"{"skills":["../shared"],"prompts":["p.md"]}"#),
+    );
+    let (s, warnings) = files.load(false);
+    let dir = files.dir.path();
+    let listed = |path: PathBuf, scope| ListedPath { path, scope };
+    assert_eq!(
+        s.skills,
+        [
+            listed(dir.join("mine"), SourceScope::User),
+            listed(PathBuf::from("/abs/skills"), SourceScope::User),
+            listed(dir.join("cwd/.nova/../shared"), SourceScope::Project),
+        ]
+    );
+    assert_eq!(
+        s.prompts,
+        [listed(dir.join("cwd/.nova/p.md"), SourceScope::Project)]
+    );
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("\"prompts\""), "{warnings:?}");
+}

@@ -88,7 +88,7 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
             models: agent.available_models(),
         })),
         Command::GetCommands {} => Ok(Some(ResponseData::Commands {
-            commands: Vec::new(),
+            commands: agent.commands(),
         })),
         Command::SetSteeringMode { mode } => {
             agent.set_steering_mode(mode);

@@ -16,7 +16,7 @@ pub(crate) const VERSION: u64 = 3;
 /// The first line of every session file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Header {
+pub struct Header {
     #[serde(rename = "type")]
     pub kind: String,
     // Pi's v1 files have no version field.

@@ -14,12 +14,12 @@ mod load;
 pub mod paths;
 mod tree;
 
-pub use entry::{Body, Entry};
+pub use entry::{Body, Entry, Header};
 pub use error::SessionError;
 pub use tree::{Context, EntriesSince, Tree, TreeNode};
 
 use crate::protocol::{Message, UserContent};
-use entry::{Header, VERSION};
+use entry::VERSION;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -147,6 +147,11 @@ impl Session {
             })?;
         session.file = Some(file);
         Ok((session, warnings))
+    }
+
+    /// The file's first line, as Pi's JSON mode shows it before the events.
+    pub fn header(&self) -> &Header {
+        &self.header
     }
 
     pub fn id(&self) -> &str {

@@ -8,7 +8,7 @@ mod edit_match;
 mod find;
 mod fs;
 mod grep;
-mod image;
+pub mod image;
 mod ls;
 mod output;
 pub mod path;

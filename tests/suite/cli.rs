@@ -65,7 +65,7 @@ fn state(nova: &mut Nova) -> Value {
 }
 
 /// The system message of a chat request (both formats put it first as `role: system`).
-fn system_message(req: &Recorded) -> String {
+pub(super) fn system_message(req: &Recorded) -> String {
     let first = &req.messages()[0];
     assert_eq!(first["role"], "system", "{}", req.body);
     first["content"].as_str().unwrap().to_string()

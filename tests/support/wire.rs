@@ -426,7 +426,31 @@ pub struct LastTextData {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CommandsData {
-    pub commands: Vec<Value>,
+    pub commands: Vec<SlashCommand>,
+}
+
+/// Pi 1.6's `RpcSlashCommand`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SlashCommand {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// `prompt` or `skill` (Pi also has `extension`).
+    pub source: String,
+    pub source_info: SourceInfo,
+}
+
+/// Pi 1.6's `SourceInfo`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SourceInfo {
+    pub path: String,
+    pub source: String,
+    pub scope: String,
+    pub origin: String,
+    #[serde(default)]
+    pub base_dir: Option<String>,
 }
 
 /// `clear_queue`: the texts it removed.
@@ -500,7 +524,7 @@ pub enum ResponseData {
     LastText(LastTextData),
     /// `set_model`: the full Model, as Pi.
     Model(Box<Model>),
-    /// `get_commands`: `{commands: []}`.
+    /// `get_commands`: `{commands: [...]}`.
     Commands(CommandsData),
     /// No data.
     None,

@@ -1,12 +1,24 @@
-//! The system prompt: nova's own instructions (or the user's replacement), the append text,
-//! the project's context files (`AGENTS.md`, else `CLAUDE.md`, from the agent dir and from the
-//! filesystem root down to the cwd), then the date and working directory — Pi's order.
+//! What the model is told: the system prompt — nova's own instructions (or the user's
+//! replacement), the append text, the project's context files (`AGENTS.md`, else `CLAUDE.md`,
+//! from the agent dir and from the filesystem root down to the cwd), the skills, then the date
+//! and working directory, in Pi's order — and the skills and prompt templates that `/` commands
+//! in user messages expand to.
 
+mod frontmatter;
+pub mod resources;
+pub mod skills;
+mod template_args;
+pub mod templates;
+
+pub use resources::{Resources, Sources as ResourceSources};
+
+use crate::protocol::SlashCommand;
 use crate::tools::Tool;
 use std::path::{Path, PathBuf};
 
-/// Everything the prompt is made of except the tool list, read from disk once; the prompt is
-/// rendered again whenever the active tools change (a model with or without image input).
+/// Everything the prompts are made of except the tool list, read from disk once; the system
+/// prompt is rendered again whenever the active tools change (a model with or without image
+/// input).
 #[derive(Debug, Clone)]
 pub struct PromptSource {
     /// Replaces nova's own instructions (`--system-prompt`, else `SYSTEM.md`).
@@ -17,6 +29,7 @@ pub struct PromptSource {
     cwd: PathBuf,
     /// `YYYY-MM-DD`.
     date: String,
+    resources: Resources,
 }
 
 impl PromptSource {
@@ -41,7 +54,22 @@ impl PromptSource {
             files: context_files(agent_dir, cwd),
             cwd: cwd.to_path_buf(),
             date: date.to_owned(),
+            resources: Resources::default(),
         }
+    }
+
+    /// The skills (listed in the system prompt) and templates of this process.
+    pub fn with_resources(self, resources: Resources) -> Self {
+        PromptSource { resources, ..self }
+    }
+
+    /// A user message with its `/skill:` or template command expanded.
+    pub fn expand(&self, text: String) -> String {
+        self.resources.expand(text)
+    }
+
+    pub fn commands(&self) -> Vec<SlashCommand> {
+        self.resources.commands()
     }
 
     pub fn render(&self, tools: &[Tool]) -> String {
@@ -58,6 +86,14 @@ impl PromptSource {
             for (path, text) in &self.files {
                 out.push_str(&format!("\n## {}\n\n{}\n", path.display(), text.trim_end()));
             }
+        }
+        // The model loads a skill by reading its file, so without `read` the list is no use.
+        if let Some(block) =
+            skills::prompt_block(self.resources.skills()).filter(|_| tools.contains(&Tool::Read))
+        {
+            out.push_str(if out.ends_with('\n') { "\n" } else { "\n\n" });
+            out.push_str(&block);
+            out.push('\n');
         }
         out.push_str(&format!(
             "\nCurrent date: {}\nCurrent working directory: {}",

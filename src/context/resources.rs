@@ -1,0 +1,290 @@
+//! The skills and prompt templates of this process, found once at startup, and what `/`
+//! commands in user messages turn into.
+//!
+//! Skills are looked for, in this order (the first skill of a name wins): `<agent dir>/skills`,
+//! `~/.agents/skills`, `<cwd>/.nova/skills`, `.agents/skills` in the cwd and each parent up to
+//! the git root (or `/`), the `skills` setting, then `--skill`. Templates: `<agent dir>/prompts`,
+//! `<cwd>/.nova/prompts`, the `prompts` setting, then `--prompt-template`. A file reached twice
+//! (through a symlink, or listed again) counts once.
+
+use super::skills::{self, Skill};
+use super::templates::{self, Template};
+use crate::config::Settings;
+use crate::protocol::{
+    CommandSource, DiscoveredBy, SlashCommand, SourceInfo, SourceOrigin, SourceScope,
+};
+use std::collections::{HashMap, HashSet};
+use std::path::{Component, Path, PathBuf};
+
+/// Where resources are looked for.
+pub struct Sources<'a> {
+    pub agent_dir: &'a Path,
+    pub cwd: &'a Path,
+    /// For `~/.agents/skills`.
+    pub home: Option<&'a Path>,
+    /// Its `skills` and `prompts` lists.
+    pub settings: &'a Settings,
+    /// `--skill` and `--prompt-template`, relative to the cwd.
+    pub skill_flags: &'a [PathBuf],
+    pub template_flags: &'a [PathBuf],
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Resources {
+    skills: Vec<Skill>,
+    templates: Vec<Template>,
+}
+
+impl Resources {
+    /// Finds every skill and template. The second value lists what was skipped or is dubious,
+    /// each naming its file, for stderr; nothing here stops nova.
+    pub fn load(sources: &Sources) -> (Resources, Vec<String>) {
+        let mut skills = Found::new("skill");
+        for (path, location) in skill_locations(sources) {
+            skills::load(&path, &location, &mut skills);
+        }
+        let mut templates = Found::new("prompt template");
+        for (path, location) in template_locations(sources) {
+            templates::load(&path, &location, &mut templates);
+        }
+        let (skills, mut warnings) = skills.into_parts();
+        let (templates, template_warnings) = templates.into_parts();
+        warnings.extend(template_warnings);
+        (Resources { skills, templates }, warnings)
+    }
+
+    pub fn skills(&self) -> &[Skill] {
+        &self.skills
+    }
+
+    /// A user message as the model gets it: `/skill:name rest` and `/template args` expanded
+    /// (in that order, as Pi does); anything else, unknown names included, unchanged.
+    pub fn expand(&self, text: String) -> String {
+        let text = skills::expand(&text, &self.skills).unwrap_or(text);
+        templates::expand(&text, &self.templates).unwrap_or(text)
+    }
+
+    /// `get_commands`: the templates, then the skills, each in the order they were found.
+    pub fn commands(&self) -> Vec<SlashCommand> {
+        let templates = self.templates.iter().map(|t| SlashCommand {
+            name: t.name.clone(),
+            description: Some(t.description.clone()),
+            source: CommandSource::Prompt,
+            source_info: t.info.clone(),
+        });
+        let skills = self.skills.iter().map(|s| SlashCommand {
+            name: format!("skill:{}", s.name),
+            description: Some(s.description.clone()),
+            source: CommandSource::Skill,
+            source_info: s.info.clone(),
+        });
+        templates.chain(skills).collect()
+    }
+}
+
+fn skill_locations(sources: &Sources) -> Vec<(PathBuf, Location)> {
+    let mut out = vec![auto(
+        sources.agent_dir.join("skills"),
+        SourceScope::User,
+        sources.agent_dir,
+    )];
+    if let Some(home) = sources.home {
+        let agents = home.join(".agents");
+        out.push(auto(agents.join("skills"), SourceScope::User, &agents));
+    }
+    let project = sources.cwd.join(".nova");
+    out.push(auto(project.join("skills"), SourceScope::Project, &project));
+    for dir in up_to_git_root(sources.cwd) {
+        let agents = dir.join(".agents");
+        out.push(auto(agents.join("skills"), SourceScope::Project, &agents));
+    }
+    out.extend(listed(
+        &sources.settings.skills,
+        sources.skill_flags,
+        sources.cwd,
+    ));
+    out
+}
+
+fn template_locations(sources: &Sources) -> Vec<(PathBuf, Location)> {
+    let project = sources.cwd.join(".nova");
+    let mut out = vec![
+        auto(
+            sources.agent_dir.join("prompts"),
+            SourceScope::User,
+            sources.agent_dir,
+        ),
+        auto(project.join("prompts"), SourceScope::Project, &project),
+    ];
+    out.extend(listed(
+        &sources.settings.prompts,
+        sources.template_flags,
+        sources.cwd,
+    ));
+    out
+}
+
+fn auto(path: PathBuf, scope: SourceScope, base: &Path) -> (PathBuf, Location) {
+    (
+        path,
+        Location::Auto {
+            scope,
+            base: base.to_path_buf(),
+        },
+    )
+}
+
+/// The paths from settings (already absolute), then those from the command line.
+fn listed(
+    settings: &[crate::config::ListedPath],
+    flags: &[PathBuf],
+    cwd: &Path,
+) -> Vec<(PathBuf, Location)> {
+    let from_settings = settings
+        .iter()
+        .map(|l| (clean(&l.path), Location::Setting { scope: l.scope }));
+    let from_flags = flags.iter().map(|p| {
+        let absolute = crate::tools::path::resolve(&p.to_string_lossy(), cwd);
+        (clean(&absolute), Location::Flag)
+    });
+    from_settings.chain(from_flags).collect()
+}
+
+/// `a/b/../c` → `a/c`, as Pi resolves these paths, so they read well where they are shown.
+fn clean(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// `cwd` and its parents, nearest first, up to the first that holds `.git` (all of them when
+/// none does).
+fn up_to_git_root(cwd: &Path) -> Vec<&Path> {
+    let ancestors: Vec<&Path> = cwd.ancestors().collect();
+    match ancestors.iter().position(|d| d.join(".git").exists()) {
+        Some(root) => ancestors[..=root].to_vec(),
+        None => ancestors,
+    }
+}
+
+/// How a resource's directory or file was named, which its `sourceInfo` reports.
+#[derive(Debug, Clone)]
+pub(super) enum Location {
+    /// A conventional directory; `base` is the configuration directory it lives in.
+    Auto { scope: SourceScope, base: PathBuf },
+    /// A path in the user's or the project's settings.
+    Setting { scope: SourceScope },
+    /// `--skill` or `--prompt-template`.
+    Flag,
+}
+
+impl Location {
+    pub(super) fn source_info(&self, file: &Path) -> SourceInfo {
+        let text = |p: &Path| p.to_string_lossy().into_owned();
+        let (source, scope, base_dir) = match self {
+            Location::Auto { scope, base } => (DiscoveredBy::Auto, *scope, Some(text(base))),
+            Location::Setting { scope } => (DiscoveredBy::Local, *scope, None),
+            Location::Flag => (
+                DiscoveredBy::Local,
+                SourceScope::Temporary,
+                file.parent().map(text),
+            ),
+        };
+        SourceInfo {
+            path: text(file),
+            source,
+            scope,
+            origin: SourceOrigin::TopLevel,
+            base_dir,
+        }
+    }
+}
+
+/// What a discovery pass has found so far: the first resource of each name, in order, and
+/// the problems to report.
+pub(super) struct Found<T> {
+    kind: &'static str,
+    items: Vec<T>,
+    /// Name → the file that holds it.
+    names: HashMap<String, PathBuf>,
+    /// Canonical paths of the files loaded, so one reached twice counts once.
+    files: HashSet<PathBuf>,
+    warnings: Vec<String>,
+}
+
+impl<T> Found<T> {
+    pub(super) fn new(kind: &'static str) -> Self {
+        Found {
+            kind,
+            items: Vec::new(),
+            names: HashMap::new(),
+            files: HashSet::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    pub(super) fn add(&mut self, name: String, path: &Path, item: T) {
+        let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        if !self.files.insert(canonical) {
+            return;
+        }
+        if let Some(winner) = self.names.get(&name) {
+            let warning = format!(
+                "{}: {} \"{name}\" ignored: {} has the same name",
+                path.display(),
+                self.kind,
+                winner.display()
+            );
+            self.warnings.push(warning);
+            return;
+        }
+        self.names.insert(name, path.to_path_buf());
+        self.items.push(item);
+    }
+
+    pub(super) fn warn(&mut self, path: &Path, reason: &str) {
+        self.warnings.push(format!("{}: {reason}", path.display()));
+    }
+
+    pub(super) fn into_parts(self) -> (Vec<T>, Vec<String>) {
+        (self.items, self.warnings)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_cleaned_lexically() {
+        assert_eq!(clean(Path::new("/a/b/../c/./d")), PathBuf::from("/a/c/d"));
+        assert_eq!(clean(Path::new("/../x")), PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn ancestors_stop_at_the_git_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("repo/a/b");
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::write(dir.path().join("repo/.git"), "gitdir: elsewhere").unwrap();
+        let found = up_to_git_root(&cwd);
+        assert_eq!(
+            found,
+            [
+                cwd.as_path(),
+                &dir.path().join("repo/a"),
+                &dir.path().join("repo")
+            ]
+        );
+        assert_eq!(up_to_git_root(Path::new("/")), [Path::new("/")]);
+    }
+}
