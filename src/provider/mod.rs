@@ -18,6 +18,7 @@ pub use error::ProviderError;
 
 use crate::protocol::{Cost, Model, StopReason, Usage};
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// One normalised step of a streamed reply. Deltas carry no block boundaries; the agent's
 /// assembler derives them.
@@ -38,11 +39,12 @@ pub enum ProviderEvent {
     Finish(StopReason),
 }
 
-/// A tool as the model sees it.
+/// A tool as the model sees it. Built-in tools describe themselves with static text; MCP
+/// servers' tools are only known at run time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
-    pub name: &'static str,
-    pub description: &'static str,
+    pub name: Cow<'static, str>,
+    pub description: Cow<'static, str>,
     pub parameters: Value,
 }
 

@@ -476,8 +476,8 @@ mod tests {
             user_text("thanks"),
         ];
         let tools = [ToolSpec {
-            name: "read",
-            description: "Read a file",
+            name: "read".into(),
+            description: "Read a file".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
         }];
         let req = Request {

@@ -694,8 +694,8 @@ mod tests {
             user_text("bye"),
         ];
         let tools = [ToolSpec {
-            name: "read",
-            description: "Read a file",
+            name: "read".into(),
+            description: "Read a file".into(),
             parameters: json!({"type": "object"}),
         }];
         let req = Request {
