@@ -14,6 +14,7 @@ pub mod agent;
 pub mod config;
 pub mod context;
 pub mod export;
+pub mod mcp;
 pub mod protocol;
 pub mod provider;
 pub mod rpc;

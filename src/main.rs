@@ -93,7 +93,8 @@ async fn run(cli: Cli) -> ExitCode {
         client,
         Arc::new(out.clone()),
     );
-    let served = rpc::serve(agent, out.clone()).await;
+    let served = rpc::serve(agent.clone(), out.clone()).await;
+    agent.shutdown().await;
     out.close();
     // A client that never reads leaves the writer blocked on stdout: exit without it.
     let _ = tokio::time::timeout(

@@ -365,6 +365,8 @@ pub enum Command {
     SetAutoCompaction {
         enabled: bool,
     },
+    /// Every configured MCP server and its status (nova's addition).
+    GetMcpServers {},
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -425,6 +427,9 @@ pub enum ResponseData {
         path: String,
     },
     Compaction(Box<CompactionResult>),
+    McpServers {
+        servers: Vec<McpServer>,
+    },
     /// Views of the session file (`get_entries`, `get_tree`) in the file's own entry shapes,
     /// which the session store defines; it encodes them once, off the runtime thread.
     Encoded(Box<RawValue>),
@@ -535,6 +540,55 @@ pub struct State {
     pub pending_message_count: usize,
     /// Bash commands waiting for `permission_response` (nova's addition).
     pub pending_permission_requests: usize,
+    /// Every configured MCP server and its status, as `get_mcp_servers` reports them (nova's
+    /// addition).
+    pub mcp_servers: Vec<McpServer>,
+}
+
+/// A configured MCP server as `get_mcp_servers`, `get_state` and `mcp_server_status` show it
+/// (nova's addition; Pi shows the same facts only in its TUI).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServer {
+    pub name: String,
+    pub status: McpServerStatus,
+    /// How many tools the model is offered from it; only while `ready`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_count: Option<usize>,
+    /// Why it is `failed` or `disabled`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub transport: McpTransport,
+    /// The file that defines it.
+    pub source: McpSource,
+    /// What it offers, as configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpServerStatus {
+    Starting,
+    Ready,
+    Failed,
+    Disabled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpTransport {
+    Stdio,
+    Http,
+}
+
+/// `user`: `<agent dir>/mcp.json`; `project`: `.nova/mcp.json`; `claude`: Claude's `.mcp.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpSource {
+    User,
+    Claude,
+    Project,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -687,12 +741,18 @@ pub enum Event {
     SessionError {
         error: String,
     },
-    /// A flagged bash command waits for `permission_response` (nova's addition, RPC.md).
+    /// A flagged bash command, or an MCP call `permissions.mcp` asks about, waits for
+    /// `permission_response` (nova's addition, RPC.md).
     PermissionRequest {
         request_id: u64,
         tool_name: String,
         command: String,
         /// Why the command was flagged (nova's addition, for the person deciding).
         reason: String,
+    },
+    /// An MCP server changed status: starting, ready (or its tool list changed), failed,
+    /// disabled (nova's addition).
+    McpServerStatus {
+        server: McpServer,
     },
 }

@@ -10,6 +10,7 @@ mod compact;
 pub mod compaction;
 mod error;
 mod exec;
+mod mcp;
 mod permission;
 mod queue;
 mod run;
@@ -82,6 +83,8 @@ struct Inner {
     session_files: Option<PathBuf>,
     idle_timeout: Duration,
     client: reqwest::Client,
+    /// The MCP servers; `None` when no `mcp.json` declares any.
+    mcp: Option<crate::mcp::Servers>,
     state: Mutex<State>,
 }
 
@@ -176,8 +179,10 @@ impl Agent {
             auto_compaction: config.compaction.enabled,
             usage_from,
         };
+        let mcp = mcp::start(config.mcp, &client, &sink);
         let agent = Agent {
             inner: Arc::new(Inner {
+                mcp,
                 sink,
                 tool_selection: config.tools,
                 prompt_source,
@@ -310,6 +315,7 @@ impl Agent {
             message_count: state.messages.len(),
             pending_message_count: state.queue.pending(),
             pending_permission_requests: state.permissions.len(),
+            mcp_servers: self.mcp_servers(),
         }
     }
 

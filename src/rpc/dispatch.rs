@@ -133,6 +133,9 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
             agent.set_auto_compaction(enabled);
             Ok(None)
         }
+        Command::GetMcpServers {} => Ok(Some(ResponseData::McpServers {
+            servers: agent.mcp_servers(),
+        })),
         Command::PermissionResponse {
             request_id,
             approved,

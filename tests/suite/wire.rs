@@ -195,6 +195,7 @@ fn responses_decode_with_their_data() {
         message_count: 0,
         pending_message_count: 0,
         pending_permission_requests: 0,
+        mcp_servers: Vec::new(),
     };
     let r = p::Response::ok(
         Some(json!("req-1")),
