@@ -59,7 +59,7 @@ fn body(id: usize) -> String {
             _ => s.push_str("}\n"),
         }
     }
-    if id % 997 == 0 {
+    if id.is_multiple_of(997) {
         s.push_str(&format!("const MARK: &str = \"{RARE}\";\n"));
     }
     s

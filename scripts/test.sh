@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command. The HTML export test renders its page in headless Chromium, so
-# Debian's package is installed first when it is missing; arguments go to `cargo test`.
+# Debian's package is installed first when it is missing, and so are the third-party MCP servers
+# (scripts/mcp-servers.sh); arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,5 +19,9 @@ if ! command -v chromium >/dev/null 2>&1; then
     fi
     echo "scripts/test.sh: installed $(chromium --version)"
 fi
+
+# The MCP integration tests talk to third-party servers installed outside the repository; each
+# test skips with a message when its server is missing.
+scripts/mcp-servers.sh
 
 run cargo test "$@"

@@ -15,6 +15,7 @@ pub mod agent;
 pub mod config;
 pub mod context;
 pub mod export;
+pub mod mcp;
 pub mod print;
 pub mod protocol;
 pub mod provider;

@@ -197,7 +197,8 @@ async fn serve_rpc(started: Started) -> ExitCode {
         }
     }
     let agent = started.agent(Arc::new(out.clone()));
-    let served = rpc::serve(agent, out.clone()).await;
+    let served = rpc::serve(agent.clone(), out.clone()).await;
+    agent.shutdown().await;
     out.close();
     // A client that never reads leaves the writer blocked on stdout: exit without it.
     let _ = tokio::time::timeout(

@@ -493,6 +493,8 @@ pub enum Command {
     AbortRetry {},
     /// Pi's answer to an extension's dialog; nova has no extensions, so it is refused.
     ExtensionUiResponse {},
+    /// Every configured MCP server and its status (nova's addition).
+    GetMcpServers {},
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -569,6 +571,9 @@ pub enum ResponseData {
     Bash(Box<BashResult>),
     /// `cycle_model` and `cycle_thinking_level` when there was nothing to cycle to.
     Null,
+    McpServers {
+        servers: Vec<McpServer>,
+    },
     /// Views of the session file (`get_entries`, `get_tree`) in the file's own entry shapes,
     /// which the session store defines; it encodes them once, off the runtime thread.
     Encoded(Box<RawValue>),
@@ -757,6 +762,9 @@ pub struct State {
     pub pending_permission_requests: usize,
     /// The sandbox around the agent's commands (nova's addition).
     pub sandbox: SandboxState,
+    /// Every configured MCP server and its status, as `get_mcp_servers` reports them (nova's
+    /// addition).
+    pub mcp_servers: Vec<McpServer>,
 }
 
 /// `get_state.sandbox`: the mode, whether commands really run sandboxed, whether TCP is allowed.
@@ -769,6 +777,52 @@ pub struct SandboxState {
     /// Why the sandbox cannot be enforced here (then every bash command asks first).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
+}
+
+/// A configured MCP server as `get_mcp_servers`, `get_state` and `mcp_server_status` show it
+/// (nova's addition; Pi shows the same facts only in its TUI).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServer {
+    pub name: String,
+    pub status: McpServerStatus,
+    /// How many tools the model is offered from it; only while `ready`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_count: Option<usize>,
+    /// Why it is `failed` or `disabled`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub transport: McpTransport,
+    /// The file that defines it.
+    pub source: McpSource,
+    /// What it offers, as configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpServerStatus {
+    Starting,
+    Ready,
+    Failed,
+    Disabled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpTransport {
+    Stdio,
+    Http,
+}
+
+/// `user`: `<agent dir>/mcp.json`; `project`: `.nova/mcp.json`; `claude`: Claude's `.mcp.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpSource {
+    User,
+    Claude,
+    Project,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -935,7 +989,8 @@ pub enum Event {
     SessionError {
         error: String,
     },
-    /// A flagged bash command waits for `permission_response` (nova's addition, RPC.md).
+    /// A flagged bash command, or an MCP call `permissions.mcp` asks about, waits for
+    /// `permission_response` (nova's addition, RPC.md).
     PermissionRequest {
         request_id: u64,
         tool_name: String,
@@ -943,16 +998,22 @@ pub enum Event {
         /// Why the command was flagged (nova's addition, for the person deciding).
         reason: String,
     },
+    /// An MCP server changed status: starting, ready (or its tool list changed), failed,
+    /// disabled (nova's addition).
+    McpServerStatus {
+        server: McpServer,
+    },
 }
 
 // ---------------------------------------------------------------------------------------------
 // Tools
 // ---------------------------------------------------------------------------------------------
 
-/// A tool as the model sees it: declared by the tools, sent by every wire format.
+/// A tool as the model sees it: declared by the tools (static text) or by an MCP server (known
+/// only at run time), sent by every wire format.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
-    pub name: &'static str,
-    pub description: &'static str,
+    pub name: std::borrow::Cow<'static, str>,
+    pub description: std::borrow::Cow<'static, str>,
     pub parameters: Value,
 }

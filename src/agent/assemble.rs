@@ -139,10 +139,10 @@ impl Assembler {
         is_kind: impl Fn(&ContentBlock) -> bool,
         make: impl FnOnce() -> ContentBlock,
     ) -> usize {
-        if let Some(i) = self.open {
-            if self.message.content.get(i).is_some_and(&is_kind) {
-                return i;
-            }
+        if let Some(i) = self.open
+            && self.message.content.get(i).is_some_and(&is_kind)
+        {
+            return i;
         }
         self.close(out);
         let index = self.message.content.len();

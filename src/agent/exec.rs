@@ -18,7 +18,7 @@ pub const SKIPPED: &str = "Skipped due to queued user message.";
 const DENIED: &str = "The user denied permission to run this command, so it was not run.";
 const ABORTED: &str = "Command aborted";
 
-type Call = (String, String, Value);
+pub(super) type Call = (String, String, Value);
 
 /// Runs the calls and returns their result messages in call order.
 pub(super) async fn run_tools(
@@ -46,7 +46,8 @@ pub(super) async fn run_tools(
         let tool = Tool::from_name(name).filter(|t| active.contains(t));
         let slot = match tool {
             _ if skip => Slot::Done(ToolOutput::error(SKIPPED)),
-            None => Slot::Done(ToolOutput::error(format!("Tool {name} not found"))),
+            None => super::mcp::prepare(agent, cancel, call)
+                .unwrap_or_else(|| Slot::Done(ToolOutput::error(format!("Tool {name} not found")))),
             Some(tool) => match gate(agent, tool, call) {
                 Gate::Deny(text) => Slot::Done(ToolOutput::error(text)),
                 gate => {
@@ -84,7 +85,7 @@ pub(super) async fn run_tools(
     results
 }
 
-enum Slot {
+pub(super) enum Slot {
     Done(ToolOutput),
     Running(JoinHandle<ToolOutput>),
 }

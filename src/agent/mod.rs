@@ -10,6 +10,7 @@ mod compact;
 pub mod compaction;
 mod error;
 mod exec;
+mod mcp;
 mod models;
 mod permission;
 mod queue;
@@ -95,6 +96,8 @@ struct Inner {
     client: reqwest::Client,
     /// How many user `bash` commands are running.
     bash_running: user_bash::Running,
+    /// The MCP servers; `None` when no `mcp.json` declares any.
+    mcp: Option<crate::mcp::Servers>,
     state: Mutex<State>,
 }
 
@@ -213,8 +216,10 @@ impl Agent {
             bash_cancel: CancellationToken::new(),
             pending_bash: Vec::new(),
         };
+        let mcp = mcp::start(config.mcp, &client, &sink);
         let agent = Agent {
             inner: Arc::new(Inner {
+                mcp,
                 sink,
                 tool_selection: config.tools,
                 prompt_source,
@@ -373,6 +378,7 @@ impl Agent {
             pending_message_count: state.queue.pending(),
             pending_permission_requests: state.permissions.len(),
             sandbox: self.inner.sandbox.wire_state(),
+            mcp_servers: self.mcp_servers(),
         }
     }
 

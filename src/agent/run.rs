@@ -15,6 +15,7 @@ use crate::provider::{self, ErrorKind, Request};
 use tokio_util::sync::CancellationToken;
 
 pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMessage) {
+    agent.wait_for_mcp(&cancel).await;
     // Pi's pre-prompt check: a context already past the threshold (after an aborted reply, or
     // on a model with a smaller window) is compacted before it is sent again.
     if agent.needs_compaction() {
@@ -193,7 +194,7 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMe
                         model,
                         system_prompt: &tools.system_prompt,
                         messages: &history,
-                        tools: &tools.specs,
+                        tools: &agent.tool_specs(&tools.specs),
                         max_tokens: None,
                         thinking: Some(thinking),
                     };

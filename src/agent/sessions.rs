@@ -38,10 +38,10 @@ pub fn startup_session(config: &Config) -> Result<(Session, Vec<String>), Sessio
     if let Some(query) = &config.resume {
         return Session::open(&paths::resolve(query, scope)?);
     }
-    if config.continue_newest {
-        if let Some(newest) = dir.as_deref().and_then(paths::newest) {
-            return Session::open(&newest);
-        }
+    if config.continue_newest
+        && let Some(newest) = dir.as_deref().and_then(paths::newest)
+    {
+        return Session::open(&newest);
     }
     Ok((Session::create(dir, &config.cwd, None), Vec::new()))
 }

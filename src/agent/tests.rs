@@ -59,6 +59,7 @@ fn config(base: &str, dir: &std::path::Path) -> Config {
         tools: ToolSelection::Only(Vec::new()),
         permissions: Default::default(),
         compaction: Default::default(),
+        mcp: Default::default(),
         system_prompt: None,
         append_system_prompt: None,
         no_session: true,

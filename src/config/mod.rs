@@ -5,13 +5,14 @@ pub mod models;
 pub mod scope;
 pub mod settings;
 
+use crate::mcp::{self, McpConfig};
 use crate::protocol::{Model, ThinkingLevel};
 use crate::tools::permission::{Mode as GateMode, Rules as PermissionRules};
 use crate::tools::{Tool, default_tools};
 pub use cli::{Cli, Mode};
 pub use models::{ProviderConfig, Registry};
 pub use scope::ScopedModel;
-pub use settings::{CompactionSettings, ListedPath, Settings};
+pub use settings::{CompactionSettings, ListedPath, McpPermissions, Settings};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
@@ -35,6 +36,8 @@ pub struct Config {
     pub compaction: CompactionSettings,
     /// `--sandbox` and `sandbox` in settings.
     pub sandbox: crate::sandbox::Sandbox,
+    /// The MCP servers of the `mcp.json` files, `permissions.mcp` and the startup wait.
+    pub mcp: McpConfig,
     /// `--system-prompt`, already read from its file when it named one.
     pub system_prompt: Option<String>,
     pub append_system_prompt: Option<String>,
@@ -109,6 +112,7 @@ pub async fn load(
         &agent_dir,
         &mut warnings,
     );
+    let mcp = mcp_config(&agent_dir, &cwd, &settings, &mut warnings);
     Ok(Config {
         system_prompt: cli.system_prompt.as_deref().map(text_or_file).transpose()?,
         append_system_prompt: cli
@@ -132,8 +136,50 @@ pub async fn load(
         permissions,
         compaction,
         sandbox,
+        mcp,
         warnings,
     })
+}
+
+/// Reads the `mcp.json` files (no server starts here). Invalid `permissions.mcp` rules fail
+/// closed, as bash's do: every MCP call asks until they are fixed.
+fn mcp_config(
+    agent_dir: &Path,
+    cwd: &Path,
+    settings: &Settings,
+    warnings: &mut Vec<String>,
+) -> McpConfig {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let files = mcp::config::Files {
+        user: &agent_dir.join("mcp.json"),
+        claude: &cwd.join(".mcp.json"),
+        project: &cwd.join(".nova").join("mcp.json"),
+        cwd,
+        home: home.as_deref(),
+        trusted: settings.project_trusted,
+    };
+    let servers = mcp::config::load(&files, warnings);
+    let rules = settings
+        .mcp_permissions
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|p| mcp::Rules::new(&p.ask, &p.allow, &p.deny));
+    let rules = match rules {
+        Ok(rules) => rules,
+        Err(e) => {
+            if !servers.is_empty() {
+                warnings.push(format!(
+                    "settings: {e}; asking before every MCP call until this is fixed"
+                ));
+            }
+            mcp::Rules::ask_all(format!("asked for every MCP call: {e}"))
+        }
+    };
+    McpConfig {
+        servers,
+        rules,
+        startup_wait: settings.mcp_startup_wait,
+    }
 }
 
 async fn discover_ollama(discover: impl AsyncFnOnce(&str) -> Vec<String>) -> Registry {

@@ -41,6 +41,10 @@ pub struct Settings {
     pub bash_permissions: Result<Rules, String>,
     /// `sandbox`, after the project rule above; `Err` names what was invalid.
     pub sandbox: Result<SandboxSettings, String>,
+    /// `permissions.mcp`, after the same project rule; `Err` makes every MCP call ask.
+    pub mcp_permissions: Result<McpPermissions, String>,
+    /// `mcpStartupWaitSeconds`: how long the first prompt waits for MCP servers still starting.
+    pub mcp_startup_wait: Duration,
     /// Whether the project's safety settings were taken as they are.
     pub project_trusted: bool,
     /// `skills`: more places to load skills from.
@@ -70,6 +74,8 @@ impl Default for Settings {
             compaction: CompactionSettings::default(),
             bash_permissions: Ok(Rules::default()),
             sandbox: Ok(SandboxSettings::default()),
+            mcp_permissions: Ok(McpPermissions::default()),
+            mcp_startup_wait: Duration::from_secs(10),
             project_trusted: false,
             skills: Vec::new(),
             prompts: Vec::new(),
@@ -95,6 +101,15 @@ impl Default for CompactionSettings {
             keep_recent_tokens: 20_000,
         }
     }
+}
+
+/// `permissions.mcp`: globs over MCP tools' model-facing names (`mcp__server__tool`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpPermissions {
+    pub ask: Vec<String>,
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
 }
 
 /// One key's value: absent, decoded, or the reason it could not be.
@@ -143,6 +158,7 @@ struct File {
     steering_mode: Lenient<QueueMode>,
     follow_up_mode: Lenient<QueueMode>,
     stream_idle_timeout_seconds: Lenient<f64>,
+    mcp_startup_wait_seconds: Lenient<f64>,
     compaction: Lenient<Map<String, Value>>,
 }
 
@@ -176,6 +192,12 @@ impl CompactionSettings {
         }
         s
     }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct PermissionsForMcp {
+    mcp: Option<McpPermissions>,
 }
 
 /// Where settings come from.
@@ -256,9 +278,30 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
         ),
         None => {}
     }
+    match file
+        .mcp_startup_wait_seconds
+        .take("mcpStartupWaitSeconds", warnings)
+    {
+        Some(secs) if secs >= 0.0 && secs.is_finite() => {
+            s.mcp_startup_wait = Duration::from_secs_f64(secs)
+        }
+        Some(_) => warnings.push(
+            "settings: \"mcpStartupWaitSeconds\" must be a number of seconds; ignored".into(),
+        ),
+        None => {}
+    }
     if let Some(compaction) = file.compaction.take("compaction", warnings) {
         s.compaction = CompactionSettings::from_map(compaction, warnings);
     }
+    s.mcp_permissions = match &unreadable {
+        Some(e) => Err(e.clone()),
+        None => mcp_permissions(
+            user_permissions.clone(),
+            project_permissions.clone(),
+            project_trusted,
+            warnings,
+        ),
+    };
     s.bash_permissions = match unreadable {
         Some(e) => Err(e),
         None => bash_permissions(
@@ -341,6 +384,39 @@ fn gate_strictness(mode: GateMode) -> u8 {
         GateMode::Flagged => 1,
         GateMode::Always => 2,
     }
+}
+
+/// The user's `permissions.mcp` with the project's merged in: as it is when trusted, else
+/// without the project's `allow` (a project may add what asks or is refused, never exempt).
+fn mcp_permissions(
+    user: Option<Value>,
+    project: Option<Value>,
+    trusted: bool,
+    warnings: &mut Vec<String>,
+) -> Result<McpPermissions, String> {
+    let decode = |value: Option<Value>, file: &str| -> Result<McpPermissions, String> {
+        let Some(value) = value else {
+            return Ok(McpPermissions::default());
+        };
+        serde_json::from_value::<PermissionsForMcp>(value)
+            .map(|p| p.mcp.unwrap_or_default())
+            .map_err(|e| format!("{file} permissions.mcp: {e}"))
+    };
+    let mut rules = decode(user, "user settings")?;
+    let mut project = decode(project, "project settings")?;
+    if !trusted && !project.allow.is_empty() {
+        warnings.push(
+            "the project's .nova/settings.json may only tighten permissions; ignoring its \
+             permissions.mcp \"allow\" rules (trust the project with --trust-project or the \
+             trustedProjects setting)"
+                .into(),
+        );
+        project.allow.clear();
+    }
+    rules.ask.extend(project.ask);
+    rules.allow.extend(project.allow);
+    rules.deny.extend(project.deny);
+    Ok(rules)
 }
 
 /// The user's `permissions.bash` with the project's merged in: as it is when trusted, else

@@ -237,3 +237,61 @@ fn resource_lists_add_up_and_resolve_against_their_file() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("\"prompts\""), "{warnings:?}");
 }
+
+#[test]
+fn mcp_permissions_follow_the_same_project_rule() {
+    let user = r#"{"permissions":{"mcp":{"allow":["mcp__fs__read*"],"deny":["mcp__*__rm"]}}}"#;
+    let project = r#"{"permissions":{"mcp":{"allow":["mcp__*"],"ask":["mcp__fs__*"],"deny":["mcp__gh__*"]},"bash":{"deny":["curl*"]}}}"#;
+    let files = Files::new(Some(user), Some(project));
+    let (s, warnings) = files.load(false);
+    let rules = s.mcp_permissions.unwrap();
+    assert_eq!(
+        rules.allow,
+        ["mcp__fs__read*"],
+        "the project's allow is ignored"
+    );
+    assert_eq!(rules.ask, ["mcp__fs__*"]);
+    assert_eq!(rules.deny, ["mcp__*__rm", "mcp__gh__*"]);
+    assert_eq!(
+        s.bash_permissions.unwrap().deny,
+        ["curl*"],
+        "bash reads its own key"
+    );
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("permissions.mcp \"allow\""),
+        "{warnings:?}"
+    );
+
+    let (s, warnings) = files.load(true);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(
+        s.mcp_permissions.unwrap().allow,
+        ["mcp__fs__read*", "mcp__*"]
+    );
+
+    let files = Files::new(Some(r#"{"permissions":{"mcp":{"ask":"all"}}}"#), None);
+    let (s, _) = files.load(false);
+    assert!(
+        s.mcp_permissions
+            .unwrap_err()
+            .contains("user settings permissions.mcp"),
+        "a bad rule list fails closed"
+    );
+    assert!(s.bash_permissions.is_ok(), "without spoiling bash's rules");
+}
+
+#[test]
+fn the_mcp_startup_wait_is_a_number_of_seconds() {
+    let (s, warnings) = Files::new(None, None).load(false);
+    assert!(warnings.is_empty());
+    assert_eq!(s.mcp_startup_wait, Duration::from_secs(10));
+    let (s, _) = Files::new(Some(r#"{"mcpStartupWaitSeconds":2.5}"#), None).load(false);
+    assert_eq!(s.mcp_startup_wait, Duration::from_millis(2500));
+    let (s, warnings) = Files::new(Some(r#"{"mcpStartupWaitSeconds":-1}"#), None).load(false);
+    assert_eq!(s.mcp_startup_wait, Duration::from_secs(10));
+    assert!(
+        warnings[0].contains("mcpStartupWaitSeconds"),
+        "{warnings:?}"
+    );
+}

@@ -206,8 +206,8 @@ impl Serialize for Tools<'_> {
         serializer.collect_seq(self.0.iter().map(|t| Tool {
             kind: "function",
             function: ToolFunction {
-                name: t.name,
-                description: t.description,
+                name: &t.name,
+                description: &t.description,
                 parameters: &t.parameters,
             },
         }))
@@ -571,8 +571,8 @@ mod tests {
         .map(Arc::new)
         .collect();
         let tools = [ToolSpec {
-            name: "read",
-            description: "Read a file",
+            name: "read".into(),
+            description: "Read a file".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
         }];
         let req = Request {

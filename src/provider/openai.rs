@@ -311,8 +311,8 @@ impl Serialize for Tools<'_> {
         serializer.collect_seq(self.0.iter().map(|t| Tool {
             kind: "function",
             function: ToolFunction {
-                name: t.name,
-                description: t.description,
+                name: &t.name,
+                description: &t.description,
                 parameters: &t.parameters,
                 strict: false,
             },
@@ -885,8 +885,8 @@ mod tests {
         .map(Arc::new)
         .collect();
         let tools = [ToolSpec {
-            name: "read",
-            description: "Read a file",
+            name: "read".into(),
+            description: "Read a file".into(),
             parameters: json!({"type": "object"}),
         }];
         let req = Request {

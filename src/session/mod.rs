@@ -451,18 +451,18 @@ fn migrate(version: u64, raw: &mut [Value]) {
             let parent = i.checked_sub(1).map(|p| Value::from(ids[p].clone()));
             obj.insert("parentId".into(), parent.unwrap_or(Value::Null));
             // The index counted the header as line 0.
-            if let Some(k) = obj.remove("firstKeptEntryIndex").and_then(|k| k.as_u64()) {
-                if let Some(id) = (k as usize).checked_sub(1).and_then(|k| ids.get(k)) {
-                    obj.insert("firstKeptEntryId".into(), id.clone().into());
-                }
+            if let Some(k) = obj.remove("firstKeptEntryIndex").and_then(|k| k.as_u64())
+                && let Some(id) = (k as usize).checked_sub(1).and_then(|k| ids.get(k))
+            {
+                obj.insert("firstKeptEntryId".into(), id.clone().into());
             }
         }
     }
     for v in raw.iter_mut() {
-        if let Some(role) = v.pointer_mut("/message/role") {
-            if role == "hookMessage" {
-                *role = "custom".into();
-            }
+        if let Some(role) = v.pointer_mut("/message/role")
+            && role == "hookMessage"
+        {
+            *role = "custom".into();
         }
     }
 }

@@ -42,11 +42,12 @@ pub(super) struct Args {
 
 pub(super) fn spec() -> ToolSpec {
     ToolSpec {
-        name: "bash",
+        name: "bash".into(),
         description: "Run a bash command in the working directory and return its combined \
             stdout and stderr. Only the last 2000 lines or 50KB are shown; when output is cut, \
             the full output is saved to a file whose path is given. Optionally stop the command \
-            after a timeout in seconds.",
+            after a timeout in seconds."
+            .into(),
         parameters: json!({
             "type": "object",
             "properties": {

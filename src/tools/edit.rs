@@ -26,11 +26,12 @@ pub(super) struct Args {
 
 pub(super) fn spec() -> ToolSpec {
     ToolSpec {
-        name: "edit",
+        name: "edit".into(),
         description: "Change one file by replacing exact text. Each edits[].oldText must occur \
             exactly once in the file as it is now; all edits are matched against that original \
             text, must not overlap, and are applied together or not at all. Keep oldText short \
-            but unique, and merge changes to nearby lines into one edit.",
+            but unique, and merge changes to nearby lines into one edit."
+            .into(),
         parameters: json!({
             "type": "object",
             "properties": {

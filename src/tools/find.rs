@@ -22,12 +22,13 @@ pub(super) struct Args {
 
 pub(super) fn spec() -> ToolSpec {
     ToolSpec {
-        name: "find",
+        name: "find".into(),
         description: "Find files and directories by glob pattern. A pattern without '/' matches \
             names anywhere in the tree ('*.rs'); one with '/' matches paths below the search \
             directory ('src/**/*.rs'). Returns paths relative to the search directory, \
             directories ending in '/'. Honours .gitignore and includes hidden files. At most \
-            1000 results by default (see limit) and 50KB of output.",
+            1000 results by default (see limit) and 50KB of output."
+            .into(),
         parameters: json!({
             "type": "object",
             "properties": {

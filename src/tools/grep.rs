@@ -34,12 +34,13 @@ pub(super) struct Args {
 
 pub(super) fn spec() -> ToolSpec {
     ToolSpec {
-        name: "grep",
+        name: "grep".into(),
         description: "Search file contents with a regular expression (or a literal string). \
             Prints each matching line as path:LINE: text, paths relative to the searched \
             directory. Honours .gitignore, includes hidden files, skips binary files. At most \
             100 matches by default (see limit) and 50KB of output; lines longer than 500 \
-            characters are cut.",
+            characters are cut."
+            .into(),
         parameters: json!({
             "type": "object",
             "properties": {

@@ -18,10 +18,11 @@ pub(super) struct Args {
 
 pub(super) fn spec() -> ToolSpec {
     ToolSpec {
-        name: "ls",
+        name: "ls".into(),
         description: "List a directory's entries, sorted alphabetically without regard to case, \
             directories ending in '/'. Dotfiles are included. At most 500 entries by default \
-            (see limit) and 50KB of output.",
+            (see limit) and 50KB of output."
+            .into(),
         parameters: json!({
             "type": "object",
             "properties": {

@@ -25,10 +25,11 @@ pub(super) struct Args {
 
 pub(super) fn spec() -> ToolSpec {
     ToolSpec {
-        name: "read",
+        name: "read".into(),
         description: "Read a file. Text comes back as-is (no line numbers), at most 2000 lines or \
             50KB per call; page through longer files with offset and limit. PNG, JPEG, GIF and \
-            WebP images come back as image attachments, downscaled to fit 2000x2000 px.",
+            WebP images come back as image attachments, downscaled to fit 2000x2000 px."
+            .into(),
         parameters: json!({
             "type": "object",
             "properties": {

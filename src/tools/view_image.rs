@@ -18,11 +18,12 @@ pub(super) struct Args {
 
 pub(super) fn spec() -> ToolSpec {
     ToolSpec {
-        name: "view_image",
+        name: "view_image".into(),
         description: "Look at an image file (PNG, JPEG, GIF or WebP, recognised by content). It \
             comes back as an image attachment with its format, pixel size and file size. Images \
             over 2000 px on a side or 5MB are downscaled to fit; use zoom to inspect a region at \
-            full resolution.",
+            full resolution."
+            .into(),
         parameters: json!({
             "type": "object",
             "properties": {

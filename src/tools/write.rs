@@ -13,9 +13,10 @@ pub(super) struct Args {
 
 pub(super) fn spec() -> ToolSpec {
     ToolSpec {
-        name: "write",
+        name: "write".into(),
         description: "Write a whole file: creates it (and any missing parent directories) or \
-            replaces what is there. Prefer edit for changing part of an existing file.",
+            replaces what is there. Prefer edit for changing part of an existing file."
+            .into(),
         parameters: json!({
             "type": "object",
             "properties": {

@@ -26,11 +26,12 @@ pub(super) struct Args {
 
 pub(super) fn spec() -> ToolSpec {
     ToolSpec {
-        name: "zoom",
+        name: "zoom".into(),
         description: "Magnify part of an image file (PNG, JPEG, GIF or WebP): crops the \
             rectangle, given in pixels of the original image, and enlarges it by scale (1-8, \
             default 2) as a PNG attachment. The output is at most 2000 px on its longer side; \
-            the scale is lowered to fit, and a crop too big even at scale 1 is downscaled.",
+            the scale is lowered to fit, and a crop too big even at scale 1 is downscaled."
+            .into(),
         parameters: json!({
             "type": "object",
             "properties": {

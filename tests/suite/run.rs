@@ -224,10 +224,10 @@ fn abort_during_bash_kills_the_process_group_and_ends_the_run() {
     let pid_file = nova.cwd().join("child.pid");
     let deadline = Instant::now() + EVENT_TIMEOUT;
     let child_pid = loop {
-        if let Ok(text) = std::fs::read_to_string(&pid_file) {
-            if let Ok(pid) = text.trim().parse::<u32>() {
-                break pid;
-            }
+        if let Ok(text) = std::fs::read_to_string(&pid_file)
+            && let Ok(pid) = text.trim().parse::<u32>()
+        {
+            break pid;
         }
         assert!(Instant::now() < deadline, "bash never started");
         std::thread::sleep(Duration::from_millis(20));

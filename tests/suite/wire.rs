@@ -201,6 +201,7 @@ fn responses_decode_with_their_data() {
             network: true,
             unavailable: None,
         },
+        mcp_servers: Vec::new(),
     };
     let r = p::Response::ok(
         Some(json!("req-1")),

@@ -348,6 +348,8 @@ pub struct State {
     pub message_count: usize,
     pub pending_message_count: usize,
     pub sandbox: SandboxState,
+    /// nova's addition: every configured MCP server (empty without `mcp.json`).
+    pub mcp_servers: Vec<McpServer>,
 }
 
 /// `get_state.sandbox` (nova's extension).
@@ -363,6 +365,66 @@ pub struct SandboxState {
         skip_serializing_if = "Option::is_none"
     )]
     pub unavailable: Option<String>,
+}
+
+/// A configured MCP server (`get_mcp_servers`, `get_state.mcpServers`, `mcp_server_status`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpServer {
+    pub name: String,
+    pub status: McpServerStatus,
+    /// Only while `ready`.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub tool_count: Option<usize>,
+    /// Only when `failed` or `disabled`.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reason: Option<String>,
+    pub transport: McpTransport,
+    pub source: McpSource,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpServerStatus {
+    Starting,
+    Ready,
+    Failed,
+    Disabled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpTransport {
+    Stdio,
+    Http,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpSource {
+    User,
+    Claude,
+    Project,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServersData {
+    pub servers: Vec<McpServer>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -526,6 +588,8 @@ pub enum ResponseData {
     Model(Box<Model>),
     /// `get_commands`: `{commands: [...]}`.
     Commands(CommandsData),
+    /// `get_mcp_servers` (nova's addition): `{servers}`.
+    McpServers(McpServersData),
     /// No data.
     None,
     /// A command whose data shape is not pinned down (yet): kept as JSON.
@@ -559,6 +623,7 @@ impl Response {
             "get_last_assistant_text" => ResponseData::LastText(de(data)?),
             "set_model" => ResponseData::Model(Box::new(de(data)?)),
             "get_commands" => ResponseData::Commands(de(data)?),
+            "get_mcp_servers" => ResponseData::McpServers(de(data)?),
             _ => ResponseData::Other(data.clone()),
         })
     }
@@ -750,6 +815,10 @@ pub enum Event {
         tool_name: String,
         command: String,
         reason: String,
+    },
+    /// nova's addition: an MCP server changed status.
+    McpServerStatus {
+        server: McpServer,
     },
     /// From pi-reference §4/§11 (not yet in protocol.rs).
     AutoRetryStart {

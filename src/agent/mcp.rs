@@ -1,0 +1,122 @@
+//! The agent's side of MCP: servers start with the agent, their tools join each request's
+//! specs, and a call to one goes through `permissions.mcp` (asking with the same
+//! `permission_request` as bash) before it reaches [`crate::mcp::Servers::call`].
+
+use super::exec::{Call, Slot};
+use super::{Agent, Sink};
+use crate::mcp::{McpConfig, Servers, Verdict};
+use crate::protocol::ToolSpec;
+use crate::protocol::{Event, McpServer};
+use crate::tools::ToolOutput;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+const DENIED: &str = "The user denied permission to call this tool, so it was not called.";
+
+/// Starts the configured servers in the background; `None` without any.
+pub(super) fn start(config: McpConfig, client: &reqwest::Client, sink: &Sink) -> Option<Servers> {
+    let sink = sink.clone();
+    let on_status = Arc::new(move |server: McpServer| sink.emit(Event::McpServerStatus { server }));
+    Servers::start(config, client.clone(), on_status)
+}
+
+impl Agent {
+    /// Every configured MCP server and its status (`get_mcp_servers`).
+    pub fn mcp_servers(&self) -> Vec<McpServer> {
+        self.inner
+            .mcp
+            .as_ref()
+            .map(Servers::statuses)
+            .unwrap_or_default()
+    }
+
+    /// Stops the MCP servers; nova calls it on its way out.
+    pub async fn shutdown(&self) {
+        if let Some(servers) = &self.inner.mcp {
+            servers.shutdown().await;
+        }
+    }
+
+    /// The first prompt waits for servers still starting (abort ends the wait).
+    pub(super) async fn wait_for_mcp(&self, cancel: &CancellationToken) {
+        if let Some(servers) = &self.inner.mcp {
+            tokio::select! {
+                () = servers.wait_for_startup() => {}
+                () = cancel.cancelled() => {}
+            }
+        }
+    }
+
+    /// The built-in tools' specs followed by those of the MCP servers that are ready now.
+    pub(super) fn tool_specs(&self, builtin: &Arc<[ToolSpec]>) -> Arc<[ToolSpec]> {
+        match &self.inner.mcp {
+            None => builtin.clone(),
+            Some(servers) => builtin
+                .iter()
+                .chain(servers.specs().iter())
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// A slot for a call to an MCP tool, or `None` when `call` names none.
+pub(super) fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call) -> Option<Slot> {
+    let servers = agent.inner.mcp.as_ref()?;
+    let (_, name, args) = call;
+    if !servers.knows(name) {
+        return None;
+    }
+    let approval = match servers.verdict(name) {
+        Verdict::Run => None,
+        Verdict::Deny { rule } => {
+            return Some(Slot::Done(ToolOutput::error(format!(
+                "Blocked by the permissions.mcp deny rule `{rule}`; {name} was not called."
+            ))));
+        }
+        Verdict::Ask { reason } => {
+            let mut state = agent.state();
+            let (request_id, answer) = state.permissions.open();
+            agent.emit(Event::PermissionRequest {
+                request_id,
+                tool_name: name.clone(),
+                command: args.to_string(),
+                reason,
+            });
+            Some(answer)
+        }
+    };
+    let (servers, cancel, name, args) = (
+        servers.clone(),
+        cancel.child_token(),
+        name.clone(),
+        args.clone(),
+    );
+    Some(Slot::Running(tokio::spawn(async move {
+        if let Some(answer) = approval
+            && let Err(refused) = approved(answer, &cancel).await
+        {
+            return refused;
+        }
+        servers.call(&name, args, &cancel).await
+    })))
+}
+
+/// Waits for the client's answer; the error is the result of a call that must not run.
+async fn approved(
+    answer: oneshot::Receiver<bool>,
+    cancel: &CancellationToken,
+) -> Result<(), ToolOutput> {
+    let approved = tokio::select! {
+        answer = answer => answer.unwrap_or(false),
+        () = cancel.cancelled() => false,
+    };
+    if cancel.is_cancelled() {
+        return Err(ToolOutput::error(crate::mcp::ABORTED));
+    }
+    if !approved {
+        return Err(ToolOutput::error(DENIED));
+    }
+    Ok(())
+}

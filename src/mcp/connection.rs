@@ -1,0 +1,141 @@
+//! One live MCP session with a server, over stdio (a child process) or streamable HTTP, built on
+//! the official SDK (`rmcp`): the handshake, the tool list, and the shutdown order the spec
+//! asks for (close the connection, which closes a child's stdin, before any signal).
+
+use super::config::{ServerConfig, Transport};
+use super::process::{self, Process};
+use super::resolve::resolve_all;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::ClientHandler;
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceExt};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How long a stopping server gets after its stdin closes, and again after SIGTERM.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+pub struct Connection {
+    service: RunningService<RoleClient, Handler>,
+    process: Option<Process>,
+}
+
+/// Receives what the server announces on its own; nova only listens for tool list changes.
+pub struct Handler {
+    pub on_tools_changed: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        (self.on_tools_changed)();
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        // 2025-11-25 rather than the SDK's newest: servers then announce tool list changes
+        // unprompted, where the newest version needs a subscription request first.
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("nova", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+}
+
+/// Starts the server and lists its tools. The caller bounds the whole of it with the server's
+/// timeout; dropping the future midway kills a child it started.
+pub async fn connect(
+    config: &ServerConfig,
+    client: &reqwest::Client,
+    handler: Handler,
+) -> Result<(Connection, Vec<Tool>), String> {
+    let (service, process) = match &config.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let env = resolve_all(env).await.map_err(|e| format!("env {e}"))?;
+            let (process, pipes) = process::spawn(command, args, &env, cwd)?;
+            let exited = process.exited();
+            match handler.serve(pipes).await {
+                Ok(service) => (service, Some(process)),
+                Err(e) => {
+                    // How the server ended says more than the broken pipe it left behind.
+                    let reason = exit_reason(exited).await.unwrap_or_else(|| e.to_string());
+                    process.stop(STOP_GRACE).await;
+                    return Err(reason);
+                }
+            }
+        }
+        Transport::Http { url, headers } => {
+            let headers = resolve_all(headers)
+                .await
+                .map_err(|e| format!("header {e}"))?;
+            let mut custom = HashMap::new();
+            for (name, value) in headers {
+                let name = HeaderName::try_from(name.as_str())
+                    .map_err(|e| format!("header \"{name}\": {e}"))?;
+                let value =
+                    HeaderValue::try_from(value).map_err(|e| format!("header \"{name}\": {e}"))?;
+                custom.insert(name, value);
+            }
+            let transport = StreamableHttpClientTransport::with_client(
+                client.clone(),
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom),
+            );
+            let service = handler.serve(transport).await.map_err(|e| e.to_string())?;
+            (service, None)
+        }
+    };
+    let connection = Connection { service, process };
+    let has_tools = connection
+        .service
+        .peer_info()
+        .is_none_or(|info| info.capabilities.tools.is_some());
+    let tools = if has_tools {
+        match connection.service.list_all_tools().await {
+            Ok(tools) => tools,
+            Err(e) => {
+                let reason = format!("listing its tools failed: {e}");
+                connection.stop().await;
+                return Err(reason);
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    Ok((connection, tools))
+}
+
+/// How a child that failed the handshake ended, if it did.
+async fn exit_reason(mut exited: watch::Receiver<Option<String>>) -> Option<String> {
+    let wait = exited.wait_for(Option::is_some);
+    match tokio::time::timeout(STOP_GRACE, wait).await {
+        Ok(Ok(said)) => said.clone(),
+        _ => None,
+    }
+}
+
+impl Connection {
+    pub fn peer(&self) -> Peer<RoleClient> {
+        self.service.peer().clone()
+    }
+
+    /// Resolves with how a stdio server's process ended; never for HTTP.
+    pub fn exited(&self) -> Option<watch::Receiver<Option<String>>> {
+        self.process.as_ref().map(Process::exited)
+    }
+
+    /// Closes the session (a child's stdin with it), then stops the child's process group.
+    pub async fn stop(mut self) {
+        let _ = self.service.close_with_timeout(STOP_GRACE).await;
+        if let Some(process) = self.process.take() {
+            process.stop(STOP_GRACE).await;
+        }
+    }
+}
