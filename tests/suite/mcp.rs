@@ -4,7 +4,8 @@
 //! reports every server's status; no server outlives nova.
 
 use crate::support::mcp::{
-    STARTUP, live_members, mcp_json, offered_tools, test_server, wait_file_contains, wait_status,
+    STARTUP, live_members, mcp_json, offered_tools, test_server, text, tool_ends,
+    wait_file_contains, wait_status,
 };
 use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::{EVENT_TIMEOUT, Nova, NovaBuilder};
@@ -22,19 +23,6 @@ fn with_faulty(mock: &MockLlm, server: &Path, extra: Value) -> NovaBuilder {
         entry.extend(extra);
     }
     builder.agent_file("mcp.json", mcp_json(json!({ "faulty": entry })))
-}
-
-fn tool_ends(events: &[Value]) -> Vec<&Value> {
-    events
-        .iter()
-        .filter(|e| e["type"] == "tool_execution_end")
-        .collect()
-}
-
-fn text(end: &Value) -> &str {
-    end["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
 }
 
 #[test]

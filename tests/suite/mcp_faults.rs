@@ -3,7 +3,9 @@
 //! told), a hang past the timeout, a huge result, servers that fail to start, and a tool list
 //! that changes.
 
-use crate::support::mcp::{mcp_json, offered_tools, test_server, wait_file_contains, wait_status};
+use crate::support::mcp::{
+    mcp_json, offered_tools, test_server, text, tool_ends, wait_file_contains, wait_status,
+};
 use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::{EVENT_TIMEOUT, Nova};
 use serde_json::{Value, json};
@@ -18,19 +20,6 @@ fn nova_with(mock: &MockLlm, servers: impl FnOnce(&Path) -> Value) -> Nova {
 
 fn faulty(server: &Path, log: &Path) -> Value {
     json!({"command": server, "env": {"MCP_TEST_LOG": log}})
-}
-
-fn tool_ends(events: &[Value]) -> Vec<&Value> {
-    events
-        .iter()
-        .filter(|e| e["type"] == "tool_execution_end")
-        .collect()
-}
-
-fn text(end: &Value) -> &str {
-    end["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
 }
 
 #[test]

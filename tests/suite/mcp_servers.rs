@@ -3,24 +3,12 @@
 //! over streamable HTTP. Each test skips with a message when its server is not installed.
 
 use crate::support::mcp::{
-    PyHttpServer, filesystem_server, mcp_json, offered_tools, python_with_mcp, wait_status,
+    PyHttpServer, filesystem_server, mcp_json, offered_tools, python_with_mcp, text, tool_ends,
+    wait_status,
 };
 use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::{EVENT_TIMEOUT, Nova};
-use serde_json::{Value, json};
-
-fn tool_ends(events: &[Value]) -> Vec<&Value> {
-    events
-        .iter()
-        .filter(|e| e["type"] == "tool_execution_end")
-        .collect()
-}
-
-fn text(end: &Value) -> &str {
-    end["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-}
+use serde_json::json;
 
 #[test]
 fn the_reference_filesystem_server_reads_and_writes_with_permission() {

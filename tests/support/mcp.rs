@@ -188,3 +188,18 @@ impl Drop for PyHttpServer {
         let _ = self.child.wait();
     }
 }
+
+/// The `tool_execution_end` events of a run, in order.
+pub fn tool_ends(events: &[Value]) -> Vec<&Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect()
+}
+
+/// The first text block of a tool result.
+pub fn text(end: &Value) -> &str {
+    end["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
