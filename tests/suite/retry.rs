@@ -5,7 +5,7 @@
 //! then succeeds.
 
 use crate::suite::providers::{labels, of_type};
-use crate::support::mock_llm::{MockLlm, Reply};
+use crate::support::mock_llm::{Gate, MockLlm, Reply};
 use crate::support::nova_proc::Nova;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -229,6 +229,34 @@ fn abort_ends_the_wait_and_answers_once_settled() {
         nova.request_ok(json!({"type": "get_state"}))["isStreaming"],
         false
     );
+}
+
+/// Pi 1.6 reports `success: true` here (the aborted reply is not an error to it); nova says the
+/// retries were cancelled, which is what happened.
+#[test]
+fn abort_during_the_retried_reply_ends_the_retries_as_cancelled() {
+    let mock = MockLlm::start();
+    let gate = Gate::new();
+    mock.push(Reply::http_error(503, "busy"));
+    mock.push(
+        Reply::text("never finished")
+            .text_chunks(3)
+            .gate_after(1, &gate),
+    );
+    let mut nova = start(&mock, fast());
+    nova.request_ok(json!({"type": "prompt", "message": "hi"}));
+    gate.wait_reached(LONG);
+    let answer = nova.request_ok(json!({"type": "abort"}));
+    assert_eq!(answer, Value::Null);
+    let events: Vec<Value> = nova.log().iter().map(|l| l.value.clone()).collect();
+    let tail: Vec<String> = outline(&events).into_iter().rev().take(3).collect();
+    assert_eq!(tail, ["agent_settled", "auto_retry_end", "agent_end"]);
+    let end = of_type(&events, "auto_retry_end")[0];
+    assert_eq!(
+        *end,
+        json!({"type": "auto_retry_end", "success": false, "attempt": 1, "finalError": "Retry cancelled"})
+    );
+    assert_eq!(of_type(&events, "agent_settled")[0]["aborted"], true);
 }
 
 #[test]
