@@ -460,8 +460,9 @@ impl Agent {
         self.state().auto_retry = enabled;
     }
 
-    /// `abort_retry`: ends the wait before a retry, if one is pending. The run then settles
-    /// with the failed reply as its last (or goes on with queued messages).
+    /// `abort_retry`: ends the wait before a retry, if one is pending, and resolves once that is
+    /// reported. The run then settles (or goes on with queued messages); the failed reply stays
+    /// out of the context, as in Pi.
     pub fn abort_retry(&self) -> impl Future<Output = ()> + Send + 'static {
         let done = self.state().retry_wait.as_ref().map(|wait| {
             wait.cancel.cancel();
