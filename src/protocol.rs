@@ -970,6 +970,21 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
     },
+    /// A reply failed transiently; the turn is sent again after `delayMs`.
+    AutoRetryStart {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        error_message: String,
+    },
+    /// The retries that began with `auto_retry_start` are over: a reply came, they ran out, or
+    /// they were cancelled (`abort`, `abort_retry`).
+    AutoRetryEnd {
+        success: bool,
+        attempt: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        final_error: Option<String>,
+    },
     ThinkingLevelChanged {
         level: ThinkingLevel,
     },

@@ -14,6 +14,7 @@ mod mcp;
 mod models;
 mod permission;
 mod queue;
+mod retry;
 mod run;
 mod sessions;
 mod sink;
@@ -24,7 +25,7 @@ pub use permission::{FlaggedCommand, Unattended};
 pub use sessions::startup_session;
 pub use sink::{EventSink, Sink};
 
-use crate::config::{Config, Registry, ScopedModel, ToolSelection};
+use crate::config::{Config, Registry, RetrySettings, ScopedModel, ToolSelection};
 use crate::context::PromptSource;
 use crate::protocol::ToolSpec;
 use crate::protocol::{
@@ -81,6 +82,7 @@ struct Inner {
     prompt_source: PromptSource,
     permission_rules: PermissionRules,
     compaction: CompactionSettings,
+    retry: RetrySettings,
     sandbox: Arc<crate::sandbox::Sandbox>,
     /// What `cycle_model` goes through; every declared model when empty.
     scope: Vec<ScopedModel>,
@@ -119,6 +121,10 @@ struct State {
     compacting: bool,
     /// `set_auto_compaction`; starts from `compaction.enabled`.
     auto_compaction: bool,
+    /// `set_auto_retry`; starts from `retry.enabled`.
+    auto_retry: bool,
+    /// The wait before a retry, while one is pending.
+    retry_wait: Option<RetryWait>,
     /// Index of the first message whose reported usage describes the current context: replies
     /// kept through a compaction measured the longer context before it.
     usage_from: usize,
@@ -152,6 +158,13 @@ impl Tools {
             active: active.into(),
         }
     }
+}
+
+/// A pending retry's wait: `abort_retry` cancels it and waits for `done` to close, which
+/// happens once the run has reported the cancellation.
+struct RetryWait {
+    cancel: CancellationToken,
+    done: watch::Receiver<()>,
 }
 
 struct RunHandle {
@@ -212,6 +225,8 @@ impl Agent {
             session,
             compacting: false,
             auto_compaction: config.compaction.enabled,
+            auto_retry: config.settings.retry.enabled,
+            retry_wait: None,
             usage_from,
             bash_cancel: CancellationToken::new(),
             pending_bash: Vec::new(),
@@ -225,6 +240,7 @@ impl Agent {
                 prompt_source,
                 permission_rules: config.permissions,
                 compaction: config.compaction,
+                retry: config.settings.retry,
                 sandbox: Arc::new(config.sandbox),
                 scope: config.scope,
                 default_thinking_level: config.settings.default_thinking_level,
@@ -439,6 +455,27 @@ impl Agent {
         self.state().auto_compaction = enabled;
     }
 
+    /// `set_auto_retry`: applies from the next failure; a retry already waiting still happens.
+    pub fn set_auto_retry(&self, enabled: bool) {
+        self.state().auto_retry = enabled;
+    }
+
+    /// `abort_retry`: ends the wait before a retry, if one is pending, and resolves once that is
+    /// reported. The run then settles (or goes on with queued messages); the failed reply stays
+    /// out of the context, as in Pi.
+    pub fn abort_retry(&self) -> impl Future<Output = ()> + Send + 'static {
+        let done = self.state().retry_wait.as_ref().map(|wait| {
+            wait.cancel.cancel();
+            wait.done.clone()
+        });
+        async move {
+            if let Some(mut done) = done {
+                // Resolves with an error once the waiting run drops its sender.
+                let _ = done.changed().await;
+            }
+        }
+    }
+
     /// From now on flagged commands are decided by `policy` instead of a `permission_request`.
     pub fn set_unattended(&self, policy: Unattended) {
         self.state().unattended = Some(policy);
@@ -552,17 +589,21 @@ impl Agent {
     /// Ends the run. Clearing `run` and emitting the last two events under one lock means a
     /// client that reacts to `agent_end` with a new `prompt` finds the agent idle, and that
     /// prompt's events can only follow this run's `agent_settled`.
-    fn finish_run(&self, aborted: bool) {
+    /// `retry_end` (the `auto_retry_end` of retries that failed) goes between the two, as in Pi.
+    fn finish_run(&self, aborted: bool, retry_end: Option<Event>) {
         let mut state = self.state();
         self.end_run(&mut state);
         self.emit(Event::AgentEnd {
             messages: state.messages.clone(),
             will_retry: false,
         });
+        if let Some(event) = retry_end {
+            self.emit(event);
+        }
         self.emit(Event::AgentSettled { aborted });
     }
 
-    /// `agent_end` for a run that goes on to compact before it settles.
+    /// `agent_end` for a run that goes on to compact or retry before it settles.
     fn emit_agent_end(&self, will_retry: bool) {
         let state = self.state();
         self.emit(Event::AgentEnd {

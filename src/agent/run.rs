@@ -2,16 +2,22 @@
 //! queued messages wait; steering is delivered after a tool batch, follow-ups when the agent
 //! would otherwise stop, both inside the same run (Pi's semantics). Between `agent_end` and
 //! `agent_settled` a compaction may run: on a context overflow (then the turn is retried once)
-//! or when the context passed the threshold.
+//! or when the context passed the threshold. A transient provider failure instead waits and
+//! sends the turn again (see [`retry`](super::retry)): `agent_end` says `willRetry`, then
+//! `auto_retry_start`, the wait, and a new `agent_start`; `auto_retry_end` follows the first
+//! good reply, or comes once the retries are used up or cancelled.
 
 use super::assemble::Assembler;
 use super::compact::compact;
+use super::retry::{self, Retries, Scheduled};
 use super::{Agent, exec, now_ms};
 use crate::protocol::{
     AssistantMessage, CompactionReason, Event, Message, StopReason, Usage, UserMessage,
 };
 use crate::provider::http::Transport;
-use crate::provider::{self, ErrorKind, Request};
+use crate::provider::{self, ErrorKind, ProviderError, Request};
+use std::sync::Arc;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMessage) {
@@ -25,28 +31,59 @@ pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMe
     let mut pending = vec![prompt];
     pending.extend(agent.take_queued(|q| q.take_steering()));
     let mut overflow_retried = false;
+    let mut retries = Retries::new(agent.inner.retry);
     loop {
         agent.emit(Event::AgentStart);
-        let outcome = turns(agent, &cancel, std::mem::take(&mut pending)).await;
+        let outcome = turns(agent, &cancel, std::mem::take(&mut pending), &mut retries).await;
+        let mut schedule_retry = || {
+            let error = outcome.error.as_ref()?;
+            retries.schedule(agent.state().auto_retry, error)
+        };
         let next = if outcome.aborted {
             None
-        } else if outcome.overflow && agent.auto_compaction_enabled() {
+        } else if outcome.overflow() && agent.auto_compaction_enabled() {
             Some(if overflow_retried {
                 After::OverflowGaveUp
             } else {
                 After::Overflow
             })
+        } else if let Some(scheduled) = schedule_retry() {
+            Some(After::Retry(scheduled))
         } else if agent.needs_compaction() {
             Some(After::Threshold)
         } else {
             None
         };
+        // Retries that end without a good reply are reported after `agent_end`, before any
+        // compaction and `agent_settled` (Pi's order).
+        let retry_end = match next {
+            Some(After::Retry(_)) => None,
+            _ => retries.finish().map(|attempt| Event::AutoRetryEnd {
+                success: false,
+                attempt,
+                final_error: Some(if outcome.aborted {
+                    RETRY_CANCELLED.to_owned()
+                } else {
+                    outcome.error_message.clone().unwrap_or_default()
+                }),
+            }),
+        };
         let Some(next) = next else {
-            agent.finish_run(outcome.aborted);
+            agent.finish_run(outcome.aborted, retry_end);
             return;
         };
-        agent.emit_agent_end(next == After::Overflow);
+        agent.emit_agent_end(matches!(next, After::Overflow | After::Retry(_)));
+        if let Some(event) = retry_end {
+            agent.emit(event);
+        }
         match next {
+            After::Retry(scheduled) => {
+                let message = outcome.error_message.unwrap_or_default();
+                if wait_to_retry(agent, &cancel, &mut retries, scheduled, message).await {
+                    // The failed reply has left the context; the turn is sent again as it was.
+                    continue;
+                }
+            }
             After::Overflow => {
                 overflow_retried = true;
                 let compacted =
@@ -68,7 +105,8 @@ pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMe
                 let _ = compact(agent, &cancel, CompactionReason::Threshold, None, false).await;
             }
         }
-        // Messages queued while the compaction ran start the next run at once.
+        // Messages queued while the compaction ran (or the retry wait, until `abort_retry`)
+        // start the next run at once.
         pending = agent.take_queued(|q| {
             let mut all = q.take_steering();
             all.extend(q.take_follow_up());
@@ -84,18 +122,94 @@ pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMe
 const OVERFLOW_GAVE_UP: &str = "Context overflow recovery failed after one compact-and-retry \
                                 attempt; the conversation is still too long for the model";
 
+/// Pi's `finalError` for retries ended by `abort` or `abort_retry`.
+const RETRY_CANCELLED: &str = "Retry cancelled";
+
 /// What happens between a run's `agent_end` and its `agent_settled`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum After {
     Overflow,
     OverflowGaveUp,
     Threshold,
+    Retry(Scheduled),
 }
 
 struct Outcome {
     aborted: bool,
+    /// Why the last reply failed, when the provider said.
+    error: Option<ProviderError>,
+    /// The failed last reply's `errorMessage`.
+    error_message: Option<String>,
+}
+
+impl Outcome {
     /// The last reply failed because the context was too long for the model.
-    overflow: bool,
+    fn overflow(&self) -> bool {
+        self.error
+            .as_ref()
+            .is_some_and(|e| e.kind() == ErrorKind::Overflow)
+    }
+}
+
+/// Announces `scheduled`, takes the failed reply out of the context and waits. `false` when
+/// the wait was cut short, by `abort` (which cancels the run) or by `abort_retry`; the retries
+/// are then over and reported so before this returns (what `abort_retry` waits for).
+async fn wait_to_retry(
+    agent: &Agent,
+    cancel: &CancellationToken,
+    retries: &mut Retries,
+    scheduled: Scheduled,
+    error_message: String,
+) -> bool {
+    let wait = cancel.child_token();
+    // Dropped when this returns, which is what `abort_retry` waits for.
+    let (_done, done_rx) = watch::channel(());
+    agent.state().retry_wait = Some(super::RetryWait {
+        cancel: wait.clone(),
+        done: done_rx,
+    });
+    agent.emit(Event::AutoRetryStart {
+        attempt: scheduled.attempt,
+        max_attempts: scheduled.max_attempts,
+        delay_ms: u64::try_from(scheduled.delay.as_millis()).unwrap_or(u64::MAX),
+        error_message,
+    });
+    agent.drop_failed_reply();
+    let elapsed = tokio::select! {
+        () = tokio::time::sleep(scheduled.delay) => true,
+        () = wait.cancelled() => false,
+    };
+    agent.state().retry_wait = None;
+    if elapsed && !cancel.is_cancelled() {
+        return true;
+    }
+    retries.finish();
+    agent.emit(Event::AutoRetryEnd {
+        success: false,
+        attempt: scheduled.attempt,
+        final_error: Some(RETRY_CANCELLED.to_owned()),
+    });
+    false
+}
+
+impl Agent {
+    /// Takes the failed last reply out of the conversation before it is retried, as Pi 1.6
+    /// does: the session file keeps it (with a `context_edit` omitting it), so a resumed session
+    /// and `get_messages` see the conversation the retry continues.
+    fn drop_failed_reply(&self) {
+        let mut state = self.state();
+        let Some(last) = state.messages.last().map(Arc::clone) else {
+            return;
+        };
+        if !matches!(&*last, Message::Assistant(a) if a.is_failed()) {
+            return;
+        }
+        state.messages.pop();
+        state.usage_from = state.usage_from.min(state.messages.len());
+        if let Err(e) = state.session.omit_last_message(&last) {
+            self.report_session_error(&e);
+        }
+    }
 }
 
 /// The turns of one `agent_start`…`agent_end` span.
@@ -103,6 +217,7 @@ async fn turns(
     agent: &Agent,
     cancel: &CancellationToken,
     mut pending: Vec<UserMessage>,
+    retries: &mut Retries,
 ) -> Outcome {
     let mut turn_index = 0;
     loop {
@@ -110,7 +225,17 @@ async fn turns(
         for message in pending.drain(..) {
             agent.append(Message::User(message));
         }
-        let (reply, overflow) = stream_reply(agent, cancel).await;
+        let (reply, error) = stream_reply(agent, cancel).await;
+        // A good reply ends the retries that led to it (Pi reports that before the tools run).
+        if !reply.is_failed()
+            && let Some(attempt) = retries.finish()
+        {
+            agent.emit(Event::AutoRetryEnd {
+                success: true,
+                attempt,
+                final_error: None,
+            });
+        }
         let calls: Vec<_> = if reply.is_failed() {
             Vec::new()
         } else {
@@ -121,6 +246,7 @@ async fn turns(
         };
         let results = exec::run_tools(agent, cancel, &calls).await;
         let stop = reply.stop_reason;
+        let error_message = reply.error_message.clone();
         agent.emit(Event::TurnEnd {
             turn_index,
             message: Message::Assistant(reply),
@@ -130,7 +256,8 @@ async fn turns(
         if matches!(stop, StopReason::Error | StopReason::Aborted) {
             return Outcome {
                 aborted: stop == StopReason::Aborted,
-                overflow,
+                error,
+                error_message,
             };
         }
         pending = agent.take_queued(|q| q.take_steering());
@@ -141,7 +268,8 @@ async fn turns(
         if pending.is_empty() {
             return Outcome {
                 aborted: false,
-                overflow: false,
+                error: None,
+                error_message: None,
             };
         }
     }
@@ -149,15 +277,19 @@ async fn turns(
 
 /// Streams one assistant reply, emitting `message_start`, the updates and `message_end`.
 /// Every failure ends up in the returned message (`stopReason` error or aborted), never as a
-/// lost turn. The flag says whether the failure was the context being too long.
-async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMessage, bool) {
-    let (model, history, tools, thinking) = {
+/// lost turn. The provider's error comes back too, for the agent to decide what to do next.
+async fn stream_reply(
+    agent: &Agent,
+    cancel: &CancellationToken,
+) -> (AssistantMessage, Option<ProviderError>) {
+    let (model, history, tools, thinking, auto_retry) = {
         let state = agent.state();
         (
             state.model.clone(),
             state.messages.clone(),
             state.tools.clone(),
             state.thinking_level,
+            state.auto_retry,
         )
     };
     let mut empty = AssistantMessage {
@@ -181,7 +313,7 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMe
     let mut assembler = Assembler::new(empty);
     let mut updates = Vec::new();
 
-    let mut overflow = false;
+    let mut failure = None;
     let outcome = match &model {
         _ if cancel.is_cancelled() => Err((StopReason::Aborted, ABORTED.to_owned())),
         None => Err((StopReason::Error, super::CommandError::NoModel.to_string())),
@@ -223,8 +355,9 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMe
                             Err((StopReason::Aborted, ABORTED.to_owned()))
                         }
                         Err(e) => {
-                            overflow = e.kind() == ErrorKind::Overflow;
-                            Err((StopReason::Error, e.to_string()))
+                            let text = retry::error_text(&inner.retry, auto_retry, &e);
+                            failure = Some(e);
+                            Err((StopReason::Error, text))
                         }
                     }
                 }
@@ -241,7 +374,7 @@ async fn stream_reply(agent: &Agent, cancel: &CancellationToken) -> (AssistantMe
         });
     }
     agent.append(Message::Assistant(message.clone()));
-    (message, overflow)
+    (message, failure)
 }
 
 const ABORTED: &str = "Request was aborted";

@@ -12,7 +12,7 @@ use crate::tools::{Tool, default_tools};
 pub use cli::{Cli, Mode};
 pub use models::{ProviderConfig, Registry};
 pub use scope::ScopedModel;
-pub use settings::{CompactionSettings, ListedPath, McpPermissions, Settings};
+pub use settings::{CompactionSettings, ListedPath, McpPermissions, RetrySettings, Settings};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]

@@ -36,6 +36,7 @@ pub struct Settings {
     /// How long a provider may send nothing before the turn fails.
     pub stream_idle_timeout: Duration,
     pub compaction: CompactionSettings,
+    pub retry: RetrySettings,
     /// `permissions.bash`, after the project rule above. `Err` when a settings file could not be
     /// read as JSON or the rules are invalid: the gate then asks before every command.
     pub bash_permissions: Result<Rules, String>,
@@ -72,6 +73,7 @@ impl Default for Settings {
             follow_up_mode: QueueMode::OneAtATime,
             stream_idle_timeout: Duration::from_secs(120),
             compaction: CompactionSettings::default(),
+            retry: RetrySettings::default(),
             bash_permissions: Ok(Rules::default()),
             sandbox: Ok(SandboxSettings::default()),
             mcp_permissions: Ok(McpPermissions::default()),
@@ -99,6 +101,30 @@ impl Default for CompactionSettings {
             enabled: true,
             reserve_tokens: 16_384,
             keep_recent_tokens: 20_000,
+        }
+    }
+}
+
+/// The `retry` object: Pi 1.6's agent-level automatic retry, with its defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetrySettings {
+    pub enabled: bool,
+    /// Retries after the first failure (so `maxRetries + 1` requests at most).
+    pub max_retries: u32,
+    /// The first wait; each further retry doubles it.
+    pub base_delay: Duration,
+    /// `maxAgentDelayMs`: the longest wait. Backoff stops growing there, and a server asking
+    /// (`Retry-After`) for longer is not retried at all.
+    pub max_delay: Duration,
+}
+
+impl Default for RetrySettings {
+    fn default() -> Self {
+        RetrySettings {
+            enabled: true,
+            max_retries: 3,
+            base_delay: Duration::from_secs(2),
+            max_delay: Duration::from_secs(60),
         }
     }
 }
@@ -160,6 +186,7 @@ struct File {
     stream_idle_timeout_seconds: Lenient<f64>,
     mcp_startup_wait_seconds: Lenient<f64>,
     compaction: Lenient<Map<String, Value>>,
+    retry: Lenient<Map<String, Value>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -189,6 +216,41 @@ impl CompactionSettings {
             .take("compaction.keepRecentTokens", warnings)
         {
             s.keep_recent_tokens = v;
+        }
+        s
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct RetryFile {
+    enabled: Lenient<bool>,
+    max_retries: Lenient<u32>,
+    base_delay_ms: Lenient<u64>,
+    max_agent_delay_ms: Lenient<u64>,
+}
+
+impl RetrySettings {
+    /// The defaults with every valid key of the `retry` object applied. Pi's
+    /// `retry.provider.*` keys (retries inside the HTTP client) have no counterpart in nova and
+    /// are ignored.
+    fn from_map(map: Map<String, Value>, warnings: &mut Vec<String>) -> Self {
+        let file: RetryFile = serde_json::from_value(Value::Object(map)).unwrap_or_default();
+        let mut s = RetrySettings::default();
+        if let Some(v) = file.enabled.take("retry.enabled", warnings) {
+            s.enabled = v;
+        }
+        if let Some(v) = file.max_retries.take("retry.maxRetries", warnings) {
+            s.max_retries = v;
+        }
+        if let Some(v) = file.base_delay_ms.take("retry.baseDelayMs", warnings) {
+            s.base_delay = Duration::from_millis(v);
+        }
+        if let Some(v) = file
+            .max_agent_delay_ms
+            .take("retry.maxAgentDelayMs", warnings)
+        {
+            s.max_delay = Duration::from_millis(v);
         }
         s
     }
@@ -292,6 +354,9 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     }
     if let Some(compaction) = file.compaction.take("compaction", warnings) {
         s.compaction = CompactionSettings::from_map(compaction, warnings);
+    }
+    if let Some(retry) = file.retry.take("retry", warnings) {
+        s.retry = RetrySettings::from_map(retry, warnings);
     }
     s.mcp_permissions = match &unreadable {
         Some(e) => Err(e.clone()),

@@ -111,6 +111,31 @@ fn compaction_keys_decode_one_by_one() {
 }
 
 #[test]
+fn retry_keys_decode_one_by_one_and_merge_with_the_project() {
+    let files = Files::new(
+        Some(r#"{"retry":{"baseDelayMs":10,"maxRetries":"many","provider":{"maxRetries":2}}}"#),
+        Some(r#"{"retry":{"maxAgentDelayMs":500}}"#),
+    );
+    let (s, warnings) = files.load(false);
+    assert_eq!(
+        s.retry,
+        RetrySettings {
+            enabled: true,
+            max_retries: 3,
+            base_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(500),
+        }
+    );
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("\"retry.maxRetries\""), "{warnings:?}");
+    let files = Files::new(Some(r#"{"retry":{"enabled":false,"maxRetries":-1}}"#), None);
+    let (s, warnings) = files.load(false);
+    assert!(!s.retry.enabled);
+    assert_eq!(s.retry.max_retries, 3);
+    assert!(warnings[0].contains("\"retry.maxRetries\""), "{warnings:?}");
+}
+
+#[test]
 fn invalid_json_names_the_place_and_fails_closed() {
     let files = Files::new(Some(r#"{"defaultModel":"m"}"#), Some("{\n  \"a\": oops\n}"));
     let (s, warnings) = files.load(false);

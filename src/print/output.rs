@@ -111,6 +111,15 @@ fn progress(event: &Event) {
             let first = text.lines().next().unwrap_or("");
             note(&format!("{tool_name} failed: {first}"));
         }
+        Event::AutoRetryStart {
+            attempt,
+            max_attempts,
+            delay_ms,
+            error_message,
+        } => note(&format!(
+            "{error_message}; retrying in {:.1} s ({attempt} of {max_attempts})",
+            *delay_ms as f64 / 1000.0
+        )),
         Event::CompactionStart { reason } => note(match reason {
             CompactionReason::Manual => "compacting the conversation",
             CompactionReason::Threshold => {

@@ -231,15 +231,14 @@ async fn read_error_body(
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
-/// `Retry-After` as a delay. Only the seconds form is read: model servers do not send dates.
+/// The delay the server asked for: `retry-after-ms` (OpenAI's, more precise) when present,
+/// else `Retry-After`. Only the seconds form of the latter is read: model servers do not send
+/// dates.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let seconds: f64 = headers
-        .get(RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
+    let number = |name| -> Option<f64> { headers.get(name)?.to_str().ok()?.trim().parse().ok() };
+    let seconds = number("retry-after-ms")
+        .map(|ms| ms / 1000.0)
+        .or_else(|| number(RETRY_AFTER.as_str()))?;
     Duration::try_from_secs_f64(seconds).ok()
 }
 
@@ -500,6 +499,18 @@ pub(crate) mod tests {
         assert!(
             matches!(err, ProviderError::Http { status: 429, retry_after: Some(d), .. } if d == Duration::from_secs(7)),
             "{err:?}"
+        );
+        let (base, _server) = serve(vec![Send(
+            "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nretry-after-ms: 1500\r\n\
+             Content-Length: 4\r\nConnection: close\r\n\r\nbusy"
+                .into(),
+        )])
+        .await;
+        let m = model_at("ollama", &base);
+        let (_, result) = run(&m, &CancellationToken::new(), 5000).await;
+        assert!(
+            matches!(result, Err(ProviderError::Http { retry_after: Some(d), .. }) if d == Duration::from_millis(1500)),
+            "{result:?}"
         );
         let (base, _server) = serve(vec![Send(with_length("HTTP/1.1 503 Busy", "busy"))]).await;
         let m = model_at("ollama", &base);

@@ -174,9 +174,17 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
             agent.abort_bash();
             Ok(None)
         }
-        // nova does not retry on its own yet: there is nothing to switch or to abort, and
-        // accepting both keeps Pi's clients (which call them) working.
-        Command::SetAutoRetry { .. } | Command::AbortRetry {} => Ok(None),
+        Command::SetAutoRetry { enabled } => {
+            agent.set_auto_retry(enabled);
+            Ok(None)
+        }
+        Command::AbortRetry {} => {
+            let stopped = agent.abort_retry();
+            return answer_later(out, id, name, async move {
+                stopped.await;
+                Ok(None)
+            });
+        }
         Command::ExtensionUiResponse {} => Err(CommandError::Unsupported(
             "extension_ui_response: nova has no extensions, so it never sends \
              extension_ui_request and has no dialog to answer",

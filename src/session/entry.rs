@@ -67,6 +67,12 @@ pub enum Body {
     SessionInfo {
         name: Option<String>,
     },
+    /// Pi 1.6's `context_edit` with `replacement: null`: the message entry `target_id` stays in
+    /// the file but leaves the conversation (a failed reply that was retried). An edit that
+    /// replaces content is kept as [`Body::Other`] and not applied.
+    ContextOmit {
+        target_id: String,
+    },
     /// An entry nova does not model (Pi's `custom`, `label`, `branch_summary`, a message with a
     /// role nova lacks…), kept whole so that it is written back unchanged.
     Other(Value),
@@ -80,6 +86,7 @@ impl Body {
             Body::ThinkingLevelChange { .. } => "thinking_level_change",
             Body::Compaction { .. } => "compaction",
             Body::SessionInfo { .. } => "session_info",
+            Body::ContextOmit { .. } => "context_edit",
             Body::Other(_) => "",
         }
     }
@@ -127,6 +134,10 @@ impl Serialize for Entry {
                     m.serialize_entry("name", n)?;
                 }
             }
+            Body::ContextOmit { target_id } => {
+                m.serialize_entry("targetId", target_id)?;
+                m.serialize_entry("replacement", &Value::Null)?;
+            }
             Body::Other(_) => {}
         }
         m.end()
@@ -153,6 +164,9 @@ struct Line {
     details: Option<Value>,
     from_hook: Option<bool>,
     name: Option<String>,
+    target_id: Option<String>,
+    /// Absent and `null` both read as `None`: an omission either way.
+    replacement: Option<Value>,
 }
 
 impl Line {
@@ -174,6 +188,9 @@ impl Line {
                 from_hook: self.from_hook,
             },
             "session_info" => Body::SessionInfo { name: self.name },
+            "context_edit" if self.replacement.is_none() => Body::ContextOmit {
+                target_id: self.target_id?,
+            },
             _ => return None,
         };
         Some(Entry {
@@ -231,7 +248,12 @@ pub(crate) fn from_value(raw: Value) -> Option<Entry> {
 fn is_modelled(kind: &str) -> bool {
     matches!(
         kind,
-        "message" | "model_change" | "thinking_level_change" | "compaction" | "session_info"
+        "message"
+            | "model_change"
+            | "thinking_level_change"
+            | "compaction"
+            | "session_info"
+            | "context_edit"
     )
 }
 

@@ -240,6 +240,22 @@ impl Session {
         })
     }
 
+    /// Takes `message`, when it is the newest entry, out of the conversation (a failed reply
+    /// that is being retried) while keeping it in the file, as Pi 1.6 does with a
+    /// `context_edit`.
+    pub fn omit_last_message(&mut self, message: &Arc<Message>) -> Result<(), SessionError> {
+        let target = match self.leaf.map(|i| &self.entries[i]) {
+            Some(Entry {
+                id,
+                body: Body::Message(m),
+                ..
+            }) if Arc::ptr_eq(m, message) => id.clone(),
+            _ => return Ok(()),
+        };
+        self.append(Body::ContextOmit { target_id: target })
+            .map(drop)
+    }
+
     /// Adds `body` as a child of the leaf and moves the leaf to it. The entry is on disk (when
     /// the session has a file) before this returns; if writing fails it is not added at all, so
     /// memory and file never disagree about the tree.

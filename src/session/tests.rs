@@ -319,6 +319,48 @@ fn nova_writes_pi_field_names_in_pis_order() {
 }
 
 #[test]
+fn an_omitted_reply_stays_in_the_file_but_leaves_the_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Session::create(Some(dir.path().into()), Path::new("/p"), None);
+    s.append_message(&user("u1")).unwrap();
+    let failed = assistant("cut");
+    let failed_id = s.append_message(&failed).unwrap();
+    // Only the newest entry can be omitted this way.
+    s.omit_last_message(&user("other")).unwrap();
+    assert_eq!(s.entries().len(), 2);
+    s.omit_last_message(&failed).unwrap();
+    s.append_message(&assistant("whole")).unwrap();
+    assert_eq!(texts(&s.context().messages), ["user:u1", "assistant:whole"]);
+    let path = s.path().unwrap().to_path_buf();
+    let edit = &lines(&path)[3];
+    assert_eq!(
+        (&edit["type"], &edit["parentId"], &edit["targetId"]),
+        (&json!("context_edit"), &json!(failed_id), &json!(failed_id))
+    );
+    assert_eq!(edit["replacement"], Value::Null);
+    // Pi writes the same entry; one that replaces content is kept but not applied.
+    let mut text = fs::read_to_string(&path).unwrap();
+    text.push_str(&format!(
+        "{}\n",
+        json!({"type": "context_edit", "id": "e2", "parentId": s.leaf_id().unwrap(),
+               "timestamp": "2026-01-01T00:00:00.000Z", "targetId": failed_id,
+               "replacement": {"content": "x"}})
+    ));
+    fs::write(&path, text).unwrap();
+    let (reopened, warnings) = Session::open(&path).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(
+        texts(&reopened.context().messages),
+        ["user:u1", "assistant:whole"]
+    );
+    assert!(matches!(
+        reopened.entries()[2].body,
+        Body::ContextOmit { .. }
+    ));
+    assert!(matches!(reopened.entries()[4].body, Body::Other(_)));
+}
+
+#[test]
 fn compaction_rebuilds_the_context_from_the_kept_entry() {
     let mut s = Session::create(None, Path::new("/p"), None);
     s.append_message(&user("u1")).unwrap();

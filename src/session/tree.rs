@@ -4,7 +4,7 @@
 use super::{Body, Entry, Session, SessionError, iso_to_ms, user_text};
 use crate::protocol::{CompactionSummaryMessage, ForkMessage, Message};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// What the agent resumes from: the messages on the current path and the settings recorded on
@@ -84,7 +84,17 @@ impl Session {
     /// `firstKeptEntryId` up to it, then everything after it.
     fn conversation(&self) -> Vec<usize> {
         let path = self.path_to(self.leaf);
-        let is_message = |i: &&usize| matches!(self.entries[**i].body, Body::Message(_));
+        let omitted: HashSet<&str> = path
+            .iter()
+            .filter_map(|&i| match &self.entries[i].body {
+                Body::ContextOmit { target_id } => Some(target_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let is_message = |i: &&usize| {
+            let entry = &self.entries[**i];
+            matches!(entry.body, Body::Message(_)) && !omitted.contains(entry.id.as_str())
+        };
         let compaction = path
             .iter()
             .rposition(|&i| matches!(self.entries[i].body, Body::Compaction { .. }));

@@ -15,6 +15,7 @@ mod permission;
 mod pi_client;
 mod protocol;
 mod providers;
+mod retry;
 mod run;
 mod sandbox;
 mod session_commands;

@@ -178,6 +178,12 @@ fn a_provider_error_exits_1_with_the_reason_on_stderr() {
     let mock = MockLlm::start();
     mock.push(Reply::http_error(500, "the model server fell over"));
     let shell = Shell::new(&mock);
+    // Fail at once rather than after automatic retries.
+    std::fs::write(
+        shell.agent.join("settings.json"),
+        r#"{"retry":{"enabled":false}}"#,
+    )
+    .unwrap();
     let done = shell.run(&["-p", "one", "two"], "");
     assert_eq!(done.code, Some(1), "{done:?}");
     assert_eq!(done.stdout, "");

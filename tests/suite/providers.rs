@@ -537,10 +537,16 @@ fn parallel_tool_calls(f: Format) {
     mock.assert_no_violations();
 }
 
+/// Settings for a test that asserts what a transient failure does to the turn itself: without
+/// automatic retry it ends the run at once.
+fn no_retry() -> Value {
+    json!({"retry": {"enabled": false}})
+}
+
 fn http_error(f: Format) {
     let mock = MockLlm::start();
     mock.push(Reply::http_error(500, r#"{"error":"model exploded"}"#));
-    let mut nova = f.nova(&mock).spawn();
+    let mut nova = f.nova(&mock).settings(no_retry()).spawn();
     let events = nova.run_prompt("boom");
     let msg = assert_error_turn(&events);
     assert!(msg.contains("500"), "{msg}");
@@ -565,6 +571,7 @@ fn connection_refused(f: Format) {
             f.provider(): provider_entry(f, &f.base_url(&mock), models),
         }}))
         .args(["--model", "dead/test-model"])
+        .settings(no_retry())
         .spawn();
     let t0 = Instant::now();
     let events = nova.run_prompt("anyone there?");
@@ -590,7 +597,7 @@ fn stream_cut(f: Format, inside_frame: bool) {
     } else {
         reply.cut_after(3)
     });
-    let mut nova = f.nova(&mock).spawn();
+    let mut nova = f.nova(&mock).settings(no_retry()).spawn();
     let events = nova.run_prompt("go");
     let msg = assert_error_turn(&events);
     assert!(
@@ -627,7 +634,7 @@ fn stall(f: Format) {
     mock.push(Reply::text("abc def ghi").text_chunks(3).stall_after(1));
     let mut nova = f
         .nova(&mock)
-        .settings(json!({"streamIdleTimeoutSeconds": 1}))
+        .settings(json!({"streamIdleTimeoutSeconds": 1, "retry": {"enabled": false}}))
         .spawn();
     nova.request_ok(json!({"type": "prompt", "message": "hang"}));
     let t0 = Instant::now();
