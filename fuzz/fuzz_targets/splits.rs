@@ -102,5 +102,6 @@ pub fn model(api: &str) -> Model {
         context_window: 128_000,
         max_tokens: 8_192,
         thinking_level_map: None,
+        compat: None,
     }
 }
