@@ -387,6 +387,59 @@ mod tests {
         assert!(Registry::from_json("[]").is_err());
     }
 
+    #[test]
+    fn models_json_changes_the_builtin_anthropic_provider() {
+        let mut r = Registry::from_json(
+            r#"{"providers":{
+            "anthropic":{"baseUrl":"http://127.0.0.1:9/","headers":{"X-Proxy":"1"},
+                "compat":{"forceAdaptiveThinking":true},
+                "models":[{"id":"claude-sonnet-4-5","maxTokens":1000},
+                          {"id":"my-claude","compat":{"forceAdaptiveThinking":false}}]},
+            "local":{"baseUrl":"http://127.0.0.1:11434","api":"ollama","models":[{"id":"q"}]}}}"#,
+        )
+        .unwrap();
+        let (provider, models) = builtin::anthropic();
+        let builtin_count = models.len();
+        r.add_builtin(provider, models);
+        let mine = r.find("anthropic", "my-claude").unwrap();
+        assert_eq!(mine.api, "anthropic-messages");
+        assert!(!mine.adaptive_thinking(), "the model's compat wins");
+        let sonnet = r.find("anthropic", "claude-sonnet-4-5").unwrap();
+        assert_eq!(
+            sonnet.max_tokens, 1000,
+            "models.json replaces a built-in model"
+        );
+        assert!(sonnet.adaptive_thinking(), "the provider's compat applies");
+        let opus = r.find("anthropic", "claude-opus-4-6").unwrap();
+        assert_eq!(
+            opus.base_url, "http://127.0.0.1:9",
+            "the base URL applies to built-ins"
+        );
+        assert_eq!(r.models().len(), 3 + builtin_count - 1);
+        assert_eq!(
+            r.models()[0].id,
+            "claude-sonnet-4-5",
+            "configured models come first"
+        );
+        assert_eq!(r.provider("anthropic").unwrap().headers.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn anthropic_reads_its_key_from_the_environment() {
+        let mut r = Registry::default();
+        let (provider, models) = builtin::anthropic();
+        r.add_builtin(provider, models);
+        let model = r.models()[0].clone();
+        assert_eq!(model.base_url, "https://api.anthropic.com");
+        let (key, _) = r.credentials(&model).await.unwrap();
+        assert_eq!(
+            key,
+            std::env::var(builtin::ANTHROPIC_KEY_VAR)
+                .ok()
+                .filter(|k| !k.is_empty())
+        );
+    }
+
     #[tokio::test]
     async fn secrets_resolve_as_pi_does() {
         let r = Registry::default();
