@@ -130,6 +130,11 @@ fn models(mock: &MockLlm) -> Value {
         "models": [{"id": "bench-model"}]}}})
 }
 
+fn anthropic_models(mock: &MockLlm) -> Value {
+    json!({"providers": {"mock": {"baseUrl": mock.base_url_anthropic(),
+        "api": "anthropic-messages", "apiKey": "bench", "models": [{"id": "bench-model"}]}}})
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -143,16 +148,16 @@ fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
 }
 
-/// How long the mock takes to stream the reply to a reader that does nothing but read.
-fn mock_send_time(mock: &MockLlm) -> Duration {
+/// How long the mock takes to stream the reply to a reader that does nothing but read, from
+/// `path` (`/api/chat` or `/v1/messages`).
+fn mock_send_time(mock: &MockLlm, path: &str) -> Duration {
     mock.push(Reply::many_chunks(CHUNKS, "x"));
-    let body =
-        r#"{"model":"bench-model","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
+    let body = r#"{"model":"bench-model","max_tokens":10,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}"#;
     let mut socket = TcpStream::connect(("127.0.0.1", mock.port())).unwrap();
     let started = Instant::now();
     write!(
         socket,
-        "POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -377,6 +382,34 @@ fn turn_run(session: &Path, messages: usize) -> Turn {
     }
 }
 
+/// The median time from `prompt` to `agent_settled` for the 20,000-chunk reply, and the peak
+/// RSS, over five fresh processes configured with `models`.
+fn reply_run(mock: &MockLlm, models: &Value) -> (Duration, u64) {
+    let mut runs = Vec::new();
+    let mut peak = 0;
+    for _ in 0..5 {
+        let mut p = Proc::spawn(Some(models));
+        p.send(r#"{"id":"s","type":"get_state"}"#);
+        p.until("response");
+        mock.push(Reply::many_chunks(CHUNKS, "x"));
+        let started = Instant::now();
+        p.send(r#"{"id":"p","type":"prompt","message":"go"}"#);
+        let end = p.until("agent_settled");
+        runs.push(started.elapsed());
+        assert_eq!(end["aborted"], false);
+        peak = peak.max(p.rss().1);
+        p.send(r#"{"id":"t","type":"get_last_assistant_text"}"#);
+        let text = p.until("response");
+        assert_eq!(
+            text["data"]["text"].as_str().map(str::len),
+            Some(CHUNKS),
+            "{text}"
+        );
+        p.finish();
+    }
+    (median(runs), peak)
+}
+
 fn main() {
     let mock = MockLlm::start();
     let models = models(&mock);
@@ -393,23 +426,14 @@ fn main() {
         p.finish();
     }
 
-    let baseline = median((0..5).map(|_| mock_send_time(&mock)).collect());
-    let mut runs = Vec::new();
-    let mut peak = 0;
-    for _ in 0..5 {
-        let mut p = Proc::spawn(Some(&models));
-        p.send(r#"{"id":"s","type":"get_state"}"#);
-        p.until("response");
-        mock.push(Reply::many_chunks(CHUNKS, "x"));
-        let started = Instant::now();
-        p.send(r#"{"id":"p","type":"prompt","message":"go"}"#);
-        let end = p.until("agent_settled");
-        runs.push(started.elapsed());
-        assert_eq!(end["aborted"], false);
-        peak = peak.max(p.rss().1);
-        p.finish();
-    }
-    let reply = median(runs);
+    let baseline = median((0..5).map(|_| mock_send_time(&mock, "/api/chat")).collect());
+    let (reply, peak) = reply_run(&mock, &models);
+    let anthropic_baseline = median(
+        (0..5)
+            .map(|_| mock_send_time(&mock, "/v1/messages"))
+            .collect(),
+    );
+    let (anthropic_reply, anthropic_peak) = reply_run(&mock, &anthropic_models(&mock));
 
     let mut p = Proc::spawn(None);
     let chunk = vec![b'x'; 1024 * 1024];
@@ -471,6 +495,22 @@ fn main() {
         ms(reply.saturating_sub(baseline))
     );
     println!("  peak RSS during the reply              {}", mib(peak));
+    println!(
+        "  the same reply as Anthropic SSE        median {}",
+        ms(anthropic_reply)
+    );
+    println!(
+        "  mock sending the Anthropic reply alone median {}",
+        ms(anthropic_baseline)
+    );
+    println!(
+        "  nova's time beyond the mock's          {}",
+        ms(anthropic_reply.saturating_sub(anthropic_baseline))
+    );
+    println!(
+        "  peak RSS during the Anthropic reply    {}",
+        mib(anthropic_peak)
+    );
     println!(
         "  peak RSS skipping a 64 MiB record      {}",
         mib(skip_peak)

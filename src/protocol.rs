@@ -268,6 +268,19 @@ pub struct Model {
     /// marks a level the model does not support.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_level_map: Option<ThinkingLevelMap>,
+    /// models.json `compat`: how this model's server departs from its API's standard requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compat: Option<ModelCompat>,
+}
+
+/// Pi's `compat` fields that nova acts on. A field left out keeps the API's default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCompat {
+    /// Anthropic: think adaptively (`thinking.type: adaptive` plus an effort) instead of with a
+    /// token budget, as Claude models from Opus 4.6 on require.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force_adaptive_thinking: Option<bool>,
 }
 
 impl Model {
@@ -311,6 +324,21 @@ impl Model {
     /// The provider value the level map names for `level`, if any.
     pub fn thinking_value(&self, level: ThinkingLevel) -> Option<&str> {
         self.thinking_level_map.as_ref()?.get(&level)?.as_deref()
+    }
+
+    /// Whether the level map marks `level` unsupported (`null`), as opposed to leaving it out.
+    pub fn thinking_unsupported(&self, level: ThinkingLevel) -> bool {
+        self.thinking_level_map
+            .as_ref()
+            .and_then(|map| map.get(&level))
+            .is_some_and(Option::is_none)
+    }
+
+    pub fn adaptive_thinking(&self) -> bool {
+        self.compat
+            .as_ref()
+            .and_then(|c| c.force_adaptive_thinking)
+            .unwrap_or(false)
     }
 }
 

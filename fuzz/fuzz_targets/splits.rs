@@ -97,10 +97,11 @@ pub fn model(api: &str) -> Model {
             input: 1.0,
             output: 2.0,
             cache_read: 0.5,
-            cache_write: 0.0,
+            cache_write: 1.25,
         },
         context_window: 128_000,
         max_tokens: 8_192,
         thinking_level_map: None,
+        compat: None,
     }
 }

@@ -5,6 +5,9 @@ use crate::protocol::{AssistantMessage, AssistantMessageEvent as Ev, ContentBloc
 use crate::provider::ProviderEvent;
 use serde_json::Value;
 
+/// The text of a redacted thinking block, whose reasoning only the provider can read.
+const REDACTED_THINKING_TEXT: &str = "[Reasoning redacted]";
+
 pub struct Assembler {
     message: AssistantMessage,
     /// Index into `message.content` of the block still receiving deltas.
@@ -48,24 +51,55 @@ impl Assembler {
                 });
             }
             ProviderEvent::Thinking(delta) => {
-                let index = self.open_block(
-                    out,
-                    |b| matches!(b, ContentBlock::Thinking { .. }),
-                    || ContentBlock::Thinking {
-                        thinking: String::new(),
-                        thinking_signature: None,
-                        redacted: None,
-                    },
-                );
+                let index = self.open_thinking(out);
                 if let Some(ContentBlock::Thinking { thinking, .. }) =
                     self.message.content.get_mut(index)
                 {
                     thinking.push_str(&delta);
                 }
-                out.push(Ev::ThinkingDelta {
-                    content_index: index,
-                    delta,
+                // An empty delta only opens the block (a thinking block may have no text).
+                if !delta.is_empty() {
+                    out.push(Ev::ThinkingDelta {
+                        content_index: index,
+                        delta,
+                    });
+                }
+            }
+            ProviderEvent::ThinkingSignature(fragment) => {
+                let open_signed = self.open.and_then(|i| match self.message.content.get(i) {
+                    Some(ContentBlock::Thinking {
+                        redacted: None,
+                        thinking_signature,
+                        ..
+                    }) => Some(i).filter(|_| thinking_signature.is_some()),
+                    _ => None,
                 });
+                let index = match open_signed {
+                    Some(i) => i,
+                    None => self.open_thinking(out),
+                };
+                if let Some(ContentBlock::Thinking {
+                    thinking_signature, ..
+                }) = self.message.content.get_mut(index)
+                {
+                    thinking_signature
+                        .get_or_insert_default()
+                        .push_str(&fragment);
+                }
+            }
+            ProviderEvent::RedactedThinking(data) => {
+                self.close(out);
+                let index = self.message.content.len();
+                out.push(Ev::ThinkingStart {
+                    content_index: index,
+                });
+                // Pi's stand-in text: clients show it where the hidden reasoning was.
+                self.message.content.push(ContentBlock::Thinking {
+                    thinking: REDACTED_THINKING_TEXT.to_string(),
+                    thinking_signature: Some(data),
+                    redacted: Some(true),
+                });
+                self.open = Some(index);
             }
             ProviderEvent::ToolCall {
                 index,
@@ -129,6 +163,29 @@ impl Assembler {
                 delta: arguments,
             });
         }
+    }
+
+    /// The open thinking block that may still grow: one neither signed nor redacted (a
+    /// signature ends a block; more thinking after it starts the next).
+    fn open_thinking(&mut self, out: &mut Vec<Ev>) -> usize {
+        self.open_block(
+            out,
+            |b| {
+                matches!(
+                    b,
+                    ContentBlock::Thinking {
+                        thinking_signature: None,
+                        redacted: None,
+                        ..
+                    }
+                )
+            },
+            || ContentBlock::Thinking {
+                thinking: String::new(),
+                thinking_signature: None,
+                redacted: None,
+            },
+        )
     }
 
     /// Returns the index of the open block if `is_kind` accepts it, else closes it and opens a
@@ -333,6 +390,53 @@ mod tests {
         );
         assert!(
             matches!(&msg.content[3], ContentBlock::ToolCall { arguments: Value::String(s), .. } if s == "not json")
+        );
+    }
+
+    #[test]
+    fn signatures_end_thinking_blocks_and_redacted_blocks_stand_alone() {
+        let mut a = Assembler::new(empty());
+        let mut evs = vec![];
+        for e in [
+            ProviderEvent::Thinking("one".into()),
+            ProviderEvent::ThinkingSignature("s1".into()),
+            ProviderEvent::ThinkingSignature("+".into()),
+            ProviderEvent::Thinking(String::new()),
+            ProviderEvent::ThinkingSignature("s2".into()),
+            ProviderEvent::RedactedThinking("opaque".into()),
+            ProviderEvent::Thinking("three".into()),
+            ProviderEvent::Finish(StopReason::Stop),
+        ] {
+            a.push(e, &mut evs);
+        }
+        let msg = a.finish(&mut evs);
+        let thinking = |text: &str, sig: Option<&str>, redacted| ContentBlock::Thinking {
+            thinking: text.into(),
+            thinking_signature: sig.map(Into::into),
+            redacted,
+        };
+        assert_eq!(
+            msg.content,
+            [
+                thinking("one", Some("s1+"), None),
+                thinking("", Some("s2"), None),
+                thinking("[Reasoning redacted]", Some("opaque"), Some(true)),
+                thinking("three", None, None),
+            ]
+        );
+        let deltas = evs
+            .iter()
+            .filter(|e| matches!(e, Ev::ThinkingDelta { .. }))
+            .count();
+        assert_eq!(
+            deltas, 2,
+            "no delta for empty or redacted thinking: {evs:?}"
+        );
+        assert_eq!(
+            evs.iter()
+                .filter(|e| matches!(e, Ev::ThinkingEnd { .. }))
+                .count(),
+            4
         );
     }
 

@@ -1,5 +1,6 @@
 //! Flags, agent dir, `models.json` and `settings.json` → one validated [`Config`].
 
+pub mod builtin;
 pub mod cli;
 pub mod models;
 pub mod scope;
@@ -84,7 +85,7 @@ pub async fn load(
         },
         &mut warnings,
     );
-    let registry = match Registry::from_file(&agent_dir.join("models.json")) {
+    let mut registry = match Registry::from_file(&agent_dir.join("models.json")) {
         Ok(Some(r)) => r,
         Ok(None) => discover_ollama(discover).await,
         Err(e) => {
@@ -92,6 +93,10 @@ pub async fn load(
             discover_ollama(discover).await
         }
     };
+    if anthropic_enabled(&registry) {
+        let (provider, models) = builtin::anthropic();
+        registry.add_builtin(provider, models);
+    }
     let patterns = cli.models.as_ref().or(settings.enabled_models.as_ref());
     let scope = patterns
         .map(|p| scope::resolve(p, &registry, &mut warnings))
@@ -180,6 +185,15 @@ fn mcp_config(
         rules,
         startup_wait: settings.mcp_startup_wait,
     }
+}
+
+/// Pi lists a built-in provider's models once it has a key: `ANTHROPIC_API_KEY`, or an
+/// `apiKey` given to the `anthropic` provider in models.json.
+fn anthropic_enabled(registry: &Registry) -> bool {
+    let configured = registry
+        .provider(builtin::ANTHROPIC)
+        .is_some_and(|p| p.api_key.is_some());
+    configured || std::env::var(builtin::ANTHROPIC_KEY_VAR).is_ok_and(|k| !k.is_empty())
 }
 
 async fn discover_ollama(discover: impl AsyncFnOnce(&str) -> Vec<String>) -> Registry {

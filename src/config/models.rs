@@ -1,7 +1,8 @@
 //! The model registry: `models.json` in Pi's format, or, without one, the local Ollama server's
 //! models. Secrets (`apiKey`, header values) stay unresolved here and are resolved per request.
 
-use crate::protocol::{Model, ModelCost, ThinkingLevelMap};
+use super::builtin;
+use crate::protocol::{Model, ModelCompat, ModelCost, ThinkingLevelMap};
 use crate::provider::Api;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
@@ -45,6 +46,7 @@ struct RawProvider {
     api_key: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    compat: Option<ModelCompat>,
     #[serde(default)]
     models: Vec<RawModel>,
 }
@@ -59,6 +61,7 @@ struct RawModel {
     #[serde(default)]
     reasoning: bool,
     thinking_level_map: Option<ThinkingLevelMap>,
+    compat: Option<ModelCompat>,
     input: Option<Vec<String>>,
     context_window: Option<u64>,
     max_tokens: Option<u64>,
@@ -97,24 +100,24 @@ impl Registry {
         let mut providers = Vec::new();
         let mut models = Vec::new();
         for (name, p) in raw.providers {
+            // A built-in provider's entry changes that provider, so it inherits its api and URL.
+            let (default_api, default_base) = builtin::defaults(&name).unzip();
+            let provider_api = p.api.as_deref().or(default_api);
+            let provider_base = p.base_url.as_deref().or(default_base);
             for (i, m) in p.models.iter().enumerate() {
-                let api_name = m.api.as_deref().or(p.api.as_deref()).ok_or_else(|| {
+                let api_name = m.api.as_deref().or(provider_api).ok_or_else(|| {
                     format!(
                         "provider \"{name}\": models[{i}] (\"{}\") has no \"api\"",
                         m.id
                     )
                 })?;
                 parse_api(&name, api_name)?;
-                let base_url =
-                    m.base_url
-                        .as_deref()
-                        .or(p.base_url.as_deref())
-                        .ok_or_else(|| {
-                            format!(
-                                "provider \"{name}\": models[{i}] (\"{}\") has no \"baseUrl\"",
-                                m.id
-                            )
-                        })?;
+                let base_url = m.base_url.as_deref().or(provider_base).ok_or_else(|| {
+                    format!(
+                        "provider \"{name}\": models[{i}] (\"{}\") has no \"baseUrl\"",
+                        m.id
+                    )
+                })?;
                 models.push(Model {
                     id: m.id.clone(),
                     name: m.name.clone().unwrap_or_else(|| m.id.clone()),
@@ -127,16 +130,17 @@ impl Registry {
                     context_window: m.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
                     max_tokens: m.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
                     thinking_level_map: m.thinking_level_map.clone(),
+                    compat: merged_compat(p.compat.as_ref(), m.compat.as_ref()),
                 });
             }
-            let api = match p.api.as_deref() {
+            let api = match provider_api {
                 Some(a) => parse_api(&name, a)?,
                 None => Api::OpenAiCompletions,
             };
             providers.push(ProviderConfig {
-                name,
                 api,
-                base_url: p.base_url.unwrap_or_default(),
+                base_url: provider_base.unwrap_or_default().to_owned(),
+                name,
                 api_key: p.api_key,
                 headers: p.headers.into_iter().collect(),
             });
@@ -161,6 +165,7 @@ impl Registry {
                 context_window: DEFAULT_CONTEXT_WINDOW,
                 max_tokens: DEFAULT_MAX_TOKENS,
                 thinking_level_map: None,
+                compat: None,
             })
             .collect();
         let provider = ProviderConfig {
@@ -171,6 +176,30 @@ impl Registry {
             headers: vec![],
         };
         Registry::new(vec![provider], models)
+    }
+
+    /// Adds a built-in provider's models after the configured ones. A models.json entry for the
+    /// same provider keeps its settings, its base URL applies to the built-in models, and its
+    /// models replace built-in ones with the same id.
+    pub fn add_builtin(&mut self, provider: ProviderConfig, models: Vec<Model>) {
+        let base_url = match self.provider(&provider.name) {
+            Some(configured) if !configured.base_url.is_empty() => {
+                Some(configured.base_url.trim_end_matches('/').to_owned())
+            }
+            _ => None,
+        };
+        let fresh: Vec<Model> = models
+            .into_iter()
+            .filter(|m| self.find(&m.provider, &m.id).is_none())
+            .map(|m| Model {
+                base_url: base_url.clone().unwrap_or(m.base_url),
+                ..m
+            })
+            .collect();
+        self.models.extend(fresh);
+        if self.provider(&provider.name).is_none() {
+            self.providers.push(provider);
+        }
     }
 
     pub fn models(&self) -> &[Model] {
@@ -213,6 +242,9 @@ impl Registry {
             return Ok((None, vec![]));
         };
         let key = match &provider.api_key {
+            None if provider.name == builtin::ANTHROPIC => {
+                std::env::var(builtin::ANTHROPIC_KEY_VAR).ok()
+            }
             Some(raw) => Some(
                 self.resolve_value(raw)
                     .await
@@ -263,9 +295,21 @@ impl Registry {
 fn parse_api(provider: &str, api: &str) -> Result<Api, String> {
     Api::parse(api).ok_or_else(|| {
         format!(
-            "provider \"{provider}\": unknown api \"{api}\" (nova speaks \"ollama\" and \"openai-completions\")"
+            "provider \"{provider}\": unknown api \"{api}\" (nova speaks \"ollama\", \"openai-completions\" and \"anthropic-messages\")"
         )
     })
+}
+
+/// Pi's rule: a model's `compat` fields override its provider's, field by field.
+fn merged_compat(
+    provider: Option<&ModelCompat>,
+    model: Option<&ModelCompat>,
+) -> Option<ModelCompat> {
+    let field = |f: fn(&ModelCompat) -> Option<bool>| model.and_then(f).or(provider.and_then(f));
+    let merged = ModelCompat {
+        force_adaptive_thinking: field(|c| c.force_adaptive_thinking),
+    };
+    (merged != ModelCompat::default()).then_some(merged)
 }
 
 async fn run_key_command(command: &str) -> Result<String, String> {
@@ -341,6 +385,59 @@ mod tests {
             .unwrap();
         assert!(e.contains("missing field `id`"), "{e}");
         assert!(Registry::from_json("[]").is_err());
+    }
+
+    #[test]
+    fn models_json_changes_the_builtin_anthropic_provider() {
+        let mut r = Registry::from_json(
+            r#"{"providers":{
+            "anthropic":{"baseUrl":"http://127.0.0.1:9/","headers":{"X-Proxy":"1"},
+                "compat":{"forceAdaptiveThinking":true},
+                "models":[{"id":"claude-sonnet-4-5","maxTokens":1000},
+                          {"id":"my-claude","compat":{"forceAdaptiveThinking":false}}]},
+            "local":{"baseUrl":"http://127.0.0.1:11434","api":"ollama","models":[{"id":"q"}]}}}"#,
+        )
+        .unwrap();
+        let (provider, models) = builtin::anthropic();
+        let builtin_count = models.len();
+        r.add_builtin(provider, models);
+        let mine = r.find("anthropic", "my-claude").unwrap();
+        assert_eq!(mine.api, "anthropic-messages");
+        assert!(!mine.adaptive_thinking(), "the model's compat wins");
+        let sonnet = r.find("anthropic", "claude-sonnet-4-5").unwrap();
+        assert_eq!(
+            sonnet.max_tokens, 1000,
+            "models.json replaces a built-in model"
+        );
+        assert!(sonnet.adaptive_thinking(), "the provider's compat applies");
+        let opus = r.find("anthropic", "claude-opus-4-6").unwrap();
+        assert_eq!(
+            opus.base_url, "http://127.0.0.1:9",
+            "the base URL applies to built-ins"
+        );
+        assert_eq!(r.models().len(), 3 + builtin_count - 1);
+        assert_eq!(
+            r.models()[0].id,
+            "claude-sonnet-4-5",
+            "configured models come first"
+        );
+        assert_eq!(r.provider("anthropic").unwrap().headers.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn anthropic_reads_its_key_from_the_environment() {
+        let mut r = Registry::default();
+        let (provider, models) = builtin::anthropic();
+        r.add_builtin(provider, models);
+        let model = r.models()[0].clone();
+        assert_eq!(model.base_url, "https://api.anthropic.com");
+        let (key, _) = r.credentials(&model).await.unwrap();
+        assert_eq!(
+            key,
+            std::env::var(builtin::ANTHROPIC_KEY_VAR)
+                .ok()
+                .filter(|k| !k.is_empty())
+        );
     }
 
     #[tokio::test]

@@ -13,7 +13,9 @@ const LINE_QUOTE_CHARS: usize = 200;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProviderError {
-    #[error("unsupported api `{0}` (nova speaks `ollama` and `openai-completions`)")]
+    #[error(
+        "unsupported api `{0}` (nova speaks `ollama`, `openai-completions` and `anthropic-messages`)"
+    )]
     UnsupportedApi(String),
     #[error("could not set up the HTTP client: {0}")]
     ClientSetup(String),
@@ -82,6 +84,10 @@ const TRANSIENT_PHRASES: &[&str] = &[
     "internal error",
     "temporarily",
     "try again",
+    // Anthropic's error types, named in its error events.
+    "overloaded_error",
+    "rate_limit_error",
+    "(api_error)",
 ];
 
 /// Phrases in a server's answer that mean the credentials were refused.
@@ -90,6 +96,8 @@ const AUTH_PHRASES: &[&str] = &[
     "invalid_api_key",
     "incorrect api key",
     "unauthorized",
+    "authentication_error",
+    "permission_error",
 ];
 
 /// What the agent should make of an error: each kind has its own remedy.

@@ -2,7 +2,7 @@
 //! response bytes to its accumulator. Every await races the cancellation token and the idle
 //! timeout, so a hung server or an abort never leaves the agent waiting.
 
-use super::{Api, ProviderError, ProviderEvent, Request, ollama, openai};
+use super::{Api, ProviderError, ProviderEvent, Request, anthropic, ollama, openai};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
 use std::time::Duration;
@@ -66,6 +66,11 @@ pub async fn stream(
             openai::build_body(req),
             Decoder::OpenAi(openai::Accumulator::new(req.model)),
         ),
+        Api::AnthropicMessages => (
+            anthropic::endpoint(&req.model.base_url),
+            anthropic::build_body(req),
+            Decoder::Anthropic(anthropic::Accumulator::new(req.model)),
+        ),
     };
 
     let body = body.map_err(|e| ProviderError::InvalidRequest {
@@ -77,8 +82,19 @@ pub async fn stream(
         .post(&url)
         .header(CONTENT_TYPE, "application/json")
         .body(body);
-    if let Some(key) = transport.api_key.as_deref().filter(|k| !k.is_empty()) {
-        builder = builder.bearer_auth(key);
+    let key = transport.api_key.as_deref().filter(|k| !k.is_empty());
+    match api {
+        Api::AnthropicMessages => {
+            builder = builder.header("anthropic-version", anthropic::VERSION);
+            if let Some(key) = key {
+                builder = builder.header("x-api-key", key);
+            }
+        }
+        Api::Ollama | Api::OpenAiCompletions => {
+            if let Some(key) = key {
+                builder = builder.bearer_auth(key);
+            }
+        }
     }
     for (name, value) in &transport.headers {
         builder = builder.header(name.as_str(), value.as_str());
@@ -176,6 +192,7 @@ pub async fn list_ollama_models(
 enum Decoder {
     Ollama(ollama::Accumulator),
     OpenAi(openai::Accumulator),
+    Anthropic(anthropic::Accumulator),
 }
 
 impl Decoder {
@@ -183,6 +200,7 @@ impl Decoder {
         match self {
             Decoder::Ollama(a) => a.push(bytes, out),
             Decoder::OpenAi(a) => a.push(bytes, out),
+            Decoder::Anthropic(a) => a.push(bytes, out),
         }
     }
 
@@ -190,6 +208,7 @@ impl Decoder {
         match self {
             Decoder::Ollama(a) => a.finish(out),
             Decoder::OpenAi(a) => a.finish(out),
+            Decoder::Anthropic(a) => a.finish(out),
         }
     }
 }
@@ -626,12 +645,43 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn unsupported_api() {
-        let m = model_at("anthropic-messages", "http://127.0.0.1:1");
+        let m = model_at("google-generative-ai", "http://127.0.0.1:1");
         let (_, result) = run(&m, &CancellationToken::new(), 100).await;
         assert_eq!(
             result,
-            Err(ProviderError::UnsupportedApi("anthropic-messages".into()))
+            Err(ProviderError::UnsupportedApi("google-generative-ai".into()))
         );
+    }
+
+    #[tokio::test]
+    async fn anthropic_sends_its_key_and_version() {
+        let (base, server) = serve(vec![
+            Send(SSE_HEAD.into()),
+            Send("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n".into()),
+            Send("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n".into()),
+            Sleep(30),
+            Send("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n".into()),
+            Send("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".into()),
+        ])
+        .await;
+        let m = model_at("anthropic-messages", &base);
+        let (events, result) = run(&m, &CancellationToken::new(), 5000).await;
+        result.unwrap();
+        assert_eq!(events[0], Text("Hi".into()));
+        assert_eq!(events.last(), Some(&Finish(StopReason::Stop)));
+        let request = server.await.unwrap();
+        assert!(
+            request.starts_with("POST /v1/messages HTTP/1.1\r\n"),
+            "{request}"
+        );
+        let lower = request.to_lowercase();
+        assert!(lower.contains("x-api-key: sk-test\r\n"), "{request}");
+        assert!(
+            lower.contains("anthropic-version: 2023-06-01\r\n"),
+            "{request}"
+        );
+        assert!(!lower.contains("authorization:"), "{request}");
+        assert!(lower.contains("x-extra: yes\r\n"), "{request}");
     }
 
     #[tokio::test]

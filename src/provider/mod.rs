@@ -1,13 +1,14 @@
-//! LLM providers: each wire format ([`ollama`], [`openai`]) is a pure state machine
+//! LLM providers: each wire format ([`ollama`], [`openai`], [`anthropic`]) is a pure state machine
 //! (`build_body` + an `Accumulator` that turns body bytes into [`ProviderEvent`]s) behind thin
-//! HTTP glue in [`http`]. Both serialise their request body straight from the borrowed view
+//! HTTP glue in [`http`]. Each serialises its request body straight from the borrowed view
 //! [`prepare::request_messages`] makes of the shared conversation, so the body is the only copy
-//! of it a request makes; both frame their response body with [`lines`].
+//! of it a request makes; each frames its response body with [`lines`].
 //!
 //! The agent sees only `ProviderEvent` deltas; it never sees provider bytes or JSON text. A
 //! successful stream ends with `Usage` (when the server reported it) and then exactly one
 //! `Finish`; a failed one ends with a [`ProviderError`] instead, after whatever it delivered.
 
+pub mod anthropic;
 pub mod error;
 pub mod http;
 pub mod lines;
@@ -29,6 +30,11 @@ use std::sync::Arc;
 pub enum ProviderEvent {
     Text(String),
     Thinking(String),
+    /// A fragment of the signature that lets the open thinking block be sent back on later
+    /// turns; it closes that block to further thinking.
+    ThinkingSignature(String),
+    /// A whole thinking block the provider encrypted: its opaque payload, to be sent back as is.
+    RedactedThinking(String),
     /// A fragment of tool call number `index` (0-based within the reply). `id` and `name` are set
     /// on the fragment that introduces them; `arguments` is a piece of the JSON argument text.
     /// The first fragment of every call carries an id, invented when the server gave none.
@@ -47,6 +53,7 @@ pub enum ProviderEvent {
 pub enum Api {
     Ollama,
     OpenAiCompletions,
+    AnthropicMessages,
 }
 
 impl Api {
@@ -54,6 +61,7 @@ impl Api {
         match s {
             "ollama" => Some(Api::Ollama),
             "openai-completions" => Some(Api::OpenAiCompletions),
+            "anthropic-messages" => Some(Api::AnthropicMessages),
             _ => None,
         }
     }
@@ -110,22 +118,50 @@ fn encode_body(
 
 /// Token counts priced with the model's per-million-token costs.
 fn priced_usage(model: &Model, input: u64, output: u64, cache_read: u64) -> Usage {
+    priced(
+        model,
+        Tokens {
+            input,
+            output,
+            cache_read,
+            cache_write: 0,
+        },
+    )
+}
+
+/// What a reply used, as the server counted it; `input` excludes the cached parts.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Tokens {
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+}
+
+/// `tokens` priced with the model's per-million-token costs. Counts come from the server, so
+/// the total saturates instead of overflowing on absurd ones.
+fn priced(model: &Model, tokens: Tokens) -> Usage {
     let per_million = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
-    let input_cost = per_million(input, model.cost.input);
-    let output_cost = per_million(output, model.cost.output);
-    let cache_read_cost = per_million(cache_read, model.cost.cache_read);
+    let cost = Cost {
+        input: per_million(tokens.input, model.cost.input),
+        output: per_million(tokens.output, model.cost.output),
+        cache_read: per_million(tokens.cache_read, model.cost.cache_read),
+        cache_write: per_million(tokens.cache_write, model.cost.cache_write),
+        total: 0.0,
+    };
     Usage {
-        input,
-        output,
-        cache_read,
-        cache_write: 0,
-        total_tokens: input + output + cache_read,
+        input: tokens.input,
+        output: tokens.output,
+        cache_read: tokens.cache_read,
+        cache_write: tokens.cache_write,
+        total_tokens: tokens
+            .input
+            .saturating_add(tokens.output)
+            .saturating_add(tokens.cache_read)
+            .saturating_add(tokens.cache_write),
         cost: Cost {
-            input: input_cost,
-            output: output_cost,
-            cache_read: cache_read_cost,
-            cache_write: 0.0,
-            total: input_cost + output_cost + cache_read_cost,
+            total: cost.input + cost.output + cost.cache_read + cost.cache_write,
+            ..cost
         },
     }
 }

@@ -37,6 +37,7 @@ pub enum View<'a> {
         tool_call_id: &'a str,
         tool_name: &'a str,
         content: Vec<Part<'a>>,
+        is_error: bool,
     },
 }
 
@@ -96,11 +97,13 @@ pub fn request_messages<'a, M: AsRef<Message>>(messages: &'a [M], model: &Model)
                             tool_call_id: &r.tool_call_id,
                             tool_name: &r.tool_name,
                             content: parts(&r.content),
+                            is_error: r.is_error,
                         },
                         None => View::ToolResult {
                             tool_call_id: id,
                             tool_name: name,
                             content: vec![Part::Text(Cow::Borrowed(MISSING_RESULT_TEXT))],
+                            is_error: false,
                         },
                     });
                 }
@@ -317,6 +320,7 @@ pub(crate) mod tests {
             context_window: 128_000,
             max_tokens: 64_000,
             thinking_level_map: None,
+            compat: None,
         }
     }
 
@@ -494,6 +498,7 @@ pub(crate) mod tests {
                     tool_call_id: "a",
                     tool_name: "read",
                     content: vec![Part::Text("file".into()), image],
+                    is_error: false,
                 },
             ]
         );

@@ -174,6 +174,27 @@ fn openai_chat(mock: &MockLlm, messages: Value, include_usage: bool) -> RawRespo
     )
 }
 
+fn anthropic_chat(mock: &MockLlm) -> RawResponse {
+    let body = json!({"model": "claude-test", "max_tokens": 100, "stream": true,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]});
+    request(mock.port(), "POST", "/v1/messages", Some(&body), LONG)
+}
+
+/// Anthropic SSE events as `(event name, data)`; the name must match the data's `type`.
+fn anthropic_events(r: &RawResponse) -> Vec<(String, Value)> {
+    let text = r.text();
+    assert!(text.ends_with("\n\n"), "SSE body ends mid-event: {text:?}");
+    text.split_terminator("\n\n")
+        .map(|ev| {
+            let (name, data) = ev.split_once('\n').expect("two lines");
+            let name = name.strip_prefix("event: ").expect("event: prefix");
+            let data: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
+            assert_eq!(data["type"], name, "{ev}");
+            (name.to_string(), data)
+        })
+        .collect()
+}
+
 fn hello() -> Value {
     json!([{"role": "user", "content": "hello"}])
 }
@@ -462,7 +483,11 @@ fn split_writes_reassemble_to_the_same_bytes() {
             )
     };
     let mock = MockLlm::start();
-    for format in [WireFormat::Ollama, WireFormat::OpenAi] {
+    for format in [
+        WireFormat::Ollama,
+        WireFormat::OpenAi,
+        WireFormat::Anthropic,
+    ] {
         mock.push(reply());
         mock.push(reply().split_writes());
         let (whole, split) = match format {
@@ -471,6 +496,7 @@ fn split_writes_reassemble_to_the_same_bytes() {
                 openai_chat(&mock, hello(), true),
                 openai_chat(&mock, hello(), true),
             ),
+            WireFormat::Anthropic => (anthropic_chat(&mock), anthropic_chat(&mock)),
         };
         assert!(whole.complete && split.complete);
         assert!(
@@ -482,6 +508,14 @@ fn split_writes_reassemble_to_the_same_bytes() {
         match format {
             WireFormat::Ollama => assert_eq!(whole.body, split.body),
             WireFormat::OpenAi => assert_eq!(without_ids(whole.sse()), without_ids(split.sse())),
+            WireFormat::Anthropic => {
+                let events = |r: &RawResponse| {
+                    let mut events = anthropic_events(r);
+                    events[0].1["message"]["id"] = json!("");
+                    events
+                };
+                assert_eq!(events(&whole), events(&split));
+            }
         }
     }
 }
@@ -777,9 +811,161 @@ fn reqwest_reads_streams_and_sees_cuts() {
     mock.assert_no_violations();
 }
 
+#[test]
+fn anthropic_every_event_type_through_nova_at_every_split() {
+    use nova::provider::ProviderEvent as E;
+    use nova::provider::anthropic::Accumulator;
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::text("héllo ✓")
+            .thinking("thïnk")
+            .redacted_thinking("opaque")
+            .tool_call("toolu_1", "read", json!({"path": "ä"}))
+            .text_chunks(3)
+            .usage(7, 9)
+            .cache_usage(11, 13),
+    );
+    let r = anthropic_chat(&mock);
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    let names: Vec<String> = anthropic_events(&r).into_iter().map(|(n, _)| n).collect();
+    for name in [
+        "message_start",
+        "ping",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ] {
+        assert!(names.iter().any(|n| n == name), "{name} missing: {names:?}");
+    }
+    let model = nova::protocol::Model {
+        id: "claude-test".into(),
+        name: "claude-test".into(),
+        api: "anthropic-messages".into(),
+        provider: "mock".into(),
+        base_url: mock.base_url_anthropic(),
+        reasoning: true,
+        input: vec!["text".into()],
+        cost: nova::protocol::ModelCost::default(),
+        context_window: 200_000,
+        max_tokens: 8192,
+        thinking_level_map: None,
+        compat: None,
+    };
+    let run = |pieces: &[&[u8]]| {
+        let mut acc = Accumulator::new(&model);
+        let mut events = Vec::new();
+        for p in pieces {
+            acc.push(p, &mut events).unwrap();
+        }
+        acc.finish(&mut events).unwrap();
+        events
+    };
+    let body = &r.body;
+    let whole = run(&[body]);
+    for i in 0..=body.len() {
+        assert_eq!(run(&[&body[..i], &body[i..]]), whole, "split at byte {i}");
+    }
+    let bytes: Vec<&[u8]> = body.chunks(1).collect();
+    assert_eq!(run(&bytes), whole);
+    let signature = nova::provider::ProviderEvent::ThinkingSignature(Reply::signature_of("thïnk"));
+    assert!(whole.contains(&signature), "{whole:?}");
+    assert!(whole.contains(&E::RedactedThinking("opaque".into())));
+    assert!(whole.contains(&E::Finish(nova::protocol::StopReason::ToolUse)));
+    let usage = whole.iter().find_map(|e| match e {
+        E::Usage(u) => Some((u.input, u.output, u.cache_read, u.cache_write)),
+        _ => None,
+    });
+    assert_eq!(usage, Some((7, 9, 11, 13)));
+}
+
+#[test]
+fn anthropic_error_event_ends_the_stream() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("abc").error_event_after(3, "overloaded_error", "Overloaded"));
+    let r = anthropic_chat(&mock);
+    let events = anthropic_events(&r);
+    assert_eq!(events.len(), 4);
+    assert_eq!(
+        events[3].1,
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Conversation invariants
 // ---------------------------------------------------------------------------------------------
+
+#[test]
+fn anthropic_invariants() {
+    let cache = json!({"type": "ephemeral"});
+    let good = json!({"model": "m", "max_tokens": 10, "stream": true,
+    "system": [{"type": "text", "text": "sys", "cache_control": cache}],
+    "tools": [{"name": "read", "input_schema": {}, "cache_control": cache}],
+    "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "t", "signature": Reply::signature_of("t")},
+            {"type": "redacted_thinking", "data": "x"},
+            {"type": "tool_use", "id": "a", "name": "read", "input": {}},
+            {"type": "tool_use", "id": "b", "name": "read", "input": {}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "b", "content": "B"},
+            {"type": "tool_result", "tool_use_id": "a", "content": "A", "cache_control": cache},
+        ]},
+    ]});
+    assert_eq!(
+        check_conversation(WireFormat::Anthropic, &good),
+        Vec::<String>::new()
+    );
+    let broken = |path: &[&str], value: Value, expect: &str| {
+        let mut body = good.clone();
+        let mut at = &mut body;
+        for key in path {
+            at = match key.parse::<usize>() {
+                Ok(i) => &mut at[i],
+                Err(_) => &mut at[*key],
+            };
+        }
+        *at = value;
+        let v = check_conversation(WireFormat::Anthropic, &body);
+        assert!(v.iter().any(|l| l.contains(expect)), "{expect}: {v:?}");
+    };
+    broken(
+        &["messages", "1", "content", "0", "signature"],
+        json!("forged"),
+        "signature",
+    );
+    broken(
+        &["messages", "2", "content", "0", "tool_use_id"],
+        json!("zz"),
+        "did not call",
+    );
+    broken(
+        &["messages", "2", "content", "1", "cache_control"],
+        Value::Null,
+        "last user message has no cache marker",
+    );
+    broken(
+        &["system", "0", "cache_control"],
+        Value::Null,
+        "system prompt",
+    );
+    broken(&["tools", "0", "cache_control"], Value::Null, "last tool");
+    broken(
+        &["messages", "2", "content", "0"],
+        json!({"type": "text", "text": "note"}),
+        "have no tool_result",
+    );
+    broken(
+        &["messages", "0", "content", "0", "text"],
+        json!(" "),
+        "empty text",
+    );
+    broken(&["stream"], json!(false), "stream");
+}
 
 fn openai_body(messages: Value) -> Value {
     json!({"model": "m", "stream": true, "messages": messages})

@@ -99,7 +99,7 @@ pub(super) fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
 }
 
 /// The `message_update` inner events of kind `kind` (`text_delta`, `thinking_end`, …).
-fn updates<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+pub(super) fn updates<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events
         .iter()
         .filter(|v| v["type"] == "message_update" && v["assistantMessageEvent"]["type"] == kind)
@@ -107,7 +107,7 @@ fn updates<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn deltas(events: &[Value], kind: &str) -> String {
+pub(super) fn deltas(events: &[Value], kind: &str) -> String {
     updates(events, kind)
         .iter()
         .map(|e| e["delta"].as_str().unwrap())
@@ -144,7 +144,7 @@ fn roles(messages: &[Value]) -> Vec<&str> {
 
 /// A run that ended with a provider error: the error `message_end`, `turn_end`, `agent_end`,
 /// `agent_settled`, in that order, closing the run. Returns the `errorMessage`.
-fn assert_error_turn(events: &[Value]) -> String {
+pub(super) fn assert_error_turn(events: &[Value]) -> String {
     let l = labels(events);
     assert_eq!(
         l[l.len() - 4..],

@@ -227,6 +227,7 @@ fn responses_decode_with_their_data() {
         context_window: 128000,
         max_tokens: 4096,
         thinking_level_map: None,
+        compat: None,
     };
     let r = p::Response::ok(
         None,

@@ -33,6 +33,15 @@ pub fn openai_models(mock: &MockLlm) -> Value {
     models_json("mock-openai", "openai-completions", &mock.base_url_openai())
 }
 
+/// A models.json with one Anthropic Messages provider `mock-anthropic` serving `test-model`.
+pub fn anthropic_models(mock: &MockLlm) -> Value {
+    models_json(
+        "mock-anthropic",
+        "anthropic-messages",
+        &mock.base_url_anthropic(),
+    )
+}
+
 fn models_json(provider: &str, api: &str, base_url: &str) -> Value {
     json!({
         "providers": {
@@ -132,6 +141,17 @@ impl NovaBuilder {
         self.models_json(ollama_models(mock)).args([
             "--provider",
             "mock-ollama",
+            "--model",
+            "test-model",
+        ])
+    }
+
+    /// Use the mock's Anthropic endpoint: [`anthropic_models`] plus `--provider mock-anthropic
+    /// --model test-model`.
+    pub fn anthropic(self, mock: &MockLlm) -> Self {
+        self.models_json(anthropic_models(mock)).args([
+            "--provider",
+            "mock-anthropic",
             "--model",
             "test-model",
         ])

@@ -304,6 +304,9 @@ pub struct Model {
         skip_serializing_if = "Option::is_none"
     )]
     pub thinking_level_map: Option<std::collections::BTreeMap<String, Option<String>>>,
+    /// Pi's `compat`, echoed when models.json or the built-in model sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compat: Option<serde_json::Map<String, Value>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,7 +10,8 @@ pub fn is_silent_overflow(reply: &AssistantMessage, context_window: u64) -> bool
     if context_window == 0 {
         return false;
     }
-    let input = reply.usage.input + reply.usage.cache_read;
+    // Anthropic counts cached and newly cached prompt tokens apart from `input`.
+    let input = reply.usage.input + reply.usage.cache_read + reply.usage.cache_write;
     match reply.stop_reason {
         StopReason::Stop => input > context_window,
         StopReason::Length => reply.usage.output == 0 && input * 100 >= context_window * 99,

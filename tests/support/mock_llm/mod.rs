@@ -1,5 +1,6 @@
-//! A scripted LLM server that speaks Ollama's native `/api/chat` (NDJSON) and the
-//! OpenAI-compatible `/v1/chat/completions` (SSE) byte for byte, on 127.0.0.1.
+//! A scripted LLM server that speaks Ollama's native `/api/chat` (NDJSON), the
+//! OpenAI-compatible `/v1/chat/completions` (SSE) and Anthropic's `/v1/messages` (SSE) byte for
+//! byte, on 127.0.0.1.
 //!
 //! Hand-written on `tokio::net::TcpListener` so that it can misbehave the way real servers do:
 //! split a frame across many writes, cut a stream without the terminating chunk, stall, send a
@@ -28,6 +29,7 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{oneshot, watch};
 
+mod anthropic_checks;
 mod reply;
 mod requests;
 
@@ -196,6 +198,11 @@ impl MockLlm {
         format!("http://{}/v1", self.addr)
     }
 
+    /// `http://127.0.0.1:PORT` (Anthropic's base URL: requests go to `/v1/messages`).
+    pub fn base_url_anthropic(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
     /// Queue a reply for the next chat request.
     pub fn push(&self, reply: Reply) -> &Self {
         lock(&self.shared.state).replies.push_back(reply);
@@ -334,6 +341,10 @@ impl MockLlm {
                         let usage = body["stream_options"]["include_usage"] == json!(true);
                         let id = format!("chatcmpl-mock-{index}");
                         (reply.openai_frames(model, &id, usage), "text/event-stream")
+                    }
+                    WireFormat::Anthropic => {
+                        let id = format!("msg_mock_{index}");
+                        (reply.anthropic_frames(model, &id), "text/event-stream")
                     }
                 };
                 Action::Stream {
@@ -588,6 +599,9 @@ async fn stream_frames(
             let garbage: &[u8] = match format {
                 WireFormat::Ollama => b"{\"model\":\"test-model\",\"message\":{oops, not json\n",
                 WireFormat::OpenAi => b"data: {\"id\":\"chatcmpl-mock\",oops, not json\n\n",
+                WireFormat::Anthropic => {
+                    b"event: content_block_delta\ndata: {\"type\":oops, not json\n\n"
+                }
             };
             write_frame(wr, garbage, reply.split_writes).await?;
         }
@@ -640,6 +654,7 @@ fn reason_phrase(status: u16) -> &'static str {
         502 => "Bad Gateway",
         503 => "Service Unavailable",
         504 => "Gateway Timeout",
+        529 => "Overloaded",
         _ => "Status",
     }
 }

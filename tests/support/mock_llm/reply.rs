@@ -1,4 +1,4 @@
-//! What the mock answers: a scripted [`Reply`] and its frames in either wire format.
+//! What the mock answers: a scripted [`Reply`] and its frames in each wire format.
 
 use super::Gate;
 use serde_json::{Value, json};
@@ -12,6 +12,8 @@ const CREATED: u64 = 1_767_225_600;
 #[derive(Debug, Clone)]
 enum Segment {
     Thinking(String),
+    /// Anthropic only: an encrypted thinking block (its opaque payload).
+    Redacted(String),
     Text(String),
     ToolCall {
         id: String,
@@ -34,6 +36,11 @@ pub struct Reply {
     thinking_chunks: usize,
     arg_fragments: usize,
     usage: (u64, u64),
+    /// Anthropic's prompt-cache counts: read, written.
+    cache: (u64, u64),
+    /// Anthropic: after this many frames, an `error` event of this type and message ends the
+    /// stream.
+    error_event: Option<(usize, String, String)>,
     finish: Option<String>,
     reasoning_field: String,
     pub(super) split_writes: bool,
@@ -62,6 +69,8 @@ impl Reply {
             thinking_chunks: 1,
             arg_fragments: 3,
             usage: (10, 5),
+            cache: (0, 0),
+            error_event: None,
             finish: None,
             reasoning_field: "reasoning_content".into(),
             split_writes: false,
@@ -112,6 +121,35 @@ impl Reply {
         self
     }
 
+    /// Anthropic: add a redacted thinking block carrying `data`, streamed before any text.
+    pub fn redacted_thinking(mut self, data: impl Into<String>) -> Self {
+        let at = self
+            .segments
+            .iter()
+            .position(|s| !matches!(s, Segment::Thinking(_) | Segment::Redacted(_)))
+            .unwrap_or(self.segments.len());
+        self.segments.insert(at, Segment::Redacted(data.into()));
+        self
+    }
+
+    /// Anthropic: the prompt-cache tokens read and written (default none).
+    pub fn cache_usage(mut self, read: u64, write: u64) -> Self {
+        self.cache = (read, write);
+        self
+    }
+
+    /// Anthropic: after `n` frames, send an `error` event (`error.type` = `kind`) and end the
+    /// stream there, as Anthropic does when it fails mid-reply.
+    pub fn error_event_after(
+        mut self,
+        n: usize,
+        kind: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        self.error_event = Some((n, kind.into(), message.into()));
+        self
+    }
+
     /// Add a tool call; several calls make a parallel batch. OpenAI arguments are streamed as
     /// several fragments of the JSON text; Ollama sends all calls of a run in one frame with the
     /// arguments as an object.
@@ -149,7 +187,8 @@ impl Reply {
     }
 
     /// Reported usage: Ollama `prompt_eval_count`/`eval_count`, OpenAI
-    /// `prompt_tokens`/`completion_tokens` (default 10, 5).
+    /// `prompt_tokens`/`completion_tokens`, Anthropic `input_tokens`/`output_tokens` (default
+    /// 10, 5).
     pub fn usage(mut self, input: u64, output: u64) -> Self {
         self.usage = (input, output);
         self
@@ -260,6 +299,7 @@ impl Reply {
                 Segment::ToolCall { name, args, .. } => {
                     calls.push(json!({"function": {"name": name, "arguments": args}}));
                 }
+                Segment::Redacted(_) => {}
             }
         }
         if !calls.is_empty() {
@@ -333,6 +373,7 @@ impl Reply {
                     }
                     call_index += 1;
                 }
+                Segment::Redacted(_) => {}
             }
         }
         let finish = self.finish.clone().unwrap_or_else(|| {
@@ -360,6 +401,115 @@ impl Reply {
         frames.push(b"data: [DONE]\n\n".to_vec());
         frames
     }
+}
+
+impl Reply {
+    /// The signature the mock gives a thinking text: the conversation check expects exactly
+    /// this back with the same text on later requests.
+    pub fn signature_of(thinking: &str) -> String {
+        let hash = thinking.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        format!("mock-signature-{hash:016x}")
+    }
+
+    /// The frames of this reply in Anthropic's Messages SSE format: `message_start`, a `ping`,
+    /// each segment as one content block (thinking with its [`Reply::signature_of`]), `message_delta`
+    /// and `message_stop`.
+    pub(super) fn anthropic_frames(&self, model: &str, id: &str) -> Vec<Vec<u8>> {
+        let mut frames = vec![
+            anthropic_event(&json!({"type": "message_start", "message": {
+                "id": id, "type": "message", "role": "assistant", "model": model,
+                "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {
+                    "input_tokens": self.usage.0,
+                    "cache_read_input_tokens": self.cache.0,
+                    "cache_creation_input_tokens": self.cache.1,
+                    "output_tokens": 1,
+                },
+            }})),
+            anthropic_event(&json!({"type": "ping"})),
+        ];
+        for (index, seg) in self.segments.iter().enumerate() {
+            let start = |block: Value| {
+                anthropic_event(&json!({
+                    "type": "content_block_start", "index": index, "content_block": block,
+                }))
+            };
+            let delta = |delta: Value| {
+                anthropic_event(&json!({
+                    "type": "content_block_delta", "index": index, "delta": delta,
+                }))
+            };
+            match seg {
+                Segment::Thinking(t) => {
+                    frames.push(start(
+                        json!({"type": "thinking", "thinking": "", "signature": ""}),
+                    ));
+                    for piece in split_even(t, self.thinking_chunks) {
+                        frames.push(delta(json!({"type": "thinking_delta", "thinking": piece})));
+                    }
+                    frames.push(delta(
+                        json!({"type": "signature_delta", "signature": Reply::signature_of(t)}),
+                    ));
+                }
+                Segment::Redacted(data) => {
+                    frames.push(start(json!({"type": "redacted_thinking", "data": data})));
+                }
+                Segment::Text(t) => {
+                    frames.push(start(json!({"type": "text", "text": ""})));
+                    for piece in split_even(t, self.text_chunks) {
+                        frames.push(delta(json!({"type": "text_delta", "text": piece})));
+                    }
+                }
+                Segment::ToolCall { id, name, args } => {
+                    frames.push(start(
+                        json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+                    ));
+                    frames.push(delta(
+                        json!({"type": "input_json_delta", "partial_json": ""}),
+                    ));
+                    let text = serde_json::to_string(args).unwrap();
+                    for frag in split_even(&text, self.arg_fragments) {
+                        frames.push(delta(
+                            json!({"type": "input_json_delta", "partial_json": frag}),
+                        ));
+                    }
+                }
+            }
+            frames.push(anthropic_event(
+                &json!({"type": "content_block_stop", "index": index}),
+            ));
+        }
+        let finish = self.finish.clone().unwrap_or_else(|| {
+            if self.tool_calls() {
+                "tool_use".into()
+            } else {
+                "end_turn".into()
+            }
+        });
+        frames.push(anthropic_event(&json!({
+            "type": "message_delta",
+            "delta": {"stop_reason": finish, "stop_sequence": null},
+            "usage": {"output_tokens": self.usage.1},
+        })));
+        frames.push(anthropic_event(&json!({"type": "message_stop"})));
+        if let Some((n, kind, message)) = &self.error_event {
+            frames.truncate(*n);
+            frames.push(anthropic_event(&json!({
+                "type": "error", "error": {"type": kind, "message": message},
+            })));
+        }
+        frames
+    }
+}
+
+/// One Anthropic SSE event: `event:` named after the payload's `type`.
+fn anthropic_event(v: &Value) -> Vec<u8> {
+    let mut out = format!("event: {}\ndata: ", v["type"].as_str().unwrap()).into_bytes();
+    out.extend(serde_json::to_vec(v).unwrap());
+    out.extend(b"\n\n");
+    out
 }
 
 fn ollama_calls_message(calls: Vec<Value>) -> Value {

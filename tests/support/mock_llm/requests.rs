@@ -10,6 +10,7 @@ use serde_json::Value;
 pub enum WireFormat {
     Ollama,
     OpenAi,
+    Anthropic,
 }
 
 /// One request as the mock received it. Header names are lower-cased. `body` is the parsed JSON
@@ -50,6 +51,8 @@ pub(super) fn route_format(path: &str) -> Option<WireFormat> {
         Some(WireFormat::Ollama)
     } else if path.ends_with("/chat/completions") {
         Some(WireFormat::OpenAi)
+    } else if path == "/v1/messages" {
+        Some(WireFormat::Anthropic)
     } else {
         None
     }
@@ -85,6 +88,9 @@ fn calls_of(m: &Value) -> &[Value] {
 /// directly after the assistant message; a user message (for example carrying the tools'
 /// images) may follow them.
 pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
+    if format == WireFormat::Anthropic {
+        return super::anthropic_checks::check(body);
+    }
     let mut out = Vec::new();
     let Some(msgs) = body["messages"].as_array() else {
         return vec!["request has no `messages` array".into()];
@@ -95,7 +101,7 @@ pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
                 out.push("request has `stream: false`; the mock only streams".into());
             }
         }
-        WireFormat::OpenAi => {
+        WireFormat::OpenAi | WireFormat::Anthropic => {
             if body.get("stream") != Some(&Value::Bool(true)) {
                 out.push("request does not set `stream: true`".into());
             }
@@ -126,7 +132,9 @@ pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
                 } else {
                     match format {
                         WireFormat::Ollama => check_ollama_results(i, calls, results, &mut out),
-                        WireFormat::OpenAi => check_openai_results(i, calls, results, &mut out),
+                        WireFormat::OpenAi | WireFormat::Anthropic => {
+                            check_openai_results(i, calls, results, &mut out)
+                        }
                     }
                 }
                 i = j;
