@@ -302,7 +302,11 @@ fn images_are_base64_blocks() {
 #[test]
 fn errors_name_the_problem_and_the_session_recovers() {
     let mock = MockLlm::start();
-    let mut nova = nova(&mock, json!({}));
+    // Retry off: this test is about the error texts (retry has its own test below).
+    let mut nova = Nova::builder()
+        .models_json(models(&mock, json!({})))
+        .settings(json!({"retry": {"enabled": false}}))
+        .spawn();
     mock.push(
         Reply::text("partial answer")
             .text_chunks(2)
@@ -342,6 +346,41 @@ fn errors_name_the_problem_and_the_session_recovers() {
         "{}",
         last.body
     );
+    mock.assert_no_violations();
+}
+
+#[test]
+fn overloaded_is_retried_and_the_retry_succeeds() {
+    let mock = MockLlm::start();
+    let mut nova = Nova::builder()
+        .models_json(models(&mock, json!({})))
+        .settings(json!({"retry": {"baseDelayMs": 10}}))
+        .spawn();
+    mock.push(
+        Reply::text("partial answer")
+            .text_chunks(2)
+            .error_event_after(4, "overloaded_error", "Overloaded"),
+    );
+    mock.push(Reply::http_error(
+        529,
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+    ));
+    mock.push(Reply::text("made it"));
+    let events = nova.run_prompt("one");
+    let starts: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "auto_retry_start")
+        .collect();
+    assert_eq!(starts.len(), 2, "{events:?}");
+    assert_eq!(starts[0]["attempt"], 1);
+    assert_eq!(starts[1]["attempt"], 2);
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "auto_retry_end")
+        .expect("auto_retry_end");
+    assert_eq!(end["success"], true);
+    assert_eq!(text_of(&last_assistant(&events)), "made it");
+    assert_eq!(mock.chat_requests().len(), 3);
     mock.assert_no_violations();
 }
 
