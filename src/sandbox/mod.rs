@@ -9,13 +9,16 @@
 //!
 //! Nothing here knows about the RPC layer or the agent: the gate and the bash tool call in.
 
+mod keeper;
 mod launcher;
 mod policy;
 mod settings;
+mod shell;
 
-pub use launcher::run_if_requested;
+pub use launcher::{kept, run_if_requested};
 pub use policy::{Policy, WriteRefusal};
 pub use settings::{Mode, SandboxSettings};
+pub use shell::{GroupStop, shell_output};
 
 use crate::protocol::SandboxState;
 use launcher::Spec;
