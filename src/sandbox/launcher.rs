@@ -83,6 +83,7 @@ impl Spec {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
+        debug_assert!(on_main_thread());
         let mut cmd = sandboxed(self)?;
         cmd.arg("--").arg(program).args(args);
         Ok(cmd)
@@ -110,6 +111,7 @@ where
         cmd.args(args);
         return cmd;
     }
+    debug_assert!(on_main_thread());
     // A `Launch` without a sandbox (whose paths may not be UTF-8, so its encoding can fail).
     let json = serde_json::json!({ "parent": std::process::id() }).to_string();
     let mut cmd = launcher(json);
@@ -126,6 +128,13 @@ fn sandboxed(spec: &Spec) -> Result<std::process::Command, String> {
     serde_json::to_string(&launch)
         .map(launcher)
         .map_err(|e| format!("cannot describe the sandbox to the launcher: {e}"))
+}
+
+/// The keeper's parent-death signal follows the thread that spawned it, so programs must be
+/// started from one that lives as long as nova: the main thread, where nova's single-threaded
+/// runtime runs.
+fn on_main_thread() -> bool {
+    nix::unistd::gettid() == nix::unistd::getpid()
 }
 
 fn launcher(json: String) -> std::process::Command {
