@@ -12,44 +12,74 @@
 //!   with SIGKILL. The signal follows the *thread* that spawned the keeper: nova spawns from the
 //!   thread of its single-threaded runtime, which lives as long as nova.
 //!
-//! Signals are taken synchronously (`sigwait` on a blocked set), so the keeper needs no signal
-//! handlers; the program starts with an empty signal mask (the standard library clears it).
+//! Signals are caught by handlers that only record them and wake the keeper through a socket
+//! (signal-hook). Not by blocking them: a blocked signal stays blocked across `exec`, so the
+//! program would start unable to receive SIGTERM; handlers are reset by `exec`.
 
 use nix::errno::Errno;
 use nix::sys::prctl;
 use nix::sys::resource::{Resource, setrlimit};
-use nix::sys::signal::{SigSet, Signal, kill, raise};
+use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Pid, getppid};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::{flag, low_level};
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, ExitCode, ExitStatus};
+use std::process::{Child, Command, ExitCode, ExitStatus};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What ends everything at once.
-const STOP: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP];
+const STOP: [i32; 3] = [SIGTERM, SIGINT, SIGHUP];
 
 /// The exit code when `program` cannot be started (as a shell says it).
 const CANNOT_RUN: u8 = 127;
 
-/// Blocks the signals the keeper waits for. Called first, so that a stop signal arriving while
-/// the sandbox is set up is kept for the loop instead of killing the keeper half-way.
-pub(super) fn block_signals() -> SigSet {
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGCHLD);
-    for sig in STOP {
-        set.add(sig);
+/// The signals that concern the keeper, as they arrive.
+pub(super) struct Signals {
+    /// The stop signal received, 0 for none yet.
+    stop: Arc<AtomicUsize>,
+    /// Readable whenever a signal arrived (a child ended, or a stop).
+    wake: UnixStream,
+}
+
+impl Signals {
+    /// Installs the handlers. Called first, so that a stop signal arriving while the sandbox is
+    /// set up is kept for the loop instead of killing the keeper half-way.
+    pub(super) fn catch() -> std::io::Result<Signals> {
+        let (wake, waker) = UnixStream::pair()?;
+        let stop = Arc::new(AtomicUsize::new(0));
+        for sig in STOP {
+            // The flag first: the handlers run in order, so it is set when the wake-up is read.
+            flag::register_usize(sig, stop.clone(), sig as usize)?;
+            low_level::pipe::register(sig, waker.try_clone()?)?;
+        }
+        low_level::pipe::register(SIGCHLD, waker)?;
+        Ok(Signals { stop, wake })
     }
-    // Cannot fail for a valid set.
-    let _ = set.thread_block();
-    set
+
+    fn stop(&self) -> Option<i32> {
+        match self.stop.load(Ordering::SeqCst) {
+            0 => None,
+            sig => i32::try_from(sig).ok(),
+        }
+    }
+
+    /// Waits for the next signal (at once if one arrived since the last wait).
+    fn wait(&mut self) {
+        let mut buf = [0u8; 64];
+        let _ = self.wake.read(&mut buf);
+    }
 }
 
 /// Runs `program args…` to its end and then kills whatever it left behind. `parent` is nova's
 /// pid, to tell whether nova is already gone.
 pub(super) fn keep(
-    signals: &SigSet,
+    signals: Signals,
     parent: u32,
     program: &OsString,
     args: &[OsString],
@@ -78,29 +108,27 @@ pub(super) fn keep(
     supervise(signals, child)
 }
 
-fn supervise(signals: &SigSet, mut child: std::process::Child) -> ExitCode {
+fn supervise(mut signals: Signals, mut child: Child) -> ExitCode {
     let program = Pid::from_raw(child.id() as i32);
     loop {
-        match signals.wait() {
-            Ok(Signal::SIGCHLD) => match child.try_wait() {
-                Ok(Some(status)) => {
-                    kill_descendants();
-                    return exit_like(status);
-                }
-                // A descendant orphaned to the keeper ended: reap it now, or zombies would
-                // pile up under a long-running program.
-                Ok(None) => reap_orphans(program),
-                Err(_) => {
-                    kill_descendants();
-                    return ExitCode::FAILURE;
-                }
-            },
-            Ok(stop) => {
-                kill_descendants();
-                return die_by(stop as i32);
-            }
-            Err(_) => {}
+        if let Some(stop) = signals.stop() {
+            kill_descendants();
+            return die_by(stop);
         }
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                kill_descendants();
+                return exit_like(status);
+            }
+            // A descendant orphaned to the keeper may have ended: reap it now, or zombies would
+            // pile up under a long-running program.
+            Ok(None) => reap_orphans(program),
+            Err(_) => {
+                kill_descendants();
+                return ExitCode::FAILURE;
+            }
+        }
+        signals.wait();
     }
 }
 
@@ -181,16 +209,13 @@ fn exit_like(status: ExitStatus) -> ExitCode {
 }
 
 /// Ends the keeper by signal `sig`, so that nova sees what the program saw. A signal whose
-/// default is to be ignored (or one nova's runtime ignores, SIGPIPE) leaves it alive: then it
-/// exits with 128 + the number, as a shell reports it.
+/// default is to be ignored leaves it alive: then it exits with 128 + the number, as a shell
+/// reports it.
 fn die_by(sig: i32) -> ExitCode {
     // The program dumped its core already, if the system wanted one; not the keeper's.
     let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
-    if let Ok(signal) = Signal::try_from(sig) {
-        let mut set = SigSet::empty();
-        set.add(signal);
-        let _ = set.thread_unblock();
-        let _ = raise(signal);
-    }
+    // Restores the default action (undoing the keeper's handler, or the SIGPIPE nova's runtime
+    // ignores) and raises the signal; returns for one that is ignored by default.
+    let _ = low_level::emulate_default_handler(sig);
     ExitCode::from(128u8.wrapping_add(sig as u8))
 }

@@ -167,7 +167,10 @@ fn launch(args: &[OsString]) -> ExitCode {
         Some(Err(e)) => return setup_failed(&format!("invalid sandbox description: {e}")),
         None => return setup_failed("missing sandbox description"),
     };
-    let signals = keeper::block_signals();
+    let signals = match keeper::Signals::catch() {
+        Ok(signals) => signals,
+        Err(e) => return setup_failed(&format!("cannot watch for signals: {e}")),
+    };
     let notes = match launch.sandbox.as_ref().map(apply) {
         None => Vec::new(),
         Some(Ok(notes)) => notes,
@@ -181,7 +184,7 @@ fn launch(args: &[OsString]) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Some("--") if args.len() > 2 => keeper::keep(&signals, launch.parent, &args[2], &args[3..]),
+        Some("--") if args.len() > 2 => keeper::keep(signals, launch.parent, &args[2], &args[3..]),
         _ => setup_failed("no program to run"),
     }
 }

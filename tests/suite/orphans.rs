@@ -219,3 +219,41 @@ fn an_mcp_server_and_what_it_started_die_with_nova() {
     sigkill(&mut nova);
     all_gone(&m);
 }
+
+/// The keeper is invisible to the command: its exit code or signal comes through, and it starts
+/// with no signal blocked (a keeper that blocked them would leave SIGTERM blocked in it).
+#[test]
+fn the_keeper_passes_the_status_through_and_leaves_signals_alone() {
+    for sandbox in ["off", "workspace-write"] {
+        let mock = MockLlm::start();
+        mock.push(
+            Reply::new()
+                .tool_call(
+                    "mask",
+                    "bash",
+                    json!({"command": "grep SigBlk /proc/self/status"}),
+                )
+                .tool_call("code", "bash", json!({"command": "exit 42"}))
+                .tool_call("signal", "bash", json!({"command": "kill -SEGV $$"})),
+        );
+        mock.push(Reply::text("done"));
+        let mut nova = builder(&mock, sandbox).spawn();
+        let events = nova.run_prompt("run them");
+        let text = |id: &str| {
+            let end = events
+                .iter()
+                .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == id)
+                .unwrap();
+            end["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(text("mask"), "SigBlk:\t0000000000000000\n", "{sandbox}");
+        assert_eq!(text("code"), "(no output)\n\nCommand exited with code 42");
+        assert_eq!(
+            text("signal"),
+            "(no output)\n\nCommand was killed by signal SIGSEGV"
+        );
+    }
+}
