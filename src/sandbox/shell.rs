@@ -63,3 +63,37 @@ pub async fn shell_output(
         Err(_) => Ok(None),
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn output_and_a_stopped_overrun() {
+        let out = shell_output(
+            "echo hi; echo err >&2",
+            Stdio::piped(),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (&out.stdout[..], &out.stderr[..]),
+            (&b"hi\n"[..], &b"err\n"[..])
+        );
+
+        let started = std::time::Instant::now();
+        // The background sleep holds stdout open: only stopping the group ends the wait.
+        let late = shell_output(
+            "sleep 30 & sleep 30",
+            Stdio::null(),
+            Duration::from_millis(100),
+        )
+        .await
+        .unwrap();
+        assert!(late.is_none());
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}

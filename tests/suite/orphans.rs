@@ -257,3 +257,17 @@ fn the_keeper_passes_the_status_through_and_leaves_signals_alone() {
         );
     }
 }
+
+/// A launcher whose nova is gone by the time it starts (its parent is not the pid nova wrote)
+/// runs nothing.
+#[test]
+fn a_keeper_started_for_a_dead_nova_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_nova"))
+        .args(["__sandbox", r#"{"parent":1}"#, "--", "touch", "ran"])
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(127));
+    assert!(!dir.path().join("ran").exists());
+}
