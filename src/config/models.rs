@@ -4,6 +4,7 @@
 use super::builtin;
 use crate::protocol::{Model, ModelCompat, ModelCost, ThinkingLevelMap};
 use crate::provider::Api;
+use crate::sandbox::shell_output;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -313,18 +314,10 @@ fn merged_compat(
 }
 
 async fn run_key_command(command: &str) -> Result<String, String> {
-    let child = tokio::process::Command::new("/bin/sh")
-        .arg("-c")
-        .arg(command)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(KEY_COMMAND_TIMEOUT, child)
+    let output = shell_output(command, std::process::Stdio::piped(), KEY_COMMAND_TIMEOUT)
         .await
-        .map_err(|_| format!("command `{command}` took longer than 10 s"))?
-        .map_err(|e| format!("command `{command}` could not run: {e}"))?;
+        .map_err(|e| format!("command `{command}` could not run: {e}"))?
+        .ok_or_else(|| format!("command `{command}` took longer than 10 s"))?;
     if !output.status.success() {
         return Err(format!(
             "command `{command}` failed ({}): {}",

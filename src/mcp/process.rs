@@ -1,9 +1,12 @@
-//! A stdio server's process. It runs in a process group of its own, so that stopping it reaches
-//! whatever it started (servers are often launched through `npx` or `uvx`, whose child is the
-//! real server): stdin is closed first (the caller closes the MCP connection), then the group
-//! gets SIGTERM, then SIGKILL. A process that is dropped without being stopped has its group
-//! killed at once, so no server outlives nova however nova leaves.
+//! A stdio server's process. It runs under the sandbox's keeper (without restrictions), in a
+//! process group of its own with it, so that stopping it reaches whatever it started (servers
+//! are often launched through `npx` or `uvx`, whose child is the real server): stdin is closed
+//! first (the caller closes the MCP connection), then the group gets SIGTERM, on which the
+//! keeper kills the server and all it started, then SIGKILL if anything is left. A process that
+//! is dropped without being stopped has its group stopped at once, and the keeper also kills
+//! the server when nova dies, so no server outlives nova however nova leaves.
 
+use crate::sandbox::kept;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use std::collections::VecDeque;
@@ -38,8 +41,7 @@ pub fn spawn(
     env: &[(String, String)],
     cwd: &Path,
 ) -> Result<(Process, Pipes), String> {
-    let mut child = tokio::process::Command::new(command)
-        .args(args)
+    let mut child = tokio::process::Command::from(kept(command, args))
         .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(cwd)
         .stdin(Stdio::piped())
@@ -112,7 +114,8 @@ impl Process {
 impl Drop for Process {
     fn drop(&mut self) {
         if !self.stopped {
-            let _ = killpg(self.pgid, Signal::SIGKILL);
+            // SIGTERM, not SIGKILL: the keeper must live to kill what left the group.
+            let _ = killpg(self.pgid, Signal::SIGTERM);
         }
     }
 }

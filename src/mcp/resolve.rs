@@ -3,6 +3,7 @@
 //! stdout is the value; any other value has each `${NAME}` (or `${NAME:-default}`) replaced by
 //! the environment variable.
 
+use crate::sandbox::shell_output;
 use std::time::Duration;
 
 /// How long a `!command` may run.
@@ -54,17 +55,10 @@ pub fn interpolate(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Resu
 }
 
 async fn run(command: &str) -> Result<String, String> {
-    let child = tokio::process::Command::new("/bin/sh")
-        .arg("-c")
-        .arg(command)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(COMMAND_TIMEOUT, child)
+    let output = shell_output(command, std::process::Stdio::null(), COMMAND_TIMEOUT)
         .await
-        .map_err(|_| format!("`{command}` did not finish within {COMMAND_TIMEOUT:?}"))?
-        .map_err(|e| format!("cannot run `{command}`: {e}"))?;
+        .map_err(|e| format!("cannot run `{command}`: {e}"))?
+        .ok_or_else(|| format!("`{command}` did not finish within {COMMAND_TIMEOUT:?}"))?;
     if !output.status.success() {
         return Err(format!("`{command}` failed ({})", output.status));
     }

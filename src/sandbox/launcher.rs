@@ -1,8 +1,9 @@
-//! The launcher: nova re-executed as `nova __sandbox <spec-json> -- <program> <args…>`. It runs
-//! in the child process, before any thread exists, restricts itself and then `exec`s the
-//! program, so the restrictions bind the program and everything it starts. Doing this in a
-//! fresh process instead of a `pre_exec` hook keeps it free of `unsafe` and of the rules about
-//! what may run between `fork` and `exec`.
+//! The launcher: nova re-executed as `nova __sandbox <launch-json> -- <program> <args…>`. It
+//! runs in the child process, before any thread exists, restricts itself (when a sandbox is
+//! asked for), starts the program and stays alive as its [keeper](super::keeper) (in every
+//! mode, `off` included), so the restrictions bind the program and everything it starts, and
+//! nothing it starts outlives it. Doing this in a fresh process instead of a `pre_exec` hook
+//! keeps it free of `unsafe` and of the rules about what may run between `fork` and `exec`.
 //!
 //! Steps, each fatal (the program never runs half-protected):
 //! 1. When something must be protected: a private mount namespace (inside a new user namespace
@@ -11,8 +12,10 @@
 //! 2. Landlock: read and execute everywhere, write only beneath the writable roots and a few
 //!    devices; with `network: false`, no TCP `connect` or `bind`. Landlock also forbids any
 //!    later `mount`/`umount`, so the program cannot undo step 1.
-//! 3. `exec` (which keeps the process group nova gave the launcher, and its pipes).
+//! 3. The keeper starts the program (which inherits the restrictions, the process group nova
+//!    gave the launcher, and its pipes) and waits for it.
 
+use super::keeper;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, LandlockStatus, Ruleset, RulesetAttr, RulesetCreatedAttr,
     RulesetStatus, path_beneath_rules,
@@ -24,7 +27,6 @@ use nix::unistd::{getgid, getuid};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -54,7 +56,17 @@ const DEVICES: &[&str] = &[
     "/dev/pts",
 ];
 
-/// What the parent tells the launcher, as JSON in one argument.
+/// What nova tells the launcher, as JSON in one argument.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Launch {
+    /// nova's pid: the keeper must not run a program for a nova that is already gone.
+    parent: u32,
+    /// `None`: no restrictions, only the keeper.
+    sandbox: Option<Spec>,
+}
+
+/// The restrictions the launcher applies.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Spec {
@@ -71,28 +83,67 @@ impl Spec {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        let mut cmd = self.launcher()?;
+        debug_assert!(on_main_thread());
+        let mut cmd = sandboxed(self)?;
         cmd.arg("--").arg(program).args(args);
         Ok(cmd)
     }
 
     /// The launcher command that only checks that this spec can be applied.
     pub fn probe(&self) -> Result<std::process::Command, String> {
-        let mut cmd = self.launcher()?;
+        let mut cmd = sandboxed(self)?;
         cmd.arg(PROBE);
         Ok(cmd)
     }
+}
 
-    fn launcher(&self) -> Result<std::process::Command, String> {
-        let json = serde_json::to_string(self)
-            .map_err(|e| format!("cannot describe the sandbox to the launcher: {e}"))?;
-        // This very binary, even if the file has since been replaced or deleted (say, by a
-        // rebuild while nova runs): the kernel resolves the link in the child, whose image is
-        // still nova's.
-        let mut cmd = std::process::Command::new("/proc/self/exe");
-        cmd.arg(ARG).arg(json);
-        Ok(cmd)
+/// The launcher command for `program args…` without restrictions: only the keeper.
+///
+/// Unit tests run inside the test harness's binary, which cannot act as the launcher, so there
+/// the program is started directly (the keeper is tested end to end through nova's binary).
+pub fn kept<I, S>(program: impl AsRef<std::ffi::OsStr>, args: I) -> std::process::Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    if cfg!(test) {
+        let mut cmd = std::process::Command::new(program);
+        cmd.args(args);
+        return cmd;
     }
+    debug_assert!(on_main_thread());
+    // A `Launch` without a sandbox (whose paths may not be UTF-8, so its encoding can fail).
+    let json = serde_json::json!({ "parent": std::process::id() }).to_string();
+    let mut cmd = launcher(json);
+    cmd.arg("--").arg(program).args(args);
+    cmd
+}
+
+/// The launcher command for `spec`.
+fn sandboxed(spec: &Spec) -> Result<std::process::Command, String> {
+    let launch = Launch {
+        parent: std::process::id(),
+        sandbox: Some(spec.clone()),
+    };
+    serde_json::to_string(&launch)
+        .map(launcher)
+        .map_err(|e| format!("cannot describe the sandbox to the launcher: {e}"))
+}
+
+/// The keeper's parent-death signal follows the thread that spawned it, so programs must be
+/// started from one that lives as long as nova: the main thread, where nova's single-threaded
+/// runtime runs.
+fn on_main_thread() -> bool {
+    nix::unistd::gettid() == nix::unistd::getpid()
+}
+
+fn launcher(json: String) -> std::process::Command {
+    // This very binary, even if the file has since been replaced or deleted (say, by a
+    // rebuild while nova runs): the kernel resolves the link in the child, whose image is
+    // still nova's.
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    cmd.arg(ARG).arg(json);
+    cmd
 }
 
 /// Runs the launcher when nova was started as one; `None` for a normal start. Must be called
@@ -110,15 +161,20 @@ pub fn run_if_requested() -> Option<ExitCode> {
 fn launch(args: &[OsString]) -> ExitCode {
     let parsed = args
         .first()
-        .map(|a| serde_json::from_str::<Spec>(&a.to_string_lossy()));
-    let spec = match parsed {
-        Some(Ok(spec)) => spec,
+        .map(|a| serde_json::from_str::<Launch>(&a.to_string_lossy()));
+    let launch = match parsed {
+        Some(Ok(launch)) => launch,
         Some(Err(e)) => return setup_failed(&format!("invalid sandbox description: {e}")),
         None => return setup_failed("missing sandbox description"),
     };
-    let notes = match apply(&spec) {
-        Ok(notes) => notes,
-        Err(e) => return setup_failed(&e),
+    let signals = match keeper::Signals::catch() {
+        Ok(signals) => signals,
+        Err(e) => return setup_failed(&format!("cannot watch for signals: {e}")),
+    };
+    let notes = match launch.sandbox.as_ref().map(apply) {
+        None => Vec::new(),
+        Some(Ok(notes)) => notes,
+        Some(Err(e)) => return setup_failed(&e),
     };
     match args.get(1).and_then(|a| a.to_str()) {
         Some(PROBE) => {
@@ -128,15 +184,7 @@ fn launch(args: &[OsString]) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Some("--") if args.len() > 2 => {
-            let err = std::process::Command::new(&args[2]).args(&args[3..]).exec();
-            let _ = writeln!(
-                std::io::stderr(),
-                "nova: cannot run {}: {err}",
-                Path::new(&args[2]).display()
-            );
-            ExitCode::from(127)
-        }
+        Some("--") if args.len() > 2 => keeper::keep(signals, launch.parent, &args[2], &args[3..]),
         _ => setup_failed("no program to run"),
     }
 }

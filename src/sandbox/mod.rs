@@ -2,20 +2,25 @@
 //!
 //! Bash commands run through [the launcher](launcher): nova re-executes itself, the child
 //! restricts itself (a private mount namespace for the read-only paths inside writable roots,
-//! then Landlock for everything else) and `exec`s bash. The file tools do not run in a child;
+//! then Landlock for everything else), starts bash and stays alive as its [keeper], which
+//! kills whatever bash leaves behind. Every other program nova starts (the user's commands, MCP
+//! servers, `!command` values) runs under the keeper too, without restrictions ([`kept`]). The file tools do not run in a child;
 //! they ask the agent's permission gate instead, through [`Sandbox::file_write_reason`], which
 //! decides from the same [`Policy`]. Where the kernel cannot sandbox commands, nova asks before
 //! every bash command instead (fail closed), unless the user turned the sandbox off.
 //!
 //! Nothing here knows about the RPC layer or the agent: the gate and the bash tool call in.
 
+mod keeper;
 mod launcher;
 mod policy;
 mod settings;
+mod shell;
 
-pub use launcher::run_if_requested;
+pub use launcher::{kept, run_if_requested};
 pub use policy::{Policy, WriteRefusal};
 pub use settings::{Mode, SandboxSettings};
+pub use shell::{GroupStop, shell_output};
 
 use crate::protocol::SandboxState;
 use launcher::Spec;

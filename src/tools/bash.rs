@@ -1,18 +1,18 @@
 //! `bash`: run a command with `/bin/bash -c`, streaming its merged stdout and stderr.
 //!
-//! The shell leads its own process group so that a timeout or an abort can kill everything it
-//! started, grandchildren included. Both output streams share one pipe, so their lines arrive
-//! in the order they were written. Unless the sandbox is off, the command starts through the
-//! sandbox's launcher, which restricts itself and then becomes the shell (same process, same
-//! group, same pipe).
+//! The shell runs under the sandbox's launcher, which restricts itself (unless the sandbox is
+//! off) and stays alive as the shell's keeper: when the shell ends, the keeper kills whatever it
+//! left running, background jobs and processes that left its group included, and so it does
+//! when nova dies. The keeper and the shell lead their own process group, which a timeout or an
+//! abort sends SIGTERM: the keeper answers by killing everything at once. Both output streams
+//! share one pipe, so their lines arrive in the order they were written.
 
 use super::output::{Output, Snapshot};
 use super::truncate::{Limits, MAX_BYTES, TruncatedBy, format_size};
 use super::{ToolContext, ToolOutput, ToolResult, UpdateFn};
 use crate::protocol::{ContentBlock, ToolResultPayload, ToolSpec};
-use crate::sandbox::Sandbox;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use crate::sandbox::{GroupStop, Sandbox, kept};
+use nix::sys::signal::Signal;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::path::Path;
@@ -66,41 +66,17 @@ enum Ending {
     Aborted,
 }
 
-/// Kills the process group if the tool stops early (its future dropped), so no command outlives
-/// the run that started it.
-struct GroupGuard(Option<Pid>);
-
-impl GroupGuard {
-    fn kill(&mut self) {
-        if let Some(pgid) = self.0.take() {
-            // ESRCH only means the group is already gone.
-            let _ = killpg(pgid, Signal::SIGKILL);
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 fn spawn(
     command: &str,
     cwd: &Path,
     sandbox: Option<&Sandbox>,
 ) -> std::io::Result<(pipe::Receiver, Child)> {
-    let mut cmd = match sandbox {
-        Some(s) => Command::from(
-            s.command(BASH, &["-c", command])
-                .map_err(std::io::Error::other)?,
-        ),
-        None => {
-            let mut cmd = Command::new(BASH);
-            cmd.arg("-c").arg(command);
-            cmd
-        }
-    };
+    let mut cmd = Command::from(match sandbox {
+        Some(s) => s
+            .command(BASH, &["-c", command])
+            .map_err(std::io::Error::other)?,
+        None => kept(BASH, ["-c", command]),
+    });
     let (tx, rx) = pipe::pipe()?;
     let stdout = tx.into_blocking_fd()?;
     let stderr = stdout.try_clone()?;
@@ -149,11 +125,9 @@ async fn execute(
     }
     let (reader, mut child) =
         spawn(command, cwd, sandbox).map_err(|e| format!("Could not start /bin/bash: {e}"))?;
-    let pgid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .map(Pid::from_raw);
-    let mut group = GroupGuard(pgid);
+    // Stops the command if the tool stops early (its future dropped), so no command outlives
+    // the run that started it.
+    let mut group = GroupStop::new(child.id());
     let mut stream = Stream {
         reader: Some(reader),
         output: Output::new(Limits::DEFAULT, "nova-bash"),
@@ -166,12 +140,11 @@ async fn execute(
     match ending {
         Ok(Ending::Exited(_)) => {}
         _ => {
-            group.kill();
+            group.stop();
             let _ = child.wait().await;
         }
     }
-    // The shell has been reaped, so its pid (the group id) may be reused: never signal it again.
-    group.0 = None;
+    group.disarm();
     stream.drain(Instant::now() + EXIT_GRACE).await;
     stream.output.finish();
     stream.emit();
@@ -552,7 +525,8 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(5));
         let text = joined_text(&out.content);
         let pid: i32 = text.trim().parse().unwrap();
-        // Not part of a timeout or abort, so the background job is left running, as in Pi.
+        // Unit tests run without the keeper, which would kill the job as the shell ends
+        // (tests/suite/orphans.rs): here it is left running.
         assert!(!process_gone(pid));
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),

@@ -206,9 +206,11 @@ fn servers_that_fail_to_start_are_reported_and_the_others_serve() {
         "exited with code 7; stderr: refusing to start"
     );
     let missing = settled["missing"]["reason"].as_str().unwrap();
+    // The keeper that servers run under says why it could not start the program.
     assert!(
-        missing.starts_with("cannot run `/nonexistent/mcp-server` in ")
-            && missing.ends_with("No such file or directory (os error 2)"),
+        missing.starts_with(
+            "exited with code 127; stderr: nova: cannot run `/nonexistent/mcp-server` in "
+        ) && missing.ends_with("No such file or directory (os error 2)"),
         "{missing}"
     );
     assert_eq!(settled["sleepy"]["reason"], "did not start within 500ms");

@@ -11,6 +11,7 @@ mod mcp_servers;
 mod mock_llm;
 mod nova_proc;
 mod oneshot;
+mod orphans;
 mod parity;
 mod permission;
 mod pi_client;

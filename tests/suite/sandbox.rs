@@ -311,7 +311,10 @@ fn where_the_sandbox_cannot_be_applied_every_command_asks() {
     mock.push(bash_calls(&[("c1", "echo hi")]));
     mock.push(Reply::text("done"));
     let nova_bin = env!("CARGO_BIN_EXE_nova");
-    let outer = json!({"writable": ["/tmp"], "readOnly": [], "pinned": [], "network": true});
+    let outer = json!({
+        "parent": std::process::id(),
+        "sandbox": {"writable": ["/tmp"], "readOnly": [], "pinned": [], "network": true},
+    });
     let mut nova = Nova::builder()
         .models_json(openai_models(&mock))
         .program(
@@ -375,10 +378,13 @@ fn unprivileged_users_get_the_same_protection() {
         .unwrap();
     assert!(status.success());
     let spec = json!({
-        "writable": [cwd],
-        "readOnly": [cwd.join(".nova"), cwd.join(".git/hooks")],
-        "pinned": [cwd.join(".git")],
-        "network": true,
+        "parent": std::process::id(),
+        "sandbox": {
+            "writable": [cwd],
+            "readOnly": [cwd.join(".nova"), cwd.join(".git/hooks")],
+            "pinned": [cwd.join(".git")],
+            "network": true,
+        },
     });
     let script = "id -u; echo ok > ok.txt && cat ok.txt; echo x > .nova/x; \
                   echo y > .git/hooks/y; mv .git g; true";
