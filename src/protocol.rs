@@ -268,6 +268,23 @@ pub struct Model {
     /// marks a level the model does not support.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_level_map: Option<ThinkingLevelMap>,
+    /// models.json `compat` (the provider's object with the model's fields over it), read by
+    /// `provider::compat`; echoed as Pi echoes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compat: Option<Value>,
+    /// How an Ollama server should hold the model. Not on the wire.
+    #[serde(skip)]
+    pub load: LoadOptions,
+}
+
+/// What nova asks an Ollama server about loading a model; `None` leaves it to the server.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadOptions {
+    /// The context length (`options.num_ctx`): the declared `contextWindow`, or the discovered
+    /// one. Without it Ollama cuts a longer prompt to its default length.
+    pub num_ctx: Option<u64>,
+    /// `keep_alive` from settings: how long the model stays loaded after a request.
+    pub keep_alive: Option<Value>,
 }
 
 impl Model {

@@ -172,6 +172,68 @@ pub async fn list_ollama_models(
     tokio::time::timeout(timeout, work).await.map_err(expired)?
 }
 
+/// The context length `model` was trained for, as an Ollama server describes it
+/// (`POST /api/show`: `model_info["<architecture>.context_length"]`); `None` when it says
+/// nothing about it.
+pub async fn ollama_context_length(
+    client: &reqwest::Client,
+    base_url: &str,
+    model: &str,
+    timeout: Duration,
+) -> Result<Option<u64>, ProviderError> {
+    #[derive(Deserialize)]
+    struct Show {
+        #[serde(default)]
+        model_info: serde_json::Map<String, serde_json::Value>,
+    }
+
+    let url = format!("{}/api/show", ollama::root(base_url));
+    let work = async {
+        let response = client
+            .post(&url)
+            .header(CONTENT_TYPE, "application/json")
+            .body(serde_json::json!({ "model": model }).to_string())
+            .send()
+            .await
+            .map_err(|e| send_error(&e, &url, Api::Ollama))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| ProviderError::StreamCut {
+                url: url.clone(),
+                message: describe(&e),
+            })?;
+        let text = String::from_utf8_lossy(&body);
+        if !status.is_success() {
+            return Err(ProviderError::http(status.as_u16(), &url, &text));
+        }
+        let show: Show =
+            serde_json::from_str(&text).map_err(|e| ProviderError::invalid_json(&text, &e))?;
+        let arch = show
+            .model_info
+            .get("general.architecture")
+            .and_then(|a| a.as_str());
+        let key = arch.map(|a| format!("{a}.context_length"));
+        let length = key
+            .and_then(|k| show.model_info.get(&k))
+            .or_else(|| {
+                show.model_info
+                    .iter()
+                    .find(|(k, _)| k.ends_with(".context_length"))
+                    .map(|(_, v)| v)
+            })
+            .and_then(serde_json::Value::as_u64);
+        Ok(length)
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| ProviderError::IdleTimeout {
+            url: url.clone(),
+            after: timeout,
+        })?
+}
+
 /// Dispatch over the wire formats' accumulators.
 enum Decoder {
     Ollama(ollama::Accumulator),

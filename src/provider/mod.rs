@@ -8,6 +8,7 @@
 //! successful stream ends with `Usage` (when the server reported it) and then exactly one
 //! `Finish`; a failed one ends with a [`ProviderError`] instead, after whatever it delivered.
 
+pub mod compat;
 pub mod error;
 pub mod http;
 pub mod lines;

@@ -71,7 +71,9 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
             stream: true,
             options: Options {
                 num_predict: super::max_output_tokens(req),
+                num_ctx: req.model.load.num_ctx,
             },
+            keep_alive: req.model.load.keep_alive.as_ref(),
             tools: (!req.tools.is_empty()).then_some(Tools(req.tools)),
             think: req.model.reasoning.then(|| think(req)),
         },
@@ -86,6 +88,8 @@ struct Body<'a> {
     messages: Vec<Msg<'a>>,
     stream: bool,
     options: Options,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keep_alive: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<Tools<'a>>,
     /// Ollama rejects `think` for models without thinking support.
@@ -109,6 +113,10 @@ fn think(req: &Request) -> Value {
 #[derive(Serialize)]
 struct Options {
     num_predict: u64,
+    /// Without it Ollama silently drops the start of a prompt longer than the context length
+    /// the model happens to be loaded with, system prompt and tools first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    num_ctx: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -621,6 +629,19 @@ mod tests {
         let body = body_of(&req);
         assert!(body.get("think").is_none() && body.get("tools").is_none());
         assert_eq!(body["options"]["num_predict"], 4096);
+        assert!(body["options"].get("num_ctx").is_none() && body.get("keep_alive").is_none());
+        let mut loaded = small.clone();
+        loaded.load.num_ctx = Some(8192);
+        loaded.load.keep_alive = Some(json!("30m"));
+        let body = body_of(&Request {
+            model: &loaded,
+            ..req.clone()
+        });
+        assert_eq!(
+            body["options"],
+            json!({"num_predict": 4096, "num_ctx": 8192})
+        );
+        assert_eq!(body["keep_alive"], "30m");
         for (asked, sent) in [(1000, 1000), (100_000, 4096)] {
             let body = body_of(&Request {
                 max_tokens: Some(asked),

@@ -317,6 +317,8 @@ pub(crate) mod tests {
             context_window: 128_000,
             max_tokens: 64_000,
             thinking_level_map: None,
+            compat: None,
+            load: Default::default(),
         }
     }
 

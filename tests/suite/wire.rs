@@ -227,6 +227,8 @@ fn responses_decode_with_their_data() {
         context_window: 128000,
         max_tokens: 4096,
         thinking_level_map: None,
+        compat: None,
+        load: Default::default(),
     };
     let r = p::Response::ok(
         None,

@@ -304,6 +304,13 @@ pub struct Model {
         skip_serializing_if = "Option::is_none"
     )]
     pub thinking_level_map: Option<std::collections::BTreeMap<String, Option<String>>>,
+    /// Pi's `compat` object, echoed when models.json sets it.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub compat: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
