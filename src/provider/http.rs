@@ -2,6 +2,7 @@
 //! response bytes to its accumulator. Every await races the cancellation token and the idle
 //! timeout, so a hung server or an abort never leaves the agent waiting.
 
+use super::estimate::Meter;
 use super::{Api, ProviderError, ProviderEvent, Request, ollama, openai};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
@@ -101,6 +102,7 @@ pub async fn stream(
     }
 
     let mut events = Vec::new();
+    let mut meter = Meter::new(req);
     loop {
         let chunk = guard
             .run(response.chunk())
@@ -111,12 +113,38 @@ pub async fn stream(
             })?;
         let Some(chunk) = chunk else { break };
         let pushed = decoder.push(&chunk, &mut events);
-        events.drain(..).for_each(&mut on_event);
+        forward(&mut events, &mut meter, req, api, &mut on_event)?;
         pushed?;
     }
     let finished = decoder.finish(&mut events);
-    events.drain(..).for_each(&mut on_event);
+    forward(&mut events, &mut meter, req, api, &mut on_event)?;
     finished
+}
+
+/// Hands parsed events on, through the [`Meter`] that completes usage. At the end of an Ollama
+/// reply, a prompt count far below the estimate is a prompt the server cut: said on stderr, and
+/// when nothing came back, made the turn's error (which reads as an overflow, so the agent
+/// compacts and tries again).
+fn forward(
+    events: &mut Vec<ProviderEvent>,
+    meter: &mut Meter,
+    req: &Request,
+    api: Api,
+    on_event: &mut impl FnMut(ProviderEvent),
+) -> Result<(), ProviderError> {
+    for event in events.drain(..) {
+        if matches!(event, ProviderEvent::Finish(_)) && api == Api::Ollama {
+            let cut = meter.reported_prompt();
+            if let Some(message) = ollama::truncation(meter.prompt_estimate(), cut) {
+                ollama::warn_truncated(&message);
+                if meter.reply_is_empty() {
+                    return Err(ProviderError::Api(message));
+                }
+            }
+        }
+        meter.pass(req, event, on_event);
+    }
+    Ok(())
 }
 
 /// The names of the models an Ollama server has pulled (`GET /api/tags`).

@@ -222,6 +222,39 @@ impl Serialize for Tools<'_> {
     }
 }
 
+/// Below this share of nova's estimate, a reported prompt count means the server cut the
+/// prompt. The estimate (chars / 4) undercounts code rather than overcounts it, so honest counts
+/// stay well above half of it.
+const TRUNCATED_BELOW: f64 = 0.5;
+/// Prompts smaller than this are not judged: the fixed framing of a chat template weighs too
+/// much in them.
+const TRUNCATION_MIN_ESTIMATE: u64 = 1024;
+
+/// What to say when Ollama read far fewer prompt tokens than nova sent, which is what its silent
+/// cut to the loaded context length looks like; `None` when the counts agree well enough.
+pub(super) fn truncation(estimate: u64, reported: Option<u64>) -> Option<String> {
+    let reported = reported?;
+    let cut = estimate >= TRUNCATION_MIN_ESTIMATE
+        && (reported as f64) < estimate as f64 * TRUNCATED_BELOW;
+    cut.then(|| {
+        format!(
+            "Ollama read only {reported} prompt tokens of about {estimate}: it cut the prompt to the \
+             context length the model is loaded with, dropping the start of the conversation \
+             (system prompt and tools first). Declare the model's contextWindow in models.json \
+             (sent as num_ctx), or raise ollama.maxDiscoveredContext in settings"
+        )
+    })
+}
+
+/// Says on stderr, once per process, that a prompt was cut.
+pub(super) fn warn_truncated(message: &str) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "nova: warning: {message}");
+    }
+}
+
 #[derive(Deserialize)]
 struct Chunk {
     #[serde(default)]
@@ -520,6 +553,23 @@ mod tests {
         assert!(events.is_empty());
         let err = err.unwrap().to_string();
         assert!(err.contains("{\"model\":\"qwen3:8b\",\"mess"), "{err}");
+    }
+
+    #[test]
+    fn truncation_is_judged_against_the_estimate() {
+        assert_eq!(truncation(10_000, None), None);
+        assert_eq!(truncation(10_000, Some(6_000)), None);
+        assert_eq!(truncation(1_000, Some(10)), None);
+        let said = truncation(10_000, Some(4096)).unwrap();
+        assert!(
+            said.contains("only 4096 prompt tokens of about 10000"),
+            "{said}"
+        );
+        // The error text reads as an overflow, so the agent compacts and retries.
+        assert_eq!(
+            ProviderError::Api(said).kind(),
+            crate::provider::ErrorKind::Overflow
+        );
     }
 
     #[test]
