@@ -153,6 +153,7 @@ async fn summarize_and_record(
             &cut.first_kept_id,
             tokens_before,
             Some(details.clone()),
+            Some(usage.clone()),
         )
         .map_err(|e| e.to_string())?;
     state.messages = state.session.context().messages;

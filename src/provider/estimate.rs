@@ -145,3 +145,65 @@ impl Meter {
         usage
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::protocol::StopReason;
+    use crate::provider::prepare::tests::{model, user_text};
+    use std::sync::Arc;
+
+    /// The events `Meter` lets through for `events`.
+    fn metered(events: Vec<ProviderEvent>) -> Vec<ProviderEvent> {
+        let m = model("ollama", false);
+        let messages = vec![Arc::new(user_text(&"x".repeat(400)))];
+        let req = Request {
+            model: &m,
+            system_prompt: "12345678",
+            messages: &messages,
+            tools: &[],
+            max_tokens: None,
+            thinking: None,
+        };
+        let mut meter = Meter::new(&req);
+        assert_eq!(meter.prompt_estimate(), 2 + 100);
+        let mut out = Vec::new();
+        for e in events {
+            meter.pass(&req, e, &mut |e| out.push(e));
+        }
+        out
+    }
+
+    fn usage_of(events: &[ProviderEvent]) -> (u64, u64, u64) {
+        match &events[events.len() - 2] {
+            ProviderEvent::Usage(u) => (u.input, u.output, u.total_tokens),
+            other => panic!("no usage before Finish: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn missing_counts_are_estimated() {
+        let finish = ProviderEvent::Finish(StopReason::Stop);
+        let text = ProviderEvent::Text("abcdefgh".into());
+        // Nothing reported: both estimated, usage placed before Finish.
+        let out = metered(vec![text.clone(), finish.clone()]);
+        assert_eq!(out[0], text);
+        assert_eq!(usage_of(&out), (102, 2, 104));
+        // Reported counts stand; a 0 prompt or output count is filled in.
+        let reported = |input, output| {
+            ProviderEvent::Usage(crate::provider::priced_usage(
+                &model("ollama", false),
+                input,
+                output,
+                0,
+            ))
+        };
+        let out = metered(vec![text.clone(), reported(50, 7), finish.clone()]);
+        assert_eq!(usage_of(&out), (50, 7, 57));
+        let out = metered(vec![text.clone(), reported(0, 7), finish.clone()]);
+        assert_eq!(usage_of(&out), (102, 7, 109));
+        let out = metered(vec![text, reported(50, 0), finish]);
+        assert_eq!(usage_of(&out), (50, 2, 52));
+    }
+}

@@ -63,6 +63,8 @@ pub enum Body {
         tokens_before: u64,
         details: Option<Value>,
         from_hook: Option<bool>,
+        /// What writing the summary cost, counted in the session's totals as Pi counts it.
+        usage: Option<Usage>,
     },
     SessionInfo {
         name: Option<String>,
@@ -111,6 +113,7 @@ impl Serialize for Entry {
                 tokens_before,
                 details,
                 from_hook,
+                usage,
             } => {
                 m.serialize_entry("summary", summary)?;
                 m.serialize_entry("firstKeptEntryId", first_kept_entry_id)?;
@@ -120,6 +123,9 @@ impl Serialize for Entry {
                 }
                 if let Some(h) = from_hook {
                     m.serialize_entry("fromHook", h)?;
+                }
+                if let Some(u) = usage {
+                    m.serialize_entry("usage", u)?;
                 }
             }
             Body::SessionInfo { name } => {
@@ -152,6 +158,7 @@ struct Line {
     tokens_before: Option<u64>,
     details: Option<Value>,
     from_hook: Option<bool>,
+    usage: Option<Usage>,
     name: Option<String>,
 }
 
@@ -172,6 +179,7 @@ impl Line {
                 tokens_before: self.tokens_before.unwrap_or(0),
                 details: self.details,
                 from_hook: self.from_hook,
+                usage: self.usage,
             },
             "session_info" => Body::SessionInfo { name: self.name },
             _ => return None,

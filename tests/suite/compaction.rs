@@ -197,6 +197,15 @@ fn passing_the_threshold_compacts_after_agent_end_once() {
             .contains("THRESHOLD SUMMARY")
     );
 
+    // The session's totals keep every reply, from before the compaction too, and the summary's
+    // own usage, as Pi counts them.
+    let stats = nova.request_ok(json!({"type": "get_session_stats"}));
+    assert_eq!(
+        (&stats["tokens"]["input"], &stats["tokens"]["output"]),
+        (&json!(10 + 15_100 + 10), &json!(5 + 10 + 5))
+    );
+    assert_eq!(stats["assistantMessages"], 2);
+
     // The kept reply's usage measured the old context: it does not trigger another compaction.
     mock.push(Reply::text("third answer"));
     let events = nova.run_prompt("c");
