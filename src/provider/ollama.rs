@@ -229,11 +229,14 @@ const TRUNCATED_BELOW: f64 = 0.5;
 /// Prompts smaller than this are not judged: the fixed framing of a chat template weighs too
 /// much in them.
 const TRUNCATION_MIN_ESTIMATE: u64 = 1024;
+/// A count this small is no context length a model is loaded with: it is a server that reused
+/// its cache and counted only the new tokens, not a cut.
+const TRUNCATION_MIN_REPORTED: u64 = 256;
 
 /// What to say when Ollama read far fewer prompt tokens than nova sent, which is what its silent
 /// cut to the loaded context length looks like; `None` when the counts agree well enough.
 pub(super) fn truncation(estimate: u64, reported: Option<u64>) -> Option<String> {
-    let reported = reported?;
+    let reported = reported.filter(|&r| r >= TRUNCATION_MIN_REPORTED)?;
     let cut = estimate >= TRUNCATION_MIN_ESTIMATE
         && (reported as f64) < estimate as f64 * TRUNCATED_BELOW;
     cut.then(|| {
@@ -559,7 +562,8 @@ mod tests {
     fn truncation_is_judged_against_the_estimate() {
         assert_eq!(truncation(10_000, None), None);
         assert_eq!(truncation(10_000, Some(6_000)), None);
-        assert_eq!(truncation(1_000, Some(10)), None);
+        assert_eq!(truncation(1_000, Some(300)), None);
+        assert_eq!(truncation(10_000, Some(10)), None);
         let said = truncation(10_000, Some(4096)).unwrap();
         assert!(
             said.contains("only 4096 prompt tokens of about 10000"),
