@@ -20,6 +20,42 @@ const OLLAMA_DISCOVERY_TIMEOUT: Duration = Duration::from_millis(1500);
 /// How long shutdown waits for stdout to take the last lines.
 const WRITER_GRACE: Duration = Duration::from_secs(5);
 
+/// The models a local Ollama has pulled, each with its trained context length, asked for all
+/// at once (`/api/show` per model) so that startup waits for the slowest answer only.
+async fn discover_ollama(client: &reqwest::Client, base: &str) -> Vec<config::DiscoveredModel> {
+    let names = provider::http::list_ollama_models(client, base, OLLAMA_DISCOVERY_TIMEOUT)
+        .await
+        .unwrap_or_default();
+    let mut shows = tokio::task::JoinSet::new();
+    for (i, name) in names.iter().enumerate() {
+        let (client, base, name) = (client.clone(), base.to_owned(), name.clone());
+        shows.spawn(async move {
+            let length = provider::http::ollama_context_length(
+                &client,
+                &base,
+                &name,
+                OLLAMA_DISCOVERY_TIMEOUT,
+            )
+            .await;
+            (i, length.ok().flatten())
+        });
+    }
+    let mut lengths = vec![None; names.len()];
+    while let Some(joined) = shows.join_next().await {
+        if let Ok((i, length)) = joined {
+            lengths[i] = length;
+        }
+    }
+    names
+        .into_iter()
+        .zip(lengths)
+        .map(|(name, trained_context)| config::DiscoveredModel {
+            name,
+            trained_context,
+        })
+        .collect()
+}
+
 /// The front end the command line asks for.
 enum Interface {
     Rpc,
@@ -103,11 +139,7 @@ async fn run(mut cli: Cli, interface: Interface) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fatal(&format!("cannot set up HTTP: {e}")),
     };
-    let discover = async |base: &str| {
-        provider::http::list_ollama_models(&client, base, OLLAMA_DISCOVERY_TIMEOUT)
-            .await
-            .unwrap_or_default()
-    };
+    let discover = async |base: &str| discover_ollama(&client, base).await;
     let config = match config::load(cli, discover).await {
         Ok(c) => c,
         Err(e) => return usage_error(&e),

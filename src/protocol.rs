@@ -268,19 +268,23 @@ pub struct Model {
     /// marks a level the model does not support.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_level_map: Option<ThinkingLevelMap>,
-    /// models.json `compat`: how this model's server departs from its API's standard requests.
+    /// models.json `compat` (the provider's object with the model's fields over it), read by
+    /// `provider::compat`; echoed as Pi echoes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compat: Option<ModelCompat>,
+    pub compat: Option<Value>,
+    /// How an Ollama server should hold the model. Not on the wire.
+    #[serde(skip)]
+    pub load: LoadOptions,
 }
 
-/// Pi's `compat` fields that nova acts on. A field left out keeps the API's default.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelCompat {
-    /// Anthropic: think adaptively (`thinking.type: adaptive` plus an effort) instead of with a
-    /// token budget, as Claude models from Opus 4.6 on require.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub force_adaptive_thinking: Option<bool>,
+/// What nova asks an Ollama server about loading a model; `None` leaves it to the server.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadOptions {
+    /// The context length (`options.num_ctx`): the declared `contextWindow`, or the discovered
+    /// one. Without it Ollama cuts a longer prompt to its default length.
+    pub num_ctx: Option<u64>,
+    /// `keep_alive` from settings: how long the model stays loaded after a request.
+    pub keep_alive: Option<Value>,
 }
 
 impl Model {
@@ -334,10 +338,13 @@ impl Model {
             .is_some_and(Option::is_none)
     }
 
+    /// `compat.forceAdaptiveThinking` (Anthropic): think adaptively, with an effort, instead of
+    /// with a token budget, as Claude models from Opus 4.6 on require.
     pub fn adaptive_thinking(&self) -> bool {
         self.compat
             .as_ref()
-            .and_then(|c| c.force_adaptive_thinking)
+            .and_then(|c| c.get("forceAdaptiveThinking"))
+            .and_then(Value::as_bool)
             .unwrap_or(false)
     }
 }

@@ -4,7 +4,8 @@
 
 use super::Agent;
 use super::compaction::{
-    SummaryError, SummaryJob, estimate_tokens, file_lists, find_cut_point, summarize,
+    CompactionSettings, CutPoint, SummaryError, SummaryJob, estimate_tokens, file_lists,
+    find_cut_point, for_window, summarize,
 };
 use crate::protocol::{CompactionReason, CompactionResult, Event, Message};
 use crate::provider::http::Transport;
@@ -52,14 +53,42 @@ pub(super) async fn compact(
     result
 }
 
+/// The entries since the last compaction (its summary left out: it is handed over as the
+/// summary to update, not summarised again as conversation) and that summary.
+type Compactable = (Vec<(String, Arc<Message>)>, Option<String>);
+
+fn compactable(mut entries: Vec<(String, Arc<Message>)>) -> Compactable {
+    let previous_summary = match entries.first().map(|(_, m)| &**m) {
+        Some(Message::CompactionSummary(s)) => Some(s.summary.clone()),
+        _ => None,
+    };
+    if previous_summary.is_some() {
+        entries.remove(0);
+    }
+    (entries, previous_summary)
+}
+
+/// Where a compaction of the current conversation would cut, with the settings scaled to the
+/// model's window; `None` when it could cut nothing (then an automatic one is not started).
+pub(super) fn cut_point(
+    entries: Vec<(String, Arc<Message>)>,
+    settings: &CompactionSettings,
+    context_window: u64,
+) -> Option<CutPoint> {
+    let (entries, _) = compactable(entries);
+    find_cut_point(
+        &entries,
+        for_window(settings, context_window).keep_recent_tokens,
+    )
+}
+
 async fn summarize_and_record(
     agent: &Agent,
     cancel: &CancellationToken,
     custom_instructions: Option<&str>,
 ) -> Result<CompactionResult, String> {
     let inner = &agent.inner;
-    let settings = inner.compaction;
-    let (model, mut entries, previous_details, tokens_before) = {
+    let (model, entries, previous_details, tokens_before) = {
         let state = agent.state();
         let model = state
             .model
@@ -82,15 +111,8 @@ async fn summarize_and_record(
         let tokens_before = state.messages.iter().map(|m| estimate_tokens(m)).sum();
         (model, entries, previous_details, tokens_before)
     };
-    // An earlier summary is not summarised again as conversation: it is handed over as the
-    // summary to update.
-    let previous_summary = match entries.first().map(|(_, m)| &**m) {
-        Some(Message::CompactionSummary(s)) => Some(s.summary.clone()),
-        _ => None,
-    };
-    if previous_summary.is_some() {
-        entries.remove(0);
-    }
+    let settings = for_window(&inner.compaction, model.context_window);
+    let (entries, previous_summary) = compactable(entries);
     let cut = find_cut_point(&entries, settings.keep_recent_tokens)
         .ok_or_else(|| "Nothing to compact (session too small)".to_owned())?;
     let messages: Vec<Arc<Message>> = entries.into_iter().map(|(_, m)| m).collect();
@@ -131,6 +153,7 @@ async fn summarize_and_record(
             &cut.first_kept_id,
             tokens_before,
             Some(details.clone()),
+            Some(usage.clone()),
         )
         .map_err(|e| e.to_string())?;
     state.messages = state.session.context().messages;

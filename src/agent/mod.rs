@@ -624,7 +624,7 @@ impl Agent {
     }
 
     /// Whether the context (the last reported usage plus estimates after it) has passed
-    /// `contextWindow - reserveTokens`.
+    /// `contextWindow - reserveTokens` and a compaction would have something to cut.
     fn needs_compaction(&self) -> bool {
         let state = self.state();
         let Some(model) = &state.model else {
@@ -636,6 +636,12 @@ impl Agent {
                 model.context_window,
                 &self.inner.compaction,
             )
+            && compact::cut_point(
+                state.session.context_entries(),
+                &self.inner.compaction,
+                model.context_window,
+            )
+            .is_some()
     }
 }
 

@@ -5,9 +5,9 @@ use super::{Agent, CommandError, State, Tools, models};
 use crate::config::Config;
 use crate::export::{ExportMeta, render_html};
 use crate::protocol::{
-    ContextUsage, Event, ForkMessage, Message, ResponseData, SessionStats, TokenTotals,
+    ContextUsage, Event, ForkMessage, Message, ResponseData, SessionStats, TokenTotals, Usage,
 };
-use crate::session::{Session, SessionError, paths};
+use crate::session::{Body, Session, SessionError, paths};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -162,22 +162,38 @@ impl Agent {
         Ok(())
     }
 
+    /// Pi's totals: every message of the session file, on every branch and from before any
+    /// compaction, and the summaries' own cost.
     pub fn session_stats(&self) -> SessionStats {
         let state = self.state();
-        let (mut users, mut assistants, mut calls, mut results) = (0, 0, 0, 0);
+        let (mut users, mut assistants, mut calls, mut results, mut total) = (0, 0, 0, 0, 0);
         let mut tokens = TokenTotals::default();
         let mut cost = 0.0;
-        for message in &state.messages {
+        let mut add = |usage: &Usage| {
+            tokens.input += usage.input;
+            tokens.output += usage.output;
+            tokens.cache_read += usage.cache_read;
+            tokens.cache_write += usage.cache_write;
+            cost += usage.cost.total;
+        };
+        for entry in state.session.entries() {
+            let message = match &entry.body {
+                Body::Message(m) => m,
+                Body::Compaction {
+                    usage: Some(usage), ..
+                } => {
+                    add(usage);
+                    continue;
+                }
+                _ => continue,
+            };
+            total += 1;
             match &**message {
                 Message::User(_) => users += 1,
                 Message::Assistant(a) => {
                     assistants += 1;
                     calls += a.tool_calls().count();
-                    tokens.input += a.usage.input;
-                    tokens.output += a.usage.output;
-                    tokens.cache_read += a.usage.cache_read;
-                    tokens.cache_write += a.usage.cache_write;
-                    cost += a.usage.cost.total;
+                    add(&a.usage);
                 }
                 Message::ToolResult(_) => results += 1,
                 Message::CompactionSummary(_) | Message::BashExecution(_) => {}
@@ -203,7 +219,7 @@ impl Agent {
             assistant_messages: assistants,
             tool_calls: calls,
             tool_results: results,
-            total_messages: state.messages.len(),
+            total_messages: total,
             tokens,
             cost,
             context_usage,

@@ -48,7 +48,14 @@ async fn ollama_answering(text: &str) -> String {
 }
 
 fn config(base: &str, dir: &std::path::Path) -> Config {
-    let registry = Registry::ollama_default(base, vec!["m".into()]);
+    let registry = Registry::ollama_default(
+        base,
+        vec![crate::config::models::DiscoveredModel {
+            name: "m".into(),
+            trained_context: None,
+        }],
+        crate::config::models::DEFAULT_OLLAMA_MAX_CONTEXT,
+    );
     Config {
         agent_dir: dir.to_path_buf(),
         cwd: dir.to_path_buf(),

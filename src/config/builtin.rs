@@ -4,7 +4,7 @@
 //! replace its models; see [`super::Registry::add_builtin`].
 
 use super::models::ProviderConfig;
-use crate::protocol::{Model, ModelCompat, ModelCost, ThinkingLevel, ThinkingLevelMap};
+use crate::protocol::{LoadOptions, Model, ModelCost, ThinkingLevel, ThinkingLevelMap};
 use crate::provider::Api;
 use ThinkingLevel::*;
 
@@ -259,9 +259,10 @@ fn model(row: &Row) -> Model {
         context_window: row.context_window,
         max_tokens: row.max_tokens,
         thinking_level_map: (!map.is_empty()).then_some(map),
-        compat: row.adaptive.then_some(ModelCompat {
-            force_adaptive_thinking: Some(true),
-        }),
+        compat: row
+            .adaptive
+            .then(|| serde_json::json!({"forceAdaptiveThinking": true})),
+        load: LoadOptions::default(),
     }
 }
 

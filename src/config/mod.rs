@@ -11,9 +11,11 @@ use crate::protocol::{Model, ThinkingLevel};
 use crate::tools::permission::{Mode as GateMode, Rules as PermissionRules};
 use crate::tools::{Tool, default_tools};
 pub use cli::{Cli, Mode};
-pub use models::{ProviderConfig, Registry};
+pub use models::{DiscoveredModel, ProviderConfig, Registry};
 pub use scope::ScopedModel;
-pub use settings::{CompactionSettings, ListedPath, McpPermissions, RetrySettings, Settings};
+pub use settings::{
+    CompactionSettings, ListedPath, McpPermissions, OllamaSettings, RetrySettings, Settings,
+};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
@@ -70,7 +72,7 @@ pub fn agent_dir() -> PathBuf {
 /// plain file reading.
 pub async fn load(
     cli: Cli,
-    discover: impl AsyncFnOnce(&str) -> Vec<String>,
+    discover: impl AsyncFnOnce(&str) -> Vec<DiscoveredModel>,
 ) -> Result<Config, String> {
     let agent_dir = agent_dir();
     let cwd =
@@ -85,18 +87,20 @@ pub async fn load(
         },
         &mut warnings,
     );
-    let mut registry = match Registry::from_file(&agent_dir.join("models.json")) {
+    let max_context = settings.ollama.max_discovered_context;
+    let mut registry = match Registry::from_file(&agent_dir.join("models.json"), &mut warnings) {
         Ok(Some(r)) => r,
-        Ok(None) => discover_ollama(discover).await,
+        Ok(None) => discover_ollama(discover, max_context).await,
         Err(e) => {
             warnings.push(format!("ignoring models.json: {e}"));
-            discover_ollama(discover).await
+            discover_ollama(discover, max_context).await
         }
     };
     if anthropic_enabled(&registry) {
         let (provider, models) = builtin::anthropic();
         registry.add_builtin(provider, models);
     }
+    registry.set_keep_alive(settings.ollama.keep_alive.as_ref());
     let patterns = cli.models.as_ref().or(settings.enabled_models.as_ref());
     let scope = patterns
         .map(|p| scope::resolve(p, &registry, &mut warnings))
@@ -196,10 +200,13 @@ fn anthropic_enabled(registry: &Registry) -> bool {
     configured || std::env::var(builtin::ANTHROPIC_KEY_VAR).is_ok_and(|k| !k.is_empty())
 }
 
-async fn discover_ollama(discover: impl AsyncFnOnce(&str) -> Vec<String>) -> Registry {
+async fn discover_ollama(
+    discover: impl AsyncFnOnce(&str) -> Vec<DiscoveredModel>,
+    max_context: u64,
+) -> Registry {
     let base = ollama_base_url();
-    let ids = discover(&base).await;
-    Registry::ollama_default(&base, ids)
+    let found = discover(&base).await;
+    Registry::ollama_default(&base, found, max_context)
 }
 
 /// `$OLLAMA_HOST` as Ollama itself reads it (a bare `host:port` is allowed), else the default.

@@ -2,10 +2,11 @@
 //! models. Secrets (`apiKey`, header values) stay unresolved here and are resolved per request.
 
 use super::builtin;
-use crate::protocol::{Model, ModelCompat, ModelCost, ThinkingLevelMap};
-use crate::provider::Api;
+use crate::protocol::{LoadOptions, Model, ModelCost, ThinkingLevelMap};
+use crate::provider::{Api, compat};
 use crate::sandbox::shell_output;
 use serde::Deserialize;
+use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Mutex;
@@ -13,6 +14,10 @@ use std::time::Duration;
 
 /// Pi's defaults for fields a model entry leaves out.
 const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+/// The context length a discovered Ollama model is loaded with at most (`ollama.maxDiscoveredContext`
+/// in settings): a model's trained length can be 128K or more, and the memory Ollama sets
+/// aside grows with it.
+pub const DEFAULT_OLLAMA_MAX_CONTEXT: u64 = 32_768;
 const DEFAULT_MAX_TOKENS: u64 = 16_384;
 const KEY_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -47,7 +52,7 @@ struct RawProvider {
     api_key: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
-    compat: Option<ModelCompat>,
+    compat: Option<Value>,
     #[serde(default)]
     models: Vec<RawModel>,
 }
@@ -62,12 +67,20 @@ struct RawModel {
     #[serde(default)]
     reasoning: bool,
     thinking_level_map: Option<ThinkingLevelMap>,
-    compat: Option<ModelCompat>,
+    compat: Option<Value>,
     input: Option<Vec<String>>,
     context_window: Option<u64>,
     max_tokens: Option<u64>,
     #[serde(default)]
     cost: ModelCost,
+}
+
+/// A model an Ollama server has pulled, with the context length it was trained for when the
+/// server said (`/api/show`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveredModel {
+    pub name: String,
+    pub trained_context: Option<u64>,
 }
 
 impl Registry {
@@ -80,18 +93,20 @@ impl Registry {
     }
 
     /// Parses a models.json. `Ok(None)` when the file does not exist.
-    pub fn from_file(path: &Path) -> Result<Option<Registry>, String> {
+    pub fn from_file(path: &Path, warnings: &mut Vec<String>) -> Result<Option<Registry>, String> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
-        Self::from_json(&text)
+        Self::from_json(&text, warnings)
             .map(Some)
             .map_err(|e| format!("{}: {e}", path.display()))
     }
 
-    pub fn from_json(text: &str) -> Result<Registry, String> {
+    /// Parses a models.json; problems that do not stop a model from working (a bad `compat`
+    /// value) go to `warnings`.
+    pub fn from_json(text: &str, warnings: &mut Vec<String>) -> Result<Registry, String> {
         let raw: RawFile =
             serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text))
                 .map_err(|e| match e.path().to_string().as_str() {
@@ -101,11 +116,17 @@ impl Registry {
         let mut providers = Vec::new();
         let mut models = Vec::new();
         for (name, p) in raw.providers {
+            if let Some(c) = &p.compat {
+                compat::check(&format!("provider \"{name}\""), c, warnings);
+            }
             // A built-in provider's entry changes that provider, so it inherits its api and URL.
             let (default_api, default_base) = builtin::defaults(&name).unzip();
             let provider_api = p.api.as_deref().or(default_api);
             let provider_base = p.base_url.as_deref().or(default_base);
             for (i, m) in p.models.iter().enumerate() {
+                if let Some(c) = &m.compat {
+                    compat::check(&format!("model \"{name}/{}\"", m.id), c, warnings);
+                }
                 let api_name = m.api.as_deref().or(provider_api).ok_or_else(|| {
                     format!(
                         "provider \"{name}\": models[{i}] (\"{}\") has no \"api\"",
@@ -131,7 +152,13 @@ impl Registry {
                     context_window: m.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
                     max_tokens: m.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
                     thinking_level_map: m.thinking_level_map.clone(),
-                    compat: merged_compat(p.compat.as_ref(), m.compat.as_ref()),
+                    compat: compat::merge(p.compat.as_ref(), m.compat.as_ref()),
+                    // A declared window is what the user wants the prompt to get; without one,
+                    // the server's own setting stands.
+                    load: LoadOptions {
+                        num_ctx: m.context_window,
+                        keep_alive: None,
+                    },
                 });
             }
             let api = match provider_api {
@@ -150,11 +177,22 @@ impl Registry {
     }
 
     /// The zero-configuration registry: one `ollama` provider and the models its server lists.
-    pub fn ollama_default(base_url: &str, model_ids: Vec<String>) -> Registry {
+    /// Each model's window is its trained context length capped at `max_context`, and Ollama
+    /// is asked to load it with that much (128,000 and the server's own length when the server
+    /// did not say).
+    pub fn ollama_default(
+        base_url: &str,
+        discovered: Vec<DiscoveredModel>,
+        max_context: u64,
+    ) -> Registry {
         let base_url = base_url.trim_end_matches('/').to_owned();
-        let models = model_ids
+        let models = discovered
             .into_iter()
-            .map(|id| Model {
+            .map(|d| {
+                let num_ctx = d.trained_context.map(|t| t.min(max_context));
+                (d.name, num_ctx)
+            })
+            .map(|(id, num_ctx)| Model {
                 name: id.clone(),
                 id,
                 api: "ollama".to_owned(),
@@ -163,10 +201,14 @@ impl Registry {
                 reasoning: false,
                 input: vec!["text".to_owned()],
                 cost: ModelCost::default(),
-                context_window: DEFAULT_CONTEXT_WINDOW,
+                context_window: num_ctx.unwrap_or(DEFAULT_CONTEXT_WINDOW),
                 max_tokens: DEFAULT_MAX_TOKENS,
                 thinking_level_map: None,
                 compat: None,
+                load: LoadOptions {
+                    num_ctx,
+                    keep_alive: None,
+                },
             })
             .collect();
         let provider = ProviderConfig {
@@ -200,6 +242,13 @@ impl Registry {
         self.models.extend(fresh);
         if self.provider(&provider.name).is_none() {
             self.providers.push(provider);
+        }
+    }
+
+    /// Gives every Ollama model the `ollama.keepAlive` setting.
+    pub fn set_keep_alive(&mut self, keep_alive: Option<&Value>) {
+        for model in self.models.iter_mut().filter(|m| m.api == "ollama") {
+            model.load.keep_alive = keep_alive.cloned();
         }
     }
 
@@ -301,18 +350,6 @@ fn parse_api(provider: &str, api: &str) -> Result<Api, String> {
     })
 }
 
-/// Pi's rule: a model's `compat` fields override its provider's, field by field.
-fn merged_compat(
-    provider: Option<&ModelCompat>,
-    model: Option<&ModelCompat>,
-) -> Option<ModelCompat> {
-    let field = |f: fn(&ModelCompat) -> Option<bool>| model.and_then(f).or(provider.and_then(f));
-    let merged = ModelCompat {
-        force_adaptive_thinking: field(|c| c.force_adaptive_thinking),
-    };
-    (merged != ModelCompat::default()).then_some(merged)
-}
-
 async fn run_key_command(command: &str) -> Result<String, String> {
     let output = shell_output(command, std::process::Stdio::piped(), KEY_COMMAND_TIMEOUT)
         .await
@@ -343,7 +380,7 @@ mod tests {
 
     #[test]
     fn parses_pi_format_with_defaults() {
-        let r = Registry::from_json(SAMPLE).unwrap();
+        let r = Registry::from_json(SAMPLE, &mut Vec::new()).unwrap();
         let q = r.find("local", "qwen3:8b").unwrap();
         assert_eq!(q.name, "qwen3:8b");
         assert_eq!(q.base_url, "http://127.0.0.1:11434");
@@ -361,23 +398,95 @@ mod tests {
     }
 
     #[test]
+    fn ollama_context_rule() {
+        let r = Registry::from_json(SAMPLE, &mut Vec::new()).unwrap();
+        // A declared window is loaded whole; an undeclared one is left to the server.
+        assert_eq!(
+            r.find("local", "org/vision").unwrap().load.num_ctx,
+            Some(32_000)
+        );
+        assert_eq!(r.find("local", "qwen3:8b").unwrap().load.num_ctx, None);
+
+        let found = |name: &str, trained| DiscoveredModel {
+            name: name.into(),
+            trained_context: trained,
+        };
+        let mut r = Registry::ollama_default(
+            "http://h:11434/",
+            vec![
+                found("big", Some(131_072)),
+                found("small", Some(8192)),
+                found("quiet", None),
+            ],
+            DEFAULT_OLLAMA_MAX_CONTEXT,
+        );
+        r.set_keep_alive(Some(&serde_json::json!(-1)));
+        let window = |id| {
+            let m = r.find("ollama", id).unwrap();
+            (m.context_window, m.load.num_ctx)
+        };
+        assert_eq!(window("big"), (32_768, Some(32_768)));
+        assert_eq!(window("small"), (8192, Some(8192)));
+        assert_eq!(window("quiet"), (DEFAULT_CONTEXT_WINDOW, None));
+        assert_eq!(
+            r.find("ollama", "big").unwrap().load.keep_alive,
+            Some(serde_json::json!(-1))
+        );
+    }
+
+    #[test]
+    fn compat_is_merged_and_checked() {
+        let mut warnings = Vec::new();
+        let r = Registry::from_json(
+            r#"{"providers":{"x":{"baseUrl":"u","api":"openai-completions",
+                "compat":{"supportsStore":false,"maxTokensField":"max_tokens"},
+                "models":[{"id":"m","compat":{"supportsStore":true,"requiresToolResultName":1}},
+                          {"id":"n"}]}}}"#,
+            &mut warnings,
+        )
+        .unwrap();
+        assert_eq!(
+            r.find("x", "m").unwrap().compat,
+            Some(
+                serde_json::json!({"supportsStore": true, "maxTokensField": "max_tokens",
+                                    "requiresToolResultName": 1})
+            )
+        );
+        assert_eq!(
+            r.find("x", "n").unwrap().compat,
+            Some(serde_json::json!({"supportsStore": false, "maxTokensField": "max_tokens"}))
+        );
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("model \"x/m\": compat \"requiresToolResultName\" is 1"),
+            "{warnings:?}"
+        );
+    }
+
+    #[test]
     fn invalid_files_say_why() {
         let e = Registry::from_json(
             r#"{"providers":{"x":{"baseUrl":"u","api":"grpc","models":[{"id":"m"}]}}}"#,
+            &mut Vec::new(),
         )
         .err()
         .unwrap();
         assert!(e.contains("unknown api \"grpc\""), "{e}");
-        let e =
-            Registry::from_json(r#"{"providers":{"x":{"api":"ollama","models":[{"id":"m"}]}}}"#)
-                .err()
-                .unwrap();
+        let e = Registry::from_json(
+            r#"{"providers":{"x":{"api":"ollama","models":[{"id":"m"}]}}}"#,
+            &mut Vec::new(),
+        )
+        .err()
+        .unwrap();
         assert!(e.contains("baseUrl"), "{e}");
-        let e = Registry::from_json(r#"{"providers":{"x":{"models":[{"name":"m"}]}}}"#)
-            .err()
-            .unwrap();
+        let e = Registry::from_json(
+            r#"{"providers":{"x":{"models":[{"name":"m"}]}}}"#,
+            &mut Vec::new(),
+        )
+        .err()
+        .unwrap();
         assert!(e.contains("missing field `id`"), "{e}");
-        assert!(Registry::from_json("[]").is_err());
+        assert!(Registry::from_json("[]", &mut Vec::new()).is_err());
     }
 
     #[test]
@@ -389,6 +498,7 @@ mod tests {
                 "models":[{"id":"claude-sonnet-4-5","maxTokens":1000},
                           {"id":"my-claude","compat":{"forceAdaptiveThinking":false}}]},
             "local":{"baseUrl":"http://127.0.0.1:11434","api":"ollama","models":[{"id":"q"}]}}}"#,
+            &mut Vec::new(),
         )
         .unwrap();
         let (provider, models) = builtin::anthropic();

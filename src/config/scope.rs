@@ -90,6 +90,7 @@ mod tests {
                     {"id": "qwen3:8b", "reasoning": true}, {"id": "gemma3:12b"}]},
                 "remote": {"baseUrl": "http://y", "api": "openai-completions", "models": [
                     {"id": "Qwen3-Coder"}]}}}"#,
+            &mut Vec::new(),
         )
         .unwrap()
     }

@@ -37,6 +37,7 @@ pub struct Settings {
     pub stream_idle_timeout: Duration,
     pub compaction: CompactionSettings,
     pub retry: RetrySettings,
+    pub ollama: OllamaSettings,
     /// `permissions.bash`, after the project rule above. `Err` when a settings file could not be
     /// read as JSON or the rules are invalid: the gate then asks before every command.
     pub bash_permissions: Result<Rules, String>,
@@ -74,6 +75,7 @@ impl Default for Settings {
             stream_idle_timeout: Duration::from_secs(120),
             compaction: CompactionSettings::default(),
             retry: RetrySettings::default(),
+            ollama: OllamaSettings::default(),
             bash_permissions: Ok(Rules::default()),
             sandbox: Ok(SandboxSettings::default()),
             mcp_permissions: Ok(McpPermissions::default()),
@@ -126,6 +128,59 @@ impl Default for RetrySettings {
             base_delay: Duration::from_secs(2),
             max_delay: Duration::from_secs(60),
         }
+    }
+}
+
+/// The `ollama` object: how nova asks an Ollama server to hold its models.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OllamaSettings {
+    /// The most context a model found without a models.json is loaded with (its trained
+    /// length when smaller). Ollama reserves memory for the whole length up front.
+    pub max_discovered_context: u64,
+    /// `keep_alive` for every request: a duration such as `"30m"`, or seconds (`-1`: forever).
+    pub keep_alive: Option<Value>,
+}
+
+impl Default for OllamaSettings {
+    fn default() -> Self {
+        OllamaSettings {
+            max_discovered_context: crate::config::models::DEFAULT_OLLAMA_MAX_CONTEXT,
+            keep_alive: None,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct OllamaFile {
+    max_discovered_context: Lenient<u64>,
+    keep_alive: Lenient<Value>,
+}
+
+impl OllamaSettings {
+    /// The defaults with every valid key of the `ollama` object applied.
+    fn from_map(map: Map<String, Value>, warnings: &mut Vec<String>) -> Self {
+        let file: OllamaFile = serde_json::from_value(Value::Object(map)).unwrap_or_default();
+        let mut s = OllamaSettings::default();
+        match file
+            .max_discovered_context
+            .take("ollama.maxDiscoveredContext", warnings)
+        {
+            Some(0) => warnings.push(
+                "settings: \"ollama.maxDiscoveredContext\" must be a positive number of tokens; ignored"
+                    .into(),
+            ),
+            Some(n) => s.max_discovered_context = n,
+            None => {}
+        }
+        match file.keep_alive.take("ollama.keepAlive", warnings) {
+            Some(v @ (Value::String(_) | Value::Number(_))) => s.keep_alive = Some(v),
+            Some(other) => warnings.push(format!(
+                "settings: \"ollama.keepAlive\" is {other}; expected a duration such as \"30m\" or a number of seconds; ignored"
+            )),
+            None => {}
+        }
+        s
     }
 }
 
@@ -187,6 +242,7 @@ struct File {
     mcp_startup_wait_seconds: Lenient<f64>,
     compaction: Lenient<Map<String, Value>>,
     retry: Lenient<Map<String, Value>>,
+    ollama: Lenient<Map<String, Value>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -357,6 +413,9 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     }
     if let Some(retry) = file.retry.take("retry", warnings) {
         s.retry = RetrySettings::from_map(retry, warnings);
+    }
+    if let Some(ollama) = file.ollama.take("ollama", warnings) {
+        s.ollama = OllamaSettings::from_map(ollama, warnings);
     }
     s.mcp_permissions = match &unreadable {
         Some(e) => Err(e.clone()),

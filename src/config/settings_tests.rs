@@ -320,3 +320,25 @@ fn the_mcp_startup_wait_is_a_number_of_seconds() {
         "{warnings:?}"
     );
 }
+
+#[test]
+fn ollama_settings() {
+    let files = Files::new(
+        Some(r#"{"ollama":{"maxDiscoveredContext":8192,"keepAlive":"30m"}}"#),
+        None,
+    );
+    let (s, warnings) = files.load(false);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(s.ollama.max_discovered_context, 8192);
+    assert_eq!(s.ollama.keep_alive, Some(json!("30m")));
+
+    let files = Files::new(
+        Some(r#"{"ollama":{"maxDiscoveredContext":0,"keepAlive":true}}"#),
+        None,
+    );
+    let (s, warnings) = files.load(false);
+    assert_eq!(s.ollama, OllamaSettings::default());
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].contains("ollama.maxDiscoveredContext"));
+    assert!(warnings[1].contains("\"ollama.keepAlive\" is true"));
+}

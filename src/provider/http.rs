@@ -2,6 +2,7 @@
 //! response bytes to its accumulator. Every await races the cancellation token and the idle
 //! timeout, so a hung server or an abort never leaves the agent waiting.
 
+use super::estimate::Meter;
 use super::{Api, ProviderError, ProviderEvent, Request, anthropic, ollama, openai};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
@@ -117,6 +118,7 @@ pub async fn stream(
     }
 
     let mut events = Vec::new();
+    let mut meter = Meter::new(req);
     loop {
         let chunk = guard
             .run(response.chunk())
@@ -127,12 +129,38 @@ pub async fn stream(
             })?;
         let Some(chunk) = chunk else { break };
         let pushed = decoder.push(&chunk, &mut events);
-        events.drain(..).for_each(&mut on_event);
+        forward(&mut events, &mut meter, req, api, &mut on_event)?;
         pushed?;
     }
     let finished = decoder.finish(&mut events);
-    events.drain(..).for_each(&mut on_event);
+    forward(&mut events, &mut meter, req, api, &mut on_event)?;
     finished
+}
+
+/// Hands parsed events on, through the [`Meter`] that completes usage. At the end of an Ollama
+/// reply, a prompt count far below the estimate is a prompt the server cut: said on stderr, and
+/// when nothing came back, made the turn's error (which reads as an overflow, so the agent
+/// compacts and tries again).
+fn forward(
+    events: &mut Vec<ProviderEvent>,
+    meter: &mut Meter,
+    req: &Request,
+    api: Api,
+    on_event: &mut impl FnMut(ProviderEvent),
+) -> Result<(), ProviderError> {
+    for event in events.drain(..) {
+        if matches!(event, ProviderEvent::Finish(_)) && api == Api::Ollama {
+            let cut = meter.reported_prompt();
+            if let Some(message) = ollama::truncation(meter.prompt_estimate(), cut) {
+                ollama::warn_truncated(&message);
+                if meter.reply_is_empty() {
+                    return Err(ProviderError::Api(message));
+                }
+            }
+        }
+        meter.pass(req, event, on_event);
+    }
+    Ok(())
 }
 
 /// The names of the models an Ollama server has pulled (`GET /api/tags`).
@@ -186,6 +214,68 @@ pub async fn list_ollama_models(
             .collect())
     };
     tokio::time::timeout(timeout, work).await.map_err(expired)?
+}
+
+/// The context length `model` was trained for, as an Ollama server describes it
+/// (`POST /api/show`: `model_info["<architecture>.context_length"]`); `None` when it says
+/// nothing about it.
+pub async fn ollama_context_length(
+    client: &reqwest::Client,
+    base_url: &str,
+    model: &str,
+    timeout: Duration,
+) -> Result<Option<u64>, ProviderError> {
+    #[derive(Deserialize)]
+    struct Show {
+        #[serde(default)]
+        model_info: serde_json::Map<String, serde_json::Value>,
+    }
+
+    let url = format!("{}/api/show", ollama::root(base_url));
+    let work = async {
+        let response = client
+            .post(&url)
+            .header(CONTENT_TYPE, "application/json")
+            .body(serde_json::json!({ "model": model }).to_string())
+            .send()
+            .await
+            .map_err(|e| send_error(&e, &url, Api::Ollama))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| ProviderError::StreamCut {
+                url: url.clone(),
+                message: describe(&e),
+            })?;
+        let text = String::from_utf8_lossy(&body);
+        if !status.is_success() {
+            return Err(ProviderError::http(status.as_u16(), &url, &text));
+        }
+        let show: Show =
+            serde_json::from_str(&text).map_err(|e| ProviderError::invalid_json(&text, &e))?;
+        let arch = show
+            .model_info
+            .get("general.architecture")
+            .and_then(|a| a.as_str());
+        let key = arch.map(|a| format!("{a}.context_length"));
+        let length = key
+            .and_then(|k| show.model_info.get(&k))
+            .or_else(|| {
+                show.model_info
+                    .iter()
+                    .find(|(k, _)| k.ends_with(".context_length"))
+                    .map(|(_, v)| v)
+            })
+            .and_then(serde_json::Value::as_u64);
+        Ok(length)
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| ProviderError::IdleTimeout {
+            url: url.clone(),
+            after: timeout,
+        })?
 }
 
 /// Dispatch over the wire formats' accumulators.
@@ -441,7 +531,11 @@ pub(crate) mod tests {
         let m = model_at("openai-completions", &format!("{base}/v1"));
         let (events, result) = run(&m, &CancellationToken::new(), 5000).await;
         result.unwrap();
-        assert_eq!(events, [Text("Hello".into()), Finish(StopReason::Stop)]);
+        // The server sent no usage: nova's estimate stands in, before `Finish`.
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert_eq!(events[0], Text("Hello".into()));
+        assert!(matches!(&events[1], ProviderEvent::Usage(u) if u.output == 2 && u.input > 0));
+        assert_eq!(events[2], Finish(StopReason::Stop));
         let request = server.await.unwrap();
         assert!(
             request.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),

@@ -5,11 +5,14 @@
 //! of it a request makes; each frames its response body with [`lines`].
 //!
 //! The agent sees only `ProviderEvent` deltas; it never sees provider bytes or JSON text. A
-//! successful stream ends with `Usage` (when the server reported it) and then exactly one
-//! `Finish`; a failed one ends with a [`ProviderError`] instead, after whatever it delivered.
+//! successful stream ends with `Usage` (what the server reported, counts it left out filled in
+//! with nova's [`estimate`]) and then exactly one `Finish`; a failed one ends with a
+//! [`ProviderError`] instead, after whatever it delivered.
 
 pub mod anthropic;
+pub mod compat;
 pub mod error;
+pub mod estimate;
 pub mod http;
 pub mod lines;
 pub mod ollama;

@@ -71,7 +71,9 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
             stream: true,
             options: Options {
                 num_predict: super::max_output_tokens(req),
+                num_ctx: req.model.load.num_ctx,
             },
+            keep_alive: req.model.load.keep_alive.as_ref(),
             tools: (!req.tools.is_empty()).then_some(Tools(req.tools)),
             think: req.model.reasoning.then(|| think(req)),
         },
@@ -86,6 +88,8 @@ struct Body<'a> {
     messages: Vec<Msg<'a>>,
     stream: bool,
     options: Options,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keep_alive: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<Tools<'a>>,
     /// Ollama rejects `think` for models without thinking support.
@@ -109,6 +113,10 @@ fn think(req: &Request) -> Value {
 #[derive(Serialize)]
 struct Options {
     num_predict: u64,
+    /// Without it Ollama silently drops the start of a prompt longer than the context length
+    /// the model happens to be loaded with, system prompt and tools first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    num_ctx: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -211,6 +219,42 @@ impl Serialize for Tools<'_> {
                 parameters: &t.parameters,
             },
         }))
+    }
+}
+
+/// Below this share of nova's estimate, a reported prompt count means the server cut the
+/// prompt. The estimate (chars / 4) undercounts code rather than overcounts it, so honest counts
+/// stay well above half of it.
+const TRUNCATED_BELOW: f64 = 0.5;
+/// Prompts smaller than this are not judged: the fixed framing of a chat template weighs too
+/// much in them.
+const TRUNCATION_MIN_ESTIMATE: u64 = 1024;
+/// A count this small is no context length a model is loaded with: it is a server that reused
+/// its cache and counted only the new tokens, not a cut.
+const TRUNCATION_MIN_REPORTED: u64 = 256;
+
+/// What to say when Ollama read far fewer prompt tokens than nova sent, which is what its silent
+/// cut to the loaded context length looks like; `None` when the counts agree well enough.
+pub(super) fn truncation(estimate: u64, reported: Option<u64>) -> Option<String> {
+    let reported = reported.filter(|&r| r >= TRUNCATION_MIN_REPORTED)?;
+    let cut = estimate >= TRUNCATION_MIN_ESTIMATE
+        && (reported as f64) < estimate as f64 * TRUNCATED_BELOW;
+    cut.then(|| {
+        format!(
+            "Ollama read only {reported} prompt tokens of about {estimate}: it cut the prompt to the \
+             context length the model is loaded with, dropping the start of the conversation \
+             (system prompt and tools first). Declare the model's contextWindow in models.json \
+             (sent as num_ctx), or raise ollama.maxDiscoveredContext in settings"
+        )
+    })
+}
+
+/// Says on stderr, once per process, that a prompt was cut.
+pub(super) fn warn_truncated(message: &str) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "nova: warning: {message}");
     }
 }
 
@@ -515,6 +559,24 @@ mod tests {
     }
 
     #[test]
+    fn truncation_is_judged_against_the_estimate() {
+        assert_eq!(truncation(10_000, None), None);
+        assert_eq!(truncation(10_000, Some(6_000)), None);
+        assert_eq!(truncation(1_000, Some(300)), None);
+        assert_eq!(truncation(10_000, Some(10)), None);
+        let said = truncation(10_000, Some(4096)).unwrap();
+        assert!(
+            said.contains("only 4096 prompt tokens of about 10000"),
+            "{said}"
+        );
+        // The error text reads as an overflow, so the agent compacts and retries.
+        assert_eq!(
+            ProviderError::Api(said).kind(),
+            crate::provider::ErrorKind::Overflow
+        );
+    }
+
+    #[test]
     fn endpoints() {
         for base in [
             "http://127.0.0.1:11434",
@@ -621,6 +683,19 @@ mod tests {
         let body = body_of(&req);
         assert!(body.get("think").is_none() && body.get("tools").is_none());
         assert_eq!(body["options"]["num_predict"], 4096);
+        assert!(body["options"].get("num_ctx").is_none() && body.get("keep_alive").is_none());
+        let mut loaded = small.clone();
+        loaded.load.num_ctx = Some(8192);
+        loaded.load.keep_alive = Some(json!("30m"));
+        let body = body_of(&Request {
+            model: &loaded,
+            ..req.clone()
+        });
+        assert_eq!(
+            body["options"],
+            json!({"num_predict": 4096, "num_ctx": 8192})
+        );
+        assert_eq!(body["keep_alive"], "30m");
         for (asked, sent) in [(1000, 1000), (100_000, 4096)] {
             let body = body_of(&Request {
                 max_tokens: Some(asked),

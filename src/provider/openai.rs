@@ -3,6 +3,7 @@
 //! tool calls streamed as fragments keyed by `index`, usage in a last chunk with no choices,
 //! then `data: [DONE]`.
 
+use super::compat::{Compat, MaxTokensField, ThinkingFormat};
 use super::lines::SseDecoder;
 use super::prepare::{self, Joined, Part, View};
 use super::{ProviderError, ProviderEvent, Request};
@@ -10,7 +11,7 @@ use crate::protocol::{
     AssistantMessage, ContentBlock, Model, StopReason, ThinkingLevel, ToolSpec, Usage,
 };
 use serde::{Deserialize, Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 /// `<base>/chat/completions`, for a base like `http://127.0.0.1:8000/v1`.
 pub fn endpoint(base_url: &str) -> String {
@@ -21,36 +22,67 @@ pub fn endpoint(base_url: &str) -> String {
 const IMAGE_ONLY_RESULT: &str = "(see attached image)";
 /// Lead-in of the user message that carries tool-result images, which the `tool` role cannot.
 const TOOL_IMAGES_LEAD: &str = "Attached image(s) from tool result:";
+/// Pi's bridge for servers that want an assistant turn between tool results and a user message.
+const AFTER_TOOL_RESULTS: &str = "I have processed the tool results.";
 
-/// The request body, serialised straight from the prepared view of the conversation.
+/// The request body, serialised straight from the prepared view of the conversation, in the
+/// dialect the model's [`Compat`] describes.
 pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
+    let compat = Compat::of(req.model);
     let prepared = prepare::request_messages(req.messages, req.model);
     let mut messages = Vec::with_capacity(prepared.len() + 1);
     if !req.system_prompt.is_empty() {
-        messages.push(Msg::System {
-            content: req.system_prompt,
+        let content = req.system_prompt;
+        messages.push(if req.model.reasoning && compat.supports_developer_role {
+            Msg::Developer { content }
+        } else {
+            Msg::System { content }
         });
     }
+    let bridge = || Msg::Assistant {
+        content: Some(AssistantBody::Fixed(AFTER_TOOL_RESULTS)),
+        tool_calls: None,
+    };
     let mut run_start = 0;
     for (i, view) in prepared.iter().enumerate() {
         match view {
-            View::User(parts) => messages.push(Msg::User {
-                content: UserBody::of(parts),
-            }),
+            View::User(parts) => {
+                let after_results = i > 0 && matches!(prepared[i - 1], View::ToolResult { .. });
+                if after_results && compat.requires_assistant_after_tool_result {
+                    messages.push(bridge());
+                }
+                messages.push(Msg::User {
+                    content: UserBody::of(parts),
+                });
+            }
             View::Assistant(a) => {
                 let text = Joined::text(&a.content);
+                let thinking = Joined::thinking(&a.content);
                 let calls = a.tool_calls().next().is_some();
+                let content = if compat.requires_thinking_as_text && !thinking.is_empty() {
+                    Some(AssistantBody::ThinkingAsText(ThinkingAsText(a)))
+                } else if !text.is_empty() {
+                    Some(AssistantBody::Text(text))
+                } else if calls
+                    && (compat.requires_non_null_assistant_content
+                        || compat.requires_assistant_after_tool_result)
+                {
+                    Some(AssistantBody::Fixed(""))
+                } else {
+                    None
+                };
                 // Servers reject an assistant turn with neither content nor tool calls.
-                if text.is_empty() && !calls {
+                if content.is_none() && !calls {
                     continue;
                 }
                 messages.push(Msg::Assistant {
-                    content: (!text.is_empty()).then_some(text),
+                    content,
                     tool_calls: calls.then_some(Calls(a)),
                 });
             }
             View::ToolResult {
                 tool_call_id,
+                tool_name,
                 content,
                 ..
             } => {
@@ -62,6 +94,7 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
                 };
                 messages.push(Msg::Tool {
                     tool_call_id,
+                    name: compat.requires_tool_result_name.then_some(*tool_name),
                     content,
                 });
                 if i == 0 || !matches!(prepared[i - 1], View::ToolResult { .. }) {
@@ -72,6 +105,9 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
                 let run = &prepared[run_start..=i];
                 let run_ends = !matches!(prepared.get(i + 1), Some(View::ToolResult { .. }));
                 if run_ends && images(run).next().is_some() {
+                    if compat.requires_assistant_after_tool_result {
+                        messages.push(bridge());
+                    }
                     messages.push(Msg::User {
                         content: UserBody::ToolImages(ToolImages(run)),
                     });
@@ -80,30 +116,122 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
         }
     }
 
+    let max_tokens = super::max_output_tokens(req);
+    let field = |wanted| (compat.max_tokens_field == wanted).then_some(max_tokens);
     super::encode_body(
         &Body {
             model: &req.model.id,
             messages,
             stream: true,
-            stream_options: StreamOptions {
+            stream_options: compat.supports_usage_in_streaming.then_some(StreamOptions {
                 include_usage: true,
-            },
-            max_completion_tokens: super::max_output_tokens(req),
-            tools: (!req.tools.is_empty()).then_some(Tools(req.tools)),
-            reasoning_effort: reasoning_effort(req),
+            }),
+            store: compat.supports_store.then_some(false),
+            max_completion_tokens: field(MaxTokensField::MaxCompletionTokens),
+            max_tokens: field(MaxTokensField::MaxTokens),
+            thinking: thinking_fields(req, &compat),
+            tools: (!req.tools.is_empty()).then_some(Tools {
+                specs: req.tools,
+                strict: compat.supports_strict_mode,
+            }),
         },
         req,
         &prepared,
     )
 }
 
-/// Pi's OpenAI-style effort: the level's name unless the model maps it to its own value; `off`
-/// is sent only when the model names a value for it.
-fn reasoning_effort<'a>(req: &Request<'a>) -> Option<&'a str> {
-    let level = req.thinking.filter(|_| req.model.reasoning)?;
-    req.model
-        .thinking_value(level)
-        .or((level != ThinkingLevel::Off).then(|| level.as_str()))
+/// The fields that ask for (or turn off) thinking, in the server's [`ThinkingFormat`], as Pi
+/// writes them. Nothing for a model without reasoning, nor for a side request that leaves the
+/// level to the server.
+fn thinking_fields(req: &Request, compat: &Compat) -> Map<String, Value> {
+    let mut fields = Map::new();
+    let Some(level) = req.thinking.filter(|_| req.model.reasoning) else {
+        return fields;
+    };
+    let map = req.model.thinking_level_map.as_ref();
+    // What the model's map says for a level: absent, `null`, or a value.
+    let mapped = |l: ThinkingLevel| map.and_then(|m| m.get(&l)).map(Option::as_deref);
+    let effort = (level != ThinkingLevel::Off).then_some(level);
+    // Pi's `map[effort] ?? effort`.
+    let value_or_name = |l: ThinkingLevel| mapped(l).flatten().unwrap_or(l.as_str());
+    let off_named = mapped(ThinkingLevel::Off).flatten();
+    let off_unsupported = mapped(ThinkingLevel::Off) == Some(None);
+    let mut set = |key: &str, value: Value| {
+        fields.insert(key.to_owned(), value);
+    };
+    let effort_field = compat.supports_reasoning_effort;
+    match compat.thinking_format {
+        ThinkingFormat::OpenAi => match effort {
+            Some(l) if effort_field => set("reasoning_effort", json!(value_or_name(l))),
+            None if effort_field => {
+                if let Some(off) = off_named {
+                    set("reasoning_effort", json!(off));
+                }
+            }
+            _ => {}
+        },
+        ThinkingFormat::Zai => {
+            set(
+                "thinking",
+                match effort {
+                    Some(_) => json!({"type": "enabled", "clear_thinking": false}),
+                    None => json!({"type": "disabled"}),
+                },
+            );
+            // A level mapped to `null` sends no effort.
+            let value = effort.and_then(|l| match mapped(l) {
+                None => Some(l.as_str()),
+                Some(v) => v,
+            });
+            if let Some(v) = value.filter(|_| effort_field) {
+                set("reasoning_effort", json!(v));
+            }
+        }
+        ThinkingFormat::Qwen => {
+            set("enable_thinking", json!(effort.is_some()));
+            if let Some(l) = effort.filter(|_| effort_field) {
+                set("reasoning_effort", json!(value_or_name(l)));
+            }
+        }
+        ThinkingFormat::QwenChatTemplate => set(
+            "chat_template_kwargs",
+            json!({"enable_thinking": effort.is_some(), "preserve_thinking": true}),
+        ),
+        ThinkingFormat::DeepSeek => {
+            match effort {
+                Some(_) => set("thinking", json!({"type": "enabled"})),
+                None if !off_unsupported => set("thinking", json!({"type": "disabled"})),
+                None => {}
+            }
+            if let Some(l) = effort.filter(|_| effort_field) {
+                set("reasoning_effort", json!(value_or_name(l)));
+            }
+        }
+        ThinkingFormat::OpenRouter => match effort {
+            Some(l) => set("reasoning", json!({"effort": value_or_name(l)})),
+            None if !off_unsupported => {
+                set("reasoning", json!({"effort": off_named.unwrap_or("none")}))
+            }
+            None => {}
+        },
+        ThinkingFormat::AntLing => {
+            if let Some(v) = effort.and_then(|l| mapped(l).flatten()) {
+                set("reasoning", json!({ "effort": v }));
+            }
+        }
+        ThinkingFormat::Together => {
+            set("reasoning", json!({"enabled": effort.is_some()}));
+            if let Some(l) = effort.filter(|_| effort_field) {
+                set("reasoning_effort", json!(value_or_name(l)));
+            }
+        }
+        ThinkingFormat::StringThinking => match effort {
+            Some(l) => set("thinking", json!(value_or_name(l))),
+            None if !off_unsupported => set("thinking", json!(off_named.unwrap_or("none"))),
+            None => {}
+        },
+    }
+    fields
 }
 
 #[derive(Serialize)]
@@ -111,10 +239,16 @@ struct Body<'a> {
     model: &'a str,
     messages: Vec<Msg<'a>>,
     stream: bool,
-    stream_options: StreamOptions,
-    max_completion_tokens: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_effort: Option<&'a str>,
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    store: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(flatten)]
+    thinking: Map<String, Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<Tools<'a>>,
 }
@@ -130,18 +264,46 @@ enum Msg<'a> {
     System {
         content: &'a str,
     },
+    Developer {
+        content: &'a str,
+    },
     User {
         content: UserBody<'a>,
     },
     Assistant {
-        content: Option<Joined<'a, ContentBlock>>,
+        content: Option<AssistantBody<'a>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         tool_calls: Option<Calls<'a>>,
     },
     Tool {
         tool_call_id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        name: Option<&'a str>,
         content: ToolText<'a>,
     },
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum AssistantBody<'a> {
+    Text(Joined<'a, ContentBlock>),
+    Fixed(&'static str),
+    ThinkingAsText(ThinkingAsText<'a>),
+}
+
+/// A reply's thinking as a text part before its text (`requiresThinkingAsText`), with no tags
+/// around it so the model does not learn to write them.
+struct ThinkingAsText<'a>(&'a AssistantMessage);
+
+impl Serialize for ThinkingAsText<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let text = Joined::text(&self.0.content);
+        let thinking = ContentPart::Joined {
+            text: Joined::thinking(&self.0.content),
+        };
+        let text = (!text.is_empty()).then_some(ContentPart::Joined { text });
+        serializer.collect_seq(std::iter::once(thinking).chain(text))
+    }
 }
 
 #[derive(Serialize)]
@@ -212,8 +374,16 @@ fn images<'a>(run: &'a [View<'a>]) -> impl Iterator<Item = (&'a str, &'a str)> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum ContentPart<'a> {
-    Text { text: &'a str },
-    ImageUrl { image_url: ImageUrl<'a> },
+    Text {
+        text: &'a str,
+    },
+    #[serde(rename = "text")]
+    Joined {
+        text: Joined<'a, ContentBlock>,
+    },
+    ImageUrl {
+        image_url: ImageUrl<'a>,
+    },
 }
 
 impl<'a> ContentPart<'a> {
@@ -291,7 +461,11 @@ impl Serialize for ArgumentsText<'_> {
     }
 }
 
-struct Tools<'a>(&'a [ToolSpec]);
+struct Tools<'a> {
+    specs: &'a [ToolSpec],
+    /// Whether to send `strict: false`, which servers without strict mode may reject.
+    strict: bool,
+}
 
 impl Serialize for Tools<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -306,15 +480,16 @@ impl Serialize for Tools<'_> {
             name: &'a str,
             description: &'a str,
             parameters: &'a Value,
-            strict: bool,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            strict: Option<bool>,
         }
-        serializer.collect_seq(self.0.iter().map(|t| Tool {
+        serializer.collect_seq(self.specs.iter().map(|t| Tool {
             kind: "function",
             function: ToolFunction {
                 name: &t.name,
                 description: &t.description,
                 parameters: &t.parameters,
-                strict: false,
+                strict: self.strict.then_some(false),
             },
         }))
     }
@@ -905,6 +1080,7 @@ mod tests {
                 "model": "m1",
                 "stream": true,
                 "stream_options": {"include_usage": true},
+                "store": false,
                 "max_completion_tokens": 32000,
                 "messages": [
                     {"role": "system", "content": "You are nova."},
@@ -928,7 +1104,7 @@ mod tests {
                 ],
                 "tools": [{"type": "function", "function": {
                     "name": "read", "description": "Read a file",
-                    "parameters": {"type": "object"}, "strict": false,
+                    "parameters": {"type": "object"},
                 }}],
             })
         );
@@ -944,5 +1120,158 @@ mod tests {
         let text = body.to_string();
         assert!(!text.contains("image_url"), "{text}");
         assert!(text.contains("[image omitted: model m1 does not accept images]"));
+    }
+
+    /// A conversation with thinking, a tool call, its result and a user message after it.
+    fn tool_round() -> Vec<Arc<Message>> {
+        [
+            user_text("list"),
+            assistant(
+                vec![
+                    ContentBlock::Thinking {
+                        thinking: "use ls".into(),
+                        thinking_signature: None,
+                        redacted: None,
+                    },
+                    call("c1", "ls"),
+                ],
+                StopReason::ToolUse,
+            ),
+            result("c1", vec![ContentBlock::text("a.rs")]),
+            user_text("thanks"),
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect()
+    }
+
+    fn compat_body(compat: Value, reasoning: bool, thinking: Option<ThinkingLevel>) -> Value {
+        let m = Model {
+            reasoning,
+            compat: Some(compat),
+            ..model("openai-completions", false)
+        };
+        let messages = tool_round();
+        body_of(&Request {
+            model: &m,
+            system_prompt: "sys",
+            messages: &messages,
+            tools: &[ToolSpec {
+                name: "ls".into(),
+                description: "List".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            max_tokens: Some(100),
+            thinking,
+        })
+    }
+
+    #[test]
+    fn compat_changes_the_request() {
+        // Everything a strict local server might want switched the other way.
+        let body = compat_body(
+            json!({
+                "supportsDeveloperRole": true, "supportsStore": false,
+                "supportsUsageInStreaming": false, "maxTokensField": "max_tokens",
+                "requiresToolResultName": true, "requiresAssistantAfterToolResult": true,
+                "requiresThinkingAsText": true, "supportsStrictMode": true,
+                "supportsReasoningEffort": false,
+            }),
+            true,
+            Some(ThinkingLevel::High),
+        );
+        assert_eq!(
+            body,
+            json!({
+                "model": "m1", "stream": true, "max_tokens": 100,
+                "messages": [
+                    {"role": "developer", "content": "sys"},
+                    {"role": "user", "content": "list"},
+                    {"role": "assistant", "content": [{"type": "text", "text": "use ls"}],
+                     "tool_calls": [{"id": "c1", "type": "function",
+                                     "function": {"name": "ls", "arguments": "{\"path\":\"c1\"}"}}]},
+                    {"role": "tool", "tool_call_id": "c1", "name": "read", "content": "a.rs"},
+                    {"role": "assistant", "content": "I have processed the tool results."},
+                    {"role": "user", "content": "thanks"},
+                ],
+                "tools": [{"type": "function", "function": {
+                    "name": "ls", "description": "List", "parameters": {"type": "object"},
+                    "strict": false}}],
+            })
+        );
+
+        // The defaults for a local server: system role even for a reasoning model, no name,
+        // no bridge, thinking not replayed, content null beside tool calls.
+        let body = compat_body(json!({}), true, Some(ThinkingLevel::Low));
+        assert_eq!(body["messages"][0]["role"], "system");
+        assert_eq!(body["messages"][2]["content"], Value::Null);
+        assert!(body["messages"][3].get("name").is_none());
+        assert_eq!(body["messages"][4]["role"], "user");
+        assert_eq!(body["reasoning_effort"], "low");
+        assert_eq!(body["max_completion_tokens"], 100);
+        assert_eq!(body["store"], false);
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        // Developer role is for reasoning models only.
+        let body = compat_body(json!({"supportsDeveloperRole": true}), false, None);
+        assert_eq!(body["messages"][0]["role"], "system");
+    }
+
+    #[test]
+    fn thinking_formats() {
+        let fields = |format: &str, level: Option<ThinkingLevel>| {
+            let body = compat_body(json!({"thinkingFormat": format}), true, level);
+            let mut out = serde_json::Map::new();
+            for key in [
+                "reasoning_effort",
+                "thinking",
+                "reasoning",
+                "enable_thinking",
+                "chat_template_kwargs",
+            ] {
+                if let Some(v) = body.get(key) {
+                    out.insert(key.into(), v.clone());
+                }
+            }
+            Value::Object(out)
+        };
+        let high = Some(ThinkingLevel::High);
+        let off = Some(ThinkingLevel::Off);
+        let cases = [
+            ("openai", high, json!({"reasoning_effort": "high"})),
+            ("openai", off, json!({})),
+            ("openai", None, json!({})),
+            ("openrouter", high, json!({"reasoning": {"effort": "high"}})),
+            ("openrouter", off, json!({"reasoning": {"effort": "none"}})),
+            (
+                "deepseek",
+                high,
+                json!({"thinking": {"type": "enabled"}, "reasoning_effort": "high"}),
+            ),
+            ("deepseek", off, json!({"thinking": {"type": "disabled"}})),
+            (
+                "zai",
+                high,
+                json!({"thinking": {"type": "enabled", "clear_thinking": false}, "reasoning_effort": "high"}),
+            ),
+            ("zai", off, json!({"thinking": {"type": "disabled"}})),
+            (
+                "qwen",
+                high,
+                json!({"enable_thinking": true, "reasoning_effort": "high"}),
+            ),
+            ("qwen", off, json!({"enable_thinking": false})),
+            (
+                "qwen-chat-template",
+                high,
+                json!({"chat_template_kwargs": {"enable_thinking": true, "preserve_thinking": true}}),
+            ),
+            ("together", off, json!({"reasoning": {"enabled": false}})),
+            ("string-thinking", high, json!({"thinking": "high"})),
+            ("string-thinking", off, json!({"thinking": "none"})),
+            ("ant-ling", high, json!({})),
+        ];
+        for (format, level, want) in cases {
+            assert_eq!(fields(format, level), want, "{format} at {level:?}");
+        }
     }
 }

@@ -321,6 +321,7 @@ pub(crate) mod tests {
             max_tokens: 64_000,
             thinking_level_map: None,
             compat: None,
+            load: Default::default(),
         }
     }
 

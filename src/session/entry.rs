@@ -63,6 +63,8 @@ pub enum Body {
         tokens_before: u64,
         details: Option<Value>,
         from_hook: Option<bool>,
+        /// What writing the summary cost, counted in the session's totals as Pi counts it.
+        usage: Option<Usage>,
     },
     SessionInfo {
         name: Option<String>,
@@ -118,6 +120,7 @@ impl Serialize for Entry {
                 tokens_before,
                 details,
                 from_hook,
+                usage,
             } => {
                 m.serialize_entry("summary", summary)?;
                 m.serialize_entry("firstKeptEntryId", first_kept_entry_id)?;
@@ -127,6 +130,9 @@ impl Serialize for Entry {
                 }
                 if let Some(h) = from_hook {
                     m.serialize_entry("fromHook", h)?;
+                }
+                if let Some(u) = usage {
+                    m.serialize_entry("usage", u)?;
                 }
             }
             Body::SessionInfo { name } => {
@@ -163,6 +169,7 @@ struct Line {
     tokens_before: Option<u64>,
     details: Option<Value>,
     from_hook: Option<bool>,
+    usage: Option<Usage>,
     name: Option<String>,
     target_id: Option<String>,
     /// Absent and `null` both read as `None`: an omission either way.
@@ -186,6 +193,7 @@ impl Line {
                 tokens_before: self.tokens_before.unwrap_or(0),
                 details: self.details,
                 from_hook: self.from_hook,
+                usage: self.usage,
             },
             "session_info" => Body::SessionInfo { name: self.name },
             "context_edit" if self.replacement.is_none() => Body::ContextOmit {

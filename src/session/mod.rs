@@ -18,7 +18,7 @@ pub use entry::{Body, Entry, Header};
 pub use error::SessionError;
 pub use tree::{Context, EntriesSince, Tree, TreeNode};
 
-use crate::protocol::{Message, UserContent};
+use crate::protocol::{Message, Usage, UserContent};
 use entry::VERSION;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -230,6 +230,7 @@ impl Session {
         first_kept_entry_id: &str,
         tokens_before: u64,
         details: Option<Value>,
+        usage: Option<Usage>,
     ) -> Result<String, SessionError> {
         self.append(Body::Compaction {
             summary: summary.into(),
@@ -237,6 +238,7 @@ impl Session {
             tokens_before,
             details,
             from_hook: None,
+            usage,
         })
     }
 

@@ -298,6 +298,8 @@ fn settings_pick_the_default_model_and_the_project_overrides() {
 fn zero_config_uses_the_local_ollama() {
     let mock = MockLlm::start();
     mock.set_models(&["llama3:8b", "qwen3:4b"]);
+    mock.set_context_length("llama3:8b", 131_072);
+    mock.set_context_length("qwen3:4b", 8192);
     mock.push(Reply::text("hello from llama"));
     let mut nova = Nova::builder()
         .env("OLLAMA_HOST", format!("127.0.0.1:{}", mock.port()))
@@ -313,6 +315,9 @@ fn zero_config_uses_the_local_ollama() {
         assert_eq!(m["api"], "ollama");
         assert_eq!(m["baseUrl"], mock.base_url_ollama());
     }
+    // The trained context length, capped at 32K by default.
+    assert_eq!(models[0]["contextWindow"], 32_768);
+    assert_eq!(models[1]["contextWindow"], 8192);
     assert_eq!(state(&mut nova)["model"]["id"], "llama3:8b");
 
     let events = nova.run_prompt("hi");
@@ -326,17 +331,25 @@ fn zero_config_uses_the_local_ollama() {
     assert_eq!(chat.len(), 1);
     assert_eq!(chat[0].path, "/api/chat");
     assert_eq!(chat[0].body["model"], "llama3:8b");
+    // Ollama loads the model with the whole window, so the prompt is never cut.
+    assert_eq!(chat[0].body["options"]["num_ctx"], 32_768);
+    assert!(chat[0].body.get("keep_alive").is_none());
 
-    // OLLAMA_HOST as a URL with a trailing slash works the same.
+    // OLLAMA_HOST as a URL with a trailing slash works the same; settings change the cap and
+    // add keep_alive.
     mock.push(Reply::text("again"));
     let mut nova = Nova::builder()
         .env("OLLAMA_HOST", format!("{}/", mock.base_url_ollama()))
+        .settings(json!({"ollama": {"maxDiscoveredContext": 16_384, "keepAlive": "1h"}}))
         .spawn();
     let model = &state(&mut nova)["model"];
     assert_eq!(model["id"], "llama3:8b");
     assert_eq!(model["baseUrl"], mock.base_url_ollama());
     nova.run_prompt("hi");
-    assert_eq!(mock.chat_requests()[1].path, "/api/chat");
+    let chat = &mock.chat_requests()[1];
+    assert_eq!(chat.path, "/api/chat");
+    assert_eq!(chat.body["options"]["num_ctx"], 16_384);
+    assert_eq!(chat.body["keep_alive"], "1h");
     mock.assert_no_violations();
 }
 

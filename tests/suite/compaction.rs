@@ -168,7 +168,8 @@ fn passing_the_threshold_compacts_after_agent_end_once() {
     let mut nova = nova(&mock, 20_000, json!({"reserveTokens": 16_384}));
     mock.push(Reply::text("first answer"));
     nova.run_prompt(&"a".repeat(400));
-    mock.push(Reply::text("second answer").usage(5_000, 10));
+    // Past 20,000 − 5,000: the reserve is scaled down to a quarter of the window.
+    mock.push(Reply::text("second answer").usage(15_100, 10));
     mock.push(Reply::text("THRESHOLD SUMMARY"));
     let events = nova.run_prompt(&"b".repeat(400));
     let tail: Vec<&str> = types(&events)
@@ -196,6 +197,15 @@ fn passing_the_threshold_compacts_after_agent_end_once() {
             .contains("THRESHOLD SUMMARY")
     );
 
+    // The session's totals keep every reply, from before the compaction too, and the summary's
+    // own usage, as Pi counts them.
+    let stats = nova.request_ok(json!({"type": "get_session_stats"}));
+    assert_eq!(
+        (&stats["tokens"]["input"], &stats["tokens"]["output"]),
+        (&json!(10 + 15_100 + 10), &json!(5 + 10 + 5))
+    );
+    assert_eq!(stats["assistantMessages"], 2);
+
     // The kept reply's usage measured the old context: it does not trigger another compaction.
     mock.push(Reply::text("third answer"));
     let events = nova.run_prompt("c");
@@ -207,7 +217,7 @@ fn passing_the_threshold_compacts_after_agent_end_once() {
         nova.request_ok(json!({"type": "get_state"}))["autoCompactionEnabled"],
         false
     );
-    mock.push(Reply::text("fourth answer").usage(9_000, 10));
+    mock.push(Reply::text("fourth answer").usage(19_000, 10));
     let events = nova.run_prompt(&"d".repeat(400));
     assert!(!types(&events).contains(&"compaction_start"));
 }
@@ -303,4 +313,54 @@ fn abort_cancels_a_running_compaction() {
     let messages = nova.request_ok(json!({"type": "get_messages"}))["messages"].clone();
     assert_eq!(roles(&messages), ["user", "assistant", "user", "assistant"]);
     gate.open();
+}
+
+#[test]
+fn a_small_window_compacts_only_when_it_can_cut() {
+    let mock = MockLlm::start();
+    let mut models = ollama_models(&mock);
+    models["providers"]["mock-ollama"]["models"][0]["contextWindow"] = json!(8192);
+    // Pi's default budgets (reserve 16,384, keep 20,000): larger than the whole window.
+    let mut nova = Nova::builder()
+        .models_json(models)
+        .args(["--provider", "mock-ollama", "--model", "test-model"])
+        .spawn();
+
+    // Past the scaled threshold (8,192 − 2,048), but one exchange cannot be cut.
+    mock.push(Reply::text("one").usage(7_000, 10));
+    let events = nova.run_prompt(&"a".repeat(28_000));
+    assert!(!types(&events).contains(&"compaction_start"), "{events:#?}");
+    // Still nothing before the kept tail: the old, huge message is all there is to keep.
+    mock.push(Reply::text("two").usage(7_100, 10));
+    let events = nova.run_prompt("short");
+    assert!(!types(&events).contains(&"compaction_start"), "{events:#?}");
+
+    // Ordinary turns below the threshold never compact.
+    let mut nova = {
+        let mut models = ollama_models(&mock);
+        models["providers"]["mock-ollama"]["models"][0]["contextWindow"] = json!(8192);
+        Nova::builder()
+            .models_json(models)
+            .args(["--provider", "mock-ollama", "--model", "test-model"])
+            .spawn()
+    };
+    for (i, used) in [1_500, 3_000, 4_500].into_iter().enumerate() {
+        mock.push(Reply::text(format!("answer {i}")).usage(used, 10));
+        let events = nova.run_prompt(&"m".repeat(6_000));
+        assert!(!types(&events).contains(&"compaction_start"), "{events:#?}");
+    }
+    // Past it, with older turns to summarise: a compaction that works.
+    mock.push(Reply::text("answer 3").usage(6_500, 10));
+    mock.push(Reply::text("SMALL SUMMARY"));
+    let events = nova.run_prompt(&"m".repeat(6_000));
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "compaction_end")
+        .unwrap_or_else(|| panic!("no compaction: {events:#?}"));
+    assert_eq!(end["reason"], "threshold");
+    assert!(end.get("errorMessage").is_none_or(Value::is_null), "{end}");
+    // The summary was asked for within the scaled reserve (0.8 × 2,048).
+    let summary_request = mock.chat_requests().pop().unwrap();
+    assert_eq!(summary_request.body["options"]["num_predict"], 1638);
+    mock.assert_no_violations();
 }

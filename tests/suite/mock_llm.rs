@@ -852,6 +852,7 @@ fn anthropic_every_event_type_through_nova_at_every_split() {
         max_tokens: 8192,
         thinking_level_map: None,
         compat: None,
+        load: Default::default(),
     };
     let run = |pieces: &[&[u8]]| {
         let mut acc = Accumulator::new(&model);

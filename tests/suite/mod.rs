@@ -29,5 +29,6 @@ mod tools_bash;
 mod tools_files;
 mod tools_images;
 mod tools_search;
+mod usage;
 mod user_bash;
 mod wire;

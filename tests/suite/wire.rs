@@ -228,6 +228,7 @@ fn responses_decode_with_their_data() {
         max_tokens: 4096,
         thinking_level_map: None,
         compat: None,
+        load: Default::default(),
     };
     let r = p::Response::ok(
         None,

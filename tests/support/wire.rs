@@ -304,8 +304,12 @@ pub struct Model {
         skip_serializing_if = "Option::is_none"
     )]
     pub thinking_level_map: Option<std::collections::BTreeMap<String, Option<String>>>,
-    /// Pi's `compat`, echoed when models.json or the built-in model sets it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Pi's `compat` object, echoed when models.json or the built-in model sets it.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub compat: Option<serde_json::Map<String, Value>>,
 }
 

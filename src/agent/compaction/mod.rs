@@ -21,49 +21,9 @@ pub use summary::{
 };
 
 pub use crate::config::CompactionSettings;
-use crate::protocol::{ContentBlock, Message, Usage, UserContent};
-use serde_json::Value;
+use crate::protocol::{Message, Usage};
+pub use crate::provider::estimate::estimate_tokens;
 use std::ops::Range;
-
-/// An image costs about as much context as this much text (1,200 tokens), whatever its size.
-const IMAGE_CHARS: usize = 4800;
-
-/// Estimated context tokens of one message: `ceil(chars / 4)` over its text, thinking, tool
-/// calls (name plus JSON arguments) and results, 1,200 tokens per image.
-pub fn estimate_tokens(message: &Message) -> u64 {
-    let chars = match message {
-        Message::User(u) => match &u.content {
-            UserContent::Text(t) => t.chars().count(),
-            UserContent::Blocks(b) => blocks_chars(b),
-        },
-        Message::Assistant(a) => blocks_chars(&a.content),
-        Message::ToolResult(r) => blocks_chars(&r.content),
-        Message::CompactionSummary(s) => s.summary.chars().count(),
-        Message::BashExecution(b) => b.command.chars().count() + b.output.chars().count(),
-    };
-    (chars as u64).div_ceil(4)
-}
-
-fn blocks_chars(blocks: &[ContentBlock]) -> usize {
-    blocks
-        .iter()
-        .map(|b| match b {
-            ContentBlock::Text { text, .. } => text.chars().count(),
-            ContentBlock::Thinking { thinking, .. } => thinking.chars().count(),
-            ContentBlock::ToolCall {
-                name, arguments, ..
-            } => {
-                let args = match arguments {
-                    // Arguments that did not parse are kept as the model's raw text.
-                    Value::String(raw) => raw.chars().count(),
-                    other => other.to_string().chars().count(),
-                };
-                name.chars().count() + args
-            }
-            ContentBlock::Image { .. } => IMAGE_CHARS,
-        })
-        .sum()
-}
 
 /// How full the context is, as Pi counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -113,9 +73,27 @@ fn usage_tokens(usage: &Usage) -> u64 {
     }
 }
 
-/// Whether automatic compaction is due: `tokens > context_window - reserve_tokens`. Never when
-/// it is disabled, nor for a model whose window is unknown (0).
+/// The settings for a model's window: `reserveTokens` and `keepRecentTokens` are each at most
+/// a quarter of it. Pi's defaults (16,384 and 20,000) suit large windows; with a small local
+/// model (8,192 tokens) they would put the threshold at 0 and keep everything, so every reply
+/// would start a compaction that could cut nothing.
+pub fn for_window(settings: &CompactionSettings, context_window: u64) -> CompactionSettings {
+    if context_window == 0 {
+        return *settings;
+    }
+    let quarter = context_window / 4;
+    CompactionSettings {
+        enabled: settings.enabled,
+        reserve_tokens: settings.reserve_tokens.min(quarter),
+        keep_recent_tokens: settings.keep_recent_tokens.min(quarter),
+    }
+}
+
+/// Whether automatic compaction is due: `tokens > context_window - reserve_tokens`, the reserve
+/// scaled to the window ([`for_window`]). Never when it is disabled, nor for a model whose
+/// window is unknown (0).
 pub fn should_compact(tokens: u64, context_window: u64, settings: &CompactionSettings) -> bool {
+    let settings = for_window(settings, context_window);
     settings.enabled
         && context_window > 0
         && tokens > context_window.saturating_sub(settings.reserve_tokens)
@@ -219,6 +197,23 @@ fn is_user_like(message: &Message) -> bool {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 pub(crate) mod tests {
     use super::*;
+    use crate::protocol::{ContentBlock, UserContent};
+    use serde_json::Value;
+
+    #[test]
+    fn budgets_scale_to_small_windows() {
+        let pi = CompactionSettings::default();
+        assert_eq!(for_window(&pi, 200_000), pi);
+        assert_eq!(for_window(&pi, 0), pi);
+        let small = for_window(&pi, 8192);
+        assert_eq!(
+            (small.reserve_tokens, small.keep_recent_tokens),
+            (2048, 2048)
+        );
+        // 8,192 tokens: due past 6,144, not at every reply.
+        assert!(!should_compact(3000, 8192, &pi));
+        assert!(should_compact(6145, 8192, &pi));
+    }
     use crate::protocol::{AssistantMessage, StopReason, ToolResultMessage, UserMessage};
     use serde_json::json;
 
@@ -378,7 +373,9 @@ pub(crate) mod tests {
         let s = CompactionSettings::default();
         assert!(!should_compact(128_000 - 16_384, 128_000, &s));
         assert!(should_compact(128_000 - 16_383, 128_000, &s));
-        assert!(should_compact(10, 8_000, &s));
+        // A window smaller than the reserve: the reserve shrinks to a quarter of it.
+        assert!(!should_compact(10, 8_000, &s));
+        assert!(should_compact(6_001, 8_000, &s));
         assert!(!should_compact(1_000_000, 0, &s));
         let off = CompactionSettings {
             enabled: false,

@@ -1,7 +1,5 @@
 use super::*;
-use crate::protocol::{
-    Message, ModelCompat, StopReason, ToolResultMessage, UserContent, UserMessage,
-};
+use crate::protocol::{Message, StopReason, ToolResultMessage, UserContent, UserMessage};
 use crate::provider::ErrorKind;
 use crate::provider::prepare::tests::{assistant, call, model, result, user_text};
 use crate::provider::test_support::{Outcome, all_splits_agree};
@@ -459,9 +457,7 @@ fn thinking_levels() {
     );
 
     let mut adaptive = Model {
-        compat: Some(ModelCompat {
-            force_adaptive_thinking: Some(true),
-        }),
+        compat: Some(json!({"forceAdaptiveThinking": true})),
         ..budget
     };
     let b = body(&adaptive, Some(ThinkingLevel::Minimal));

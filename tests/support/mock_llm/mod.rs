@@ -135,6 +135,8 @@ struct State {
     requests: Vec<Recorded>,
     violations: Vec<String>,
     models: Vec<String>,
+    /// What `POST /api/show` reports as each model's trained context length.
+    context_lengths: std::collections::HashMap<String, u64>,
 }
 
 #[derive(Default)]
@@ -217,6 +219,13 @@ impl MockLlm {
     /// The model names `GET /api/tags` lists.
     pub fn set_models(&self, names: &[&str]) {
         lock(&self.shared.state).models = names.iter().map(|s| s.to_string()).collect();
+    }
+
+    /// The trained context length `POST /api/show` reports for `model`.
+    pub fn set_context_length(&self, model: &str, tokens: u64) {
+        lock(&self.shared.state)
+            .context_lengths
+            .insert(model.to_string(), tokens);
     }
 
     /// Every request received so far, in arrival order.
@@ -305,6 +314,21 @@ impl MockLlm {
                     status: 200,
                     content_type: "application/json",
                     body: json!({ "models": models }).to_string(),
+                    headers: Vec::new(),
+                }
+            }
+            ("POST", "/api/show", _) => {
+                let length = body["model"]
+                    .as_str()
+                    .and_then(|m| st.context_lengths.get(m));
+                let info = match length {
+                    Some(n) => json!({"general.architecture": "llama", "llama.context_length": n}),
+                    None => json!({"general.architecture": "llama"}),
+                };
+                Action::Plain {
+                    status: 200,
+                    content_type: "application/json",
+                    body: json!({ "model_info": info }).to_string(),
                     headers: Vec::new(),
                 }
             }

@@ -1,0 +1,211 @@
+//! nova's token estimate, where a server reports no count: `ceil(chars / 4)` over text,
+//! thinking, tool calls and results, 1,200 tokens per image (DESIGN.md). Compaction measures the
+//! conversation with it; a reply without reported usage is counted with it; and Ollama's own
+//! prompt count is checked against it to notice a prompt the server cut.
+
+use super::{ProviderEvent, Request, priced_usage};
+use crate::protocol::{ContentBlock, Message, Usage, UserContent};
+use serde_json::Value;
+
+/// An image costs about as much context as this much text (1,200 tokens), whatever its size.
+const IMAGE_CHARS: usize = 4800;
+
+/// Estimated context tokens of one message: `ceil(chars / 4)` over its text, thinking, tool
+/// calls (name plus JSON arguments) and results, 1,200 tokens per image.
+pub fn estimate_tokens(message: &Message) -> u64 {
+    let chars = match message {
+        Message::User(u) => match &u.content {
+            UserContent::Text(t) => t.chars().count(),
+            UserContent::Blocks(b) => blocks_chars(b),
+        },
+        Message::Assistant(a) => blocks_chars(&a.content),
+        Message::ToolResult(r) => blocks_chars(&r.content),
+        Message::CompactionSummary(s) => s.summary.chars().count(),
+        Message::BashExecution(b) => b.command.chars().count() + b.output.chars().count(),
+    };
+    (chars as u64).div_ceil(4)
+}
+
+fn blocks_chars(blocks: &[ContentBlock]) -> usize {
+    blocks
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Text { text, .. } => text.chars().count(),
+            ContentBlock::Thinking { thinking, .. } => thinking.chars().count(),
+            ContentBlock::ToolCall {
+                name, arguments, ..
+            } => {
+                let args = match arguments {
+                    // Arguments that did not parse are kept as the model's raw text.
+                    Value::String(raw) => raw.chars().count(),
+                    other => other.to_string().chars().count(),
+                };
+                name.chars().count() + args
+            }
+            ContentBlock::Image { .. } => IMAGE_CHARS,
+        })
+        .sum()
+}
+
+/// Estimated tokens of everything a request sends: the system prompt, the tool definitions and
+/// the conversation.
+pub fn request_tokens(req: &Request) -> u64 {
+    let tools: usize = req
+        .tools
+        .iter()
+        .map(|t| {
+            t.name.chars().count() + t.description.chars().count() + t.parameters.to_string().len()
+        })
+        .sum();
+    let fixed = (req.system_prompt.chars().count() + tools) as u64;
+    fixed.div_ceil(4) + req.messages.iter().map(|m| estimate_tokens(m)).sum::<u64>()
+}
+
+/// Watches a reply's events and makes sure its usage never reads zero: a count the server left
+/// out (no usage at all, or a prompt or output count of 0) is filled in with the estimate before
+/// the final `Finish`.
+#[derive(Debug)]
+pub struct Meter {
+    prompt_estimate: u64,
+    reply_chars: usize,
+    reported: Option<Usage>,
+}
+
+impl Meter {
+    pub fn new(req: &Request) -> Self {
+        Meter {
+            prompt_estimate: request_tokens(req),
+            reply_chars: 0,
+            reported: None,
+        }
+    }
+
+    pub fn prompt_estimate(&self) -> u64 {
+        self.prompt_estimate
+    }
+
+    /// Whether the reply has produced any content yet.
+    pub fn reply_is_empty(&self) -> bool {
+        self.reply_chars == 0
+    }
+
+    /// The prompt tokens the server reported, if it did.
+    pub fn reported_prompt(&self) -> Option<u64> {
+        let u = self.reported.as_ref()?;
+        Some(u.input + u.cache_read + u.cache_write).filter(|n| *n > 0)
+    }
+
+    /// Passes `event` on through `out`, holding back the server's usage until `Finish`, where it
+    /// goes out completed.
+    pub fn pass(
+        &mut self,
+        req: &Request,
+        event: ProviderEvent,
+        out: &mut impl FnMut(ProviderEvent),
+    ) {
+        match event {
+            ProviderEvent::Text(ref t) | ProviderEvent::Thinking(ref t) => {
+                self.reply_chars += t.chars().count();
+            }
+            ProviderEvent::ToolCall {
+                ref name,
+                ref arguments,
+                ..
+            } => {
+                self.reply_chars +=
+                    name.as_deref().map_or(0, |n| n.chars().count()) + arguments.chars().count();
+            }
+            ProviderEvent::Usage(usage) => {
+                self.reported = Some(usage);
+                return;
+            }
+            ProviderEvent::Finish(_) => out(ProviderEvent::Usage(self.completed(req))),
+            // Opaque to the model's output count: Anthropic always reports usage anyway.
+            ProviderEvent::ThinkingSignature(_) | ProviderEvent::RedactedThinking(_) => {}
+        }
+        out(event);
+    }
+
+    fn completed(&mut self, req: &Request) -> Usage {
+        let reported = self.reported.take().unwrap_or_default();
+        let prompt = reported.input + reported.cache_read + reported.cache_write;
+        let output = match reported.output {
+            0 => (self.reply_chars as u64).div_ceil(4),
+            n => n,
+        };
+        if prompt > 0 && output == reported.output {
+            return reported;
+        }
+        let input = if prompt > 0 {
+            reported.input
+        } else {
+            self.prompt_estimate
+        };
+        let mut usage = priced_usage(req.model, input, output, reported.cache_read);
+        usage.cache_write = reported.cache_write;
+        usage.total_tokens += reported.cache_write;
+        usage
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::protocol::StopReason;
+    use crate::provider::prepare::tests::{model, user_text};
+    use std::sync::Arc;
+
+    /// The events `Meter` lets through for `events`.
+    fn metered(events: Vec<ProviderEvent>) -> Vec<ProviderEvent> {
+        let m = model("ollama", false);
+        let messages = vec![Arc::new(user_text(&"x".repeat(400)))];
+        let req = Request {
+            model: &m,
+            system_prompt: "12345678",
+            messages: &messages,
+            tools: &[],
+            max_tokens: None,
+            thinking: None,
+        };
+        let mut meter = Meter::new(&req);
+        assert_eq!(meter.prompt_estimate(), 2 + 100);
+        let mut out = Vec::new();
+        for e in events {
+            meter.pass(&req, e, &mut |e| out.push(e));
+        }
+        out
+    }
+
+    fn usage_of(events: &[ProviderEvent]) -> (u64, u64, u64) {
+        match &events[events.len() - 2] {
+            ProviderEvent::Usage(u) => (u.input, u.output, u.total_tokens),
+            other => panic!("no usage before Finish: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn missing_counts_are_estimated() {
+        let finish = ProviderEvent::Finish(StopReason::Stop);
+        let text = ProviderEvent::Text("abcdefgh".into());
+        // Nothing reported: both estimated, usage placed before Finish.
+        let out = metered(vec![text.clone(), finish.clone()]);
+        assert_eq!(out[0], text);
+        assert_eq!(usage_of(&out), (102, 2, 104));
+        // Reported counts stand; a 0 prompt or output count is filled in.
+        let reported = |input, output| {
+            ProviderEvent::Usage(crate::provider::priced_usage(
+                &model("ollama", false),
+                input,
+                output,
+                0,
+            ))
+        };
+        let out = metered(vec![text.clone(), reported(50, 7), finish.clone()]);
+        assert_eq!(usage_of(&out), (50, 7, 57));
+        let out = metered(vec![text.clone(), reported(0, 7), finish.clone()]);
+        assert_eq!(usage_of(&out), (102, 7, 109));
+        let out = metered(vec![text, reported(50, 0), finish]);
+        assert_eq!(usage_of(&out), (50, 2, 52));
+    }
+}
