@@ -103,5 +103,6 @@ pub fn model(api: &str) -> Model {
         max_tokens: 8_192,
         thinking_level_map: None,
         compat: None,
+        load: Default::default(),
     }
 }
