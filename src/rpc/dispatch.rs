@@ -53,11 +53,11 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
         },
         Command::Steer { message, images } => images::validate(images)
             .map_err(CommandError::Invalid)
-            .map(|images| agent.steer(message, images))
+            .and_then(|images| agent.steer(message, images))
             .map(|()| Some(disposition(Disposition::Queued))),
         Command::FollowUp { message, images } => images::validate(images)
             .map_err(CommandError::Invalid)
-            .map(|images| agent.follow_up(message, images))
+            .and_then(|images| agent.follow_up(message, images))
             .map(|()| Some(disposition(Disposition::Queued))),
         Command::Abort {} => {
             let finished = agent.abort();

@@ -1,5 +1,6 @@
 //! The integration suite, one file per capability.
 
+mod bounds;
 mod cli;
 mod compaction;
 mod crash;
