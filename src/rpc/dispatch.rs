@@ -12,9 +12,10 @@ use crate::agent::{Agent, CommandError, Prompted};
 use crate::protocol::{Command, Disposition, Response, ResponseData};
 use serde_json::Value;
 
-pub fn oversized_response() -> Response {
+/// The answer to a record over the limit; `head` is its start, which may show its `id`.
+pub fn oversized_response(head: &[u8]) -> Response {
     Response::error(
-        None,
+        super::salvage::readable_id(head),
         "parse",
         format!(
             "Record exceeded the {} MiB limit; it was discarded up to the next newline",

@@ -88,3 +88,74 @@ fn queues_refuse_messages_past_the_byte_limit() {
     assert_eq!(state["pendingMessageCount"], fit + 1);
     nova.request_ok(json!({"type": "abort"}));
 }
+
+const MAX_RECORD: usize = 8 * 1024 * 1024;
+
+#[test]
+fn bad_utf8_and_lone_surrogates_arrive_as_replacement_characters() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("ok"));
+    let mut nova = Nova::builder().ollama(&mock).spawn();
+    let mut line = br#"{"id":"u","type":"prompt","message":"a"#.to_vec();
+    line.extend([0xff, 0xfe, b'b', 0xe2, 0x82]);
+    line.extend(br#"c\ud800d\udc00e\ud83d\ude00"}"#);
+    line.push(b'\n');
+    nova.send_raw(&line);
+    let settled = nova.events_until("agent_settled");
+    let response = settled
+        .iter()
+        .find(|v| v["type"] == "response")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(response["success"], true, "{response}");
+    let expected = "a\u{fffd}\u{fffd}b\u{fffd}c\u{fffd}d\u{fffd}e\u{1f600}";
+    let messages = nova.request_ok(json!({"type": "get_messages"}));
+    assert_eq!(messages["messages"][0]["content"][0]["text"], expected);
+    let sent = &mock.chat_requests()[0].body;
+    assert!(sent.to_string().contains(expected), "{sent}");
+}
+
+#[test]
+fn refused_records_echo_their_id_when_it_can_be_read() {
+    let mut nova = Nova::builder().spawn();
+    nova.send_raw(b"{\"id\":\"cut\",\"type\":\"prompt\",\"message\":\"no end\n");
+    let r = nova.next_event(EVENT_TIMEOUT);
+    assert_eq!((&r["id"], &r["command"]), (&json!("cut"), &json!("parse")));
+    assert!(error_of(&r).starts_with("Failed to parse command"), "{r}");
+
+    let mut big = br#"{"id":42,"type":"prompt","message":""#.to_vec();
+    big.resize(MAX_RECORD + 100, b'x');
+    big.extend(b"\"}\n");
+    nova.send_raw(&big);
+    let r = nova.next_event(EVENT_TIMEOUT);
+    assert_eq!((&r["id"], &r["command"]), (&json!(42), &json!("parse")));
+    assert!(error_of(&r).contains("8 MiB"), "{r}");
+}
+
+/// `{"id":…,"type":"get_state"}` padded with spaces to `len` bytes.
+fn padded_get_state(id: &str, len: usize) -> Vec<u8> {
+    let mut record = json!({"id": id, "type": "get_state"})
+        .to_string()
+        .into_bytes();
+    record.resize(len, b' ');
+    record
+}
+
+#[test]
+fn a_trailing_cr_does_not_count_toward_the_record_limit() {
+    let mut nova = Nova::builder().spawn();
+    let mut input = padded_get_state("crlf", MAX_RECORD);
+    input.extend(b"\r\n");
+    input.extend(padded_get_state("over", MAX_RECORD + 1));
+    input.extend(b"\r\n");
+    nova.send_raw(&input);
+    let r = nova.next_event(EVENT_TIMEOUT);
+    assert_eq!(
+        (&r["id"], &r["success"]),
+        (&json!("crlf"), &json!(true)),
+        "{r}"
+    );
+    let r = nova.next_event(EVENT_TIMEOUT);
+    assert_eq!(r["id"], "over");
+    assert!(error_of(&r).contains("8 MiB"), "{r}");
+}
