@@ -30,7 +30,8 @@ const FOLLOW_UP_BYTES: usize = 1024;
 const PARALLEL_READS: usize = 4;
 
 /// nova in RPC mode on the mock, with a reader thread that parses only the responses (lines
-/// starting `{"id"`) and drops the events unparsed: the flood's events run to hundreds of MB.
+/// starting `{"id"`) and passes on small events and tool results; the rest (the flood's
+/// events run to hundreds of MB) is dropped unparsed.
 struct Nova {
     child: Child,
     stdin: BufWriter<std::process::ChildStdin>,
@@ -71,7 +72,8 @@ impl Nova {
                 bytes += line.len() as u64 + 1;
                 if line.starts_with(b"{\"id\"") {
                     let _ = response_tx.send(serde_json::from_slice(&line).unwrap());
-                } else if line.len() < 4096 {
+                } else if line.len() < 4096 || line.starts_with(b"{\"type\":\"tool_execution_end\"")
+                {
                     let _ = event_tx.send(String::from_utf8_lossy(&line).into_owned());
                 }
             }
