@@ -163,8 +163,8 @@ impl Session {
             path: shown.to_string(),
             source,
         })?;
-        let mut session = Session::create(file_dir, cwd, Some(path.to_string_lossy().into()));
         if lines.entries.is_empty() {
+            let session = Session::create(file_dir, cwd, None);
             let warning = format!(
                 "{shown} has no valid session header and no readable entries ({} malformed \
                  line(s)), so a new session starts; the file is left as it was",
@@ -172,6 +172,7 @@ impl Session {
             );
             return Ok((session, vec![warning]));
         }
+        let mut session = Session::create(file_dir, cwd, Some(path.to_string_lossy().into()));
         session.entries = lines.entries;
         for (i, e) in session.entries.iter().enumerate() {
             session.index.insert(e.id.clone(), i);

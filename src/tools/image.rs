@@ -161,11 +161,25 @@ pub struct Loaded {
     /// what [`Loaded::image`] does.
     pub reoriented: bool,
     /// Held for as long as the image is: other decodes wait for it.
-    _turn: MutexGuard<'static, ()>,
+    _turn: Turn,
+}
+
+/// The right to work on an image: taken before an image file is read, held until its
+/// [`Loaded`] is dropped, so one image at a time is in memory (its file bytes included).
+pub struct Turn {
+    _held: MutexGuard<'static, ()>,
+}
+
+/// Waits for the other images in work to be done with.
+pub fn turn() -> Turn {
+    Turn {
+        _held: TURN.lock().unwrap_or_else(PoisonError::into_inner),
+    }
 }
 
 /// Reads and decodes the image at `abs`; every failure is an error text naming the path.
 pub fn load(abs: &Path) -> Result<Loaded, String> {
+    let turn = turn();
     let mut file = std::fs::File::open(abs).map_err(|e| error_text(&e, "open", abs))?;
     let mut bytes = Vec::with_capacity(SNIFF_BYTES);
     // The head alone settles whether this is an image, so a large non-image is never read whole.
@@ -181,11 +195,16 @@ pub fn load(abs: &Path) -> Result<Loaded, String> {
     };
     file.read_to_end(&mut bytes)
         .map_err(|e| error_text(&e, "read", abs))?;
-    decode(bytes, mime, abs)
+    decode(bytes, mime, abs, turn)
 }
 
 /// Decodes `bytes` (already sniffed as `mime`), turned upright by its EXIF orientation.
-pub fn decode(bytes: Vec<u8>, mime: &'static str, abs: &Path) -> Result<Loaded, String> {
+pub fn decode(
+    bytes: Vec<u8>,
+    mime: &'static str,
+    abs: &Path,
+    turn: Turn,
+) -> Result<Loaded, String> {
     let format = match mime {
         "image/jpeg" => ImageFormat::Jpeg,
         "image/gif" => ImageFormat::Gif,
@@ -199,7 +218,6 @@ pub fn decode(bytes: Vec<u8>, mime: &'static str, abs: &Path) -> Result<Loaded, 
             format_name(mime)
         )
     };
-    let turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
     let mut reader = ImageReader::with_format(Cursor::new(&bytes), format);
     let mut limits = Limits::default();
     // The decoder's own guard, for what the estimate below cannot see (a decoder's buffers).
@@ -223,7 +241,7 @@ pub fn decode(bytes: Vec<u8>, mime: &'static str, abs: &Path) -> Result<Loaded, 
         ));
     }
     let color = decoder.color_type();
-    let needed = peak_bytes(width, height, color);
+    let needed = bytes.len() as u64 + peak_bytes(width, height, color);
     if needed > MEMORY_BUDGET {
         return Err(format!(
             "Image {} is {width}x{height} px, {}: decoding and resizing it would take about {} \
@@ -247,7 +265,7 @@ pub fn decode(bytes: Vec<u8>, mime: &'static str, abs: &Path) -> Result<Loaded, 
 }
 
 /// The most memory an image of this size and colour takes at once between decoding and
-/// encoding its fitted form: the decoded pixels with their 8-bit conversion, then the 8-bit
+/// encoding its fitted form, besides the file's bytes: the decoded pixels with their 8-bit conversion, then the 8-bit
 /// image with a second full copy (turned by EXIF orientation, or cropped by `zoom`) and the
 /// resizer's float buffer (as wide as the image, at most [`MAX_SIDE`] rows of RGBA f32).
 pub fn peak_bytes(width: u32, height: u32, color: ColorType) -> u64 {
@@ -489,7 +507,7 @@ pub(crate) mod tests {
         image
             .write_to(&mut Cursor::new(&mut bytes), format)
             .unwrap();
-        decode(bytes, mime, Path::new("/x")).unwrap()
+        decode(bytes, mime, Path::new("/x"), turn()).unwrap()
     }
 
     #[test]
