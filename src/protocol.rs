@@ -592,9 +592,9 @@ pub enum ResponseData {
     Compaction(Box<CompactionResult>),
     /// `clear_queue`: the texts it removed.
     ClearedQueue {
-        steering: Vec<String>,
+        steering: Vec<Arc<str>>,
         #[serde(rename = "followUp")]
-        follow_up: Vec<String>,
+        follow_up: Vec<Arc<str>>,
     },
     ThinkingLevel {
         level: ThinkingLevel,
@@ -988,9 +988,10 @@ pub enum Event {
         result: ToolResultPayload,
         is_error: bool,
     },
+    /// The texts are shared with the queue: an event per queued message must not copy them all.
     QueueUpdate {
-        steering: Vec<String>,
-        follow_up: Vec<String>,
+        steering: Vec<Arc<str>>,
+        follow_up: Vec<Arc<str>>,
         pending_message_count: usize,
     },
     CompactionStart {

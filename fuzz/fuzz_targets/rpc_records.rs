@@ -3,6 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use nova::rpc::dispatch::oversized_response;
 use nova::rpc::parse::{Parsed, parse_record};
 use nova::rpc::reader::{Record, RecordReader};
 
@@ -10,11 +11,17 @@ fuzz_target!(|data: &[u8]| {
     // A small limit so the oversized path is reached by small inputs too.
     let mut reader = RecordReader::with_limit(std::io::BufReader::with_capacity(7, data), 256);
     while let Some(record) = reader.next_record() {
-        if let Record::Line(line) = record {
-            assert!(line.len() <= 256);
-            match parse_record(&line) {
-                Parsed::Error(r) => assert!(!r.success && r.error.is_some()),
-                Parsed::Blank | Parsed::Command { .. } => {}
+        match record {
+            Record::Line(line) => {
+                // A trailing `\r` is not counted against the limit.
+                assert!(line.len() <= 256 || (line.len() == 257 && line.ends_with(b"\r")));
+                match parse_record(&line) {
+                    Parsed::Error(r) => assert!(!r.success && r.error.is_some()),
+                    Parsed::Blank | Parsed::Command { .. } => {}
+                }
+            }
+            Record::Oversized { head } => {
+                assert!(!oversized_response(&head).success);
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Why the agent refused or failed a command, as data: front ends map these to their own wire
 //! text (the RPC layer uses `Display`), and code that must branch on the kind can.
 
+use super::QueueFull;
 use crate::session::SessionError;
 
 #[derive(Debug, thiserror::Error)]
@@ -14,6 +15,9 @@ pub enum CommandError {
          queue the message."
     )]
     NeedsStreamingBehavior,
+    /// `steer`, `follow_up` or a queued `prompt` met the queues' bound.
+    #[error("Message not queued: {0}. Wait for the agent to take some, or clear_queue.")]
+    QueueFull(#[from] QueueFull),
     #[error("A compaction is in progress; prompt again after its response.")]
     CompactionInProgress,
     #[error(

@@ -22,6 +22,7 @@ mod user_bash;
 
 pub use error::CommandError;
 pub use permission::{FlaggedCommand, Unattended};
+pub use queue::QueueFull;
 pub use sessions::startup_session;
 pub use sink::{EventSink, Sink};
 
@@ -289,24 +290,16 @@ impl Agent {
             }
             // An automatic compaction looks idle to the client (isStreaming is false), so a
             // plain prompt is taken as a follow-up and starts as soon as the compaction ends.
-            if state.compacting {
-                state.queue.push_follow_up(message);
-                self.emit(state.queue.update_event());
-                return Ok(Prompted::Queued);
-            }
-            return match behavior {
-                Some(StreamingBehavior::Steer) => {
-                    state.queue.push_steer(message);
-                    self.emit(state.queue.update_event());
-                    Ok(Prompted::Queued)
+            let pushed = match (state.compacting, behavior) {
+                (true, _) | (false, Some(StreamingBehavior::FollowUp)) => {
+                    state.queue.push_follow_up(message)
                 }
-                Some(StreamingBehavior::FollowUp) => {
-                    state.queue.push_follow_up(message);
-                    self.emit(state.queue.update_event());
-                    Ok(Prompted::Queued)
-                }
-                None => Err(CommandError::NeedsStreamingBehavior),
+                (false, Some(StreamingBehavior::Steer)) => state.queue.push_steer(message),
+                (false, None) => return Err(CommandError::NeedsStreamingBehavior),
             };
+            pushed?;
+            self.emit(state.queue.update_event());
+            return Ok(Prompted::Queued);
         }
         if state.model.is_none() {
             return Err(CommandError::NoModel);
@@ -326,18 +319,20 @@ impl Agent {
         }))
     }
 
-    pub fn steer(&self, text: String, images: Vec<ContentBlock>) {
+    pub fn steer(&self, text: String, images: Vec<ContentBlock>) -> Result<(), CommandError> {
         let message = user_message(self.inner.prompt_source.expand(text), images);
         let mut state = self.state();
-        state.queue.push_steer(message);
+        state.queue.push_steer(message)?;
         self.emit(state.queue.update_event());
+        Ok(())
     }
 
-    pub fn follow_up(&self, text: String, images: Vec<ContentBlock>) {
+    pub fn follow_up(&self, text: String, images: Vec<ContentBlock>) -> Result<(), CommandError> {
         let message = user_message(self.inner.prompt_source.expand(text), images);
         let mut state = self.state();
-        state.queue.push_follow_up(message);
+        state.queue.push_follow_up(message)?;
         self.emit(state.queue.update_event());
+        Ok(())
     }
 
     /// Cancels the run (if any) and the user's `bash` commands, and clears the queues. The
@@ -366,7 +361,7 @@ impl Agent {
     }
 
     /// Empties both queues; answers with the texts removed, steering first.
-    pub fn clear_queue(&self) -> (Vec<String>, Vec<String>) {
+    pub fn clear_queue(&self) -> (Vec<Arc<str>>, Vec<Arc<str>>) {
         let mut state = self.state();
         let removed = state.queue.texts();
         state.queue.clear();

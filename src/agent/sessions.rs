@@ -26,8 +26,8 @@ pub(super) fn file_dir(config: &Config) -> Option<PathBuf> {
 }
 
 /// The session nova starts with: `--session`, `--continue` (a new one when there is none yet),
-/// or a new one. Warnings (skipped malformed lines) are returned for stderr. An `Err` is a usage
-/// error (unknown id, ambiguous prefix, unreadable file).
+/// or a new one. Warnings (skipped malformed lines, a damaged newest file) are returned for
+/// stderr. An `Err` is a usage error (unknown id, ambiguous prefix, unreadable file).
 pub fn startup_session(config: &Config) -> Result<(Session, Vec<String>), SessionError> {
     let dir = file_dir(config);
     let scope = paths::Scope {
@@ -41,7 +41,10 @@ pub fn startup_session(config: &Config) -> Result<(Session, Vec<String>), Sessio
     if config.continue_newest
         && let Some(newest) = dir.as_deref().and_then(paths::newest)
     {
-        return Session::open(&newest);
+        return match Session::open(&newest) {
+            Err(SessionError::NotASession(_)) => Session::salvage(&newest, dir, &config.cwd),
+            opened => opened,
+        };
     }
     Ok((Session::create(dir, &config.cwd, None), Vec::new()))
 }

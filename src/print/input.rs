@@ -83,7 +83,7 @@ fn attach(
         text.push_str(&format!("<file name=\"{shown}\">\n{content}\n</file>\n"));
         return Ok(());
     };
-    let fitted = image::decode(bytes, mime, &path).and_then(|loaded| {
+    let fitted = image::decode(bytes, mime, &path, image::turn()).and_then(|loaded| {
         let fitted = image::fit(
             &loaded,
             image::MAX_SIDE,

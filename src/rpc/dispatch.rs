@@ -12,9 +12,10 @@ use crate::agent::{Agent, CommandError, Prompted};
 use crate::protocol::{Command, Disposition, Response, ResponseData};
 use serde_json::Value;
 
-pub fn oversized_response() -> Response {
+/// The answer to a record over the limit; `head` is its start, which may show its `id`.
+pub fn oversized_response(head: &[u8]) -> Response {
     Response::error(
-        None,
+        super::salvage::readable_id(head),
         "parse",
         format!(
             "Record exceeded the {} MiB limit; it was discarded up to the next newline",
@@ -53,11 +54,11 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
         },
         Command::Steer { message, images } => images::validate(images)
             .map_err(CommandError::Invalid)
-            .map(|images| agent.steer(message, images))
+            .and_then(|images| agent.steer(message, images))
             .map(|()| Some(disposition(Disposition::Queued))),
         Command::FollowUp { message, images } => images::validate(images)
             .map_err(CommandError::Invalid)
-            .map(|images| agent.follow_up(message, images))
+            .and_then(|images| agent.follow_up(message, images))
             .map(|()| Some(disposition(Disposition::Queued))),
         Command::Abort {} => {
             let finished = agent.abort();

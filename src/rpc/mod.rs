@@ -4,6 +4,7 @@ pub mod dispatch;
 pub mod images;
 pub mod parse;
 pub mod reader;
+mod salvage;
 pub mod writer;
 
 use crate::agent::Agent;
@@ -35,7 +36,7 @@ pub async fn serve(agent: Agent, out: Outbox) -> std::io::Result<()> {
         tokio::select! {
             record = records.recv() => match record {
                 Some(Record::Line(line)) => dispatch::dispatch(&agent, &out, &line).await,
-                Some(Record::Oversized) => out.respond(dispatch::oversized_response()),
+                Some(Record::Oversized { head }) => out.respond(dispatch::oversized_response(&head)),
                 None => break,
             },
             _ = terminate.recv() => break,

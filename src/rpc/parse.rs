@@ -1,6 +1,7 @@
 //! Turns one record into a [`Command`] or an error [`Response`] that names the problem.
 //! Nothing here panics, whatever the bytes: the fuzz target drives this with arbitrary input.
 
+use super::salvage;
 use crate::protocol::{Command, Response};
 use serde_json::{Map, Value};
 use strum::VariantNames;
@@ -23,9 +24,18 @@ pub fn parse_record(line: &[u8]) -> Parsed {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Parsed::Blank;
     }
-    let value: Value = match serde_json::from_slice(line) {
+    // Pi decodes stdin as UTF-8 with replacement, so bad bytes inside a string become U+FFFD
+    // rather than costing the whole command (outside strings they stay a syntax error).
+    let text = String::from_utf8_lossy(line);
+    let text = salvage::replace_lone_surrogates(&text);
+    let value: Value = match serde_json::from_str(&text) {
         Ok(v) => v,
-        Err(e) => return parse_error(None, format!("Failed to parse command: {e}")),
+        Err(e) => {
+            return parse_error(
+                salvage::readable_id(text.as_bytes()),
+                format!("Failed to parse command: {e}"),
+            );
+        }
     };
     let Value::Object(mut object) = value else {
         return parse_error(
@@ -130,6 +140,20 @@ mod tests {
     }
 
     #[test]
+    fn bad_utf8_and_lone_surrogates_become_replacement_characters() {
+        let mut line = br#"{"type":"prompt","message":"a"#.to_vec();
+        line.extend([0xff, 0xc3]);
+        line.extend(br#"b\ud800c\udc00","id":1}"#);
+        match parse_record(&line) {
+            Parsed::Command {
+                command: Command::Prompt { message, .. },
+                ..
+            } => assert_eq!(message, "a\u{fffd}\u{fffd}b\u{fffd}c\u{fffd}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn blank_and_crlf() {
         assert!(matches!(parse_record(b"  \r"), Parsed::Blank));
         assert!(matches!(
@@ -143,6 +167,9 @@ mod tests {
         let r = error_of("{not json");
         assert_eq!((r.command.as_str(), &r.id), ("parse", &None));
         assert!(r.error.unwrap().starts_with("Failed to parse command:"));
+
+        let r = error_of(r#"{"id":"kept","type":"prompt","message":"cut short"#);
+        assert_eq!((r.command.as_str(), r.id), ("parse", Some(json!("kept"))));
 
         for (line, needle) in [
             ("null", "got null"),

@@ -4,15 +4,20 @@
 
 use std::io::BufRead;
 
-/// The largest record accepted, excluding its newline.
+/// The largest record accepted, excluding its newline (and a `\r` before it, so CRLF clients
+/// get the same limit).
 pub const MAX_RECORD: usize = 8 * 1024 * 1024;
+
+/// How much of an oversized record is kept, to read its `id` from.
+const OVERSIZED_HEAD: usize = 16 * 1024;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Record {
     /// A complete line, without its `\n` (a trailing `\r` is left for the parser to strip).
     Line(Vec<u8>),
     /// A line passed [`MAX_RECORD`]; the rest of it up to the next newline is being discarded.
-    Oversized,
+    /// `head` is its first bytes, where the record's `id` usually is.
+    Oversized { head: Vec<u8> },
 }
 
 /// Pulls records out of a byte stream with a bounded buffer.
@@ -51,7 +56,7 @@ impl<R: BufRead> RecordReader<R> {
             if chunk.is_empty() {
                 self.done = true;
                 if !self.skipping && !self.line.is_empty() {
-                    return Some(Record::Line(std::mem::take(&mut self.line)));
+                    return Some(self.finish());
                 }
                 return None;
             }
@@ -65,14 +70,18 @@ impl<R: BufRead> RecordReader<R> {
                 if newline.is_some() {
                     self.skipping = false;
                 }
-            } else if self.line.len() + body.len() > self.limit {
-                self.line = Vec::new();
+            } else if self.line.len() + body.len() > self.limit + 1 {
+                // Over even with a `\r` allowance: no need to see the line's end to know.
+                let mut head = std::mem::take(&mut self.line);
+                head.truncate(OVERSIZED_HEAD);
+                let room = OVERSIZED_HEAD - head.len();
+                head.extend_from_slice(&body[..body.len().min(room)]);
                 self.skipping = newline.is_none();
-                result = Some(Record::Oversized);
+                result = Some(Record::Oversized { head });
             } else {
                 self.line.extend_from_slice(body);
                 if newline.is_some() {
-                    result = Some(Record::Line(std::mem::take(&mut self.line)));
+                    result = Some(self.finish());
                 }
             }
             self.input.consume(used);
@@ -81,6 +90,17 @@ impl<R: BufRead> RecordReader<R> {
             }
         }
         None
+    }
+
+    /// The line gathered so far as a record: one byte over the limit is allowed only when it
+    /// is the trailing `\r` the parser strips.
+    fn finish(&mut self) -> Record {
+        let mut line = std::mem::take(&mut self.line);
+        if line.len() > self.limit && !(line.len() == self.limit + 1 && line.ends_with(b"\r")) {
+            line.truncate(OVERSIZED_HEAD);
+            return Record::Oversized { head: line };
+        }
+        Record::Line(line)
     }
 }
 
@@ -94,10 +114,21 @@ mod tests {
     use super::*;
     use std::io::{BufReader, Cursor};
 
+    /// The records of `input`, an oversized one's head cut to `limit` bytes: how much more it
+    /// holds depends on how the input was buffered.
     fn records(input: &[u8], limit: usize, buf: usize) -> Vec<Record> {
         let mut r =
             RecordReader::with_limit(BufReader::with_capacity(buf, Cursor::new(input)), limit);
-        std::iter::from_fn(|| r.next_record()).collect()
+        std::iter::from_fn(|| r.next_record())
+            .map(|record| match record {
+                Record::Oversized { mut head } => {
+                    assert!(head.len() > limit, "{head:?}");
+                    head.truncate(limit);
+                    Record::Oversized { head }
+                }
+                line => line,
+            })
+            .collect()
     }
 
     #[test]
@@ -125,7 +156,9 @@ mod tests {
                 records(&input, 10, buf),
                 vec![
                     Record::Line(b"ok".to_vec()),
-                    Record::Oversized,
+                    Record::Oversized {
+                        head: vec![b'x'; 10]
+                    },
                     Record::Line(b"after".to_vec()),
                 ],
                 "buffer size {buf}"
@@ -138,13 +171,45 @@ mod tests {
         let input = b"0123456789\n01234567890\n";
         assert_eq!(
             records(input, 10, 3),
-            vec![Record::Line(b"0123456789".to_vec()), Record::Oversized]
+            vec![
+                Record::Line(b"0123456789".to_vec()),
+                Record::Oversized {
+                    head: b"0123456789".to_vec()
+                }
+            ]
         );
+    }
+
+    #[test]
+    fn a_trailing_cr_does_not_count_toward_the_limit() {
+        let input = b"0123456789\r\n0123456789\r\r\n0123456789x\r\n0123456789\r";
+        for buf in [1, 3, 64] {
+            let got = records(input, 10, buf);
+            assert_eq!(
+                got,
+                vec![
+                    Record::Line(b"0123456789\r".to_vec()),
+                    Record::Oversized {
+                        head: b"0123456789".to_vec()
+                    },
+                    Record::Oversized {
+                        head: b"0123456789".to_vec()
+                    },
+                    Record::Line(b"0123456789\r".to_vec()),
+                ],
+                "buffer size {buf}"
+            );
+        }
     }
 
     #[test]
     fn oversized_unterminated_tail_yields_nothing_more() {
         let input = vec![b'y'; 40];
-        assert_eq!(records(&input, 10, 8), vec![Record::Oversized]);
+        assert_eq!(
+            records(&input, 10, 8),
+            vec![Record::Oversized {
+                head: vec![b'y'; 10]
+            }]
+        );
     }
 }

@@ -149,6 +149,49 @@ impl Session {
         Ok((session, warnings))
     }
 
+    /// `--continue` on a file whose header line is damaged: its readable entries go into a new
+    /// session (in `file_dir`, `parentSession` naming the damaged file, which is left as it
+    /// was), so nothing it held is lost and nothing is written into a file no reader accepts.
+    /// The warnings name the file and say what was kept, or why the new session starts empty.
+    pub fn salvage(
+        path: &Path,
+        file_dir: Option<PathBuf>,
+        cwd: &Path,
+    ) -> Result<(Session, Vec<String>), SessionError> {
+        let shown = path.display();
+        let lines = load::read_entries(path, 0).map_err(|source| SessionError::Read {
+            path: shown.to_string(),
+            source,
+        })?;
+        if lines.entries.is_empty() {
+            let session = Session::create(file_dir, cwd, None);
+            let warning = format!(
+                "{shown} has no valid session header and no readable entries ({} malformed \
+                 line(s)), so a new session starts; the file is left as it was",
+                lines.malformed
+            );
+            return Ok((session, vec![warning]));
+        }
+        let mut session = Session::create(file_dir, cwd, Some(path.to_string_lossy().into()));
+        session.entries = lines.entries;
+        for (i, e) in session.entries.iter().enumerate() {
+            session.index.insert(e.id.clone(), i);
+        }
+        session.leaf = session.entries.len().checked_sub(1);
+        session.materialize_if_due()?;
+        let new_file = session
+            .path()
+            .map_or_else(|| "memory".to_owned(), |p| p.display().to_string());
+        let warning = format!(
+            "{shown} has no valid session header; resumed its {} readable entries in a new \
+             session file {new_file} (skipped {} malformed line(s); the damaged file is left as \
+             it was)",
+            session.entries.len(),
+            lines.malformed
+        );
+        Ok((session, vec![warning]))
+    }
+
     /// The file's first line, as Pi's JSON mode shows it before the events.
     pub fn header(&self) -> &Header {
         &self.header

@@ -124,11 +124,11 @@ fn header_id(path: &Path) -> Option<String> {
     header.is_valid().then_some(header.id)
 }
 
-/// The most recently modified session file in `dir` (for `--continue`).
+/// The most recently modified session file in `dir` (for `--continue`), whether or not its
+/// header is intact: a damaged newest file must be salvaged, not passed over for an older one.
 pub fn newest(dir: &Path) -> Option<PathBuf> {
     session_files(dir)
         .into_iter()
-        .filter(|p| header_id(p).is_some())
         .filter_map(|p| {
             let modified = fs::metadata(&p).and_then(|m| m.modified()).ok()?;
             Some((modified, p))

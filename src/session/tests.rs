@@ -636,7 +636,7 @@ fn newest_is_by_modification_time() {
     assert_eq!(newest(dir.path()), None);
     let old = session_file(dir.path(), "id-z");
     let new = session_file(dir.path(), "id-a");
-    fixture(dir.path(), "junk.jsonl", "not a session\n");
+    let junk = fixture(dir.path(), "junk.jsonl", "not a session\n");
     let now = SystemTime::now();
     let set = |p: &Path, t: SystemTime| {
         fs::File::options()
@@ -646,11 +646,15 @@ fn newest_is_by_modification_time() {
             .set_modified(t)
             .unwrap()
     };
+    set(&junk, now - Duration::from_secs(200));
     set(&old, now - Duration::from_secs(100));
     set(&new, now - Duration::from_secs(10));
     assert_eq!(newest(dir.path()), Some(new.clone()));
     set(&old, now);
     assert_eq!(newest(dir.path()), Some(old));
+    // A newest file without a valid header is still the newest (`--continue` salvages it).
+    set(&junk, now + Duration::from_secs(10));
+    assert_eq!(newest(dir.path()), Some(junk));
 }
 
 #[test]

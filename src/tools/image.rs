@@ -6,11 +6,14 @@ use super::truncate::format_size;
 use ::image::codecs::jpeg::JpegEncoder;
 use ::image::imageops::FilterType;
 use ::image::metadata::Orientation;
-use ::image::{DynamicImage, ImageDecoder, ImageError, ImageFormat, ImageReader};
+use ::image::{
+    ColorType, DynamicImage, ImageDecoder, ImageError, ImageFormat, ImageReader, Limits,
+};
 use std::borrow::Cow;
 use std::fmt;
 use std::io::{Cursor, Read};
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio_util::sync::CancellationToken;
 
 /// How many leading bytes [`sniff`] may need.
@@ -67,6 +70,18 @@ pub const MAX_BYTES: usize = 5 * 1024 * 1024;
 /// Decoding needs about four bytes a pixel and resizing several times that, so larger images are
 /// refused up front rather than left to exhaust memory.
 const MAX_PIXELS: u64 = 100_000_000;
+
+/// The most memory one image may take while it is decoded, converted and resized. Images are
+/// worked on one at a time ([`Loaded`] holds the turn), so this bounds the whole process's image
+/// memory however many tools read images at once.
+pub const MEMORY_BUDGET: u64 = 768 * 1024 * 1024;
+
+/// Whose turn it is to hold a decoded image.
+static TURN: Mutex<()> = Mutex::new(());
+
+/// Working room beyond the full-size buffers: the resized image, its encodings and the JPEG
+/// encoder's RGB copy, for an image of at most [`MAX_SIDE`] px a side.
+const OUTPUT_ROOM: u64 = 2 * (MAX_SIDE as u64) * (MAX_SIDE as u64) * 4;
 
 /// High enough that text in screenshots stays legible, low enough to be several times smaller
 /// than PNG for photos.
@@ -145,10 +160,26 @@ pub struct Loaded {
     /// Whether EXIF orientation turned the stored pixels, so the file's bytes no longer show
     /// what [`Loaded::image`] does.
     pub reoriented: bool,
+    /// Held for as long as the image is: other decodes wait for it.
+    _turn: Turn,
+}
+
+/// The right to work on an image: taken before an image file is read, held until its
+/// [`Loaded`] is dropped, so one image at a time is in memory (its file bytes included).
+pub struct Turn {
+    _held: MutexGuard<'static, ()>,
+}
+
+/// Waits for the other images in work to be done with.
+pub fn turn() -> Turn {
+    Turn {
+        _held: TURN.lock().unwrap_or_else(PoisonError::into_inner),
+    }
 }
 
 /// Reads and decodes the image at `abs`; every failure is an error text naming the path.
 pub fn load(abs: &Path) -> Result<Loaded, String> {
+    let turn = turn();
     let mut file = std::fs::File::open(abs).map_err(|e| error_text(&e, "open", abs))?;
     let mut bytes = Vec::with_capacity(SNIFF_BYTES);
     // The head alone settles whether this is an image, so a large non-image is never read whole.
@@ -164,11 +195,16 @@ pub fn load(abs: &Path) -> Result<Loaded, String> {
     };
     file.read_to_end(&mut bytes)
         .map_err(|e| error_text(&e, "read", abs))?;
-    decode(bytes, mime, abs)
+    decode(bytes, mime, abs, turn)
 }
 
 /// Decodes `bytes` (already sniffed as `mime`), turned upright by its EXIF orientation.
-pub fn decode(bytes: Vec<u8>, mime: &'static str, abs: &Path) -> Result<Loaded, String> {
+pub fn decode(
+    bytes: Vec<u8>,
+    mime: &'static str,
+    abs: &Path,
+    turn: Turn,
+) -> Result<Loaded, String> {
     let format = match mime {
         "image/jpeg" => ImageFormat::Jpeg,
         "image/gif" => ImageFormat::Gif,
@@ -182,9 +218,20 @@ pub fn decode(bytes: Vec<u8>, mime: &'static str, abs: &Path) -> Result<Loaded, 
             format_name(mime)
         )
     };
-    let mut decoder = ImageReader::with_format(Cursor::new(&bytes), format)
-        .into_decoder()
-        .map_err(corrupt)?;
+    let mut reader = ImageReader::with_format(Cursor::new(&bytes), format);
+    let mut limits = Limits::default();
+    // The decoder's own guard, for what the estimate below cannot see (a decoder's buffers).
+    limits.max_alloc = Some(MEMORY_BUDGET);
+    reader.limits(limits);
+    let over_budget = |e: ImageError| match e {
+        ImageError::Limits(e) => format!(
+            "Image {} cannot be decoded within nova's {} MiB image memory budget: {e}",
+            abs.display(),
+            MEMORY_BUDGET >> 20
+        ),
+        other => corrupt(other),
+    };
+    let mut decoder = reader.into_decoder().map_err(over_budget)?;
     let (width, height) = decoder.dimensions();
     if u64::from(width) * u64::from(height) > MAX_PIXELS {
         return Err(format!(
@@ -193,15 +240,57 @@ pub fn decode(bytes: Vec<u8>, mime: &'static str, abs: &Path) -> Result<Loaded, 
             MAX_PIXELS / 1_000_000
         ));
     }
+    let color = decoder.color_type();
+    let needed = bytes.len() as u64 + peak_bytes(width, height, color);
+    if needed > MEMORY_BUDGET {
+        return Err(format!(
+            "Image {} is {width}x{height} px, {}: decoding and resizing it would take about {} \
+             MiB, over nova's {} MiB image memory budget",
+            abs.display(),
+            describe_color(color),
+            needed >> 20,
+            MEMORY_BUDGET >> 20
+        ));
+    }
     let orientation = decoder.orientation().map_err(corrupt)?;
-    let mut image = DynamicImage::from_decoder(decoder).map_err(corrupt)?;
+    let mut image = eight_bit(DynamicImage::from_decoder(decoder).map_err(over_budget)?);
     image.apply_orientation(orientation);
     Ok(Loaded {
         bytes,
         mime,
-        image: eight_bit(image),
+        image,
         reoriented: orientation != Orientation::NoTransforms,
+        _turn: turn,
     })
+}
+
+/// The most memory an image of this size and colour takes at once between decoding and
+/// encoding its fitted form, besides the file's bytes: the decoded pixels with their 8-bit conversion, then the 8-bit
+/// image with a second full copy (turned by EXIF orientation, or cropped by `zoom`) and the
+/// resizer's float buffer (as wide as the image, at most [`MAX_SIDE`] rows of RGBA f32).
+pub fn peak_bytes(width: u32, height: u32, color: ColorType) -> u64 {
+    let pixels = u64::from(width) * u64::from(height);
+    let decoded = pixels * u64::from(color.bytes_per_pixel());
+    let converted = pixels * u64::from(color.channel_count());
+    let converting = if decoded == converted {
+        decoded
+    } else {
+        decoded + converted
+    };
+    let resizing = u64::from(width) * u64::from(MAX_SIDE) * 16;
+    converting.max(2 * converted + resizing + OUTPUT_ROOM)
+}
+
+/// "16-bit RGB", as the refusal names it.
+fn describe_color(color: ColorType) -> String {
+    let channels = match color.channel_count() {
+        1 => "gray",
+        2 => "gray with alpha",
+        3 => "RGB",
+        _ => "RGBA",
+    };
+    let bits = color.bits_per_pixel() / u16::from(color.channel_count());
+    format!("{bits}-bit {channels}")
 }
 
 /// Models see 8 bits a channel; deeper images would only make every encoding larger.
@@ -211,6 +300,8 @@ fn eight_bit(image: DynamicImage) -> DynamicImage {
         | DynamicImage::ImageLumaA8(_)
         | DynamicImage::ImageRgb8(_)
         | DynamicImage::ImageRgba8(_) => image,
+        DynamicImage::ImageLuma16(_) => DynamicImage::ImageLuma8(image.to_luma8()),
+        DynamicImage::ImageLumaA16(_) => DynamicImage::ImageLumaA8(image.to_luma_alpha8()),
         other if other.color().has_alpha() => DynamicImage::ImageRgba8(other.to_rgba8()),
         other => DynamicImage::ImageRgb8(other.to_rgb8()),
     }
@@ -416,7 +507,7 @@ pub(crate) mod tests {
         image
             .write_to(&mut Cursor::new(&mut bytes), format)
             .unwrap();
-        decode(bytes, mime, Path::new("/x")).unwrap()
+        decode(bytes, mime, Path::new("/x"), turn()).unwrap()
     }
 
     #[test]
@@ -467,6 +558,29 @@ pub(crate) mod tests {
         let same = fit(&src, MAX_SIDE, MAX_BYTES, &CancellationToken::new()).unwrap();
         assert!(!same.reencoded);
         assert_eq!(same.data, src.bytes);
+    }
+
+    #[test]
+    fn the_budget_admits_big_8_bit_images_and_refuses_a_100_megapixel_16_bit_one() {
+        let mib = |b: u64| b >> 20;
+        assert!(peak_bytes(7680, 4320, ColorType::Rgba8) < MEMORY_BUDGET);
+        assert!(peak_bytes(10_000, 10_000, ColorType::L16) < MEMORY_BUDGET);
+        for color in [ColorType::Rgb16, ColorType::Rgba16] {
+            let needed = peak_bytes(10_000, 10_000, color);
+            assert!(needed > MEMORY_BUDGET, "{color:?}: {} MiB", mib(needed));
+        }
+        // 16-bit RGBA: 800 MB decoded and 400 MB converted are alive together.
+        assert_eq!(peak_bytes(10_000, 10_000, ColorType::Rgba16), 1_200_000_000);
+        assert_eq!(describe_color(ColorType::Rgb16), "16-bit RGB");
+        assert_eq!(describe_color(ColorType::La8), "8-bit gray with alpha");
+    }
+
+    #[test]
+    fn sixteen_bit_images_keep_their_channels_in_8_bits() {
+        let gray = DynamicImage::ImageLuma16(::image::ImageBuffer::new(3, 2));
+        assert!(matches!(eight_bit(gray), DynamicImage::ImageLuma8(_)));
+        let rgba = DynamicImage::ImageRgba16(::image::ImageBuffer::new(3, 2));
+        assert!(matches!(eight_bit(rgba), DynamicImage::ImageRgba8(_)));
     }
 
     #[test]

@@ -56,10 +56,11 @@ fn read(args: &Args, abs: &Path, cancel: &CancellationToken) -> ToolResult {
         .read_to_end(&mut head)
         .map_err(|e| error_text(&e, "read", abs))?;
     if let Some(mime) = image::sniff(&head) {
+        let turn = image::turn();
         let mut bytes = head;
         file.read_to_end(&mut bytes)
             .map_err(|e| error_text(&e, "read", abs))?;
-        return read_image(bytes, mime, abs, cancel);
+        return read_image(image::decode(bytes, mime, abs, turn)?, cancel);
     }
     let mut bytes = head;
     file.read_to_end(&mut bytes)
@@ -69,13 +70,7 @@ fn read(args: &Args, abs: &Path, cancel: &CancellationToken) -> ToolResult {
 
 /// Pi's layout: a note, then the image, resized when over 2000 px or the byte cap, with the
 /// mapping back to the original's coordinates.
-fn read_image(
-    bytes: Vec<u8>,
-    mime: &'static str,
-    abs: &Path,
-    cancel: &CancellationToken,
-) -> ToolResult {
-    let src = image::decode(bytes, mime, abs)?;
+fn read_image(src: image::Loaded, cancel: &CancellationToken) -> ToolResult {
     let fitted = image::fit(&src, image::MAX_SIDE, MAX_IMAGE_BYTES, cancel)?;
     let mut note = format!("Read image file [{}]", fitted.mime);
     let from = image::Px::of(&src.image);

@@ -144,6 +144,62 @@ fn continue_picks_the_newest_session_of_the_cwd() {
 }
 
 #[test]
+fn continue_on_a_newest_file_with_a_damaged_header_resumes_its_entries_and_says_so() {
+    let mock = MockLlm::start();
+    let dirs = Dirs::new();
+    write_session(
+        &dirs.session_dir(),
+        "01900000-0000-7000-8000-00000000000a",
+        "older",
+    );
+    let damaged = write_session(
+        &dirs.session_dir(),
+        "01900000-0000-7000-8000-00000000000b",
+        "kept",
+    );
+    let original = fs::read_to_string(&damaged).unwrap();
+    let (_, entries) = original.split_once('\n').unwrap();
+    fs::write(&damaged, format!("{{\"type\":\"sess\u{0}\n{entries}")).unwrap();
+    let torn = fs::read(&damaged).unwrap();
+    let future = SystemTime::now() + Duration::from_secs(60);
+    fs::File::options()
+        .write(true)
+        .open(&damaged)
+        .unwrap()
+        .set_modified(future)
+        .unwrap();
+
+    let mut nova = dirs.nova(&mock, &["--continue"]);
+    assert_eq!(texts(&messages(&mut nova)), ["user:kept", "assistant:ok"]);
+    let resumed = session_file(&mut nova);
+    assert_ne!(resumed, damaged);
+    let stderr = nova.stderr_with("no valid session header");
+    assert!(stderr.contains(&damaged.display().to_string()), "{stderr}");
+    assert!(
+        stderr.contains("resumed its 2 readable entries"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&resumed.display().to_string()), "{stderr}");
+    // The new file is a valid session pointing back at the damaged one, left as it was.
+    let header = lines_header(&resumed);
+    assert_eq!(header["parentSession"], damaged.display().to_string());
+    assert_eq!(fs::read(&damaged).unwrap(), torn);
+    finish(nova);
+
+    // Nothing readable at all: a new session, and stderr says why.
+    let empty = Dirs::new();
+    fs::create_dir_all(empty.session_dir()).unwrap();
+    let garbage = empty.session_dir().join("2026-01-05T10-00-00-000Z_x.jsonl");
+    fs::write(&garbage, "\u{0}\u{1}garbage\n{broken\n").unwrap();
+    let mut nova = empty.nova(&mock, &["-c"]);
+    assert!(messages(&mut nova).is_empty());
+    let stderr = nova.stderr_with("no readable entries");
+    assert!(stderr.contains(&garbage.display().to_string()), "{stderr}");
+    assert!(stderr.contains("a new session starts"), "{stderr}");
+    finish(nova);
+}
+
+#[test]
 fn unknown_or_ambiguous_session_on_the_command_line_is_exit_2() {
     let mock = MockLlm::start();
     let dirs = Dirs::new();

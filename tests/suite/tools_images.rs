@@ -2,6 +2,7 @@
 //! models of both wire formats.
 
 use super::tools::{Api, abs, gradient, nova_on, png, run_calls, size_of};
+use crate::support::big_png::write_uniform_16_bit;
 use crate::support::mock_llm::MockLlm;
 use image::ImageFormat;
 use serde_json::json;
@@ -260,4 +261,21 @@ fn zoom_crops_magnifies_caps_and_rejects_outside_rectangles() {
         "{}",
         ran.outcome("notimage").end
     );
+}
+
+#[test]
+fn an_image_over_the_memory_budget_is_refused_with_its_size_and_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("huge.png");
+    write_uniform_16_bit(&huge, 10_000, 10_000, ::png::ColorType::Rgb);
+    let mock = MockLlm::start();
+    let builder =
+        nova_on(&mock, Api::Ollama, "vision-model").file("huge.png", std::fs::read(&huge).unwrap());
+    let calls = ["view_image", "read"].map(|tool| (tool, tool, json!({"path": "huge.png"})));
+    let ran = run_calls(mock, builder, Api::Ollama, calls.to_vec());
+    for (id, ..) in calls {
+        let e = ran.outcome(id).err().to_owned();
+        assert!(e.contains("huge.png is 10000x10000 px, 16-bit RGB"), "{e}");
+        assert!(e.contains("over nova's 768 MiB image memory budget"), "{e}");
+    }
 }

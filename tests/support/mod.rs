@@ -17,6 +17,7 @@
 //! send the command, `gate.open()`. No sleeps.
 #![allow(dead_code)]
 
+pub mod big_png;
 pub mod mcp;
 pub mod mock_llm;
 pub mod nova_proc;

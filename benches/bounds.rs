@@ -1,0 +1,247 @@
+//! `cargo bench --bench bounds`: nova's memory bounds, printed, not asserted.
+//!
+//! - queue flood: 10,000 `follow_up` commands of 1 KB sent while a slow reply streams; how many
+//!   were queued and refused, and nova's peak RSS (VmHWM) over the whole flood, which includes
+//!   writing every `queue_update` (each carries all queued texts) to a client that reads them
+//! - image budget: four `read` calls in one batch (run in parallel) on a 10,000×10,000 16-bit
+//!   PNG, refused (RGB, over the budget) and decoded (gray, within it), with the peak RSS
+//!
+//! `NOVA_BENCH_BIN=<path>` measures another build of nova instead.
+#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../tests/support/mock_llm/mod.rs"]
+#[allow(dead_code)]
+mod mock_llm;
+
+#[path = "../tests/support/big_png.rs"]
+mod big_png;
+
+use mock_llm::{MockLlm, Reply};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const FLOOD: usize = 10_000;
+const FOLLOW_UP_BYTES: usize = 1024;
+const PARALLEL_READS: usize = 4;
+
+/// nova in RPC mode on the mock, with a reader thread that parses only the responses (lines
+/// starting `{"id"`) and passes on small events and tool results; the rest (the flood's
+/// events run to hundreds of MB) is dropped unparsed.
+struct Nova {
+    child: Child,
+    stdin: BufWriter<std::process::ChildStdin>,
+    responses: mpsc::Receiver<Value>,
+    events: mpsc::Receiver<String>,
+    reader: JoinHandle<u64>,
+    _dir: tempfile::TempDir,
+}
+
+impl Nova {
+    fn spawn(mock: &MockLlm, files: &[(&str, &Path)]) -> Nova {
+        let dir = tempfile::tempdir().unwrap();
+        let models = json!({"providers": {"mock": {"baseUrl": mock.base_url_ollama(),
+            "api": "ollama", "models": [{"id": "bench-model", "input": ["text", "image"]}]}}});
+        std::fs::write(dir.path().join("models.json"), models.to_string()).unwrap();
+        for (name, from) in files {
+            std::fs::copy(from, dir.path().join(name)).unwrap();
+        }
+        let bin =
+            std::env::var_os("NOVA_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_nova").into());
+        let mut child = Command::new(bin)
+            .args(["--mode", "rpc", "--no-session"])
+            .env("NOVA_AGENT_DIR", dir.path())
+            .env("OLLAMA_HOST", "127.0.0.1:9")
+            .current_dir(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
+        let (response_tx, responses) = mpsc::channel();
+        let (event_tx, events) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut bytes = 0u64;
+            for line in stdout.split(b'\n') {
+                let line = line.unwrap();
+                bytes += line.len() as u64 + 1;
+                if line.starts_with(b"{\"id\"") {
+                    let _ = response_tx.send(serde_json::from_slice(&line).unwrap());
+                } else if line.len() < 4096 || line.starts_with(b"{\"type\":\"tool_execution_end\"")
+                {
+                    let _ = event_tx.send(String::from_utf8_lossy(&line).into_owned());
+                }
+            }
+            bytes
+        });
+        Nova {
+            stdin: BufWriter::new(child.stdin.take().unwrap()),
+            child,
+            responses,
+            events,
+            reader,
+            _dir: dir,
+        }
+    }
+
+    fn send(&mut self, command: &Value) {
+        serde_json::to_writer(&mut self.stdin, command).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+    }
+
+    fn flush(&mut self) {
+        self.stdin.flush().unwrap();
+    }
+
+    fn response(&self, id: &str) -> Value {
+        loop {
+            let r = self
+                .responses
+                .recv_timeout(Duration::from_secs(120))
+                .unwrap();
+            if r["id"] == id {
+                return r;
+            }
+        }
+    }
+
+    fn until_event(&self, ty: &str) -> Value {
+        let needle = format!("\"type\":\"{ty}\"");
+        loop {
+            let line = self.events.recv_timeout(Duration::from_secs(300)).unwrap();
+            if line.contains(&needle) {
+                return serde_json::from_str(&line).unwrap();
+            }
+        }
+    }
+
+    /// Peak resident set (VmHWM) in KiB.
+    fn peak_rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Closes stdin and waits; returns the bytes nova wrote to stdout.
+    fn finish(mut self) -> u64 {
+        drop(self.stdin);
+        self.child.wait().unwrap();
+        self.reader.join().unwrap()
+    }
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+fn queue_flood() {
+    let mock = MockLlm::start();
+    // About 20 s of streaming, far longer than the flood takes: every follow-up meets a run.
+    mock.push(
+        Reply::text("x".repeat(2000))
+            .text_chunks(2000)
+            .delay_per_frame(Duration::from_millis(10)),
+    );
+    let mut nova = Nova::spawn(&mock, &[]);
+    nova.send(&json!({"id": "p", "type": "prompt", "message": "stream slowly"}));
+    nova.flush();
+    nova.response("p");
+    nova.until_event("message_update");
+    let started = Instant::now();
+    let text = "q".repeat(FOLLOW_UP_BYTES);
+    for i in 0..FLOOD {
+        nova.send(&json!({"id": format!("f{i}"), "type": "follow_up", "message": text}));
+    }
+    nova.flush();
+    let (mut queued, mut refused, mut last_error) = (0, 0, String::new());
+    for _ in 0..FLOOD {
+        let r = nova
+            .responses
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap();
+        if r["success"] == true {
+            queued += 1;
+        } else {
+            refused += 1;
+            last_error = r["error"].as_str().unwrap_or_default().to_owned();
+        }
+    }
+    let flood_time = started.elapsed();
+    nova.send(&json!({"id": "s", "type": "get_state"}));
+    nova.flush();
+    let state = nova.response("s");
+    let still_streaming = state["data"]["isStreaming"] == true;
+    nova.send(&json!({"id": "a", "type": "abort"}));
+    nova.flush();
+    nova.response("a");
+    let peak = nova.peak_rss();
+    let written = nova.finish();
+    println!(
+        "queue flood: {FLOOD} follow_up x {FOLLOW_UP_BYTES} B in {:.0} ms: {queued} queued, \
+         {refused} refused (\"{last_error}\"); still streaming after it: {still_streaming}",
+        flood_time.as_secs_f64() * 1000.0
+    );
+    println!(
+        "queue flood: peak RSS {} (target <= 64 MB); {:.0} MiB of events written",
+        mib(peak),
+        written as f64 / (1024.0 * 1024.0)
+    );
+}
+
+fn parallel_reads(label: &str, png: &Path) {
+    let mock = MockLlm::start();
+    let mut batch = Reply::new();
+    for i in 0..PARALLEL_READS {
+        batch = batch.tool_call(format!("r{i}"), "read", json!({"path": "big.png"}));
+    }
+    mock.push(batch);
+    mock.push(Reply::text("done"));
+    let mut nova = Nova::spawn(&mock, &[("big.png", png)]);
+    let started = Instant::now();
+    nova.send(&json!({"id": "p", "type": "prompt", "message": "read it four times"}));
+    nova.flush();
+    nova.response("p");
+    let mut outcomes = Vec::new();
+    while outcomes.len() < PARALLEL_READS {
+        let end = nova.until_event("tool_execution_end");
+        let text = end["result"]["content"][0]["text"].as_str().unwrap_or("");
+        outcomes.push(if end["isError"] == true {
+            format!("refused: {text}")
+        } else {
+            format!("ok: {}", text.lines().nth(1).unwrap_or(text))
+        });
+    }
+    nova.until_event("agent_settled");
+    let elapsed = started.elapsed();
+    let peak = nova.peak_rss();
+    nova.finish();
+    outcomes.dedup();
+    println!(
+        "image budget, {label}: {PARALLEL_READS} parallel reads in {:.1} s, peak RSS {} \
+         (target < 1 GB); {}",
+        elapsed.as_secs_f64(),
+        mib(peak),
+        outcomes.join(" | ")
+    );
+}
+
+fn main() {
+    queue_flood();
+    let dir = tempfile::tempdir().unwrap();
+    let rgb = dir.path().join("rgb16.png");
+    big_png::write_uniform_16_bit(&rgb, 10_000, 10_000, png::ColorType::Rgb);
+    parallel_reads("10000x10000 16-bit RGB", &rgb);
+    std::fs::remove_file(&rgb).unwrap();
+    let gray = dir.path().join("gray16.png");
+    big_png::write_uniform_16_bit(&gray, 10_000, 10_000, png::ColorType::Grayscale);
+    parallel_reads("10000x10000 16-bit gray", &gray);
+}

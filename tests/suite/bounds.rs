@@ -1,0 +1,161 @@
+//! Bounded resources through the binary: the message queues' limit, and the reader's handling
+//! of records at the edges (bad UTF-8, lone surrogates, the record limit).
+
+use crate::support::mock_llm::{Gate, MockLlm, Reply};
+use crate::support::nova_proc::{EVENT_TIMEOUT, Nova};
+use base64::Engine;
+use serde_json::{Value, json};
+
+/// nova's documented bounds (README, "Bounded resources").
+const MAX_QUEUED: usize = 1000;
+const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
+
+/// A run held mid-stream at a gate that stays shut, so everything sent meanwhile is queued.
+fn streaming(mock: &MockLlm, gate: &Gate) -> Nova {
+    mock.push(Reply::text("held").text_chunks(2).gate_after(1, gate));
+    let mut nova = Nova::builder().ollama(mock).spawn();
+    nova.request_ok(json!({"type": "prompt", "message": "go"}));
+    gate.wait_reached(EVENT_TIMEOUT);
+    nova
+}
+
+fn error_of(r: &Value) -> &str {
+    assert_eq!(r["success"], false, "{r}");
+    r["error"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn queues_refuse_messages_past_the_count_limit() {
+    let mock = MockLlm::start();
+    let gate = Gate::new();
+    let mut nova = streaming(&mock, &gate);
+    // One write for the lot, steering and follow-ups mixed: both count toward one limit.
+    let mut batch = Vec::new();
+    for i in 0..MAX_QUEUED {
+        let kind = if i % 10 == 0 { "steer" } else { "follow_up" };
+        batch.extend(
+            json!({"id": i, "type": kind, "message": format!("m{i}")})
+                .to_string()
+                .bytes(),
+        );
+        batch.push(b'\n');
+    }
+    nova.send_raw(&batch);
+    let last = nova.request(json!({"id": MAX_QUEUED - 1, "type": "get_state"}));
+    assert_eq!(last["success"], true, "{last}");
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    assert_eq!(state["pendingMessageCount"], MAX_QUEUED);
+
+    for cmd in [
+        json!({"type": "follow_up", "message": "one too many"}),
+        json!({"type": "steer", "message": "one too many"}),
+        json!({"type": "prompt", "message": "one too many", "streamingBehavior": "followUp"}),
+    ] {
+        let r = nova.request(cmd);
+        let e = error_of(&r);
+        assert!(e.contains("1000 messages are already waiting"), "{e}");
+    }
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    assert_eq!(state["pendingMessageCount"], MAX_QUEUED);
+
+    // Taking messages off the queue makes room again.
+    nova.request_ok(json!({"type": "clear_queue"}));
+    nova.request_ok(json!({"type": "follow_up", "message": "room again"}));
+    nova.request_ok(json!({"type": "abort"}));
+}
+
+#[test]
+fn queues_refuse_messages_past_the_byte_limit() {
+    let mock = MockLlm::start();
+    let gate = Gate::new();
+    let mut nova = streaming(&mock, &gate);
+    // Images count toward the limit though queue_update shows only texts, so the test's output
+    // stays small; 5 MiB is the largest attachment.
+    let data = base64::engine::general_purpose::STANDARD.encode(vec![7u8; 5 * 1024 * 1024]);
+    let image = json!([{"type": "image", "data": data, "mimeType": "image/png"}]);
+    let per_message = "img".len() + data.len() + "image/png".len();
+    let fit = MAX_QUEUED_BYTES / per_message;
+    for _ in 0..fit {
+        nova.request_ok(json!({"type": "follow_up", "message": "img", "images": image}));
+    }
+    let r = nova.request(json!({"type": "steer", "message": "img", "images": image}));
+    let e = error_of(&r);
+    assert!(e.contains("over the 32 MiB"), "{e}");
+    assert!(e.contains(&format!("this message {per_message}")), "{e}");
+    // A small message still fits.
+    nova.request_ok(json!({"type": "steer", "message": "short"}));
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    assert_eq!(state["pendingMessageCount"], fit + 1);
+    nova.request_ok(json!({"type": "abort"}));
+}
+
+const MAX_RECORD: usize = 8 * 1024 * 1024;
+
+#[test]
+fn bad_utf8_and_lone_surrogates_arrive_as_replacement_characters() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("ok"));
+    let mut nova = Nova::builder().ollama(&mock).spawn();
+    let mut line = br#"{"id":"u","type":"prompt","message":"a"#.to_vec();
+    line.extend([0xff, 0xfe, b'b', 0xe2, 0x82]);
+    line.extend(br#"c\ud800d\udc00e\ud83d\ude00"}"#);
+    line.push(b'\n');
+    nova.send_raw(&line);
+    let settled = nova.events_until("agent_settled");
+    let response = settled
+        .iter()
+        .find(|v| v["type"] == "response")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(response["success"], true, "{response}");
+    let expected = "a\u{fffd}\u{fffd}b\u{fffd}c\u{fffd}d\u{fffd}e\u{1f600}";
+    let messages = nova.request_ok(json!({"type": "get_messages"}));
+    assert_eq!(messages["messages"][0]["content"][0]["text"], expected);
+    let sent = &mock.chat_requests()[0].body;
+    assert!(sent.to_string().contains(expected), "{sent}");
+}
+
+#[test]
+fn refused_records_echo_their_id_when_it_can_be_read() {
+    let mut nova = Nova::builder().spawn();
+    nova.send_raw(b"{\"id\":\"cut\",\"type\":\"prompt\",\"message\":\"no end\n");
+    let r = nova.next_event(EVENT_TIMEOUT);
+    assert_eq!((&r["id"], &r["command"]), (&json!("cut"), &json!("parse")));
+    assert!(error_of(&r).starts_with("Failed to parse command"), "{r}");
+
+    let mut big = br#"{"id":42,"type":"prompt","message":""#.to_vec();
+    big.resize(MAX_RECORD + 100, b'x');
+    big.extend(b"\"}\n");
+    nova.send_raw(&big);
+    let r = nova.next_event(EVENT_TIMEOUT);
+    assert_eq!((&r["id"], &r["command"]), (&json!(42), &json!("parse")));
+    assert!(error_of(&r).contains("8 MiB"), "{r}");
+}
+
+/// `{"id":…,"type":"get_state"}` padded with spaces to `len` bytes.
+fn padded_get_state(id: &str, len: usize) -> Vec<u8> {
+    let mut record = json!({"id": id, "type": "get_state"})
+        .to_string()
+        .into_bytes();
+    record.resize(len, b' ');
+    record
+}
+
+#[test]
+fn a_trailing_cr_does_not_count_toward_the_record_limit() {
+    let mut nova = Nova::builder().spawn();
+    let mut input = padded_get_state("crlf", MAX_RECORD);
+    input.extend(b"\r\n");
+    input.extend(padded_get_state("over", MAX_RECORD + 1));
+    input.extend(b"\r\n");
+    nova.send_raw(&input);
+    let r = nova.next_event(EVENT_TIMEOUT);
+    assert_eq!(
+        (&r["id"], &r["success"]),
+        (&json!("crlf"), &json!(true)),
+        "{r}"
+    );
+    let r = nova.next_event(EVENT_TIMEOUT);
+    assert_eq!(r["id"], "over");
+    assert!(error_of(&r).contains("8 MiB"), "{r}");
+}
