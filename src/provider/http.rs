@@ -183,37 +183,12 @@ pub async fn list_ollama_models(
     }
 
     let url = format!("{}/api/tags", ollama::root(base_url));
-    let expired = |_| ProviderError::IdleTimeout {
-        url: url.clone(),
-        after: timeout,
-    };
-    let work = async {
-        let response = client
-            .get(&url)
-            .send()
-            .await
-            .map_err(|e| send_error(&e, &url, Api::Ollama))?;
-        let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| ProviderError::StreamCut {
-                url: url.clone(),
-                message: describe(&e),
-            })?;
-        let text = String::from_utf8_lossy(&body);
-        if !status.is_success() {
-            return Err(ProviderError::http(status.as_u16(), &url, &text));
-        }
-        let tags: Tags =
-            serde_json::from_str(&text).map_err(|e| ProviderError::invalid_json(&text, &e))?;
-        Ok(tags
-            .models
-            .into_iter()
-            .filter_map(|t| t.name.or(t.model))
-            .collect())
-    };
-    tokio::time::timeout(timeout, work).await.map_err(expired)?
+    let tags: Tags = json_reply(client.get(&url), &url, timeout).await?;
+    Ok(tags
+        .models
+        .into_iter()
+        .filter_map(|t| t.name.or(t.model))
+        .collect())
 }
 
 /// The context length `model` was trained for, as an Ollama server describes it
@@ -232,48 +207,57 @@ pub async fn ollama_context_length(
     }
 
     let url = format!("{}/api/show", ollama::root(base_url));
+    let request = client
+        .post(&url)
+        .header(CONTENT_TYPE, "application/json")
+        .body(serde_json::json!({ "model": model }).to_string());
+    let show: Show = json_reply(request, &url, timeout).await?;
+    let arch = show
+        .model_info
+        .get("general.architecture")
+        .and_then(|a| a.as_str());
+    let key = arch.map(|a| format!("{a}.context_length"));
+    let length = key
+        .and_then(|k| show.model_info.get(&k))
+        .or_else(|| {
+            show.model_info
+                .iter()
+                .find(|(k, _)| k.ends_with(".context_length"))
+                .map(|(_, v)| v)
+        })
+        .and_then(serde_json::Value::as_u64);
+    Ok(length)
+}
+
+/// Sends one of Ollama's small JSON requests and decodes the reply, all within `timeout`.
+async fn json_reply<T: serde::de::DeserializeOwned>(
+    request: reqwest::RequestBuilder,
+    url: &str,
+    timeout: Duration,
+) -> Result<T, ProviderError> {
     let work = async {
-        let response = client
-            .post(&url)
-            .header(CONTENT_TYPE, "application/json")
-            .body(serde_json::json!({ "model": model }).to_string())
+        let response = request
             .send()
             .await
-            .map_err(|e| send_error(&e, &url, Api::Ollama))?;
+            .map_err(|e| send_error(&e, url, Api::Ollama))?;
         let status = response.status();
         let body = response
             .bytes()
             .await
             .map_err(|e| ProviderError::StreamCut {
-                url: url.clone(),
+                url: url.to_owned(),
                 message: describe(&e),
             })?;
         let text = String::from_utf8_lossy(&body);
         if !status.is_success() {
-            return Err(ProviderError::http(status.as_u16(), &url, &text));
+            return Err(ProviderError::http(status.as_u16(), url, &text));
         }
-        let show: Show =
-            serde_json::from_str(&text).map_err(|e| ProviderError::invalid_json(&text, &e))?;
-        let arch = show
-            .model_info
-            .get("general.architecture")
-            .and_then(|a| a.as_str());
-        let key = arch.map(|a| format!("{a}.context_length"));
-        let length = key
-            .and_then(|k| show.model_info.get(&k))
-            .or_else(|| {
-                show.model_info
-                    .iter()
-                    .find(|(k, _)| k.ends_with(".context_length"))
-                    .map(|(_, v)| v)
-            })
-            .and_then(serde_json::Value::as_u64);
-        Ok(length)
+        serde_json::from_str(&text).map_err(|e| ProviderError::invalid_json(&text, &e))
     };
     tokio::time::timeout(timeout, work)
         .await
         .map_err(|_| ProviderError::IdleTimeout {
-            url: url.clone(),
+            url: url.to_owned(),
             after: timeout,
         })?
 }
