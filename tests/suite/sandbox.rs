@@ -8,9 +8,19 @@ use serde_json::{Value, json};
 use std::path::Path;
 use tempfile::TempDir;
 
-/// A directory outside every writable root: not under the cwd, and not under `/tmp`.
+/// A directory outside every writable root: cargo's scratch directory for tests, unless the
+/// checkout itself lies under `/tmp` or `$TMPDIR` (always writable), then one under the home
+/// directory's cache.
 fn outside() -> TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let writable = [Path::new("/tmp").to_path_buf(), std::env::temp_dir()];
+    if !writable.iter().any(|w| target.starts_with(w)) {
+        return tempfile::tempdir_in(target).unwrap();
+    }
+    let home = std::env::var_os("HOME").expect("HOME is set");
+    let base = Path::new(&home).join(".cache/nova-tests");
+    std::fs::create_dir_all(&base).unwrap();
+    tempfile::tempdir_in(base).unwrap()
 }
 
 fn builder(mock: &MockLlm) -> NovaBuilder {
