@@ -135,11 +135,11 @@ async fn run(mut cli: Cli, interface: Interface) -> ExitCode {
     let template_flags = std::mem::take(&mut cli.prompt_templates);
     let prompt_args = std::mem::take(&mut cli.prompts);
     let (approve_flagged, verbose) = (cli.approve_flagged, cli.verbose);
-    let client = match provider::http::client() {
-        Ok(c) => c,
-        Err(e) => return fatal(&format!("cannot set up HTTP: {e}")),
+    let client = provider::http::SharedClient::default();
+    let discover = async |base: &str| match client.get() {
+        Ok(c) => discover_ollama(c, base).await,
+        Err(_) => Vec::new(),
     };
-    let discover = async |base: &str| discover_ollama(&client, base).await;
     let config = match config::load(cli, discover).await {
         Ok(c) => c,
         Err(e) => return usage_error(&e),
@@ -204,7 +204,7 @@ struct Started {
     config: Config,
     session: Session,
     prompt_source: PromptSource,
-    client: reqwest::Client,
+    client: provider::http::SharedClient,
 }
 
 impl Started {

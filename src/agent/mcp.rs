@@ -7,6 +7,7 @@ use super::{Agent, Sink};
 use crate::mcp::{McpConfig, Servers, Verdict};
 use crate::protocol::ToolSpec;
 use crate::protocol::{Event, McpServer};
+use crate::provider::http::SharedClient;
 use crate::tools::ToolOutput;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -15,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 const DENIED: &str = "The user denied permission to call this tool, so it was not called.";
 
 /// Starts the configured servers in the background; `None` without any.
-pub(super) fn start(config: McpConfig, client: &reqwest::Client, sink: &Sink) -> Option<Servers> {
+pub(super) fn start(config: McpConfig, client: &SharedClient, sink: &Sink) -> Option<Servers> {
     let sink = sink.clone();
     let on_status = Arc::new(move |server: McpServer| sink.emit(Event::McpServerStatus { server }));
     Servers::start(config, client.clone(), on_status)

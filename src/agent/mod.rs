@@ -33,6 +33,7 @@ use crate::protocol::{
     CompactionReason, CompactionResult, ContentBlock, Event, Message, Model, QueueMode,
     SlashCommand, State as WireState, StreamingBehavior, ThinkingLevel, UserContent, UserMessage,
 };
+use crate::provider::http::SharedClient;
 use crate::session::{Session, SessionError};
 use crate::tools::Tool;
 use crate::tools::permission::Rules as PermissionRules;
@@ -96,7 +97,7 @@ struct Inner {
     /// Where new session files go; `None` with `--no-session`.
     session_files: Option<PathBuf>,
     idle_timeout: Duration,
-    client: reqwest::Client,
+    client: SharedClient,
     /// How many user `bash` commands are running.
     bash_running: user_bash::Running,
     /// The MCP servers; `None` when no `mcp.json` declares any.
@@ -182,7 +183,7 @@ impl Agent {
         config: Config,
         session: Session,
         prompt_source: PromptSource,
-        client: reqwest::Client,
+        client: SharedClient,
         sink: Sink,
     ) -> Self {
         let session_files = sessions::file_dir(&config);

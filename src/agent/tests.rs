@@ -92,7 +92,7 @@ async fn a_run_streams_into_the_sink() {
         config,
         session,
         prompt_source,
-        crate::provider::http::client().unwrap(),
+        crate::provider::http::SharedClient::default(),
         recorder.clone(),
     );
     let Ok(Prompted::Started(run)) = agent.prompt("hi".into(), Vec::new(), None) else {

@@ -5,6 +5,7 @@
 use super::config::{ServerConfig, Transport};
 use super::process::{self, Process};
 use super::resolve::resolve_all;
+use crate::provider::http::SharedClient;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ClientHandler;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool};
@@ -49,7 +50,7 @@ impl ClientHandler for Handler {
 /// timeout; dropping the future midway kills a child it started.
 pub async fn connect(
     config: &ServerConfig,
-    client: &reqwest::Client,
+    client: &SharedClient,
     handler: Handler,
 ) -> Result<(Connection, Vec<Tool>), String> {
     let (service, process) = match &config.transport {
@@ -84,8 +85,9 @@ pub async fn connect(
                     HeaderValue::try_from(value).map_err(|e| format!("header \"{name}\": {e}"))?;
                 custom.insert(name, value);
             }
+            let client = client.get().map_err(|e| e.to_string())?.clone();
             let transport = StreamableHttpClientTransport::with_client(
-                client.clone(),
+                client,
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom),
             );
             let service = handler.serve(transport).await.map_err(|e| e.to_string())?;

@@ -14,6 +14,7 @@ use super::result;
 use super::rules::{Rules, Verdict};
 use crate::protocol::ToolSpec;
 use crate::protocol::{McpServer, McpServerStatus};
+use crate::provider::http::SharedClient;
 use crate::tools::ToolOutput;
 use crate::tools::truncate::Limits;
 use rmcp::ServiceError;
@@ -49,7 +50,7 @@ struct Shared {
     configs: Vec<ServerConfig>,
     rules: Rules,
     startup_wait: Duration,
-    client: reqwest::Client,
+    client: SharedClient,
     on_status: StatusFn,
     state: Mutex<State>,
     /// Bumped after every phase change, for whoever waits for one.
@@ -91,7 +92,7 @@ enum Phase {
 impl Servers {
     /// Starts every enabled server in the background and returns at once; `None` when nothing
     /// is configured, so that nova without MCP does no MCP work at all.
-    pub fn start(config: McpConfig, client: reqwest::Client, on_status: StatusFn) -> Option<Self> {
+    pub fn start(config: McpConfig, client: SharedClient, on_status: StatusFn) -> Option<Self> {
         if config.servers.is_empty() {
             return None;
         }

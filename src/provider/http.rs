@@ -6,6 +6,7 @@ use super::estimate::Meter;
 use super::{Api, ProviderError, ProviderEvent, Request, anthropic, ollama, openai};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -14,17 +15,31 @@ const ERROR_BODY_LIMIT: usize = 16 * 1024;
 
 const OLLAMA_HINT: &str = "is Ollama running? start it with `ollama serve`";
 
-/// The HTTP client for all providers. Build it once and share it: it pools connections.
+/// The HTTP client for all providers and MCP servers, shared (it pools connections) and built
+/// on first use: building it reads every root certificate of the platform, milliseconds that
+/// startup (and a session that never leaves plain HTTP on loopback) should not pay.
 ///
-/// Has no overall request timeout because a reply may stream for many minutes; [`stream`]
-/// bounds the silence between chunks instead.
-pub fn client() -> Result<reqwest::Client, ProviderError> {
+/// The client has no overall request timeout because a reply may stream for many minutes;
+/// [`stream`] bounds the silence between chunks instead.
+#[derive(Debug, Clone, Default)]
+pub struct SharedClient(Arc<OnceLock<Result<reqwest::Client, String>>>);
+
+impl SharedClient {
+    pub fn get(&self) -> Result<&reqwest::Client, ProviderError> {
+        self.0
+            .get_or_init(build_client)
+            .as_ref()
+            .map_err(|e| ProviderError::ClientSetup(e.clone()))
+    }
+}
+
+fn build_client() -> Result<reqwest::Client, String> {
     // reqwest is built without a crypto provider so that ring, not aws-lc (a C build), is used.
     // An error only means some provider is installed already, which is all we need.
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().build().or_else(|e| {
         // Without platform roots HTTPS cannot be verified, but local servers on plain HTTP,
-        // nova's main use, still work; say why HTTPS will fail instead of refusing to start.
+        // nova's main use, still work; say why HTTPS will fail instead of failing every request.
         tracing::warn!(
             "TLS root certificates unavailable ({}); HTTPS requests will fail",
             describe(&e)
@@ -32,7 +47,7 @@ pub fn client() -> Result<reqwest::Client, ProviderError> {
         reqwest::Client::builder()
             .tls_certs_only([])
             .build()
-            .map_err(|e| ProviderError::ClientSetup(describe(&e)))
+            .map_err(|e| describe(&e))
     })
 }
 
@@ -40,7 +55,7 @@ pub fn client() -> Result<reqwest::Client, ProviderError> {
 /// provider's resolved credentials. A turn and the compaction summaries go the same way.
 #[derive(Debug, Clone)]
 pub struct Transport<'a> {
-    pub client: &'a reqwest::Client,
+    pub client: &'a SharedClient,
     pub idle_timeout: Duration,
     pub api_key: Option<String>,
     pub headers: Vec<(String, String)>,
@@ -80,6 +95,7 @@ pub async fn stream(
     })?;
     let mut builder = transport
         .client
+        .get()?
         .post(&url)
         .header(CONTENT_TYPE, "application/json")
         .body(body);
@@ -489,7 +505,7 @@ pub(crate) mod tests {
             max_tokens: None,
             thinking: None,
         };
-        let client = client().unwrap();
+        let client = SharedClient::default();
         let transport = Transport {
             client: &client,
             idle_timeout: Duration::from_millis(idle_ms),
@@ -770,7 +786,7 @@ pub(crate) mod tests {
         ))])
         .await;
         let names = list_ollama_models(
-            &client().unwrap(),
+            SharedClient::default().get().unwrap(),
             &format!("{base}/v1/"),
             Duration::from_secs(5),
         )

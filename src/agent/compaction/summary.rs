@@ -387,7 +387,7 @@ mod tests {
             base_url: base.to_string(),
             ..model("ollama", false)
         };
-        let client = http::client().unwrap();
+        let client = http::SharedClient::default();
         let transport = Transport {
             client: &client,
             idle_timeout: Duration::from_secs(5),
