@@ -15,15 +15,17 @@ mod mock_llm;
 
 #[path = "../tests/support/big_png.rs"]
 mod big_png;
+mod support;
 
 use mock_llm::{MockLlm, Reply};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use support::{mib, nova_rpc, rss_of};
 
 const FLOOD: usize = 10_000;
 const FOLLOW_UP_BYTES: usize = 1024;
@@ -50,18 +52,7 @@ impl Nova {
         for (name, from) in files {
             std::fs::copy(from, dir.path().join(name)).unwrap();
         }
-        let bin =
-            std::env::var_os("NOVA_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_nova").into());
-        let mut child = Command::new(bin)
-            .args(["--mode", "rpc", "--no-session"])
-            .env("NOVA_AGENT_DIR", dir.path())
-            .env("OLLAMA_HOST", "127.0.0.1:9")
-            .current_dir(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = nova_rpc(dir.path()).arg("--no-session").spawn().unwrap();
         let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
         let (response_tx, responses) = mpsc::channel();
         let (event_tx, events) = mpsc::channel();
@@ -122,13 +113,7 @@ impl Nova {
 
     /// Peak resident set (VmHWM) in KiB.
     fn peak_rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
+        rss_of(self.child.id()).1
     }
 
     /// Closes stdin and waits; returns the bytes nova wrote to stdout.
@@ -137,10 +122,6 @@ impl Nova {
         self.child.wait().unwrap();
         self.reader.join().unwrap()
     }
-}
-
-fn mib(kib: u64) -> String {
-    format!("{:.1} MiB", kib as f64 / 1024.0)
 }
 
 fn queue_flood() {

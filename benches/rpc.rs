@@ -17,6 +17,7 @@
 #[path = "../tests/support/mock_llm/mod.rs"]
 #[allow(dead_code)]
 mod mock_llm;
+mod support;
 
 use mock_llm::{MockLlm, Reply};
 use serde_json::{Value, json};
@@ -24,9 +25,10 @@ use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use support::{mib, nova_rpc, rss_of};
 
 const CHUNKS: usize = 20_000;
 /// Messages in the resumed conversation of the turn-overhead figure.
@@ -53,19 +55,7 @@ impl Proc {
 
     /// Starts nova in RPC mode with `dir` as its agent dir and working directory.
     fn launch(dir: tempfile::TempDir, args: &[&OsStr]) -> Proc {
-        let bin =
-            std::env::var_os("NOVA_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_nova").into());
-        let mut child = Command::new(bin)
-            .args(["--mode", "rpc"])
-            .args(args)
-            .env("NOVA_AGENT_DIR", dir.path())
-            .env("OLLAMA_HOST", "127.0.0.1:9")
-            .current_dir(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = nova_rpc(dir.path()).args(args).spawn().unwrap();
         Proc {
             stdin: child.stdin.take().unwrap(),
             stdout: BufReader::new(child.stdout.take().unwrap()),
@@ -111,20 +101,6 @@ impl Proc {
     }
 }
 
-/// (current, peak) resident set of process `pid` in KiB.
-fn rss_of(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
 fn models(mock: &MockLlm) -> Value {
     json!({"providers": {"mock": {"baseUrl": mock.base_url_ollama(), "api": "ollama",
         "models": [{"id": "bench-model"}]}}})
@@ -142,10 +118,6 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
-fn mib(kib: u64) -> String {
-    format!("{:.1} MiB", kib as f64 / 1024.0)
 }
 
 /// How long the mock takes to stream the reply to a reader that does nothing but read, from
