@@ -373,7 +373,8 @@ struct PermissionsForMcp {
 /// Where settings come from.
 pub struct Sources<'a> {
     pub user: &'a Path,
-    pub project: &'a Path,
+    /// `None` for what the process shares, which no project may change.
+    pub project: Option<&'a Path>,
     pub cwd: &'a Path,
     /// `--trust-project`.
     pub trust_flag: bool,
@@ -392,7 +393,10 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
         }
     };
     let mut user = read(sources.user, warnings).unwrap_or_default();
-    let mut project = read(sources.project, warnings).unwrap_or_default();
+    let mut project = match sources.project {
+        Some(path) => read(path, warnings).unwrap_or_default(),
+        None => Map::new(),
+    };
 
     let trusted_list = user.remove("trustedProjects");
     project.remove("trustedProjects");
@@ -405,13 +409,15 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     let project_retry = project.remove("retry");
     let mut listed = |key: &str, warnings: &mut Vec<String>| {
         let mut paths = listed_paths(&mut user, key, sources.user, SourceScope::User, warnings);
-        paths.extend(listed_paths(
-            &mut project,
-            key,
-            sources.project,
-            SourceScope::Project,
-            warnings,
-        ));
+        if let Some(file) = sources.project {
+            paths.extend(listed_paths(
+                &mut project,
+                key,
+                file,
+                SourceScope::Project,
+                warnings,
+            ));
+        }
         paths
     };
     let skills = listed("skills", warnings);
