@@ -348,13 +348,7 @@ impl RetrySettings {
         if project.max_delay < self.max_delay {
             ignored.push("a shorter \"maxAgentDelayMs\"");
         }
-        if !ignored.is_empty() {
-            warnings.push(format!(
-                "the project's .nova/settings.json may only tighten retry; ignoring {} \
-                 (trust the project with --trust-project or the trustedProjects setting)",
-                ignored.join(" and ")
-            ));
-        }
+        warn_untightened("retry", &ignored, warnings);
         RetrySettings {
             enabled: self.enabled && project.enabled,
             max_retries: self.max_retries.min(project.max_retries),
@@ -549,6 +543,18 @@ fn retry(
     }
 }
 
+/// The one line an untrusted project's loosening gets: what of `what` was `ignored`, and how to
+/// trust the project.
+fn warn_untightened(what: &str, ignored: &[&str], warnings: &mut Vec<String>) {
+    if !ignored.is_empty() {
+        warnings.push(format!(
+            "the project's .nova/settings.json may only tighten {what}; ignoring {} \
+             (trust the project with --trust-project or the trustedProjects setting)",
+            ignored.join(" and ")
+        ));
+    }
+}
+
 /// How strict a sandbox mode is, for "a project may only tighten".
 fn strictness(mode: SandboxMode) -> u8 {
     match mode {
@@ -601,13 +607,7 @@ fn sandbox(
         ignored.push("\"network\": true");
     }
     settings.network &= wanted.network;
-    if !ignored.is_empty() {
-        warnings.push(format!(
-            "the project's .nova/settings.json may only tighten the sandbox; ignoring {} \
-             (trust the project with --trust-project or the trustedProjects setting)",
-            ignored.join(" and ")
-        ));
-    }
+    warn_untightened("the sandbox", &ignored, warnings);
     Ok(settings)
 }
 
@@ -639,11 +639,10 @@ fn mcp_permissions(
     let mut rules = decode(user, "user settings")?;
     let mut project = decode(project, "project settings")?;
     if !trusted && !project.allow.is_empty() {
-        warnings.push(
-            "the project's .nova/settings.json may only tighten permissions; ignoring its \
-             permissions.mcp \"allow\" rules (trust the project with --trust-project or the \
-             trustedProjects setting)"
-                .into(),
+        warn_untightened(
+            "permissions",
+            &["its permissions.mcp \"allow\" rules"],
+            warnings,
         );
         project.allow.clear();
     }
@@ -691,13 +690,7 @@ fn bash_permissions(
             ignored.push("a looser \"mode\"");
         }
     }
-    if !ignored.is_empty() {
-        warnings.push(format!(
-            "the project's .nova/settings.json may only tighten permissions; ignoring {} \
-             (trust the project with --trust-project or the trustedProjects setting)",
-            ignored.join(" and ")
-        ));
-    }
+    warn_untightened("permissions", &ignored, warnings);
     Ok(rules)
 }
 
