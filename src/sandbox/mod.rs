@@ -11,13 +11,16 @@
 //!
 //! Nothing here knows about the RPC layer or the agent: the gate and the bash tool call in.
 
+mod git;
 mod keeper;
 mod launcher;
+mod placeholder;
 mod policy;
 mod settings;
 mod shell;
 
 pub use launcher::{kept, run_if_requested};
+pub use placeholder::Placeholders;
 pub use policy::{Policy, WriteRefusal};
 pub use settings::{Mode, SandboxSettings};
 pub use shell::{GroupStop, shell_output};
@@ -50,11 +53,20 @@ const SHARED_MEMORY: &str = "/dev/shm";
 pub struct Sandbox {
     mode: Mode,
     network: bool,
+    /// The policy as known before the startup check (without nested repositories).
     policy: Policy,
+    checked: OnceLock<Checked>,
+    /// The check that answers `checked`, running alongside nova's startup.
+    check: Mutex<Option<Receiver<Checked>>>,
+}
+
+/// What the startup check found.
+#[derive(Debug)]
+struct Checked {
     /// Why commands cannot be sandboxed here; `None` when they can (or the sandbox is off).
-    unavailable: OnceLock<Option<String>>,
-    /// The check that answers `unavailable`, running alongside nova's startup.
-    check: Mutex<Option<Receiver<Option<String>>>>,
+    unavailable: Option<String>,
+    /// The policy with the repositories nested below the cwd.
+    policy: Policy,
 }
 
 impl Sandbox {
@@ -72,8 +84,11 @@ impl Sandbox {
         Sandbox {
             mode,
             network,
+            checked: OnceLock::from(Checked {
+                unavailable,
+                policy: policy.clone(),
+            }),
             policy,
-            unavailable: OnceLock::from(unavailable),
             check: Mutex::new(None),
         }
     }
@@ -82,8 +97,9 @@ impl Sandbox {
     /// creates `<cwd>/.nova/` so that it can be protected. Problems become `warnings`.
     ///
     /// Whether the kernel can apply the sandbox is checked by a throwaway launcher, in the
-    /// background so that it does not add to startup; the first question that depends on the
-    /// answer waits for it, and a failure is reported once on stderr as soon as it is known.
+    /// background so that it does not add to startup, while the same thread looks for git
+    /// repositories nested below the cwd; the first question that depends on the answer waits
+    /// for it, and a failure is reported once on stderr as soon as it is known.
     pub fn start(
         flag: Option<Mode>,
         settings: Result<SandboxSettings, String>,
@@ -109,7 +125,7 @@ impl Sandbox {
         }
         let policy = Policy::new(settings.mode, cwd, &roots, agent_dir);
         let sandbox = Sandbox::known(settings.mode, settings.network, policy, None);
-        let probe = sandbox.spec().probe().and_then(|mut cmd| {
+        let probe = sandbox.spec(&sandbox.policy).probe().and_then(|mut cmd| {
             cmd.stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -117,17 +133,27 @@ impl Sandbox {
                 .map_err(|e| format!("cannot start the launcher: {e}"))
         });
         let (tx, rx) = mpsc::channel();
+        let mut policy = sandbox.policy.clone();
         let check = std::thread::Builder::new()
             .name("nova-sandbox-check".into())
             .spawn(move || {
-                let _ = tx.send(report(probe.and_then(probe_result)));
+                let cut_short = policy.find_nested();
+                if let Some(note) = cut_short {
+                    let _ = writeln!(std::io::stderr(), "nova: warning: sandbox: {note}");
+                }
+                let unavailable = report(probe.and_then(probe_result));
+                let _ = tx.send(Checked {
+                    unavailable,
+                    policy,
+                });
             });
         match check {
             Ok(_) => Sandbox {
-                unavailable: OnceLock::new(),
+                checked: OnceLock::new(),
                 check: Mutex::new(Some(rx)),
                 ..sandbox
             },
+            // The policy then knows no nested repositories; every command asks anyway.
             Err(e) => {
                 let reason = format!("cannot check the sandbox: {e}");
                 Sandbox::known(sandbox.mode, sandbox.network, sandbox.policy, Some(reason))
@@ -142,27 +168,31 @@ impl Sandbox {
 
     /// Waits for the startup check the first time (a few milliseconds, and usually over long
     /// before anyone asks).
+    fn checked(&self) -> &Checked {
+        self.checked.get_or_init(|| {
+            let check = self
+                .check
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            let failed = |why: String| Checked {
+                unavailable: report(Err(why)),
+                policy: self.policy.clone(),
+            };
+            match check.map(|rx| rx.recv_timeout(CHECK_TIMEOUT)) {
+                None => failed("the check failed".into()),
+                Some(Ok(checked)) => checked,
+                Some(Err(RecvTimeoutError::Timeout)) => failed(format!(
+                    "the check did not finish within {} s",
+                    CHECK_TIMEOUT.as_secs()
+                )),
+                Some(Err(RecvTimeoutError::Disconnected)) => failed("the check failed".into()),
+            }
+        })
+    }
+
     fn unavailable(&self) -> Option<&str> {
-        self.unavailable
-            .get_or_init(|| {
-                let check = self
-                    .check
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take();
-                match check.map(|rx| rx.recv_timeout(CHECK_TIMEOUT)) {
-                    None => None,
-                    Some(Ok(answer)) => answer,
-                    Some(Err(RecvTimeoutError::Timeout)) => report(Err(format!(
-                        "the check did not finish within {} s",
-                        CHECK_TIMEOUT.as_secs()
-                    ))),
-                    Some(Err(RecvTimeoutError::Disconnected)) => {
-                        report(Err("the check failed".into()))
-                    }
-                }
-            })
-            .as_deref()
+        self.checked().unavailable.as_deref()
     }
 
     /// `get_state.sandbox`.
@@ -177,7 +207,7 @@ impl Sandbox {
 
     /// Why a file tool must ask before writing `path` (absolute); `None` to go ahead.
     pub fn file_write_reason(&self, path: &Path) -> Option<WriteRefusal> {
-        self.policy.file_write_reason(path)
+        self.checked().policy.file_write_reason(path)
     }
 
     /// Why a bash command must ask first as far as the sandbox is concerned: it cannot be
@@ -198,9 +228,18 @@ impl Sandbox {
         })
     }
 
-    /// The launcher command that runs `program args…` inside the sandbox.
-    pub fn command(&self, program: &str, args: &[&str]) -> Result<Command, String> {
-        self.spec().command(program, args)
+    /// The launcher command that runs `program args…` inside the sandbox, and the placeholders
+    /// it relies on: [`Placeholders::release`] them once the launcher has exited.
+    pub fn command(&self, program: &str, args: &[&str]) -> Result<(Command, Placeholders), String> {
+        let policy = &self.checked().policy;
+        let placeholders = Placeholders::hold(&policy.placeholders())?;
+        match self.spec(policy).command(program, args) {
+            Ok(cmd) => Ok((cmd, placeholders)),
+            Err(e) => {
+                placeholders.release();
+                Err(e)
+            }
+        }
     }
 
     /// A note for the model when a sandboxed command failed with a permission error.
@@ -219,8 +258,8 @@ impl Sandbox {
         let allowed = match self.mode {
             Mode::ReadOnly => "commands may not change any file".to_owned(),
             _ => format!(
-                "commands may write only under {}, and never to .nova/, .git/hooks or \
-                 .git/config",
+                "commands may write only under {}, and never to .nova/, .mcp.json or the files \
+                 through which git runs programs (hooks, config, commondir, …)",
                 self.policy.roots_text()
             ),
         };
@@ -239,9 +278,9 @@ impl Sandbox {
 
     /// What the launcher must set up for a command starting now (protected paths are looked
     /// up each time: `.git` may appear during a session).
-    fn spec(&self) -> Spec {
-        let Protected { read_only, pinned } = self.policy.protected();
-        let mut writable = self.policy.writable().to_vec();
+    fn spec(&self, policy: &Policy) -> Spec {
+        let Protected { read_only, pinned } = policy.protected();
+        let mut writable = policy.writable().to_vec();
         if self.mode == Mode::WorkspaceWrite {
             writable.push(PathBuf::from(SHARED_MEMORY));
         }
