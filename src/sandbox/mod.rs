@@ -53,20 +53,12 @@ const SHARED_MEMORY: &str = "/dev/shm";
 pub struct Sandbox {
     mode: Mode,
     network: bool,
-    /// The policy as known before the startup check (without nested repositories).
+    /// The policy as known before the startup walk (without nested repositories).
     policy: Policy,
-    checked: OnceLock<Checked>,
-    /// The check that answers `checked`, running alongside nova's startup.
-    check: Mutex<Option<Receiver<Checked>>>,
-}
-
-/// What the startup check found.
-#[derive(Debug)]
-struct Checked {
     /// Why commands cannot be sandboxed here; `None` when they can (or the sandbox is off).
-    unavailable: Option<String>,
+    unavailable: Background<Option<String>>,
     /// The policy with the repositories nested below the cwd.
-    policy: Policy,
+    nested: Background<Policy>,
 }
 
 impl Sandbox {
@@ -84,21 +76,18 @@ impl Sandbox {
         Sandbox {
             mode,
             network,
-            checked: OnceLock::from(Checked {
-                unavailable,
-                policy: policy.clone(),
-            }),
+            unavailable: Background::ready(unavailable),
+            nested: Background::ready(policy.clone()),
             policy,
-            check: Mutex::new(None),
         }
     }
 
     /// Builds the sandbox from `--sandbox` (which wins) and the `sandbox` settings object, and
     /// creates `<cwd>/.nova/` so that it can be protected. Problems become `warnings`.
     ///
-    /// Whether the kernel can apply the sandbox is checked by a throwaway launcher, in the
-    /// background so that it does not add to startup, while the same thread looks for git
-    /// repositories nested below the cwd; the first question that depends on the answer waits
+    /// Two things are worked out in the background so that they do not add to startup: whether
+    /// the kernel can apply the sandbox (a throwaway launcher) and which git repositories are
+    /// nested below the cwd (a bounded walk). The first question that depends on either waits
     /// for it, and a failure is reported once on stderr as soon as it is known.
     pub fn start(
         flag: Option<Mode>,
@@ -132,32 +121,28 @@ impl Sandbox {
                 .spawn()
                 .map_err(|e| format!("cannot start the launcher: {e}"))
         });
-        let (tx, rx) = mpsc::channel();
+        let unavailable = Background::spawn("nova-sandbox-check", move || {
+            report(probe.and_then(probe_result))
+        })
+        .unwrap_or_else(|e| Background::ready(report(Err(format!("cannot check it: {e}")))));
         let mut policy = sandbox.policy.clone();
-        let check = std::thread::Builder::new()
-            .name("nova-sandbox-check".into())
-            .spawn(move || {
-                let cut_short = policy.find_nested();
-                if let Some(note) = cut_short {
-                    let _ = writeln!(std::io::stderr(), "nova: warning: sandbox: {note}");
+        let nested = match settings.mode {
+            Mode::WorkspaceWrite => Background::spawn("nova-sandbox-repos", move || {
+                if let Some(note) = policy.find_nested() {
+                    warn(&note);
                 }
-                let unavailable = report(probe.and_then(probe_result));
-                let _ = tx.send(Checked {
-                    unavailable,
-                    policy,
-                });
-            });
-        match check {
-            Ok(_) => Sandbox {
-                checked: OnceLock::new(),
-                check: Mutex::new(Some(rx)),
-                ..sandbox
-            },
-            // The policy then knows no nested repositories; every command asks anyway.
-            Err(e) => {
-                let reason = format!("cannot check the sandbox: {e}");
-                Sandbox::known(sandbox.mode, sandbox.network, sandbox.policy, Some(reason))
-            }
+                policy
+            })
+            .unwrap_or_else(|e| {
+                warn(&format!("cannot look for nested git repositories: {e}"));
+                Background::ready(sandbox.policy.clone())
+            }),
+            _ => Background::ready(policy),
+        };
+        Sandbox {
+            unavailable,
+            nested,
+            ..sandbox
         }
     }
 
@@ -168,31 +153,20 @@ impl Sandbox {
 
     /// Waits for the startup check the first time (a few milliseconds, and usually over long
     /// before anyone asks).
-    fn checked(&self) -> &Checked {
-        self.checked.get_or_init(|| {
-            let check = self
-                .check
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
-            let failed = |why: String| Checked {
-                unavailable: report(Err(why)),
-                policy: self.policy.clone(),
-            };
-            match check.map(|rx| rx.recv_timeout(CHECK_TIMEOUT)) {
-                None => failed("the check failed".into()),
-                Some(Ok(checked)) => checked,
-                Some(Err(RecvTimeoutError::Timeout)) => failed(format!(
-                    "the check did not finish within {} s",
-                    CHECK_TIMEOUT.as_secs()
-                )),
-                Some(Err(RecvTimeoutError::Disconnected)) => failed("the check failed".into()),
-            }
-        })
+    fn unavailable(&self) -> Option<&str> {
+        self.unavailable
+            .get(|why| report(Err(format!("the check {why}"))))
+            .as_deref()
     }
 
-    fn unavailable(&self) -> Option<&str> {
-        self.checked().unavailable.as_deref()
+    /// The whole policy: waits for the startup walk the first time.
+    fn policy(&self) -> &Policy {
+        self.nested.get(|why| {
+            warn(&format!(
+                "the search for nested git repositories {why}; they are not protected"
+            ));
+            self.policy.clone()
+        })
     }
 
     /// `get_state.sandbox`.
@@ -207,7 +181,7 @@ impl Sandbox {
 
     /// Why a file tool must ask before writing `path` (absolute); `None` to go ahead.
     pub fn file_write_reason(&self, path: &Path) -> Option<WriteRefusal> {
-        self.checked().policy.file_write_reason(path)
+        self.policy().file_write_reason(path)
     }
 
     /// Why a bash command must ask first as far as the sandbox is concerned: it cannot be
@@ -231,7 +205,7 @@ impl Sandbox {
     /// The launcher command that runs `program args…` inside the sandbox, and the placeholders
     /// it relies on: [`Placeholders::release`] them once the launcher has exited.
     pub fn command(&self, program: &str, args: &[&str]) -> Result<(Command, Placeholders), String> {
-        let policy = &self.checked().policy;
+        let policy = self.policy();
         let placeholders = Placeholders::hold(&policy.placeholders())?;
         match self.spec(policy).command(program, args) {
             Ok(cmd) => Ok((cmd, placeholders)),
@@ -314,6 +288,62 @@ fn report(check: Result<Vec<String>, String>) -> Option<String> {
         let _ = writeln!(stderr, "nova: warning: {line}");
     }
     unavailable
+}
+
+fn warn(note: &str) {
+    let _ = writeln!(std::io::stderr(), "nova: warning: sandbox: {note}");
+}
+
+/// A value worked out on a thread of its own while nova starts. The first reader waits for it
+/// (at most [`CHECK_TIMEOUT`]); then it is kept.
+#[derive(Debug)]
+struct Background<T> {
+    value: OnceLock<T>,
+    pending: Mutex<Option<Receiver<T>>>,
+}
+
+impl<T: Send + 'static> Background<T> {
+    fn ready(value: T) -> Background<T> {
+        Background {
+            value: OnceLock::from(value),
+            pending: Mutex::new(None),
+        }
+    }
+
+    fn spawn(
+        name: &str,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> std::io::Result<Background<T>> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let _ = tx.send(work());
+            })?;
+        Ok(Background {
+            value: OnceLock::new(),
+            pending: Mutex::new(Some(rx)),
+        })
+    }
+
+    /// `failed` is told why there is no value ("did not finish within 5 s", "failed").
+    fn get(&self, failed: impl FnOnce(String) -> T) -> &T {
+        self.value.get_or_init(|| {
+            let pending = self
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            match pending.map(|rx| rx.recv_timeout(CHECK_TIMEOUT)) {
+                Some(Ok(value)) => value,
+                Some(Err(RecvTimeoutError::Timeout)) => failed(format!(
+                    "did not finish within {} s",
+                    CHECK_TIMEOUT.as_secs()
+                )),
+                _ => failed("failed".into()),
+            }
+        })
+    }
 }
 
 /// What the throwaway launcher said: `Ok` holds what the kernel cannot enforce.
