@@ -1,6 +1,7 @@
-//! The sandbox end to end: bash commands run under it (writes confined to the workspace,
-//! `.nova/` and `.git` hooks and config read-only), the file tools ask before crossing its
-//! boundary, `sandbox: false` asks first, and `get_state` reports it.
+//! The sandbox end to end: bash commands run under it (writes confined to the workspace;
+//! `.nova/`, `.mcp.json` and the files through which git runs programs read-only, missing ones
+//! included), the file tools ask before crossing its boundary, `sandbox: false` asks first, and
+//! `get_state` reports it.
 
 use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::{EVENT_TIMEOUT, Nova, NovaBuilder, openai_models};
