@@ -72,11 +72,14 @@ impl Guards {
         if depth > DEPTH || !dir.is_dir() || self.visited.contains(&real) {
             return;
         }
-        self.visited.push(real);
         let commondir = dir.join("commondir");
-        if let Ok(common) = fs::read_to_string(&commondir).map(|c| c.trim_end().to_owned())
-            && common != "."
-        {
+        let common = fs::read_to_string(&commondir)
+            .ok()
+            .map(|c| dir.join(c.trim_end_matches(['\n', '\r'])))
+            // Naming the dir itself (as the placeholder does) is the same as naming none.
+            .filter(|common| fs::canonicalize(common).ok().as_ref() != Some(&real));
+        self.visited.push(real);
+        if let Some(common) = common {
             // A linked worktree's own dir: hooks and config come from the common dir.
             self.push((commondir, Guard::ReadOnly(".git/commondir", None)));
             self.push((
@@ -87,7 +90,7 @@ impl Guards {
                 dir.join("config.worktree"),
                 Guard::ReadOnly(".git/config.worktree", Some(Placeholder::File(""))),
             ));
-            self.git_dir(&dir.join(common), depth + 1);
+            self.git_dir(&common, depth + 1);
             return;
         }
         self.list.extend([

@@ -418,6 +418,15 @@ mod tests {
         let p = policy.protected();
         assert!(p.read_only.contains(&cwd.join(".mcp.json")), "{p:?}");
         assert!(p.read_only.contains(&cwd.join(".git/commondir")), "{p:?}");
+        // A commondir naming the git dir itself, however spelled, leaves it the git dir.
+        fs::write(cwd.join(".git/commondir"), "./\n").unwrap();
+        assert!(
+            policy
+                .protected()
+                .read_only
+                .contains(&cwd.join(".git/hooks"))
+        );
+        fs::remove_file(cwd.join(".git/commondir")).unwrap();
         fs::remove_dir(cwd.join(".mcp.json")).unwrap();
 
         fs::remove_dir_all(cwd.join(".git")).unwrap();
