@@ -252,10 +252,12 @@ pub struct ModelCost {
 /// The wire format a model is reached through (`api` in models.json and on [`Model`]), parsed
 /// once when the configuration is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::EnumIter)]
-#[serde(rename_all = "kebab-case")]
 pub enum Api {
+    #[serde(rename = "ollama")]
     Ollama,
+    #[serde(rename = "openai-completions")]
     OpenAiCompletions,
+    #[serde(rename = "anthropic-messages")]
     AnthropicMessages,
 }
 
@@ -270,6 +272,16 @@ impl Api {
 
     pub fn parse(s: &str) -> Option<Api> {
         <Api as strum::IntoEnumIterator>::iter().find(|api| api.as_str() == s)
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn api_names_are_the_same_on_the_wire_and_in_models_json() {
+    for api in <Api as strum::IntoEnumIterator>::iter() {
+        let wire = serde_json::to_value(api).ok();
+        assert_eq!(wire.as_ref().and_then(|w| w.as_str()), Some(api.as_str()));
+        assert_eq!(Api::parse(api.as_str()), Some(api));
     }
 }
 
