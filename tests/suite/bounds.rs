@@ -1,10 +1,13 @@
-//! Bounded resources through the binary: the message queues' limit, and the reader's handling
-//! of records at the edges (bad UTF-8, lone surrogates, the record limit).
+//! Bounded resources through the binary: the message queues' limit, the reader's handling of
+//! records at the edges (bad UTF-8, lone surrogates, the record limit), and the work one reply
+//! can cause (calls per reply, tools at once, memory of `read` and `grep` on huge lines, kept
+//! command output).
 
 use crate::support::mock_llm::{Gate, MockLlm, Reply};
 use crate::support::nova_proc::{EVENT_TIMEOUT, Nova};
 use base64::Engine;
 use serde_json::{Value, json};
+use std::time::{Duration, Instant};
 
 /// nova's documented bounds (README, "Bounded resources").
 const MAX_QUEUED: usize = 1000;
@@ -158,4 +161,129 @@ fn a_trailing_cr_does_not_count_toward_the_record_limit() {
     let r = nova.next_event(EVENT_TIMEOUT);
     assert_eq!(r["id"], "over");
     assert!(error_of(&r).contains("8 MiB"), "{r}");
+}
+
+/// nova's documented limits on one reply's tool calls (README, "Bounded resources").
+const MAX_CALLS_PER_REPLY: usize = 128;
+const MAX_CONCURRENT_TOOLS: usize = 8;
+
+/// One reply of `calls` bash calls running `command(i)`, then a text reply.
+fn bash_batch(mock: &MockLlm, calls: usize, command: impl Fn(usize) -> String) {
+    let mut reply = Reply::new();
+    for i in 0..calls {
+        reply = reply.tool_call("", "bash", json!({"command": command(i)}));
+    }
+    mock.push(reply);
+    mock.push(Reply::text("done"));
+}
+
+/// Every `tool_execution_end` so far, checked to come in the order of the calls' starts.
+fn tool_ends(nova: &Nova) -> Vec<Value> {
+    let of_type = |ty: &str| -> Vec<Value> {
+        nova.log()
+            .iter()
+            .filter(|l| l.value["type"] == ty)
+            .map(|l| l.value.clone())
+            .collect()
+    };
+    let ends = of_type("tool_execution_end");
+    let ids = |events: &[Value]| -> Vec<Value> {
+        events.iter().map(|e| e["toolCallId"].clone()).collect()
+    };
+    assert_eq!(
+        ids(&ends),
+        ids(&of_type("tool_execution_start")),
+        "results in call order"
+    );
+    ends
+}
+
+fn result_text(end: &Value) -> &str {
+    end["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_reply_runs_its_first_calls_and_answers_the_rest_with_an_error() {
+    const CALLS: usize = 1000;
+    let mock = MockLlm::start();
+    bash_batch(&mock, CALLS, |i| format!("echo {i} >> ran.txt"));
+    let mut nova = Nova::builder().ollama(&mock).spawn();
+    nova.request_ok(json!({"type": "prompt", "message": "go"}));
+    nova.wait_for_type("tool_execution_start", Duration::from_secs(30));
+    // Asked while the batch runs, and answered after the events already queued before it (this
+    // harness parses each of them, in a debug build on a shared machine: the bench measures the
+    // figure the README gives).
+    let asked = Instant::now();
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    let answered = asked.elapsed();
+    assert_eq!(state["isStreaming"], true);
+    assert!(
+        answered < Duration::from_secs(3),
+        "get_state took {answered:?}"
+    );
+
+    nova.events_until_timeout("agent_settled", Duration::from_secs(120));
+    let ends = tool_ends(&nova);
+    assert_eq!(ends.len(), CALLS);
+    for (i, end) in ends.iter().enumerate() {
+        if i < MAX_CALLS_PER_REPLY {
+            assert_eq!(end["isError"], false, "{end}");
+        } else {
+            assert_eq!(end["isError"], true, "{end}");
+            assert_eq!(
+                result_text(end),
+                format!(
+                    "Not run: this reply made {CALLS} tool calls and nova runs at most \
+                     {MAX_CALLS_PER_REPLY} per reply (this was call {}). Make the remaining \
+                     calls in a later reply.",
+                    i + 1
+                )
+            );
+        }
+    }
+    let ran = std::fs::read_to_string(nova.cwd().join("ran.txt")).unwrap();
+    let mut ran: Vec<usize> = ran.lines().map(|l| l.parse().unwrap()).collect();
+    ran.sort_unstable();
+    assert_eq!(ran, (0..MAX_CALLS_PER_REPLY).collect::<Vec<_>>());
+    // Every call has its result in the next request, so the conversation stays valid.
+    let requests = mock.chat_requests();
+    let sent = requests[1]
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .count();
+    assert_eq!(sent, CALLS);
+    mock.assert_no_violations();
+}
+
+#[test]
+fn at_most_a_few_tools_run_at_once_and_results_keep_call_order() {
+    const CALLS: usize = 40;
+    let mock = MockLlm::start();
+    // Each call marks its start and end in one file; appends of a few bytes do not interleave.
+    bash_batch(&mock, CALLS, |i| {
+        format!("echo + >> trace; sleep 0.2; echo - >> trace; echo {i}")
+    });
+    let mut nova = Nova::builder().ollama(&mock).spawn();
+    nova.request_ok(json!({"type": "prompt", "message": "go"}));
+    nova.events_until_timeout("agent_settled", Duration::from_secs(60));
+    let ends = tool_ends(&nova);
+    assert_eq!(ends.len(), CALLS);
+    for (i, end) in ends.iter().enumerate() {
+        assert_eq!(result_text(end), format!("{i}\n"), "{end}");
+    }
+    let trace = std::fs::read_to_string(nova.cwd().join("trace")).unwrap();
+    let (mut running, mut most) = (0i32, 0i32);
+    for mark in trace.lines() {
+        running += if mark == "+" { 1 } else { -1 };
+        most = most.max(running);
+    }
+    assert_eq!(running, 0, "{trace}");
+    assert!(
+        most as usize <= MAX_CONCURRENT_TOOLS,
+        "{most} commands ran at once"
+    );
+    assert!(most > 1, "calls still run concurrently");
 }
