@@ -16,6 +16,7 @@ pub mod permission;
 mod read;
 mod search;
 pub mod truncate;
+mod utf8;
 pub mod validate;
 mod view_image;
 mod write;

@@ -3,6 +3,7 @@
 //! outgrows the limits every raw byte also goes to a temp file so nothing is lost.
 
 use super::truncate::{Limits, TruncatedBy, Truncation, truncate_tail};
+use super::utf8::Lossy;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,8 +15,7 @@ pub struct Snapshot {
 
 pub struct Output {
     limits: Limits,
-    /// An incomplete UTF-8 sequence at the end of the last chunk, completed by the next one.
-    pending: Vec<u8>,
+    decoder: Lossy,
     tail: String,
     tail_starts_line: bool,
     total_bytes: usize,
@@ -36,7 +36,7 @@ impl Output {
     pub fn new(limits: Limits, prefix: &'static str) -> Output {
         Output {
             limits,
-            pending: Vec::new(),
+            decoder: Lossy::default(),
             tail: String::new(),
             tail_starts_line: true,
             total_bytes: 0,
@@ -55,7 +55,7 @@ impl Output {
     /// chunks comes out with the chunk that ends it).
     pub fn push(&mut self, bytes: &[u8]) -> String {
         self.raw_bytes += bytes.len();
-        let text = self.decode(bytes);
+        let text = self.decoder.push(bytes);
         self.add_text(&text);
         if self.file.is_some() || self.over_limits() {
             self.open_file();
@@ -71,9 +71,8 @@ impl Output {
 
     /// Ends the stream: a dangling partial character becomes U+FFFD.
     pub fn finish(&mut self) {
-        if !self.pending.is_empty() {
-            self.pending.clear();
-            self.add_text("\u{FFFD}");
+        if let Some(rest) = self.decoder.finish() {
+            self.add_text(rest);
         }
         if self.over_limits() {
             self.open_file();
@@ -131,36 +130,6 @@ impl Output {
         self.raw_bytes > self.limits.max_bytes
             || self.total_bytes > self.limits.max_bytes
             || self.total_lines() > self.limits.max_lines
-    }
-
-    fn decode(&mut self, bytes: &[u8]) -> String {
-        let mut buf = std::mem::take(&mut self.pending);
-        buf.extend_from_slice(bytes);
-        let mut out = String::with_capacity(buf.len());
-        let mut rest = buf.as_slice();
-        loop {
-            match std::str::from_utf8(rest) {
-                Ok(s) => {
-                    out.push_str(s);
-                    break;
-                }
-                Err(e) => {
-                    let (valid, after) = rest.split_at(e.valid_up_to());
-                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
-                    match e.error_len() {
-                        Some(n) => {
-                            out.push('\u{FFFD}');
-                            rest = &after[n..];
-                        }
-                        None => {
-                            self.pending = after.to_vec();
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        out
     }
 
     fn add_text(&mut self, text: &str) {

@@ -287,3 +287,59 @@ fn at_most_a_few_tools_run_at_once_and_results_keep_call_order() {
     );
     assert!(most > 1, "calls still run concurrently");
 }
+
+/// Peak resident set (`VmHWM`) of process `pid`, in MiB.
+fn peak_rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    kib / 1024
+}
+
+/// Runs one call of `tool` with `args` and returns its `tool_execution_end` and nova's peak RSS.
+fn one_call(tool: &str, args: Value) -> (Value, u64) {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("", tool, args));
+    mock.push(Reply::text("done"));
+    let mut nova = Nova::builder().ollama(&mock).spawn();
+    nova.request_ok(json!({"type": "prompt", "message": "go"}));
+    let end = nova.wait_for_type("tool_execution_end", Duration::from_secs(120));
+    nova.events_until("agent_settled");
+    (end, peak_rss_mib(nova.pid()))
+}
+
+#[test]
+fn read_and_grep_hold_a_bounded_part_of_a_huge_line() {
+    const HUGE: usize = 256 << 20;
+    const RSS_BOUND_MIB: u64 = 96;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.txt");
+    let mut body = b"needle".to_vec();
+    body.resize(HUGE, b'x');
+    std::fs::write(&path, body).unwrap();
+    let path = path.display().to_string();
+
+    let (end, peak) = one_call("read", json!({"path": path}));
+    assert_eq!(
+        result_text(&end),
+        format!(
+            "[Line 1 is 256.0MB, exceeds 50.0KB limit. Use bash: sed -n '1p' {path} | head -c 51200]"
+        )
+    );
+    assert!(peak < RSS_BOUND_MIB, "read: peak RSS {peak} MiB");
+
+    let (end, peak) = one_call("grep", json!({"pattern": "needle", "path": path}));
+    assert_eq!(
+        result_text(&end),
+        format!(
+            "huge.txt:1: needle{}... [truncated]\n\n\
+             [Some lines truncated to 500 chars. Use read tool to see full lines]",
+            "x".repeat(494)
+        )
+    );
+    assert!(peak < RSS_BOUND_MIB, "grep: peak RSS {peak} MiB");
+}
