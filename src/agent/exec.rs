@@ -82,6 +82,7 @@ pub(super) async fn run_tools(
                         cancel: cancel.child_token(),
                         on_update: update_sink(agent, call),
                         sandbox: agent.inner.sandbox.clone(),
+                        outputs: agent.inner.outputs.clone(),
                     };
                     Slot::Running(tokio::spawn(run_approved(
                         tool,

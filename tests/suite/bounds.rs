@@ -343,3 +343,49 @@ fn read_and_grep_hold_a_bounded_part_of_a_huge_line() {
     );
     assert!(peak < RSS_BOUND_MIB, "grep: peak RSS {peak} MiB");
 }
+
+/// A command's full output is kept in a file up to 16 MiB (README, "Bounded resources").
+const MAX_OUTPUT_FILE: u64 = 16 * 1024 * 1024;
+
+#[test]
+fn full_output_files_are_capped_and_removed_with_the_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start();
+    let big = "head -c 40000000 /dev/zero | tr '\\0' x";
+    for _ in 0..2 {
+        mock.push(Reply::new().tool_call("", "bash", json!({"command": big})));
+        mock.push(Reply::text("done"));
+    }
+    let mut nova = Nova::builder()
+        .ollama(&mock)
+        .env("TMPDIR", tmp.path().display().to_string())
+        .spawn();
+    let run = |nova: &mut Nova| {
+        nova.request_ok(json!({"type": "prompt", "message": "go"}));
+        let end = nova.wait_for_type("tool_execution_end", Duration::from_secs(60));
+        nova.events_until("agent_settled");
+        let details = &end["result"]["details"];
+        assert_eq!(details["fullOutputCut"], MAX_OUTPUT_FILE, "{details}");
+        let path = details["fullOutputPath"].as_str().unwrap().to_owned();
+        assert!(
+            result_text(&end).ends_with(&format!("Full output (its first 16.0MB only): {path}]")),
+            "{}",
+            result_text(&end)
+        );
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), MAX_OUTPUT_FILE);
+        path
+    };
+    let first = run(&mut nova);
+    nova.request_ok(json!({"type": "new_session"}));
+    assert!(
+        !std::path::Path::new(&first).exists(),
+        "new_session removes it"
+    );
+    let second = run(&mut nova);
+    nova.close_stdin();
+    nova.wait_exit(Duration::from_secs(10));
+    assert!(
+        !std::path::Path::new(&second).exists(),
+        "exiting removes it"
+    );
+}
