@@ -223,8 +223,8 @@ impl Started {
 
 async fn serve_rpc(started: Started) -> ExitCode {
     let (out, writer) = rpc::writer::spawn(std::io::stdout());
-    // Signals must reach a producer blocked on a client that stopped reading; tokio's own
-    // handlers run on the runtime thread that such a producer holds.
+    // Signals must also release producers waiting for a client that stopped reading (and a
+    // writer that can no longer write): the flag makes them stop waiting.
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         if let Err(e) = signal_hook::flag::register(signal, out.shutdown_flag()) {
             return fatal(&format!("cannot install signal handlers: {e}"));

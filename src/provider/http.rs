@@ -93,7 +93,20 @@ pub async fn stream(
     transport: &Transport<'_>,
     req: &Request<'_>,
     cancel: &CancellationToken,
+    on_event: impl FnMut(ProviderEvent),
+) -> Result<(), ProviderError> {
+    stream_paced(transport, req, cancel, on_event, || std::future::ready(())).await
+}
+
+/// [`stream`], awaiting `pace` before reading each chunk: whoever receives the events can so
+/// hold back a reply it cannot pass on yet (a client that stopped reading), instead of
+/// buffering it.
+pub async fn stream_paced<F: Future<Output = ()>>(
+    transport: &Transport<'_>,
+    req: &Request<'_>,
+    cancel: &CancellationToken,
     mut on_event: impl FnMut(ProviderEvent),
+    pace: impl Fn() -> F,
 ) -> Result<(), ProviderError> {
     let api = Api::parse(&req.model.api)
         .ok_or_else(|| ProviderError::UnsupportedApi(req.model.api.clone()))?;
@@ -174,6 +187,11 @@ pub async fn stream(
     let mut events = Vec::new();
     let mut meter = Meter::new(req);
     loop {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(ProviderError::Aborted),
+            () = pace() => {}
+        }
         let chunk = guard
             .run(response.chunk())
             .await?

@@ -1,6 +1,7 @@
 //! The integration suite, one file per capability.
 
 mod anthropic;
+mod backpressure;
 mod bounds;
 mod cli;
 mod compaction;
