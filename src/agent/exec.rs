@@ -55,7 +55,7 @@ pub(super) async fn run_tools(
     // All are finalised in call order below, so ends and results never come out of order.
     let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
     for (index, call) in calls.iter().enumerate() {
-        pacer.tick().await;
+        pacer.tick(|| agent.inner.sink.ready()).await;
         let (id, name, args) = call;
         agent.emit(Event::ToolExecutionStart {
             tool_call_id: id.clone(),
@@ -98,7 +98,7 @@ pub(super) async fn run_tools(
     }
     let mut results = Vec::with_capacity(calls.len());
     for (call, slot) in calls.iter().zip(slots) {
-        pacer.tick().await;
+        pacer.tick(|| agent.inner.sink.ready()).await;
         let output = match slot {
             Slot::Done(output) => output,
             Slot::Running(handle) => handle.await.unwrap_or_else(|e| {

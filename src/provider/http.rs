@@ -201,11 +201,11 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             })?;
         let Some(chunk) = chunk else { break };
         let pushed = decoder.push(&chunk, &mut events);
-        forward(&mut events, &mut meter, req, api, &mut on_event).await?;
+        forward(&mut events, &mut meter, req, api, &mut on_event, &pace).await?;
         pushed?;
     }
     let finished = decoder.finish(&mut events);
-    forward(&mut events, &mut meter, req, api, &mut on_event).await?;
+    forward(&mut events, &mut meter, req, api, &mut on_event, &pace).await?;
     finished
 }
 
@@ -243,17 +243,19 @@ async fn build_body_aside(api: Api, req: &Request<'_>) -> Result<Vec<u8>, String
 /// Hands parsed events on, through the [`Meter`] that completes usage. At the end of an Ollama
 /// reply, a prompt count far below the estimate is a prompt the server cut: said on stderr, and
 /// when nothing came back, made the turn's error (which reads as an overflow, so the agent
-/// compacts and tries again). Paced: one frame may carry a hundred thousand tool calls.
-async fn forward(
+/// compacts and tries again). Paced by `pace` too: one frame may carry a hundred thousand tool
+/// calls.
+async fn forward<F: Future<Output = ()>>(
     events: &mut Vec<ProviderEvent>,
     meter: &mut Meter,
     req: &Request<'_>,
     api: Api,
     on_event: &mut impl FnMut(ProviderEvent),
+    pace: &impl Fn() -> F,
 ) -> Result<(), ProviderError> {
     let mut pacer = Pacer::default();
     for event in events.drain(..) {
-        pacer.tick().await;
+        pacer.tick(pace).await;
         if matches!(event, ProviderEvent::Finish(_)) && api == Api::Ollama {
             let cut = meter.reported_prompt();
             if let Some(message) = ollama::truncation(meter.prompt_estimate(), cut) {
