@@ -146,6 +146,11 @@ impl Head {
         self.total_bytes += cost;
     }
 
+    /// The lines ended so far.
+    pub fn lines(&self) -> usize {
+        self.lines
+    }
+
     /// The length of the first line, once it has ended.
     pub fn first_line_bytes(&self) -> usize {
         self.first_line_bytes
