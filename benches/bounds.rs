@@ -5,8 +5,14 @@
 //!   writing every `queue_update` (each carries all queued texts) to a client that reads them
 //! - image budget: four `read` calls in one batch (run in parallel) on a 10,000×10,000 16-bit
 //!   PNG, refused (RGB, over the budget) and decoded (gray, within it), with the peak RSS
+//! - huge reply: one reply of 100,000 tool calls (128 run, the rest answered with an error), its
+//!   time from `prompt` to `agent_settled`, the peak RSS, and how long `get_state` takes to answer
+//!   when asked every 20 ms throughout
+//! - huge line: `read` and `grep` of a 512 MiB file that is one line, each in its own nova, with
+//!   its time and peak RSS
 //!
-//! `NOVA_BENCH_BIN=<path>` measures another build of nova instead.
+//! `NOVA_BENCH_BIN=<path>` measures another build of nova instead; arguments pick figures by
+//! name (`cargo bench --bench bounds -- huge`).
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/mock_llm/mod.rs"]
@@ -30,6 +36,8 @@ use support::{mib, nova_rpc, rss_of};
 const FLOOD: usize = 10_000;
 const FOLLOW_UP_BYTES: usize = 1024;
 const PARALLEL_READS: usize = 4;
+const HUGE_REPLY_CALLS: usize = 100_000;
+const HUGE_LINE_BYTES: usize = 512 * 1024 * 1024;
 
 /// nova in RPC mode on the mock, with a reader thread that parses only the responses (lines
 /// starting `{"id"`) and passes on small events and tool results; the rest (the flood's
@@ -215,14 +223,118 @@ fn parallel_reads(label: &str, png: &Path) {
     );
 }
 
+fn huge_reply() {
+    let mock = MockLlm::start();
+    let mut reply = Reply::new();
+    for _ in 0..HUGE_REPLY_CALLS {
+        reply = reply.tool_call("", "ls", json!({}));
+    }
+    mock.push(reply);
+    mock.push(Reply::text("done"));
+    let mut nova = Nova::spawn(&mock, &[]);
+    let started = Instant::now();
+    nova.send(&json!({"id": "p", "type": "prompt", "message": "call everything"}));
+    nova.flush();
+    nova.response("p");
+    let (mut latencies, mut errors, mut settled) = (Vec::new(), 0usize, false);
+    while !settled {
+        let id = format!("s{}", latencies.len());
+        let asked = Instant::now();
+        nova.send(&json!({"id": id, "type": "get_state"}));
+        nova.flush();
+        nova.response(&id);
+        latencies.push(asked.elapsed());
+        while let Ok(line) = nova.events.try_recv() {
+            settled |= line.starts_with("{\"type\":\"agent_settled\"");
+            errors += usize::from(
+                line.starts_with("{\"type\":\"tool_execution_end\"")
+                    && line.contains("\"isError\":true"),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let elapsed = started.elapsed();
+    let peak = nova.peak_rss();
+    nova.finish();
+    latencies.sort_unstable();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "huge reply: {HUGE_REPLY_CALLS} tool calls, {} ran and {errors} answered with an error, \
+         prompt to agent_settled in {:.1} s; peak RSS {}",
+        HUGE_REPLY_CALLS - errors,
+        elapsed.as_secs_f64(),
+        mib(peak)
+    );
+    println!(
+        "huge reply: get_state asked {} times meanwhile, answered in {:.1} ms median, {:.1} ms \
+         at most (target <= 100 ms)",
+        latencies.len(),
+        ms(latencies[latencies.len() / 2]),
+        ms(latencies[latencies.len() - 1])
+    );
+}
+
+/// `read` or `grep` (whose `args`) on `file`, a file of one huge line, in a nova of its own.
+fn huge_line(tool: &str, args: Value, file: &Path) {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("h", tool, args));
+    mock.push(Reply::text("done"));
+    let mut nova = Nova::spawn(&mock, &[("huge.txt", file)]);
+    let started = Instant::now();
+    nova.send(&json!({"id": "p", "type": "prompt", "message": "look at it"}));
+    nova.flush();
+    nova.response("p");
+    let end = nova.until_event("tool_execution_end");
+    let elapsed = started.elapsed();
+    nova.until_event("agent_settled");
+    let peak = nova.peak_rss();
+    nova.finish();
+    let text = end["result"]["content"][0]["text"].as_str().unwrap_or("");
+    let shown: String = text.chars().take(100).collect();
+    println!(
+        "huge line: {tool} of a {} MiB one-line file in {:.1} s, peak RSS {} (target < 64 MiB); \
+         {shown:?}…",
+        HUGE_LINE_BYTES >> 20,
+        elapsed.as_secs_f64(),
+        mib(peak)
+    );
+}
+
 fn main() {
-    queue_flood();
+    // `cargo bench --bench bounds -- huge` measures only the figures whose name contains "huge".
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| name.contains(o.as_str()));
+    if wanted("huge reply") {
+        huge_reply();
+    }
     let dir = tempfile::tempdir().unwrap();
-    let rgb = dir.path().join("rgb16.png");
-    big_png::write_uniform_16_bit(&rgb, 10_000, 10_000, png::ColorType::Rgb);
-    parallel_reads("10000x10000 16-bit RGB", &rgb);
-    std::fs::remove_file(&rgb).unwrap();
-    let gray = dir.path().join("gray16.png");
-    big_png::write_uniform_16_bit(&gray, 10_000, 10_000, png::ColorType::Grayscale);
-    parallel_reads("10000x10000 16-bit gray", &gray);
+    if wanted("huge line") {
+        let huge = dir.path().join("huge.txt");
+        let mut out = BufWriter::new(std::fs::File::create(&huge).unwrap());
+        out.write_all(b"needle").unwrap();
+        let block = vec![b'x'; 1 << 20];
+        for _ in 0..HUGE_LINE_BYTES >> 20 {
+            out.write_all(&block).unwrap();
+        }
+        out.flush().unwrap();
+        drop(out);
+        huge_line("read", json!({"path": "huge.txt"}), &huge);
+        huge_line("grep", json!({"pattern": "needle"}), &huge);
+        std::fs::remove_file(&huge).unwrap();
+    }
+    if wanted("queue flood") {
+        queue_flood();
+    }
+    if wanted("image budget") {
+        let rgb = dir.path().join("rgb16.png");
+        big_png::write_uniform_16_bit(&rgb, 10_000, 10_000, png::ColorType::Rgb);
+        parallel_reads("10000x10000 16-bit RGB", &rgb);
+        std::fs::remove_file(&rgb).unwrap();
+        let gray = dir.path().join("gray16.png");
+        big_png::write_uniform_16_bit(&gray, 10_000, 10_000, png::ColorType::Grayscale);
+        parallel_reads("10000x10000 16-bit gray", &gray);
+    }
 }

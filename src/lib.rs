@@ -17,6 +17,7 @@ pub mod config;
 pub mod context;
 pub mod export;
 pub mod mcp;
+pub mod pace;
 pub mod print;
 pub mod protocol;
 pub mod provider;

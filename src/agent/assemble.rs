@@ -4,6 +4,7 @@
 use crate::protocol::{AssistantMessage, AssistantMessageEvent as Ev, ContentBlock, StopReason};
 use crate::provider::ProviderEvent;
 use serde_json::Value;
+use std::collections::HashMap;
 
 /// The text of a redacted thinking block, whose reasoning only the provider can read.
 const REDACTED_THINKING_TEXT: &str = "[Reasoning redacted]";
@@ -12,13 +13,15 @@ pub struct Assembler {
     message: AssistantMessage,
     /// Index into `message.content` of the block still receiving deltas.
     open: Option<usize>,
-    /// Raw argument text per tool-call block, with the provider's call index.
+    /// Raw argument text per tool-call block, in block order.
     calls: Vec<PendingCall>,
+    /// Where each provider call index is in `calls`: a reply may hold many thousands of calls,
+    /// and a scan per fragment would make assembling them quadratic.
+    by_provider_index: HashMap<usize, usize>,
     finish: Option<StopReason>,
 }
 
 struct PendingCall {
-    provider_index: usize,
     block: usize,
     arguments: String,
 }
@@ -30,6 +33,7 @@ impl Assembler {
             message,
             open: None,
             calls: Vec::new(),
+            by_provider_index: HashMap::new(),
             finish: None,
         }
     }
@@ -122,10 +126,7 @@ impl Assembler {
         arguments: String,
         out: &mut Vec<Ev>,
     ) {
-        let existing = self
-            .calls
-            .iter()
-            .position(|c| c.provider_index == provider_index);
+        let existing = self.by_provider_index.get(&provider_index).copied();
         let call = match existing {
             Some(c) if Some(self.calls[c].block) == self.open => c,
             // A late fragment of a call that is already closed: keep its text so the final
@@ -145,8 +146,9 @@ impl Assembler {
                     thought_signature: None,
                 });
                 self.open = Some(block);
+                self.by_provider_index
+                    .insert(provider_index, self.calls.len());
                 self.calls.push(PendingCall {
-                    provider_index,
                     block,
                     arguments: String::new(),
                 });
@@ -242,9 +244,10 @@ impl Assembler {
     /// Parses a tool call's argument text into its block: an object when it parses, else the
     /// raw text, so the tool can report exactly what the model sent.
     fn settle_arguments(&mut self, block: usize) {
-        let Some(call) = self.calls.iter().find(|c| c.block == block) else {
+        let Ok(at) = self.calls.binary_search_by_key(&block, |c| c.block) else {
             return;
         };
+        let call = &self.calls[at];
         let parsed = if call.arguments.trim().is_empty() {
             Value::Object(Default::default())
         } else {

@@ -2,14 +2,21 @@
 //! asks for permission here), run concurrently, and finalised in call order (a call that
 //! finishes early, or is answered without running, waits for the ones before it). Pi ends
 //! unknown and blocked calls at once; nova keeps every end in call order, as its contract says.
+//!
+//! The work one reply can cause is bounded: only the first [`MAX_CALLS_PER_REPLY`] calls run
+//! (every later one still gets its result, an error saying why, so the conversation stays valid
+//! for every provider), and at most [`MAX_CONCURRENT_TOOLS`] built-in tools execute at once.
+//! The loops over the calls are paced ([`crate::pace`]): a reply with a hundred thousand calls
+//! must not keep `get_state` waiting.
 
 use super::{Agent, now_ms, permission};
+use crate::pace::Pacer;
 use crate::protocol::{Event, Message, ToolResultMessage, ToolResultPayload};
 use crate::tools::permission::{Verdict, classify};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use serde_json::Value;
 use std::sync::Arc;
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -17,6 +24,15 @@ use tokio_util::sync::CancellationToken;
 pub const SKIPPED: &str = "Skipped due to queued user message.";
 const DENIED: &str = "The user denied permission to run this command, so it was not run.";
 const ABORTED: &str = "Command aborted";
+
+/// Calls of one reply that run. Models batch a handful of calls, a few dozen at most when they
+/// fan out reads; 128 leaves room for that while bounding a reply's work (and its results, at
+/// most 50 KB each, to about 6 MB) however many calls the model writes.
+pub const MAX_CALLS_PER_REPLY: usize = 128;
+/// Built-in tools executing at once (bash commands, searches, file reads); the rest of a batch
+/// waits its turn, in call order. Enough to overlap slow commands on any machine, few enough
+/// that one reply cannot start hundreds of processes.
+pub const MAX_CONCURRENT_TOOLS: usize = 8;
 
 pub(super) type Call = (String, String, Value);
 
@@ -33,10 +49,13 @@ pub(super) async fn run_tools(
         let state = agent.state();
         (state.queue.has_steering(), state.tools.active.clone())
     };
-    // One slot per call: answered at once (skipped, unknown, denied) or running. All are
-    // finalised in call order below, so ends and results never come out of order.
+    let running = Arc::new(Semaphore::new(MAX_CONCURRENT_TOOLS));
+    let mut pacer = Pacer::default();
+    // One slot per call: answered at once (skipped, over the cap, unknown, denied) or running.
+    // All are finalised in call order below, so ends and results never come out of order.
     let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
-    for call in calls {
+    for (index, call) in calls.iter().enumerate() {
+        pacer.tick(|| agent.inner.sink.ready()).await;
         let (id, name, args) = call;
         agent.emit(Event::ToolExecutionStart {
             tool_call_id: id.clone(),
@@ -46,6 +65,9 @@ pub(super) async fn run_tools(
         let tool = Tool::from_name(name).filter(|t| active.contains(t));
         let slot = match tool {
             _ if skip => Slot::Done(ToolOutput::error(SKIPPED)),
+            _ if index >= MAX_CALLS_PER_REPLY => {
+                Slot::Done(ToolOutput::error(over_the_cap(index, calls.len())))
+            }
             None => super::mcp::prepare(agent, cancel, call)
                 .unwrap_or_else(|| Slot::Done(ToolOutput::error(format!("Tool {name} not found")))),
             Some(tool) => match gate(agent, tool, call) {
@@ -60,12 +82,14 @@ pub(super) async fn run_tools(
                         cancel: cancel.child_token(),
                         on_update: update_sink(agent, call),
                         sandbox: agent.inner.sandbox.clone(),
+                        outputs: agent.inner.outputs.clone(),
                     };
                     Slot::Running(tokio::spawn(run_approved(
                         tool,
                         args.clone(),
                         ctx,
                         approval,
+                        running.clone(),
                     )))
                 }
             },
@@ -74,6 +98,7 @@ pub(super) async fn run_tools(
     }
     let mut results = Vec::with_capacity(calls.len());
     for (call, slot) in calls.iter().zip(slots) {
+        pacer.tick(|| agent.inner.sink.ready()).await;
         let output = match slot {
             Slot::Done(output) => output,
             Slot::Running(handle) => handle.await.unwrap_or_else(|e| {
@@ -83,6 +108,16 @@ pub(super) async fn run_tools(
         results.push(finish(agent, call, output));
     }
     results
+}
+
+/// The result of a call past [`MAX_CALLS_PER_REPLY`]: what happened and what to do instead.
+fn over_the_cap(index: usize, calls: usize) -> String {
+    format!(
+        "Not run: this reply made {calls} tool calls and nova runs at most \
+         {MAX_CALLS_PER_REPLY} per reply (this was call {}). Make the remaining calls in a \
+         later reply.",
+        index + 1
+    )
 }
 
 pub(super) enum Slot {
@@ -163,12 +198,14 @@ fn ask(agent: &Agent, call: &Call, command: String, reason: String) -> Gate {
     Gate::Ask(answer)
 }
 
-/// Waits for the client's answer (when one is needed), then runs the tool.
+/// Waits for the client's answer (when one is needed) and for a free place among the tools
+/// running, then runs the tool.
 async fn run_approved(
     tool: Tool,
     args: Value,
     ctx: ToolContext,
     approval: Option<oneshot::Receiver<bool>>,
+    running: Arc<Semaphore>,
 ) -> ToolOutput {
     if let Some(answer) = approval {
         let approved = tokio::select! {
@@ -181,6 +218,16 @@ async fn run_approved(
         if !approved {
             return ToolOutput::error(DENIED);
         }
+    }
+    // The semaphore is fair: calls get their place in the order they were spawned, call order.
+    let place = tokio::select! {
+        place = running.acquire_owned() => place.ok(),
+        () = ctx.cancel.cancelled() => None,
+    };
+    // Cancelled while waiting: a file tool sees the token itself and answers with its own abort
+    // text at once; a command is not started at all.
+    if place.is_none() && tool == Tool::Bash {
+        return ToolOutput::error(ABORTED);
     }
     tool.execute(args, ctx).await
 }

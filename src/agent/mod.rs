@@ -105,6 +105,8 @@ struct Inner {
     bash_running: user_bash::Running,
     /// The MCP servers; `None` when no `mcp.json` declares any.
     mcp: Option<crate::mcp::Servers>,
+    /// Full-output files of commands this session ran: removed by `new_session` and on exit.
+    outputs: Arc<crate::tools::output::OutputFiles>,
     state: Mutex<State>,
 }
 
@@ -257,6 +259,7 @@ impl Agent {
                 idle_timeout: config.settings.stream_idle_timeout,
                 client,
                 bash_running: watch::Sender::new(0),
+                outputs: Arc::default(),
                 state: Mutex::new(state),
             }),
         };

@@ -107,9 +107,11 @@ impl Agent {
             &self.inner.cwd,
             parent_session,
         );
-        // A new session goes on with the thinking level in force, as in Pi.
+        // A new session goes on with the thinking level in force, as in Pi. The conversation
+        // that named the commands' full-output files is left, so the files go.
         let level = state.thinking_level;
         self.adopt(&mut state, session);
+        self.inner.outputs.clear();
         state.thinking_level = level;
         drop(state);
         self.record_settings_if_new();

@@ -53,9 +53,15 @@ impl Agent {
                     delta: delta.to_owned(),
                 })
             };
-            let run = run_for_user(&command, &agent.inner.cwd, &cancel, &on_chunk)
-                .await
-                .map_err(CommandError::Failed)?;
+            let run = run_for_user(
+                &command,
+                &agent.inner.cwd,
+                &cancel,
+                &on_chunk,
+                &agent.inner.outputs,
+            )
+            .await
+            .map_err(CommandError::Failed)?;
             let result = BashResult {
                 output: run.output,
                 exit_code: run.exit_code,

@@ -4,6 +4,7 @@
 
 use super::estimate::Meter;
 use super::{Api, ProviderError, ProviderEvent, Request, anthropic, ollama, openai};
+use crate::pace::Pacer;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
 use std::sync::{Arc, OnceLock};
@@ -108,28 +109,28 @@ pub async fn stream_paced<F: Future<Output = ()>>(
     pace: impl Fn() -> F,
 ) -> Result<(), ProviderError> {
     let api = req.model.api;
-    let (url, body, mut decoder) = match api {
+    let (url, mut decoder) = match api {
         Api::Ollama => (
             ollama::endpoint(&req.model.base_url),
-            ollama::build_body(req),
             Decoder::Ollama(ollama::Accumulator::new(req.model)),
         ),
         Api::OpenAiCompletions => (
             openai::endpoint(&req.model.base_url),
-            openai::build_body(req),
             Decoder::OpenAi(openai::Accumulator::new(req.model)),
         ),
         Api::AnthropicMessages => (
             anthropic::endpoint(&req.model.base_url),
-            anthropic::build_body(req),
             Decoder::Anthropic(anthropic::Accumulator::new(req.model)),
         ),
     };
 
-    let body = body.map_err(|e| ProviderError::InvalidRequest {
-        url: url.clone(),
-        message: e.to_string(),
-    })?;
+    let body =
+        build_body_aside(api, req)
+            .await
+            .map_err(|message| ProviderError::InvalidRequest {
+                url: url.clone(),
+                message,
+            })?;
     let mut builder = transport
         .client
         .get()?
@@ -199,26 +200,61 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             })?;
         let Some(chunk) = chunk else { break };
         let pushed = decoder.push(&chunk, &mut events);
-        forward(&mut events, &mut meter, req, api, &mut on_event)?;
+        forward(&mut events, &mut meter, req, api, &mut on_event, &pace).await?;
         pushed?;
     }
     let finished = decoder.finish(&mut events);
-    forward(&mut events, &mut meter, req, api, &mut on_event)?;
+    forward(&mut events, &mut meter, req, api, &mut on_event, &pace).await?;
     finished
+}
+
+/// Serialises the request body on a blocking thread: a long conversation (a reply of a hundred
+/// thousand tool calls and their results) takes long enough to stall the runtime's one thread.
+/// The messages are shared, so the copy handed over is a list of pointers.
+async fn build_body_aside(api: Api, req: &Request<'_>) -> Result<Vec<u8>, String> {
+    let model = req.model.clone();
+    let system_prompt = req.system_prompt.to_owned();
+    let messages = req.messages.to_vec();
+    let tools = req.tools.to_vec();
+    let (max_tokens, thinking) = (req.max_tokens, req.thinking);
+    let built = tokio::task::spawn_blocking(move || {
+        let req = Request {
+            model: &model,
+            system_prompt: &system_prompt,
+            messages: &messages,
+            tools: &tools,
+            max_tokens,
+            thinking,
+        };
+        match api {
+            Api::Ollama => ollama::build_body(&req),
+            Api::OpenAiCompletions => openai::build_body(&req),
+            Api::AnthropicMessages => anthropic::build_body(&req),
+        }
+    })
+    .await;
+    match built {
+        Ok(body) => body.map_err(|e| e.to_string()),
+        Err(e) => Err(format!("building the request failed: {e}")),
+    }
 }
 
 /// Hands parsed events on, through the [`Meter`] that completes usage. At the end of an Ollama
 /// reply, a prompt count far below the estimate is a prompt the server cut: said on stderr, and
 /// when nothing came back, made the turn's error (which reads as an overflow, so the agent
-/// compacts and tries again).
-fn forward(
+/// compacts and tries again). Paced by `pace` too: one frame may carry a hundred thousand tool
+/// calls.
+async fn forward<F: Future<Output = ()>>(
     events: &mut Vec<ProviderEvent>,
     meter: &mut Meter,
-    req: &Request,
+    req: &Request<'_>,
     api: Api,
     on_event: &mut impl FnMut(ProviderEvent),
+    pace: &impl Fn() -> F,
 ) -> Result<(), ProviderError> {
+    let mut pacer = Pacer::default();
     for event in events.drain(..) {
+        pacer.tick(pace).await;
         if matches!(event, ProviderEvent::Finish(_)) && api == Api::Ollama {
             let cut = meter.reported_prompt();
             if let Some(message) = ollama::truncation(meter.prompt_estimate(), cut) {

@@ -7,7 +7,7 @@
 //! abort sends SIGTERM: the keeper answers by killing everything at once. Both output streams
 //! share one pipe, so their lines arrive in the order they were written.
 
-use super::output::{Output, Snapshot};
+use super::output::{MAX_FILE_BYTES, Output, OutputFiles, Snapshot};
 use super::truncate::{Limits, MAX_BYTES, TruncatedBy, format_size};
 use super::{ToolContext, ToolOutput, ToolResult, UpdateFn};
 use crate::protocol::{ContentBlock, ToolResultPayload, ToolSpec};
@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
@@ -124,6 +125,7 @@ async fn execute(
     cancel: &CancellationToken,
     deadline: Option<Instant>,
     progress: Progress<'_>,
+    outputs: &Arc<OutputFiles>,
 ) -> Result<(std::io::Result<Ending>, Output), String> {
     if !cwd.is_dir() {
         return Err(format!(
@@ -145,7 +147,7 @@ async fn execute(
     let mut group = GroupStop::new(child.id());
     let mut stream = Stream {
         reader: Some(reader),
-        output: Output::new(Limits::DEFAULT, "nova-bash"),
+        output: Output::new(Limits::DEFAULT, "nova-bash", outputs.clone()),
         last_update: None,
         dirty: false,
         cancel,
@@ -183,15 +185,17 @@ pub struct UserRun {
 }
 
 /// Runs a command for the user: no timeout, output streamed to `on_chunk` as it arrives. Only a
-/// failure to start it is an `Err`; a failing command is a result like any other.
+/// failure to start it is an `Err`; a failing command is a result like any other. A full-output
+/// file joins `outputs`.
 pub async fn run_for_user(
     command: &str,
     cwd: &Path,
     cancel: &CancellationToken,
     on_chunk: &(dyn Fn(&str) + Send + Sync),
+    outputs: &Arc<OutputFiles>,
 ) -> Result<UserRun, String> {
-    let (ending, mut output) =
-        execute(command, cwd, None, cancel, None, Progress::Chunks(on_chunk)).await?;
+    let progress = Progress::Chunks(on_chunk);
+    let (ending, mut output) = execute(command, cwd, None, cancel, None, progress, outputs).await?;
     let snapshot = output.snapshot();
     let t = snapshot.truncation;
     let (exit_code, cancelled) = match ending {
@@ -227,6 +231,7 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         &ctx.cancel,
         deadline,
         progress,
+        &ctx.outputs,
     )
     .await?;
     let snapshot = output.snapshot();
@@ -290,11 +295,15 @@ fn render(snapshot: &Snapshot, last_line_bytes: usize, empty: &str) -> (String, 
     if !t.truncated {
         return (text, None);
     }
-    let full = snapshot
-        .full_output_path
-        .as_ref()
-        .map(|p| format!(". Full output: {}", p.display()))
-        .unwrap_or_default();
+    let full = match &snapshot.full_output_path {
+        Some(p) if snapshot.full_output_cut => format!(
+            ". Full output (its first {} only): {}",
+            format_size(MAX_FILE_BYTES),
+            p.display()
+        ),
+        Some(p) => format!(". Full output: {}", p.display()),
+        None => String::new(),
+    };
     let start = t.total_lines + 1 - t.output_lines;
     let end = t.total_lines;
     let notice = if t.last_line_partial {
@@ -324,6 +333,9 @@ fn details(snapshot: &Snapshot) -> Option<Value> {
     }
     if let Some(p) = &snapshot.full_output_path {
         map.insert("fullOutputPath".into(), json!(p.display().to_string()));
+        if snapshot.full_output_cut {
+            map.insert("fullOutputCut".into(), json!(MAX_FILE_BYTES));
+        }
     }
     (!map.is_empty()).then_some(Value::Object(map))
 }
@@ -422,6 +434,7 @@ async fn read(reader: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> std::io::R
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    use super::super::output::{MAX_FILE_BYTES, OutputFiles};
     use super::super::{Tool, ToolContext, ToolOutput};
     use crate::protocol::{ToolResultPayload, joined_text};
     use serde_json::{Value, json};
@@ -440,6 +453,7 @@ mod tests {
             cancel: CancellationToken::new(),
             on_update: Arc::new(move |p| sink.lock().unwrap().push(p)),
             sandbox: Arc::new(crate::sandbox::Sandbox::off()),
+            outputs: Arc::default(),
         };
         (ctx, updates)
     }
@@ -447,6 +461,17 @@ mod tests {
     async fn bash(args: Value) -> ToolOutput {
         let dir = tempfile::tempdir().unwrap();
         Tool::Bash.execute(args, ctx(dir.path()).0).await
+    }
+
+    /// The output of `command` with its full-output files still there (until the second is dropped).
+    async fn bash_keeping(command: &str) -> (ToolOutput, Arc<OutputFiles>) {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, _) = ctx(dir.path());
+        let outputs = c.outputs.clone();
+        (
+            Tool::Bash.execute(json!({"command": command}), c).await,
+            outputs,
+        )
     }
 
     /// Gone, or a zombie waiting for a reaper that this container may not have.
@@ -558,6 +583,7 @@ mod tests {
     async fn long_output_is_tail_truncated_with_full_output_file() {
         let dir = tempfile::tempdir().unwrap();
         let (c, updates) = ctx(dir.path());
+        let outputs = c.outputs.clone();
         let out = Tool::Bash
             .execute(json!({"command": "seq 1 3000"}), c)
             .await;
@@ -573,7 +599,8 @@ mod tests {
         assert_eq!(details["truncation"]["truncatedBy"], "lines");
         let full = std::fs::read_to_string(&path).unwrap();
         assert_eq!(full.lines().count(), 3000);
-        std::fs::remove_file(&path).unwrap();
+        drop(outputs);
+        assert!(!Path::new(&path).exists(), "removed with the session");
 
         let updates = updates.lock().unwrap();
         assert!(
@@ -604,7 +631,6 @@ mod tests {
             "{}",
             &text[text.len() - 120..]
         );
-        std::fs::remove_file(&path).unwrap();
 
         let out = bash(json!({"command": "head -c 60000 /dev/zero | tr '\\0' x"})).await;
         let text = joined_text(&out.content);
@@ -616,7 +642,25 @@ mod tests {
         assert!(text.ends_with(&format!(
             "x\n\n[Showing last 50.0KB of line 1 (line is 58.6KB). Full output: {path}]"
         )));
-        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_full_output_file_keeps_the_first_16_mib() {
+        let (out, outputs) =
+            bash_keeping("head -c 20000000 /dev/zero | tr '\\0' x; echo; echo end").await;
+        let text = joined_text(&out.content);
+        let details = out.details.unwrap();
+        let path = details["fullOutputPath"].as_str().unwrap().to_owned();
+        assert!(text.ends_with(&format!(
+            "end\n\n\n[Showing lines 2-2 of 2 (50.0KB limit). Full output (its first 16.0MB only): {path}]"
+        )), "{:?}", &text[text.len().saturating_sub(300)..]);
+        assert_eq!(details["fullOutputCut"], MAX_FILE_BYTES);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            MAX_FILE_BYTES as u64
+        );
+        drop(outputs);
+        assert!(!Path::new(&path).exists());
     }
 
     #[tokio::test]

@@ -1,6 +1,11 @@
 //! `grep`: lines matching a regex (or a literal) in a file or a tree, searched the way `rg` does
 //! (ignore files honoured, hidden files included, binary files skipped), each match shown as
 //! `path:LINE: text` with optional context lines as `path-LINE- text`.
+//!
+//! Memory per line is bounded: a file is read through [`CutLines`], which passes at most
+//! [`line_budget`] bytes of each line to the searcher (so a 512 MiB file of one line is searched
+//! in its first MiB, within a buffer of that size), and only the shown part of a line, at most
+//! 500 chars, is kept.
 
 use super::search::{self, FirstN, Lines};
 use super::{ToolContext, ToolOutput, ToolResult};
@@ -11,14 +16,21 @@ use ignore::WalkState;
 use ignore::overrides::OverrideBuilder;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::borrow::Cow;
-use std::io;
+use std::io::{self, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 const DEFAULT_LIMIT: i64 = 100;
 /// Longer lines are cut (counted in chars) so one minified file cannot fill the output.
 const MAX_LINE_CHARS: usize = 500;
+/// The most of one line the searcher is given. Matches further into a longer line are not
+/// found (the tool's description says so).
+const MAX_SEARCHED_LINE: usize = 1024 * 1024;
+/// What one search thread may hold of the lines around a match: the searcher keeps `context`
+/// lines before the current one, so with more context each line is searched in less.
+const CONTEXT_BUDGET: usize = 8 * 1024 * 1024;
+/// The most context lines on each side: more never fit in the 50 KB the output may show.
+const MAX_CONTEXT: u64 = 1000;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -39,7 +51,7 @@ pub(super) fn spec() -> ToolSpec {
             Prints each matching line as path:LINE: text, paths relative to the searched \
             directory. Honours .gitignore, includes hidden files, skips binary files. At most \
             100 matches by default (see limit) and 50KB of output; lines longer than 500 \
-            characters are cut."
+            characters are cut, and only the first 1MB of a line is searched."
             .into(),
         parameters: json!({
             "type": "object",
@@ -65,7 +77,10 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
 /// A line of a file that is shown: a match, or context around one.
 struct Line {
     n: u64,
+    /// At most [`MAX_LINE_CHARS`] of it.
     text: String,
+    /// The line was longer than `text`.
+    cut: bool,
     /// False for a match past the limit, shown only as another match's context.
     is_match: bool,
 }
@@ -80,7 +95,10 @@ fn grep(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
         .line_terminator(Some(b'\n'))
         .build(&args.pattern)
         .map_err(|e| e.to_string())?;
-    let context = u64::try_from(args.context.unwrap_or(0)).unwrap_or(0);
+    let context = u64::try_from(args.context.unwrap_or(0))
+        .unwrap_or(0)
+        .min(MAX_CONTEXT);
+    let max_line = line_budget(context);
     let limit = usize::try_from(args.limit.unwrap_or(DEFAULT_LIMIT).max(1)).unwrap_or(usize::MAX);
 
     let mut builder = search::walker(root, true, ".rgignore");
@@ -113,7 +131,9 @@ fn grep(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
         }
         let mut sink = FileSink::new(limit, context, stop);
         // An unreadable file is skipped, as rg skips it (with a message we have nowhere to put).
-        let searched = searcher.search_path(&*matcher, entry.path(), &mut sink);
+        let searched = std::fs::File::open(entry.path()).and_then(|file| {
+            searcher.search_reader(&*matcher, CutLines::new(file, max_line), &mut sink)
+        });
         if searched.is_ok() && !sink.binary && sink.matches > 0 {
             first.push(rel.to_path_buf(), sink.matches, sink.lines);
         }
@@ -155,9 +175,12 @@ fn render(
             shown_matches += 1;
             for line in block {
                 let sep = if line.n == n { ':' } else { '-' };
-                let (text, cut) = cut_line(&line.text);
-                any_cut |= cut;
-                out.push_fmt(format_args!("{shown}{sep}{}{sep} {text}", line.n));
+                any_cut |= line.cut;
+                let more = if line.cut { "... [truncated]" } else { "" };
+                out.push_fmt(format_args!(
+                    "{shown}{sep}{}{sep} {}{more}",
+                    line.n, line.text
+                ));
             }
         }
     }
@@ -227,9 +250,11 @@ impl<'a> FileSink<'a> {
             return false;
         }
         let is_match = is_match && self.matches < self.limit;
+        let (text, cut) = shown_part(bytes);
         self.lines.push(Line {
             n,
-            text: clean_line(bytes),
+            text,
+            cut,
             is_match,
         });
         if is_match {
@@ -260,25 +285,97 @@ impl Sink for FileSink<'_> {
     }
 }
 
-/// The line without its terminator or any carriage returns, invalid UTF-8 replaced.
-fn clean_line(bytes: &[u8]) -> String {
+/// The line as shown: without its terminator or any carriage returns, invalid UTF-8 replaced,
+/// cut to [`MAX_LINE_CHARS`] chars; and whether it was cut.
+fn shown_part(bytes: &[u8]) -> (String, bool) {
     let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-    let text = String::from_utf8_lossy(bytes);
-    if text.contains('\r') {
-        text.replace('\r', "")
-    } else {
-        text.into_owned()
+    // A char takes at most four bytes (and a bad byte one U+FFFD), carriage returns aside.
+    let decode = |bytes: &[u8]| String::from_utf8_lossy(bytes).replace('\r', "");
+    let mut text = decode(&bytes[..bytes.len().min(4 * MAX_LINE_CHARS)]);
+    let mut whole = bytes.len() <= 4 * MAX_LINE_CHARS;
+    if !whole && text.chars().count() <= MAX_LINE_CHARS {
+        // Mostly carriage returns: rare enough to decode the whole line.
+        text = decode(bytes);
+        whole = true;
+    }
+    match text.char_indices().nth(MAX_LINE_CHARS) {
+        Some((at, _)) => {
+            text.truncate(at);
+            (text, true)
+        }
+        None => (text, !whole),
     }
 }
 
-fn cut_line(text: &str) -> (Cow<'_, str>, bool) {
-    // A line of at most MAX_LINE_CHARS bytes cannot have more chars than that.
-    if text.len() <= MAX_LINE_CHARS {
-        return (Cow::Borrowed(text), false);
+/// How many bytes of each line are searched, with `context` lines kept on each side.
+fn line_budget(context: u64) -> usize {
+    let lines = usize::try_from(context)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1);
+    (CONTEXT_BUDGET / lines).min(MAX_SEARCHED_LINE)
+}
+
+/// A reader that passes on at most `max` bytes of each line, dropping the rest of a longer line
+/// up to its newline; line numbers stay right. Where no line can run past `max`, it only looks
+/// for the last newline of what was read.
+struct CutLines<R> {
+    inner: R,
+    max: usize,
+    /// Bytes of the current line passed on so far.
+    line: usize,
+}
+
+impl<R: Read> CutLines<R> {
+    fn new(inner: R, max: usize) -> Self {
+        CutLines {
+            inner,
+            max,
+            line: 0,
+        }
     }
-    match text.char_indices().nth(MAX_LINE_CHARS) {
-        Some((at, _)) => (Cow::Owned(format!("{}... [truncated]", &text[..at])), true),
-        None => (Cow::Borrowed(text), false),
+
+    /// Drops what `buf` holds past `max` bytes of a line; returns the length kept.
+    fn cut(&mut self, buf: &mut [u8]) -> usize {
+        if self.line + buf.len() <= self.max {
+            self.line = match buf.iter().rposition(|&b| b == b'\n') {
+                Some(i) => buf.len() - i - 1,
+                None => self.line + buf.len(),
+            };
+            return buf.len();
+        }
+        let (mut read, mut write) = (0, 0);
+        while read < buf.len() {
+            let newline = buf[read..].iter().position(|&b| b == b'\n');
+            let body = newline.unwrap_or(buf.len() - read);
+            let keep = body.min(self.max.saturating_sub(self.line));
+            buf.copy_within(read..read + keep, write);
+            write += keep;
+            read += body;
+            if newline.is_some() {
+                buf[write] = b'\n';
+                write += 1;
+                read += 1;
+                self.line = 0;
+            } else {
+                self.line += keep;
+            }
+        }
+        write
+    }
+}
+
+impl<R: Read> Read for CutLines<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let n = self.inner.read(buf)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            let kept = self.cut(&mut buf[..n]);
+            if kept > 0 {
+                return Ok(kept);
+            }
+        }
     }
 }
 
@@ -459,6 +556,64 @@ mod tests {
         assert_eq!(out, "f.txt:1: needle");
         let out = text(dir.path(), json!({"pattern": "needle"})).await;
         assert_eq!(out, "real/f.txt:1: needle");
+    }
+
+    #[test]
+    fn long_lines_reach_the_searcher_cut_with_their_newlines() {
+        use std::io::Read;
+        let text = b"short\nabcdefghij\n\nxy\nlonger than ten\nend";
+        for chunk in [1, 2, 3, 7, 64] {
+            // A reader that hands out `chunk` bytes at a time.
+            struct Trickle<'a>(&'a [u8], usize);
+            impl Read for Trickle<'_> {
+                fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                    let n = self.1.min(buf.len()).min(self.0.len());
+                    buf[..n].copy_from_slice(&self.0[..n]);
+                    self.0 = &self.0[n..];
+                    Ok(n)
+                }
+            }
+            let mut cut = super::CutLines::new(Trickle(text, chunk), 6);
+            let mut out = Vec::new();
+            let mut buf = [0u8; 5];
+            loop {
+                let n = cut.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n]);
+            }
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                "short\nabcdef\n\nxy\nlonger\nend",
+                "chunks of {chunk}"
+            );
+        }
+        assert_eq!(super::line_budget(0), 1024 * 1024);
+        assert_eq!(super::line_budget(1000), 8 * 1024 * 1024 / 1001);
+    }
+
+    #[tokio::test]
+    async fn a_line_longer_than_the_searched_part_is_found_by_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut body = b"needle".to_vec();
+        body.resize(3 * 1024 * 1024, b'x');
+        body.extend_from_slice(b" needle at the far end\nneedle\n");
+        write(dir.path(), "f.txt", body);
+        let out = text(dir.path(), json!({"pattern": "needle"})).await;
+        assert_eq!(
+            out,
+            format!(
+                "f.txt:1: needle{}... [truncated]\nf.txt:2: needle\n\n\
+                 [Some lines truncated to 500 chars. Use read tool to see full lines]",
+                "x".repeat(494)
+            )
+        );
+        let out = text(dir.path(), json!({"pattern": "far end"})).await;
+        assert_eq!(
+            out, "No matches found",
+            "only the first MiB of a line is searched"
+        );
     }
 
     #[tokio::test]

@@ -10,12 +10,13 @@ mod fs;
 mod grep;
 pub mod image;
 mod ls;
-mod output;
+pub mod output;
 pub mod path;
 pub mod permission;
 mod read;
 mod search;
 pub mod truncate;
+mod utf8;
 pub mod validate;
 mod view_image;
 mod write;
@@ -70,6 +71,8 @@ pub struct ToolContext {
     pub on_update: UpdateFn,
     /// Wraps bash commands (file tools are checked by the permission gate before they run).
     pub sandbox: Arc<Sandbox>,
+    /// Where a command's full-output file is recorded, to be removed with the session.
+    pub outputs: Arc<output::OutputFiles>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +91,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             on_update: Arc::new(|_| {}),
             sandbox: Arc::new(Sandbox::off()),
+            outputs: Arc::default(),
         }
     }
 }

@@ -1,21 +1,61 @@
 //! Streaming command output with bounded memory. Only a tail of the decoded text is kept (enough
 //! for tail truncation), line and byte totals are counted as it goes, and once the output
-//! outgrows the limits every raw byte also goes to a temp file so nothing is lost.
+//! outgrows the limits the raw bytes also go to a temp file, up to [`MAX_FILE_BYTES`], so the
+//! model can page through what it was not shown. The files belong to the session
+//! ([`OutputFiles`]): a new session or nova's exit removes them.
 
 use super::truncate::{Limits, TruncatedBy, Truncation, truncate_tail};
+use super::utf8::Lossy;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// The most of one command's output kept in its file: the first 16 MiB. That is over 300 reads of
+/// 50 KB, more than a model pages through, and 128 calls of one reply stay within 2 GiB of a
+/// temp dir that may be memory (tmpfs).
+pub const MAX_FILE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The full-output files of one session, removed by [`OutputFiles::clear`] (a new session) and
+/// when the last holder drops them (nova exits). A nova killed by SIGKILL leaves them behind.
+#[derive(Default)]
+pub struct OutputFiles {
+    paths: Mutex<Vec<PathBuf>>,
+}
+
+impl OutputFiles {
+    fn add(&self, path: PathBuf) {
+        self.paths
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(path);
+    }
+
+    /// Removes every file kept so far.
+    pub fn clear(&self) {
+        let paths = std::mem::take(&mut *self.paths.lock().unwrap_or_else(PoisonError::into_inner));
+        for path in paths {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+impl Drop for OutputFiles {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
 
 pub struct Snapshot {
     pub truncation: Truncation,
     pub full_output_path: Option<PathBuf>,
+    /// The file holds only the first [`MAX_FILE_BYTES`] of the output.
+    pub full_output_cut: bool,
 }
 
 pub struct Output {
     limits: Limits,
-    /// An incomplete UTF-8 sequence at the end of the last chunk, completed by the next one.
-    pending: Vec<u8>,
+    decoder: Lossy,
     tail: String,
     tail_starts_line: bool,
     total_bytes: usize,
@@ -29,14 +69,17 @@ pub struct Output {
     early: Vec<u8>,
     file: Option<(PathBuf, File)>,
     file_failed: bool,
+    /// Raw bytes written to the file, at most [`MAX_FILE_BYTES`].
+    file_bytes: usize,
     prefix: &'static str,
+    outputs: Arc<OutputFiles>,
 }
 
 impl Output {
-    pub fn new(limits: Limits, prefix: &'static str) -> Output {
+    pub fn new(limits: Limits, prefix: &'static str, outputs: Arc<OutputFiles>) -> Output {
         Output {
             limits,
-            pending: Vec::new(),
+            decoder: Lossy::default(),
             tail: String::new(),
             tail_starts_line: true,
             total_bytes: 0,
@@ -47,7 +90,9 @@ impl Output {
             early: Vec::new(),
             file: None,
             file_failed: false,
+            file_bytes: 0,
             prefix,
+            outputs,
         }
     }
 
@@ -55,14 +100,17 @@ impl Output {
     /// chunks comes out with the chunk that ends it).
     pub fn push(&mut self, bytes: &[u8]) -> String {
         self.raw_bytes += bytes.len();
-        let text = self.decode(bytes);
+        let text = self.decoder.push(bytes);
         self.add_text(&text);
         if self.file.is_some() || self.over_limits() {
             self.open_file();
         }
         match &mut self.file {
             Some((_, f)) => {
-                let _ = f.write_all(bytes);
+                let room = MAX_FILE_BYTES - self.file_bytes;
+                let written = &bytes[..bytes.len().min(room)];
+                let _ = f.write_all(written);
+                self.file_bytes += written.len();
             }
             None => self.early.extend_from_slice(bytes),
         }
@@ -71,9 +119,8 @@ impl Output {
 
     /// Ends the stream: a dangling partial character becomes U+FFFD.
     pub fn finish(&mut self) {
-        if !self.pending.is_empty() {
-            self.pending.clear();
-            self.add_text("\u{FFFD}");
+        if let Some(rest) = self.decoder.finish() {
+            self.add_text(rest);
         }
         if self.over_limits() {
             self.open_file();
@@ -124,6 +171,7 @@ impl Output {
         Snapshot {
             truncation: t,
             full_output_path: self.file.as_ref().map(|(p, _)| p.clone()),
+            full_output_cut: self.raw_bytes > self.file_bytes,
         }
     }
 
@@ -131,36 +179,6 @@ impl Output {
         self.raw_bytes > self.limits.max_bytes
             || self.total_bytes > self.limits.max_bytes
             || self.total_lines() > self.limits.max_lines
-    }
-
-    fn decode(&mut self, bytes: &[u8]) -> String {
-        let mut buf = std::mem::take(&mut self.pending);
-        buf.extend_from_slice(bytes);
-        let mut out = String::with_capacity(buf.len());
-        let mut rest = buf.as_slice();
-        loop {
-            match std::str::from_utf8(rest) {
-                Ok(s) => {
-                    out.push_str(s);
-                    break;
-                }
-                Err(e) => {
-                    let (valid, after) = rest.split_at(e.valid_up_to());
-                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
-                    match e.error_len() {
-                        Some(n) => {
-                            out.push('\u{FFFD}');
-                            rest = &after[n..];
-                        }
-                        None => {
-                            self.pending = after.to_vec();
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        out
     }
 
     fn add_text(&mut self, text: &str) {
@@ -198,8 +216,11 @@ impl Output {
         let path = std::env::temp_dir().join(format!("{}-{}.log", self.prefix, &id[..16]));
         match File::create(&path) {
             Ok(mut f) => {
+                // The limits are far below MAX_FILE_BYTES, so what waited here fits.
                 let _ = f.write_all(&self.early);
+                self.file_bytes = self.early.len();
                 self.early = Vec::new();
+                self.outputs.add(path.clone());
                 self.file = Some((path, f));
             }
             Err(e) => {
@@ -222,7 +243,7 @@ mod tests {
 
     #[test]
     fn small_output_stays_in_memory() {
-        let mut o = Output::new(SMALL, "nova-test");
+        let mut o = Output::new(SMALL, "nova-test", Arc::default());
         o.push(b"a\nb");
         o.finish();
         let s = o.snapshot();
@@ -233,7 +254,7 @@ mod tests {
 
     #[test]
     fn split_multibyte_chars_decode_across_chunks() {
-        let mut o = Output::new(Limits::DEFAULT, "nova-test");
+        let mut o = Output::new(Limits::DEFAULT, "nova-test", Arc::default());
         let bytes = "h€llo".as_bytes();
         o.push(&bytes[..2]);
         o.push(&bytes[2..]);
@@ -244,7 +265,7 @@ mod tests {
 
     #[test]
     fn large_output_is_kept_whole_in_a_file() {
-        let mut o = Output::new(SMALL, "nova-test");
+        let mut o = Output::new(SMALL, "nova-test", Arc::default());
         let all: String = (1..=50).map(|i| format!("line{i}\n")).collect();
         for chunk in all.as_bytes().chunks(7) {
             o.push(chunk);
@@ -262,7 +283,7 @@ mod tests {
     #[test]
     fn lines_are_counted_as_a_person_counts_them() {
         let count = |chunks: &[&str]| {
-            let mut o = Output::new(SMALL, "nova-test");
+            let mut o = Output::new(SMALL, "nova-test", Arc::default());
             for c in chunks {
                 o.push(c.as_bytes());
             }
@@ -296,7 +317,7 @@ mod tests {
             max_lines: 100,
             max_bytes: 16,
         };
-        let mut o = Output::new(limits, "nova-test");
+        let mut o = Output::new(limits, "nova-test", Arc::default());
         for i in 0..100 {
             o.push(format!("{i:03}abc\n").as_bytes());
         }

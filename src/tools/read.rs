@@ -1,7 +1,12 @@
 //! `read`: a text file's lines (head-truncated, continued with `offset`), or an image as an
 //! attachment.
+//!
+//! Text is streamed: the file is read in chunks and only the lines shown are held (at most the
+//! 50 KB limit), while the rest is only counted, so a 512 MiB file of one line costs a chunk of
+//! memory, not the file.
 
-use super::truncate::{self, Limits, MAX_BYTES, TruncatedBy, format_size};
+use super::truncate::{Head, Limits, MAX_BYTES, TruncatedBy, format_size};
+use super::utf8::Lossy;
 use super::{ToolContext, ToolOutput, ToolResult, blocking, fs::error_text, image, path};
 use crate::protocol::ContentBlock;
 use crate::protocol::ToolSpec;
@@ -15,6 +20,8 @@ use tokio_util::sync::CancellationToken;
 /// Pi's cap for images `read` returns: 4.5 MiB once base64-encoded, which is what the provider
 /// receives, so this many decoded bytes.
 const MAX_IMAGE_BYTES: usize = 4_718_592 / 4 * 3;
+/// How much of a text file is read at a time.
+const CHUNK_BYTES: usize = 64 * 1024;
 
 #[derive(Deserialize)]
 pub(super) struct Args {
@@ -62,10 +69,80 @@ fn read(args: &Args, abs: &Path, cancel: &CancellationToken) -> ToolResult {
             .map_err(|e| error_text(&e, "read", abs))?;
         return read_image(image::decode(bytes, mime, abs, turn)?, cancel);
     }
-    let mut bytes = head;
-    file.read_to_end(&mut bytes)
-        .map_err(|e| error_text(&e, "read", abs))?;
-    Ok(text_result(&String::from_utf8_lossy(&bytes), args))
+    let lines = scan(&head, &mut file, args, cancel).map_err(|e| error_text(&e, "read", abs))?;
+    Ok(text_result(lines, args))
+}
+
+/// What one pass over a text file found: the lines asked for, cut to the limits, and counts.
+struct Scanned {
+    /// The lines from the first one asked for to the last (or the end of the file).
+    head: Head,
+    /// Lines in the file, counted as `split('\n')` counts them.
+    total: usize,
+}
+
+/// The window of lines `args` asks for, 0-based: from `start`, below `end`.
+fn window(args: &Args) -> (usize, usize) {
+    let start = match args.offset {
+        Some(o) if o != 0 => usize::try_from(o.saturating_sub(1)).unwrap_or(0),
+        _ => 0,
+    };
+    let end = match args.limit {
+        Some(l) => start.saturating_add(usize::try_from(l).unwrap_or(0)),
+        None => usize::MAX,
+    };
+    (start, end)
+}
+
+/// Reads `first` then `rest` to the end, decoding as `from_utf8_lossy` would, and feeds the
+/// lines of the window to a [`Head`]; lines outside it are only counted.
+fn scan(
+    first: &[u8],
+    rest: &mut impl Read,
+    args: &Args,
+    cancel: &CancellationToken,
+) -> std::io::Result<Scanned> {
+    let (start, end) = window(args);
+    let mut head = Head::new(Limits::DEFAULT);
+    let mut decoder = Lossy::default();
+    // The index of the line being read.
+    let mut line = 0usize;
+    let mut take = |text: &str, head: &mut Head| {
+        for (i, piece) in text.split('\n').enumerate() {
+            if i > 0 {
+                if (start..end).contains(&line) {
+                    head.end_line();
+                }
+                line += 1;
+            }
+            if (start..end).contains(&line) {
+                head.push(piece);
+            }
+        }
+        line
+    };
+    take(&decoder.push(first), &mut head);
+    let mut buf = vec![0u8; CHUNK_BYTES];
+    loop {
+        if cancel.is_cancelled() {
+            return Err(std::io::Error::other(super::fs::ABORTED));
+        }
+        let n = match rest.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        take(&decoder.push(&buf[..n]), &mut head);
+    }
+    let last = take(decoder.finish().unwrap_or_default(), &mut head);
+    if (start..end).contains(&last) {
+        head.end_line();
+    }
+    Ok(Scanned {
+        head,
+        total: last + 1,
+    })
 }
 
 /// Pi's layout: a note, then the image, resized when over 2000 px or the byte cap, with the
@@ -95,32 +172,24 @@ fn read_image(src: image::Loaded, cancel: &CancellationToken) -> ToolResult {
     })
 }
 
-fn text_result(text: &str, args: &Args) -> ToolOutput {
-    let lines: Vec<&str> = text.split('\n').collect();
-    let total = lines.len();
-    let start = match args.offset {
-        Some(o) if o != 0 => usize::try_from(o.saturating_sub(1)).unwrap_or(0),
-        _ => 0,
-    };
+fn text_result(scanned: Scanned, args: &Args) -> ToolOutput {
+    let Scanned { head, total } = scanned;
+    let (start, end) = window(args);
     if start >= total {
         return ToolOutput::error(format!(
             "Offset {} is beyond end of file ({total} lines total)",
             args.offset.unwrap_or(0)
         ));
     }
-    let end = match args.limit {
-        Some(l) => start
-            .saturating_add(usize::try_from(l).unwrap_or(0))
-            .min(total),
-        None => total,
-    };
-    let t = truncate::truncate_head(&lines[start..end].join("\n"), Limits::DEFAULT);
+    let end = end.min(total);
+    let first_line_bytes = head.first_line_bytes();
+    let t = head.finish();
     let first = start + 1;
     let details = Some(json!({ "truncation": t }));
     if t.first_line_exceeds_limit {
         let text = format!(
             "[Line {first} is {}, exceeds {} limit. Use bash: sed -n '{first}p' {} | head -c {MAX_BYTES}]",
-            format_size(lines[start].len()),
+            format_size(first_line_bytes),
             format_size(MAX_BYTES),
             args.path,
         );
@@ -233,6 +302,44 @@ mod tests {
             text,
             "[Line 1 is 58.6KB, exceeds 50.0KB limit. Use bash: sed -n '1p' big.txt | head -c 51200]"
         );
+    }
+
+    #[tokio::test]
+    async fn lines_longer_than_a_chunk_are_counted_not_held() {
+        let dir = tempfile::tempdir().unwrap();
+        // A line of 80 KB of two-byte chars spans chunks, some split inside a char; bad bytes
+        // count as the U+FFFD they become.
+        let body = format!("a\n{}\nb?\n", "é".repeat(40_000));
+        let mut bytes = body.into_bytes();
+        let bad = bytes.len() - 2;
+        bytes[bad] = 0xff;
+        std::fs::write(dir.path().join("t.txt"), &bytes).unwrap();
+        let (text, _) = read(dir.path(), json!({"path": "t.txt"})).await;
+        assert_eq!(
+            text,
+            "a\n\n[Showing lines 1-1 of 4 (50.0KB limit). Use offset=2 to continue.]"
+        );
+        let (text, _) = read(dir.path(), json!({"path": "t.txt", "offset": 2})).await;
+        assert_eq!(
+            text,
+            "[Line 2 is 78.1KB, exceeds 50.0KB limit. Use bash: sed -n '2p' t.txt | head -c 51200]"
+        );
+        let out = Tool::Read
+            .execute(json!({"path": "t.txt", "offset": 3}), ctx(dir.path()))
+            .await;
+        assert_eq!(joined_text(&out.content), "b\u{fffd}\n");
+        let (text, _) = read(
+            dir.path(),
+            json!({"path": "t.txt", "offset": 3, "limit": 1}),
+        )
+        .await;
+        assert_eq!(
+            text,
+            "b\u{fffd}\n\n[1 more lines in file. Use offset=4 to continue.]"
+        );
+        let (text, err) = read(dir.path(), json!({"path": "t.txt", "offset": 5})).await;
+        assert!(err);
+        assert_eq!(text, "Offset 5 is beyond end of file (4 lines total)");
     }
 
     #[tokio::test]

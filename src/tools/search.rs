@@ -8,7 +8,7 @@
 //! whose set is full can skip any entry (and its whole subtree) that sorts after its worst kept
 //! result: asking for 100 matches then stops searching early, as `rg` does when Pi kills it.
 
-use super::truncate::{MAX_BYTES, TruncatedBy, Truncation, format_size};
+use super::truncate::{Head, Limits, MAX_BYTES, format_size};
 use super::{ToolResult, fs::ABORTED};
 use ignore::{DirEntry, WalkBuilder, WalkState};
 use serde_json::{Map, Value};
@@ -232,14 +232,21 @@ impl<T> Drop for Local<'_, T> {
 /// Result lines joined as they come, keeping what fits in 50 KB: the cut `truncate_head` makes
 /// with no line limit, without first building text that is thrown away (a search can yield
 /// megabytes of matching lines).
-#[derive(Default)]
 pub(super) struct Lines {
-    content: String,
+    head: Head,
     scratch: String,
-    total_lines: usize,
-    total_bytes: usize,
-    output_lines: usize,
-    cut: bool,
+}
+
+impl Default for Lines {
+    fn default() -> Self {
+        Lines {
+            head: Head::new(Limits {
+                max_lines: UNLIMITED_LINES,
+                max_bytes: MAX_BYTES,
+            }),
+            scratch: String::new(),
+        }
+    }
 }
 
 impl Lines {
@@ -252,38 +259,12 @@ impl Lines {
     }
 
     pub(super) fn push(&mut self, line: &str) {
-        let sep = usize::from(self.total_lines > 0);
-        self.total_lines += 1;
-        self.total_bytes += sep + line.len();
-        if !self.cut && self.content.len() + sep + line.len() <= MAX_BYTES {
-            if sep == 1 {
-                self.content.push('\n');
-            }
-            self.content.push_str(line);
-            self.output_lines += 1;
-        } else {
-            self.cut = true;
-        }
+        self.head.push(line);
+        self.head.end_line();
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.total_lines == 0
-    }
-
-    fn truncation(&self) -> Option<Truncation> {
-        (self.total_bytes > MAX_BYTES).then(|| Truncation {
-            content: String::new(),
-            truncated: true,
-            truncated_by: Some(TruncatedBy::Bytes),
-            total_lines: self.total_lines,
-            total_bytes: self.total_bytes,
-            output_lines: self.output_lines,
-            output_bytes: self.content.len(),
-            last_line_partial: false,
-            first_line_exceeds_limit: self.output_lines == 0,
-            max_lines: UNLIMITED_LINES,
-            max_bytes: MAX_BYTES,
-        })
+        self.head.lines() == 0
     }
 }
 
@@ -316,7 +297,8 @@ pub(super) fn finish(
         notices.push(notice);
         details.insert(key.to_owned(), value);
     }
-    if let Some(truncation) = lines.truncation() {
+    let truncation = lines.head.finish();
+    if truncation.truncated {
         notices.push(format!("{} limit reached", format_size(MAX_BYTES)));
         details.insert(
             "truncation".to_owned(),
@@ -327,7 +309,7 @@ pub(super) fn finish(
         notices.push(notice);
         details.insert(key.to_owned(), value);
     }
-    let mut text = lines.content;
+    let mut text = truncation.content;
     if !notices.is_empty() {
         text.push_str(&format!("\n\n[{}]", notices.join(". ")));
     }

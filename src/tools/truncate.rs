@@ -66,44 +66,127 @@ impl Truncation {
 /// Keeps the first whole lines that fit. A first line that alone exceeds the byte limit yields
 /// no content at all, so the caller can point at another way to read it.
 pub fn truncate_head(content: &str, limits: Limits) -> Truncation {
-    let lines: Vec<&str> = content.split('\n').collect();
-    if lines.len() <= limits.max_lines && content.len() <= limits.max_bytes {
-        return Truncation::untouched(content, lines.len(), limits);
-    }
-    let mut result = Truncation {
-        content: String::new(),
-        truncated: true,
-        truncated_by: Some(TruncatedBy::Bytes),
-        total_lines: lines.len(),
-        total_bytes: content.len(),
-        output_lines: 0,
-        output_bytes: 0,
-        last_line_partial: false,
-        first_line_exceeds_limit: false,
-        max_lines: limits.max_lines,
-        max_bytes: limits.max_bytes,
-    };
-    if lines[0].len() > limits.max_bytes {
-        result.first_line_exceeds_limit = true;
-        return result;
-    }
-    let mut bytes = 0;
-    let mut kept = 0;
-    let mut by = TruncatedBy::Lines;
-    for (i, line) in lines.iter().take(limits.max_lines).enumerate() {
-        let cost = line.len() + usize::from(i > 0);
-        if bytes + cost > limits.max_bytes {
-            by = TruncatedBy::Bytes;
-            break;
+    let mut head = Head::new(limits);
+    for (i, line) in content.split('\n').enumerate() {
+        if i > 0 {
+            head.end_line();
         }
-        bytes += cost;
-        kept += 1;
+        head.push(line);
     }
-    result.content = lines[..kept].join("\n");
-    result.truncated_by = Some(by);
-    result.output_lines = kept;
-    result.output_bytes = result.content.len();
-    result
+    head.end_line();
+    head.finish()
+}
+
+/// [`truncate_head`] over text that arrives in pieces: a file read in chunks, lines of any
+/// length. It holds only what it keeps (at most the byte limit) and counts the rest.
+pub struct Head {
+    limits: Limits,
+    /// The whole lines kept, joined with `\n`.
+    content: String,
+    kept_lines: usize,
+    /// The line being pushed, while it may still fit.
+    line: String,
+    line_bytes: usize,
+    lines: usize,
+    total_bytes: usize,
+    first_line_bytes: usize,
+    /// Set by the first line that did not fit: nothing after it is kept.
+    full: Option<TruncatedBy>,
+}
+
+impl Head {
+    pub fn new(limits: Limits) -> Head {
+        Head {
+            limits,
+            content: String::new(),
+            kept_lines: 0,
+            line: String::new(),
+            line_bytes: 0,
+            lines: 0,
+            total_bytes: 0,
+            first_line_bytes: 0,
+            full: None,
+        }
+    }
+
+    /// More of the current line (`text` holds no `\n`).
+    pub fn push(&mut self, text: &str) {
+        self.line_bytes += text.len();
+        let sep = usize::from(self.lines > 0);
+        if self.full.is_none()
+            && self.content.len() + sep + self.line_bytes <= self.limits.max_bytes
+        {
+            self.line.push_str(text);
+        }
+    }
+
+    /// Ends the current line (an empty one if nothing was pushed since the last end).
+    pub fn end_line(&mut self) {
+        let sep = usize::from(self.lines > 0);
+        let cost = sep + self.line_bytes;
+        if self.lines == 0 {
+            self.first_line_bytes = self.line_bytes;
+        }
+        if self.full.is_none() {
+            if self.lines >= self.limits.max_lines {
+                self.full = Some(TruncatedBy::Lines);
+            } else if self.content.len() + cost > self.limits.max_bytes {
+                self.full = Some(TruncatedBy::Bytes);
+            } else {
+                if sep == 1 {
+                    self.content.push('\n');
+                }
+                self.content.push_str(&self.line);
+                self.kept_lines += 1;
+            }
+        }
+        self.line.clear();
+        self.line_bytes = 0;
+        self.lines += 1;
+        self.total_bytes += cost;
+    }
+
+    /// The lines ended so far.
+    pub fn lines(&self) -> usize {
+        self.lines
+    }
+
+    /// The length of the first line, once it has ended.
+    pub fn first_line_bytes(&self) -> usize {
+        self.first_line_bytes
+    }
+
+    /// The kept text and what was cut, for the lines ended so far.
+    pub fn finish(self) -> Truncation {
+        let limits = self.limits;
+        let mut result = Truncation {
+            output_bytes: self.content.len(),
+            content: self.content,
+            truncated: false,
+            truncated_by: None,
+            total_lines: self.lines,
+            total_bytes: self.total_bytes,
+            output_lines: self.kept_lines,
+            last_line_partial: false,
+            first_line_exceeds_limit: false,
+            max_lines: limits.max_lines,
+            max_bytes: limits.max_bytes,
+        };
+        if self.lines <= limits.max_lines && self.total_bytes <= limits.max_bytes {
+            return result;
+        }
+        result.truncated = true;
+        if self.first_line_bytes > limits.max_bytes {
+            result.truncated_by = Some(TruncatedBy::Bytes);
+            result.first_line_exceeds_limit = true;
+            result.content.clear();
+            result.output_lines = 0;
+            result.output_bytes = 0;
+            return result;
+        }
+        result.truncated_by = Some(self.full.unwrap_or(TruncatedBy::Lines));
+        result
+    }
 }
 
 /// Keeps the last whole lines that fit. Lines are counted as a person counts them: a trailing
@@ -218,6 +301,88 @@ mod tests {
         assert_eq!(t.content, "abcd\nefgh");
         assert_eq!(t.truncated_by, Some(TruncatedBy::Bytes));
         assert_eq!(t.output_bytes, 9);
+    }
+
+    /// The head cut over the whole text at once, as nova made it before lines were streamed.
+    fn reference_head(content: &str, limits: Limits) -> Truncation {
+        let lines: Vec<&str> = content.split('\n').collect();
+        if lines.len() <= limits.max_lines && content.len() <= limits.max_bytes {
+            return Truncation::untouched(content, lines.len(), limits);
+        }
+        let mut result = Truncation {
+            content: String::new(),
+            truncated: true,
+            truncated_by: Some(TruncatedBy::Bytes),
+            total_lines: lines.len(),
+            total_bytes: content.len(),
+            output_lines: 0,
+            output_bytes: 0,
+            last_line_partial: false,
+            first_line_exceeds_limit: false,
+            max_lines: limits.max_lines,
+            max_bytes: limits.max_bytes,
+        };
+        if lines[0].len() > limits.max_bytes {
+            result.first_line_exceeds_limit = true;
+            return result;
+        }
+        let (mut bytes, mut kept, mut by) = (0, 0, TruncatedBy::Lines);
+        for (i, line) in lines.iter().take(limits.max_lines).enumerate() {
+            let cost = line.len() + usize::from(i > 0);
+            if bytes + cost > limits.max_bytes {
+                by = TruncatedBy::Bytes;
+                break;
+            }
+            bytes += cost;
+            kept += 1;
+        }
+        result.content = lines[..kept].join("\n");
+        result.truncated_by = Some(by);
+        result.output_lines = kept;
+        result.output_bytes = result.content.len();
+        result
+    }
+
+    #[test]
+    fn head_in_pieces_cuts_as_the_whole_does() {
+        let limits = Limits {
+            max_lines: 4,
+            max_bytes: 12,
+        };
+        let texts = [
+            "",
+            "\n",
+            "abc",
+            "abcdefghijkl",
+            "abcdefghijklm\nx",
+            "ab\ncd\nef\ngh\nij",
+            "ab\ncd\nef\ngh",
+            "abcde\nfghij\nk",
+            "abcde\nfghijk\n",
+            "a\n\n\n\n\n",
+            "ééé\néé\nx",
+            "abcdefghijkl\nm",
+            "abcdefghijk\nm",
+        ];
+        for text in texts {
+            let whole = reference_head(text, limits);
+            assert_eq!(truncate_head(text, limits), whole, "{text:?}");
+            // The same text pushed a byte-sized piece at a time where it can be split.
+            let mut head = Head::new(limits);
+            let mut rest = text;
+            while let Some(c) = rest.chars().next() {
+                match c {
+                    '\n' => head.end_line(),
+                    c => head.push(c.encode_utf8(&mut [0; 4])),
+                }
+                rest = &rest[c.len_utf8()..];
+            }
+            head.end_line();
+            assert_eq!(head.finish(), whole, "{text:?}");
+        }
+        let t = truncate_head(&"y".repeat(12), limits);
+        assert!(!t.truncated, "a first line of exactly the limit fits");
+        assert_eq!(t.content.len(), 12);
     }
 
     #[test]
