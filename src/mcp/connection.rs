@@ -59,9 +59,10 @@ pub async fn connect(
             args,
             env,
             cwd,
+            isolation,
         } => {
             let env = resolve_all(env).await.map_err(|e| format!("env {e}"))?;
-            let (process, pipes) = process::spawn(command, args, &env, cwd)?;
+            let (process, pipes) = process::spawn(command, args, &env, cwd, isolation.as_ref())?;
             let exited = process.exited();
             match handler.serve(pipes).await {
                 Ok(service) => (service, Some(process)),

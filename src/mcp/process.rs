@@ -6,6 +6,7 @@
 //! is dropped without being stopped has its group stopped at once, and the keeper also kills
 //! the server when nova dies, so no server outlives nova however nova leaves.
 
+use super::isolate::{self, Isolation};
 use crate::sandbox::kept;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -35,13 +36,29 @@ pub struct Process {
 /// The pipes the MCP connection runs over.
 pub type Pipes = (ChildStdout, ChildStdin);
 
+/// Starts `command` in `cwd` with nova's environment and `env` over it; `isolation` (a user's
+/// server) keeps the project off its search paths and, for the neutral directory, creates it.
 pub fn spawn(
     command: &str,
     args: &[String],
     env: &[(String, String)],
     cwd: &Path,
+    isolation: Option<&Isolation>,
 ) -> Result<(Process, Pipes), String> {
-    let mut child = tokio::process::Command::from(kept(command, args))
+    let mut command_line = tokio::process::Command::from(kept(command, args));
+    if let Some(isolation) = isolation {
+        if isolation.neutral_cwd {
+            isolate::prepare(cwd)?;
+        }
+        for (name, value) in isolate::environment(std::env::vars_os(), &isolation.project, env, cwd)
+        {
+            match value {
+                Some(value) => command_line.env(name, value),
+                None => command_line.env_remove(name),
+            };
+        }
+    }
+    let mut child = command_line
         .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(cwd)
         .stdin(Stdio::piped())
@@ -177,7 +194,7 @@ mod tests {
 
     fn sh(script: &str) -> (Process, Pipes) {
         let args = ["-c".to_owned(), script.to_owned()];
-        spawn("/bin/sh", &args, &[], Path::new("/")).unwrap()
+        spawn("/bin/sh", &args, &[], Path::new("/"), None).unwrap()
     }
 
     #[tokio::test(flavor = "current_thread")]
