@@ -32,6 +32,8 @@ pub struct ServerConfig {
     pub description: Option<String>,
     /// Why the server is listed but not started (`enabled: false`, an untrusted project).
     pub disabled: Option<String>,
+    /// A user's server: kept apart from the project, its `!command` values too.
+    pub isolation: Option<Isolation>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -42,10 +44,8 @@ pub enum Transport {
         /// Values still unresolved (`${VAR}`, `!command`).
         env: Vec<(String, String)>,
         /// Absolute: the configured `cwd` (relative to nova's cwd); else nova's cwd for the
-        /// project's servers, and [`neutral_dir`] for the user's.
+        /// project's servers, and [`Isolation::dir`] for the user's.
         cwd: PathBuf,
-        /// A user's server: kept apart from the project.
-        isolation: Option<Isolation>,
     },
     Http {
         url: String,
@@ -254,6 +254,10 @@ fn parse_entry(
             None => Err("needs a \"command\" (stdio) or a \"url\" (streamable HTTP)".into()),
         };
     }
+    let isolation = (source == McpSource::User).then(|| Isolation {
+        project: files.cwd.to_path_buf(),
+        dir: neutral_dir(files.agent_dir, files.cwd),
+    });
     let transport = match (kind, command, url) {
         (Some("sse"), ..) => {
             return Err(
@@ -270,7 +274,9 @@ fn parse_entry(
         (_, Some(_), Some(_)) => {
             return Err("has both \"command\" and \"url\"; keep one".into());
         }
-        (Some("stdio") | None, Some(command), None) => stdio(command, entry, source, files)?,
+        (Some("stdio") | None, Some(command), None) => {
+            stdio(command, entry, isolation.as_ref(), files)?
+        }
         (Some("http" | "streamable-http") | None, None, Some(url)) => http(url, entry)?,
         (Some("stdio"), None, _) => return Err("\"type\": \"stdio\" needs a \"command\"".into()),
         _ => return Err("an HTTP server needs a \"url\" (and no \"command\")".into()),
@@ -290,13 +296,14 @@ fn parse_entry(
         timeout,
         description: optional_str(entry, "description")?.map(str::to_owned),
         disabled: (enabled == Some(false)).then(|| switched_off(path)),
+        isolation,
     })))
 }
 
 fn stdio(
     command: &str,
     entry: &Map<String, Value>,
-    source: McpSource,
+    isolation: Option<&Isolation>,
     files: &Files,
 ) -> Result<Transport, String> {
     if command.trim().is_empty() {
@@ -311,23 +318,16 @@ fn stdio(
             .ok_or("\"args\" must be a list of strings")?,
         Some(_) => return Err("\"args\" must be a list of strings".into()),
     };
-    let configured = optional_str(entry, "cwd")?.map(|dir| files.cwd.join(home(dir, files.home)));
-    let user = source == McpSource::User;
-    let isolation = user.then(|| Isolation {
-        project: files.cwd.to_path_buf(),
-        neutral_cwd: configured.is_none(),
-    });
-    let cwd = match configured {
-        Some(dir) => dir,
-        None if user => neutral_dir(files.agent_dir, files.cwd),
-        None => files.cwd.to_path_buf(),
+    let cwd = match (optional_str(entry, "cwd")?, isolation) {
+        (Some(dir), _) => files.cwd.join(home(dir, files.home)),
+        (None, Some(isolation)) => isolation.dir.clone(),
+        (None, None) => files.cwd.to_path_buf(),
     };
     Ok(Transport::Stdio {
         command: home(command, files.home),
         args,
         env: string_map(entry, "env")?,
         cwd,
-        isolation,
     })
 }
 

@@ -82,10 +82,6 @@ fn entries_parse_with_defaults_and_home_expansion() {
             args: vec![d.home.join("data").display().to_string(), "-v".into()],
             env: vec![("TOKEN".into(), "${TOKEN}".into())],
             cwd: d.cwd.join("sub"),
-            isolation: Some(Isolation {
-                project: d.cwd.clone(),
-                neutral_cwd: false,
-            }),
         }
     );
     assert_eq!(fs.timeout, DEFAULT_TIMEOUT);
@@ -109,20 +105,21 @@ fn the_users_servers_start_outside_the_project_and_the_projects_inside() {
         json!({"mcpServers": {"theirs": {"command": "python3", "args": ["-m", "pkg"]}}}),
     );
     let (servers, _) = load_all(&d, true);
-    let stdio = |name: &str| match &by_name(&servers, name).transport {
-        Transport::Stdio { cwd, isolation, .. } => (cwd.clone(), isolation.clone()),
-        Transport::Http { .. } => panic!("{name} is not stdio"),
+    let stdio = |name: &str| {
+        let server = by_name(&servers, name);
+        match &server.transport {
+            Transport::Stdio { cwd, .. } => (cwd.clone(), server.isolation.clone()),
+            Transport::Http { .. } => panic!("{name} is not stdio"),
+        }
     };
-    let isolated = |neutral_cwd| {
-        Some(Isolation {
-            project: d.cwd.clone(),
-            neutral_cwd,
-        })
-    };
-    assert_eq!(stdio("mine"), (d.agent.join("mcp-cwd"), isolated(true)));
+    let isolated = Some(Isolation {
+        project: d.cwd.clone(),
+        dir: d.agent.join("mcp-cwd"),
+    });
+    assert_eq!(stdio("mine"), (d.agent.join("mcp-cwd"), isolated.clone()));
     // A `cwd` the user names is theirs to choose, the project too; the search paths still
     // lose the project's entries.
-    assert_eq!(stdio("here"), (d.cwd.clone(), isolated(false)));
+    assert_eq!(stdio("here"), (d.cwd.clone(), isolated));
     assert_eq!(stdio("theirs"), (d.cwd.clone(), None));
 }
 

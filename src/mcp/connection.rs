@@ -53,16 +53,18 @@ pub async fn connect(
     client: &SharedClient,
     handler: Handler,
 ) -> Result<(Connection, Vec<Tool>), String> {
+    let isolation = config.isolation.as_ref();
     let (service, process) = match &config.transport {
         Transport::Stdio {
             command,
             args,
             env,
             cwd,
-            isolation,
         } => {
-            let env = resolve_all(env).await.map_err(|e| format!("env {e}"))?;
-            let (process, pipes) = process::spawn(command, args, &env, cwd, isolation.as_ref())?;
+            let env = resolve_all(env, isolation)
+                .await
+                .map_err(|e| format!("env {e}"))?;
+            let (process, pipes) = process::spawn(command, args, &env, cwd, isolation)?;
             let exited = process.exited();
             match handler.serve(pipes).await {
                 Ok(service) => (service, Some(process)),
@@ -75,7 +77,7 @@ pub async fn connect(
             }
         }
         Transport::Http { url, headers } => {
-            let headers = resolve_all(headers)
+            let headers = resolve_all(headers, isolation)
                 .await
                 .map_err(|e| format!("header {e}"))?;
             let mut custom = HashMap::new();

@@ -14,13 +14,37 @@ use std::path::{Component, Path, PathBuf};
 /// The directory under the agent dir that the user's servers start in.
 pub const NEUTRAL_DIR: &str = "mcp-cwd";
 
-/// How a user's server is kept apart from the project.
+/// How a user's server, and the `!command` values of its entry, are kept apart from the project.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Isolation {
-    /// The project (nova's cwd), whose entries leave the server's search paths.
+    /// The project (nova's cwd), whose entries leave the search paths.
     pub project: PathBuf,
-    /// The server's cwd is [`neutral_dir`]: created (private to the user) before it starts.
-    pub neutral_cwd: bool,
+    /// [`neutral_dir`]: where the server starts unless its entry names a `cwd`, and where its
+    /// `!command` values run.
+    pub dir: PathBuf,
+}
+
+impl Isolation {
+    /// Readies `command` to run in `cwd` (created first when it is [`Isolation::dir`]) with the
+    /// project off its search paths; `configured` are the entry's own variables.
+    pub fn apply(
+        &self,
+        command: &mut tokio::process::Command,
+        cwd: &Path,
+        configured: &[(String, String)],
+    ) -> Result<(), String> {
+        if cwd == self.dir {
+            prepare(cwd)?;
+        }
+        command.current_dir(cwd);
+        for (name, value) in environment(std::env::vars_os(), &self.project, configured, cwd) {
+            match value {
+                Some(value) => command.env(name, value),
+                None => command.env_remove(name),
+            };
+        }
+        Ok(())
+    }
 }
 
 /// Lists of directories a program searches for programs, modules or libraries: entries in the

@@ -6,7 +6,7 @@
 //! is dropped without being stopped has its group stopped at once, and the keeper also kills
 //! the server when nova dies, so no server outlives nova however nova leaves.
 
-use super::isolate::{self, Isolation};
+use super::isolate::Isolation;
 use crate::sandbox::kept;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -37,7 +37,7 @@ pub struct Process {
 pub type Pipes = (ChildStdout, ChildStdin);
 
 /// Starts `command` in `cwd` with nova's environment and `env` over it; `isolation` (a user's
-/// server) keeps the project off its search paths and, for the neutral directory, creates it.
+/// server) keeps the project off its search paths.
 pub fn spawn(
     command: &str,
     args: &[String],
@@ -47,16 +47,7 @@ pub fn spawn(
 ) -> Result<(Process, Pipes), String> {
     let mut command_line = tokio::process::Command::from(kept(command, args));
     if let Some(isolation) = isolation {
-        if isolation.neutral_cwd {
-            isolate::prepare(cwd)?;
-        }
-        for (name, value) in isolate::environment(std::env::vars_os(), &isolation.project, env, cwd)
-        {
-            match value {
-                Some(value) => command_line.env(name, value),
-                None => command_line.env_remove(name),
-            };
-        }
+        isolation.apply(&mut command_line, cwd, env)?;
     }
     let mut child = command_line
         .envs(env.iter().map(|(k, v)| (k, v)))

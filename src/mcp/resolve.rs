@@ -1,19 +1,24 @@
 //! Values of `env` and `headers`, resolved when a server starts (never at nova's startup, since a
 //! command may take seconds): a value that starts with `!` is a shell command whose trimmed
 //! stdout is the value; any other value has each `${NAME}` (or `${NAME:-default}`) replaced by
-//! the environment variable.
+//! the environment variable. A user's server runs its commands where it runs itself, apart from
+//! the project ([`Isolation`]).
 
-use crate::sandbox::shell_output;
+use super::isolate::Isolation;
+use crate::sandbox::{output_within, shell_command};
 use std::time::Duration;
 
 /// How long a `!command` may run.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Resolves every value of `pairs`; the error names the key.
-pub async fn resolve_all(pairs: &[(String, String)]) -> Result<Vec<(String, String)>, String> {
+pub async fn resolve_all(
+    pairs: &[(String, String)],
+    isolation: Option<&Isolation>,
+) -> Result<Vec<(String, String)>, String> {
     let mut resolved = Vec::with_capacity(pairs.len());
     for (key, value) in pairs {
-        let value = resolve(value, |name| std::env::var(name).ok())
+        let value = resolve(value, isolation, |name| std::env::var(name).ok())
             .await
             .map_err(|e| format!("\"{key}\": {e}"))?;
         resolved.push((key.clone(), value));
@@ -21,9 +26,13 @@ pub async fn resolve_all(pairs: &[(String, String)]) -> Result<Vec<(String, Stri
     Ok(resolved)
 }
 
-async fn resolve(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+async fn resolve(
+    value: &str,
+    isolation: Option<&Isolation>,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
     match value.strip_prefix('!') {
-        Some(command) => run(command).await,
+        Some(command) => run(command, isolation).await,
         None => interpolate(value, lookup),
     }
 }
@@ -54,8 +63,12 @@ pub fn interpolate(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Resu
     Ok(out)
 }
 
-async fn run(command: &str) -> Result<String, String> {
-    let output = shell_output(command, std::process::Stdio::null(), COMMAND_TIMEOUT)
+async fn run(command: &str, isolation: Option<&Isolation>) -> Result<String, String> {
+    let mut shell = shell_command(command);
+    if let Some(isolation) = isolation {
+        isolation.apply(&mut shell, &isolation.dir, &[])?;
+    }
+    let output = output_within(shell, std::process::Stdio::null(), COMMAND_TIMEOUT)
         .await
         .map_err(|e| format!("cannot run `{command}`: {e}"))?
         .ok_or_else(|| format!("`{command}` did not finish within {COMMAND_TIMEOUT:?}"))?;
@@ -101,23 +114,36 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_leading_bang_runs_the_whole_value() {
-        assert_eq!(resolve("!echo ' hi '", vars).await.unwrap(), "hi");
+        assert_eq!(resolve("!echo ' hi '", None, vars).await.unwrap(), "hi");
         assert_eq!(
-            resolve("!echo Bearer $(echo t)", vars).await.unwrap(),
+            resolve("!echo Bearer $(echo t)", None, vars).await.unwrap(),
             "Bearer t"
         );
         assert!(
-            resolve("!exit 3", vars)
+            resolve("!exit 3", None, vars)
                 .await
                 .unwrap_err()
                 .contains("failed")
         );
         let pairs = [("A".to_owned(), "${NOVA_TEST_SURELY_UNSET_VAR}".to_owned())];
         assert!(
-            resolve_all(&pairs)
+            resolve_all(&pairs, None)
                 .await
                 .unwrap_err()
                 .starts_with("\"A\": ")
         );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_users_command_runs_in_the_neutral_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let isolation = Isolation {
+            project: std::env::current_dir().unwrap(),
+            dir: tmp.path().join("neutral"),
+        };
+        let pairs = [("WHERE".to_owned(), "!pwd -P".to_owned())];
+        let resolved = resolve_all(&pairs, Some(&isolation)).await.unwrap();
+        let neutral = isolation.dir.canonicalize().unwrap();
+        assert_eq!(resolved[0].1, neutral.display().to_string());
     }
 }

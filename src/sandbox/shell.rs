@@ -48,7 +48,22 @@ pub async fn shell_output(
     stderr: Stdio,
     limit: Duration,
 ) -> std::io::Result<Option<Output>> {
-    let child = tokio::process::Command::from(kept("/bin/sh", ["-c", command]))
+    output_within(shell_command(command), stderr, limit).await
+}
+
+/// `/bin/sh -c command` under the keeper, for a caller to prepare (its directory, its
+/// environment) before [`output_within`] runs it.
+pub fn shell_command(command: &str) -> tokio::process::Command {
+    kept("/bin/sh", ["-c", command]).into()
+}
+
+/// Runs `command` as [`shell_output`] does.
+pub async fn output_within(
+    mut command: tokio::process::Command,
+    stderr: Stdio,
+    limit: Duration,
+) -> std::io::Result<Option<Output>> {
+    let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)

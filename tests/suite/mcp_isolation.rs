@@ -1,8 +1,8 @@
 //! The user's own MCP servers and the repository nova runs in: a server from
 //! `<agent dir>/mcp.json` starts in nova's own directory (`<agent dir>/mcp-cwd`), not in the
 //! project, and inherits no search path into it, so `python3 -m pkg`, node's `require` and a
-//! relative command never load the repository's code; the project's trusted servers still start
-//! in the project.
+//! relative command never load the repository's code (nor do its `!command` values); the
+//! project's trusted servers still start in the project.
 
 use crate::support::mcp::{STARTUP, mcp_json, test_server, wait_file_contains};
 use crate::support::nova_proc::Nova;
@@ -132,7 +132,8 @@ fn a_users_server_starts_in_the_neutral_dir_and_the_projects_in_the_project() {
     let (user_log, project_log) = (agent.join("user.log"), agent.join("project.log"));
     let entry = |log: &Path| {
         json!({"command": server, "env": {
-            "MCP_TEST_LOG": log, "MCP_TEST_LOG_ENV": "PATH,PYTHONPATH,PWD,VIRTUAL_ENV"}})
+            "MCP_TEST_LOG": log, "WHERE": "!pwd -P",
+            "MCP_TEST_LOG_ENV": "WHERE,PATH,PYTHONPATH,PWD,VIRTUAL_ENV"}})
     };
     let path = format!(
         "{}/.venv/bin:{}",
@@ -158,6 +159,12 @@ fn a_users_server_starts_in_the_neutral_dir_and_the_projects_in_the_project() {
         log.contains(&format!("cwd {}\n", neutral.display())),
         "{log}"
     );
+    // Its `!command` values run there too.
+    let neutral_text = neutral.display().to_string();
+    assert!(
+        log.contains(&format!("env WHERE=Some({neutral_text:?})")),
+        "{log}"
+    );
     let inherited = std::env::var("PATH").unwrap();
     assert!(
         log.contains(&format!("env PATH=Some({inherited:?})")),
@@ -178,6 +185,11 @@ fn a_users_server_starts_in_the_neutral_dir_and_the_projects_in_the_project() {
     let project = project.canonicalize().unwrap();
     assert!(
         log.contains(&format!("cwd {}\n", project.display())),
+        "{log}"
+    );
+    let project_text = project.display().to_string();
+    assert!(
+        log.contains(&format!("env WHERE=Some({project_text:?})")),
         "{log}"
     );
     assert!(log.contains(&format!("env PATH=Some({path:?})")), "{log}");
