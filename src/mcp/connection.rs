@@ -4,8 +4,8 @@
 
 use super::config::{ServerConfig, Transport};
 use super::process::{self, Process};
-use super::resolve::resolve_all;
 use crate::provider::http::SharedClient;
+use crate::secret::{Prepare, resolve_all};
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ClientHandler;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool};
@@ -54,6 +54,9 @@ pub async fn connect(
     handler: Handler,
 ) -> Result<(Connection, Vec<Tool>), String> {
     let isolation = config.isolation.as_ref();
+    // A user's server runs its `!command` values where it runs itself.
+    let shell = |shell: &mut tokio::process::Command| isolation.map_or(Ok(()), |i| i.shell(shell));
+    let prepare: Option<Prepare> = isolation.is_some().then_some(&shell);
     let (service, process) = match &config.transport {
         Transport::Stdio {
             command,
@@ -61,7 +64,7 @@ pub async fn connect(
             env,
             cwd,
         } => {
-            let env = resolve_all(env, isolation)
+            let env = resolve_all(env, prepare)
                 .await
                 .map_err(|e| format!("env {e}"))?;
             let (process, pipes) = process::spawn(command, args, &env, cwd, isolation)?;
@@ -77,7 +80,7 @@ pub async fn connect(
             }
         }
         Transport::Http { url, headers } => {
-            let headers = resolve_all(headers, isolation)
+            let headers = resolve_all(headers, prepare)
                 .await
                 .map_err(|e| format!("header {e}"))?;
             let mut custom = HashMap::new();

@@ -45,6 +45,12 @@ impl Isolation {
         }
         Ok(())
     }
+
+    /// Readies the shell of one of the entry's `!command` values: it runs in
+    /// [`Isolation::dir`].
+    pub fn shell(&self, shell: &mut tokio::process::Command) -> Result<(), String> {
+        self.apply(shell, &self.dir, &[])
+    }
 }
 
 /// Lists of directories a program searches for programs, modules or libraries: entries in the
@@ -280,6 +286,22 @@ mod tests {
             prepare(&link).is_err(),
             "a link is not the directory itself"
         );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_users_command_runs_in_the_neutral_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let isolation = Isolation {
+            project: std::env::current_dir().unwrap(),
+            dir: tmp.path().join("neutral"),
+        };
+        let pairs = [("WHERE".to_owned(), "!pwd -P".to_owned())];
+        let shell = |s: &mut tokio::process::Command| isolation.shell(s);
+        let resolved = crate::secret::resolve_all(&pairs, Some(&shell))
+            .await
+            .unwrap();
+        let neutral = isolation.dir.canonicalize().unwrap();
+        assert_eq!(resolved[0].1, neutral.display().to_string());
     }
 
     #[test]

@@ -16,7 +16,6 @@ mod connection;
 mod isolate;
 mod names;
 mod process;
-mod resolve;
 mod result;
 pub mod rules;
 mod servers;

@@ -20,7 +20,7 @@ mod shell;
 pub use launcher::{kept, run_if_requested};
 pub use policy::{Policy, WriteRefusal};
 pub use settings::{Mode, SandboxSettings};
-pub use shell::{GroupStop, output_within, shell_command, shell_output};
+pub use shell::{GroupStop, output_within, shell_command};
 
 use crate::protocol::SandboxState;
 use launcher::Spec;
