@@ -7,7 +7,8 @@
 //!    agent emits protocol::Event ──rpc::writer::Outbox──▶ the stdout thread ──▶ stdout line
 //! ```
 //!
-//! Commands arrive as `protocol::Command`, the model speaks through `provider::ProviderEvent`,
+//! `agent::Runtime` is built once per process and prepares each session for its cwd; a front end
+//! starts the session with its own sink. Commands arrive as `protocol::Command`, the model speaks through `provider::ProviderEvent`,
 //! and everything the client sees is a `protocol::Response` or `protocol::Event`. `print` is
 //! the other front end: prompts from the command line in, the answer or the same events out.
 

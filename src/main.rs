@@ -1,60 +1,19 @@
-//! `nova`: flags → configuration → a front end: the RPC loop (`--mode rpc`), or the prompts on
+//! `nova`: flags → the runtime → the session they describe → a front end: the RPC loop (`--mode rpc`), or the prompts on
 //! the command line run once (print mode, or `--mode json`). Exit codes: 0 success, 1 a failed
 //! run or startup, 2 a usage error.
 
 use clap::Parser;
 use clap::error::ErrorKind;
-use nova::agent::{self, Agent};
-use nova::config::{self, Cli, Config, Mode};
-use nova::context::PromptSource;
-use nova::session::Session;
-use nova::{context, print, provider, rpc};
+use nova::agent::{Prepared, Runtime};
+use nova::config::{Cli, Mode};
+use nova::{print, rpc};
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long the zero-configuration start waits for a local Ollama to list its models.
-const OLLAMA_DISCOVERY_TIMEOUT: Duration = Duration::from_millis(1500);
 /// How long shutdown waits for stdout to take the last lines.
 const WRITER_GRACE: Duration = Duration::from_secs(5);
-
-/// The models a local Ollama has pulled, each with its trained context length, asked for all
-/// at once (`/api/show` per model) so that startup waits for the slowest answer only.
-async fn discover_ollama(client: &reqwest::Client, base: &str) -> Vec<config::DiscoveredModel> {
-    let names = provider::http::list_ollama_models(client, base, OLLAMA_DISCOVERY_TIMEOUT)
-        .await
-        .unwrap_or_default();
-    let mut shows = tokio::task::JoinSet::new();
-    for (i, name) in names.iter().enumerate() {
-        let (client, base, name) = (client.clone(), base.to_owned(), name.clone());
-        shows.spawn(async move {
-            let length = provider::http::ollama_context_length(
-                &client,
-                &base,
-                &name,
-                OLLAMA_DISCOVERY_TIMEOUT,
-            )
-            .await;
-            (i, length.ok().flatten())
-        });
-    }
-    let mut lengths = vec![None; names.len()];
-    while let Some(joined) = shows.join_next().await {
-        if let Ok((i, length)) = joined {
-            lengths[i] = length;
-        }
-    }
-    names
-        .into_iter()
-        .zip(lengths)
-        .map(|(name, trained_context)| config::DiscoveredModel {
-            name,
-            trained_context,
-        })
-        .collect()
-}
 
 /// The front end the command line asks for.
 enum Interface {
@@ -131,67 +90,32 @@ fn interface(cli: &Cli) -> Result<Interface, ExitCode> {
 }
 
 async fn run(mut cli: Cli, interface: Interface) -> ExitCode {
-    let skill_flags = std::mem::take(&mut cli.skills);
-    let template_flags = std::mem::take(&mut cli.prompt_templates);
     let prompt_args = std::mem::take(&mut cli.prompts);
     let (approve_flagged, verbose) = (cli.approve_flagged, cli.verbose);
-    let client = provider::http::SharedClient::default();
-    let discover = async |base: &str| match client.get() {
-        Ok(c) => discover_ollama(c, base).await,
-        Err(_) => Vec::new(),
-    };
-    let config = match config::load(cli, discover).await {
-        Ok(c) => c,
+    let runtime = match Runtime::load(cli, nova::config::agent_dir()).await {
+        Ok(r) => r,
         Err(e) => return usage_error(&e),
     };
-    let (session, session_warnings) = match agent::startup_session(&config) {
-        Ok(s) => s,
-        Err(e) => return usage_error(&e.to_string()),
-    };
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let (resources, resource_warnings) = context::Resources::load(&context::ResourceSources {
-        agent_dir: &config.agent_dir,
-        cwd: &config.cwd,
-        home: home.as_deref(),
-        settings: &config.settings,
-        skill_flags: &skill_flags,
-        template_flags: &template_flags,
-    });
-    let date = humantime::format_rfc3339(std::time::SystemTime::now()).to_string();
-    let (prompt_source, prompt_warnings) = PromptSource::load(&context::PromptFiles {
-        agent_dir: &config.agent_dir,
-        cwd: &config.cwd,
-        project_trusted: config.settings.project_trusted,
-        custom: config.system_prompt.as_deref(),
-        append: config.append_system_prompt.as_deref(),
-        date: date.get(..10).unwrap_or(&date),
-    });
-    let prompt_source = prompt_source.with_resources(resources);
-    for warning in config
-        .warnings
-        .iter()
-        .chain(&session_warnings)
-        .chain(&resource_warnings)
-        .chain(&prompt_warnings)
+    let prepared = match runtime
+        .cli_session()
+        .and_then(|spec| runtime.prepare(&spec))
     {
+        Ok(p) => p,
+        Err(e) => return usage_error(&e),
+    };
+    for warning in runtime.warnings().iter().chain(&prepared.warnings) {
         let _ = writeln!(std::io::stderr(), "nova: warning: {warning}");
     }
-    let started = Started {
-        config,
-        session,
-        prompt_source,
-        client,
-    };
     match interface {
-        Interface::Rpc => serve_rpc(started).await,
+        Interface::Rpc => serve_rpc(prepared).await,
         Interface::OneShot { format, stdin } => {
-            let prompts = match print::prompts(&prompt_args, stdin, &started.config.cwd) {
+            let prompts = match print::prompts(&prompt_args, stdin, prepared.cwd()) {
                 Ok(p) => p,
                 Err(e) => return usage_error(&e),
             };
             let output = Arc::new(print::Output::new(format, verbose));
-            output.json_line(started.session.header());
-            let agent = started.agent(output.clone());
+            output.json_line(prepared.header());
+            let agent = prepared.start(output.clone());
             match print::run(&agent, &output, prompts, approve_flagged).await {
                 Ok(print::Outcome::Succeeded) => ExitCode::SUCCESS,
                 Ok(print::Outcome::Failed) => ExitCode::FAILURE,
@@ -201,27 +125,7 @@ async fn run(mut cli: Cli, interface: Interface) -> ExitCode {
     }
 }
 
-/// What every front end starts from.
-struct Started {
-    config: Config,
-    session: Session,
-    prompt_source: PromptSource,
-    client: provider::http::SharedClient,
-}
-
-impl Started {
-    fn agent(self, sink: agent::Sink) -> Agent {
-        Agent::new(
-            self.config,
-            self.session,
-            self.prompt_source,
-            self.client,
-            sink,
-        )
-    }
-}
-
-async fn serve_rpc(started: Started) -> ExitCode {
+async fn serve_rpc(prepared: Prepared) -> ExitCode {
     let (out, writer) = rpc::writer::spawn(std::io::stdout());
     // Signals must also release producers waiting for a client that stopped reading (and a
     // writer that can no longer write): the flag makes them stop waiting.
@@ -230,7 +134,7 @@ async fn serve_rpc(started: Started) -> ExitCode {
             return fatal(&format!("cannot install signal handlers: {e}"));
         }
     }
-    let agent = started.agent(Arc::new(out.clone()));
+    let agent = prepared.start(Arc::new(out.clone()));
     let served = rpc::serve(agent.clone(), out.clone()).await;
     agent.shutdown().await;
     out.close();

@@ -16,6 +16,7 @@ mod permission;
 mod queue;
 mod retry;
 mod run;
+pub mod runtime;
 mod sessions;
 mod sink;
 mod user_bash;
@@ -23,6 +24,7 @@ mod user_bash;
 pub use error::CommandError;
 pub use permission::{FlaggedCommand, Unattended};
 pub use queue::QueueFull;
+pub use runtime::{Prepared, Runtime};
 pub use sessions::startup_session;
 pub use sink::{EventSink, Sink};
 
@@ -79,7 +81,8 @@ pub struct Agent {
 
 struct Inner {
     sink: Sink,
-    registry: Registry,
+    /// Shared with every session of the process.
+    registry: Arc<Registry>,
     tool_selection: ToolSelection,
     prompt_source: PromptSource,
     permission_rules: PermissionRules,

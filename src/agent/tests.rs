@@ -60,7 +60,7 @@ fn config(base: &str, dir: &std::path::Path) -> Config {
         agent_dir: dir.to_path_buf(),
         cwd: dir.to_path_buf(),
         model: registry.models().first().cloned(),
-        registry,
+        registry: Arc::new(registry),
         settings: Settings::default(),
         model_explicit: false,
         tools: ToolSelection::Only(Vec::new()),

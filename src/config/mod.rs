@@ -1,4 +1,5 @@
-//! Flags, agent dir, `models.json` and `settings.json` → one validated [`Config`].
+//! Flags, agent dir, `models.json` and `settings.json` → what the process shares
+//! ([`Process`]), then one validated [`Config`] per session ([`Process::session`]).
 
 pub mod builtin;
 pub mod cli;
@@ -17,12 +18,14 @@ pub use settings::{
     CompactionSettings, ListedPath, McpPermissions, OllamaSettings, RetrySettings, Settings,
 };
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 #[derive(Debug)]
 pub struct Config {
     pub agent_dir: PathBuf,
     pub cwd: PathBuf,
-    pub registry: Registry,
+    /// Shared by every session of the process.
+    pub registry: Arc<Registry>,
     pub settings: Settings,
     /// The startup model; `None` when nothing is declared (then `prompt` explains why).
     pub model: Option<Model>,
@@ -50,7 +53,8 @@ pub struct Config {
     pub resume: Option<String>,
     /// `-c/--continue`: the newest session of this cwd.
     pub continue_newest: bool,
-    /// Problems with configuration files, reported once on stderr; nova runs on without them.
+    /// Problems with this session's settings files, reported once on stderr; nova runs on
+    /// without them.
     pub warnings: Vec<String>,
 }
 
@@ -65,29 +69,63 @@ pub fn agent_dir() -> PathBuf {
     home.join(".nova").join("agent")
 }
 
-/// Builds the configuration. An `Err` is a usage error: the caller prints it and exits 2.
+/// What every session of the process shares, read once: the agent dir, the model registry
+/// (models.json, or the local Ollama's models; with the built-in providers) and the command
+/// line, whose flags each session starts from.
+#[derive(Debug)]
+pub struct Process {
+    pub agent_dir: PathBuf,
+    pub registry: Arc<Registry>,
+    cli: Cli,
+    /// `--system-prompt` and `--append-system-prompt`, already read from their files.
+    system_prompt: Option<String>,
+    append_system_prompt: Option<String>,
+    tools: ToolSelection,
+    /// Problems with models.json; those of settings files are reported by each session.
+    pub warnings: Vec<String>,
+}
+
+/// How a session begins: a new conversation, a stored one, or the newest one of its cwd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resume {
+    New,
+    /// `--session`: an id, a unique id prefix or a path.
+    Query(String),
+    /// `--continue`.
+    Newest,
+}
+
+/// One session a front end asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSpec {
+    /// Where its tools work, whose project settings, sandbox and files apply.
+    pub cwd: PathBuf,
+    pub resume: Resume,
+}
+
+/// Reads what the process shares. An `Err` is a usage error: the caller prints it and exits 2.
 ///
 /// Without a `models.json`, `discover` is asked which models the Ollama server at the given
 /// base URL has pulled; asking is the caller's business (it is HTTP), so configuration stays
-/// plain file reading.
-pub async fn load(
+/// plain file reading. The registry follows the user's settings only (`ollama.*`): a project
+/// cannot change what the whole process discovers.
+pub async fn load_process(
     cli: Cli,
+    agent_dir: PathBuf,
     discover: impl AsyncFnOnce(&str) -> Vec<DiscoveredModel>,
-) -> Result<Config, String> {
-    let agent_dir = agent_dir();
-    let cwd =
-        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+) -> Result<Process, String> {
     let mut warnings = Vec::new();
-    let settings = settings::load(
+    // Its warnings are the user file's, which every session reports when it reads the file.
+    let user_settings = settings::load(
         &settings::Sources {
             user: &agent_dir.join("settings.json"),
-            project: &cwd.join(".nova").join("settings.json"),
-            cwd: &cwd,
-            trust_flag: cli.trust_project,
+            project: None,
+            cwd: &agent_dir,
+            trust_flag: false,
         },
-        &mut warnings,
+        &mut Vec::new(),
     );
-    let max_context = settings.ollama.max_discovered_context;
+    let max_context = user_settings.ollama.max_discovered_context;
     let mut registry = match Registry::from_file(&agent_dir.join("models.json"), &mut warnings) {
         Ok(Some(r)) => r,
         Ok(None) => discover_ollama(discover, max_context).await,
@@ -100,54 +138,99 @@ pub async fn load(
         let (provider, models) = builtin::anthropic();
         registry.add_builtin(provider, models);
     }
-    registry.set_keep_alive(settings.ollama.keep_alive.as_ref());
-    let patterns = cli.models.as_ref().or(settings.enabled_models.as_ref());
-    let scope = patterns
-        .map(|p| scope::resolve(p, &registry, &mut warnings))
-        .unwrap_or_default();
-    let scoped_start = scoped_startup(&cli, &settings, &scope);
-    let model = match scoped_start {
-        Some(s) => Some(s.model.clone()),
-        None => startup_model(&cli, &settings, &registry)?,
-    };
-    let thinking_level = cli.thinking.or(scoped_start.and_then(|s| s.thinking));
-    let tools = active_tools(&cli)?;
-    let permissions = permission_rules(&settings, &mut warnings);
-    let compaction = settings.compaction;
-    let sandbox = crate::sandbox::Sandbox::start(
-        cli.sandbox,
-        settings.sandbox.clone(),
-        &cwd,
-        &agent_dir,
-        &mut warnings,
-    );
-    let mcp = mcp_config(&agent_dir, &cwd, &settings, &mut warnings);
-    Ok(Config {
+    registry.set_keep_alive(user_settings.ollama.keep_alive.as_ref());
+    Ok(Process {
         system_prompt: cli.system_prompt.as_deref().map(text_or_file).transpose()?,
         append_system_prompt: cli
             .append_system_prompt
             .as_deref()
             .map(text_or_file)
             .transpose()?,
-        no_session: cli.no_session,
-        model_explicit: cli.model.is_some() || cli.provider.is_some(),
-        thinking_level,
-        scope,
-        resume: cli.session,
-        continue_newest: cli.continue_newest,
-        session_dir: cli.session_dir,
+        tools: active_tools(&cli)?,
         agent_dir,
-        cwd,
-        registry,
-        settings,
-        model,
-        tools,
-        permissions,
-        compaction,
-        sandbox,
-        mcp,
+        registry: Arc::new(registry),
+        cli,
         warnings,
     })
+}
+
+impl Process {
+    /// The session the command line asks for, in the process's working directory.
+    pub fn cli_session(&self) -> Result<SessionSpec, String> {
+        let cwd = std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}"))?;
+        let resume = match (&self.cli.session, self.cli.continue_newest) {
+            (Some(query), _) => Resume::Query(query.clone()),
+            (None, true) => Resume::Newest,
+            (None, false) => Resume::New,
+        };
+        Ok(SessionSpec { cwd, resume })
+    }
+
+    /// Everything one session needs, resolved for its cwd: the project's settings (and trust),
+    /// the startup model, the gate's rules, the sandbox and the MCP servers. An `Err` is a
+    /// usage error (an unknown model named on the command line).
+    pub fn session(&self, spec: &SessionSpec) -> Result<Config, String> {
+        let (cli, agent_dir, cwd) = (&self.cli, &self.agent_dir, &spec.cwd);
+        let mut warnings = Vec::new();
+        let settings = settings::load(
+            &settings::Sources {
+                user: &agent_dir.join("settings.json"),
+                project: Some(&cwd.join(".nova").join("settings.json")),
+                cwd,
+                trust_flag: cli.trust_project,
+            },
+            &mut warnings,
+        );
+        let registry = &self.registry;
+        let patterns = cli.models.as_ref().or(settings.enabled_models.as_ref());
+        let scope = patterns
+            .map(|p| scope::resolve(p, registry, &mut warnings))
+            .unwrap_or_default();
+        let scoped_start = scoped_startup(cli, &settings, &scope);
+        let model = match scoped_start {
+            Some(s) => Some(s.model.clone()),
+            None => startup_model(cli, &settings, registry)?,
+        };
+        let thinking_level = cli.thinking.or(scoped_start.and_then(|s| s.thinking));
+        let permissions = permission_rules(&settings, &mut warnings);
+        let compaction = settings.compaction;
+        let sandbox = crate::sandbox::Sandbox::start(
+            cli.sandbox,
+            settings.sandbox.clone(),
+            cwd,
+            agent_dir,
+            &mut warnings,
+        );
+        let mcp = mcp_config(agent_dir, cwd, &settings, &mut warnings);
+        let (resume, continue_newest) = match &spec.resume {
+            Resume::New => (None, false),
+            Resume::Query(query) => (Some(query.clone()), false),
+            Resume::Newest => (None, true),
+        };
+        Ok(Config {
+            system_prompt: self.system_prompt.clone(),
+            append_system_prompt: self.append_system_prompt.clone(),
+            no_session: cli.no_session,
+            model_explicit: cli.model.is_some() || cli.provider.is_some(),
+            thinking_level,
+            scope,
+            resume,
+            continue_newest,
+            session_dir: cli.session_dir.clone(),
+            agent_dir: agent_dir.clone(),
+            cwd: cwd.clone(),
+            registry: registry.clone(),
+            settings,
+            model,
+            tools: self.tools.clone(),
+            permissions,
+            compaction,
+            sandbox,
+            mcp,
+            warnings,
+        })
+    }
 }
 
 /// Reads the `mcp.json` files (no server starts here). Invalid `permissions.mcp` rules fail

@@ -348,13 +348,7 @@ impl RetrySettings {
         if project.max_delay < self.max_delay {
             ignored.push("a shorter \"maxAgentDelayMs\"");
         }
-        if !ignored.is_empty() {
-            warnings.push(format!(
-                "the project's .nova/settings.json may only tighten retry; ignoring {} \
-                 (trust the project with --trust-project or the trustedProjects setting)",
-                ignored.join(" and ")
-            ));
-        }
+        warn_untightened("retry", &ignored, warnings);
         RetrySettings {
             enabled: self.enabled && project.enabled,
             max_retries: self.max_retries.min(project.max_retries),
@@ -373,7 +367,8 @@ struct PermissionsForMcp {
 /// Where settings come from.
 pub struct Sources<'a> {
     pub user: &'a Path,
-    pub project: &'a Path,
+    /// `None` for what the process shares, which no project may change.
+    pub project: Option<&'a Path>,
     pub cwd: &'a Path,
     /// `--trust-project`.
     pub trust_flag: bool,
@@ -392,7 +387,10 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
         }
     };
     let mut user = read(sources.user, warnings).unwrap_or_default();
-    let mut project = read(sources.project, warnings).unwrap_or_default();
+    let mut project = match sources.project {
+        Some(path) => read(path, warnings).unwrap_or_default(),
+        None => Map::new(),
+    };
 
     let trusted_list = user.remove("trustedProjects");
     project.remove("trustedProjects");
@@ -405,13 +403,15 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     let project_retry = project.remove("retry");
     let mut listed = |key: &str, warnings: &mut Vec<String>| {
         let mut paths = listed_paths(&mut user, key, sources.user, SourceScope::User, warnings);
-        paths.extend(listed_paths(
-            &mut project,
-            key,
-            sources.project,
-            SourceScope::Project,
-            warnings,
-        ));
+        if let Some(file) = sources.project {
+            paths.extend(listed_paths(
+                &mut project,
+                key,
+                file,
+                SourceScope::Project,
+                warnings,
+            ));
+        }
         paths
     };
     let skills = listed("skills", warnings);
@@ -543,6 +543,18 @@ fn retry(
     }
 }
 
+/// The one line an untrusted project's loosening gets: what of `what` was `ignored`, and how to
+/// trust the project.
+fn warn_untightened(what: &str, ignored: &[&str], warnings: &mut Vec<String>) {
+    if !ignored.is_empty() {
+        warnings.push(format!(
+            "the project's .nova/settings.json may only tighten {what}; ignoring {} \
+             (trust the project with --trust-project or the trustedProjects setting)",
+            ignored.join(" and ")
+        ));
+    }
+}
+
 /// How strict a sandbox mode is, for "a project may only tighten".
 fn strictness(mode: SandboxMode) -> u8 {
     match mode {
@@ -595,13 +607,7 @@ fn sandbox(
         ignored.push("\"network\": true");
     }
     settings.network &= wanted.network;
-    if !ignored.is_empty() {
-        warnings.push(format!(
-            "the project's .nova/settings.json may only tighten the sandbox; ignoring {} \
-             (trust the project with --trust-project or the trustedProjects setting)",
-            ignored.join(" and ")
-        ));
-    }
+    warn_untightened("the sandbox", &ignored, warnings);
     Ok(settings)
 }
 
@@ -633,11 +639,10 @@ fn mcp_permissions(
     let mut rules = decode(user, "user settings")?;
     let mut project = decode(project, "project settings")?;
     if !trusted && !project.allow.is_empty() {
-        warnings.push(
-            "the project's .nova/settings.json may only tighten permissions; ignoring its \
-             permissions.mcp \"allow\" rules (trust the project with --trust-project or the \
-             trustedProjects setting)"
-                .into(),
+        warn_untightened(
+            "permissions",
+            &["its permissions.mcp \"allow\" rules"],
+            warnings,
         );
         project.allow.clear();
     }
@@ -685,13 +690,7 @@ fn bash_permissions(
             ignored.push("a looser \"mode\"");
         }
     }
-    if !ignored.is_empty() {
-        warnings.push(format!(
-            "the project's .nova/settings.json may only tighten permissions; ignoring {} \
-             (trust the project with --trust-project or the trustedProjects setting)",
-            ignored.join(" and ")
-        ));
-    }
+    warn_untightened("permissions", &ignored, warnings);
     Ok(rules)
 }
 

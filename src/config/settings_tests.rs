@@ -27,7 +27,7 @@ impl Files {
         let mut warnings = Vec::new();
         let sources = Sources {
             user: &user,
-            project: &project,
+            project: Some(&project),
             cwd: &cwd,
             trust_flag,
         };
@@ -199,7 +199,7 @@ fn a_trusted_project_loosens_too() {
     std::fs::rename(files2.dir.path().join("cwd"), &cwd).unwrap();
     let sources = Sources {
         user: &files2.dir.path().join("user.json"),
-        project: &cwd.join(".nova/settings.json"),
+        project: Some(&cwd.join(".nova/settings.json")),
         cwd: &cwd,
         trust_flag: false,
     };

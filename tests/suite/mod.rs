@@ -24,6 +24,7 @@ mod providers;
 mod redirects;
 mod retry;
 mod run;
+mod runtime;
 mod sandbox;
 mod session_commands;
 mod session_resume;

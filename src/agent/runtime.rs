@@ -1,0 +1,160 @@
+//! The runtime of sessions: what the process shares (the HTTP client, the model registry, the
+//! agent dir and the command line's flags), built once, and [`Runtime::prepare`], which resolves
+//! everything one session needs for the cwd a front end names — its project settings and trust,
+//! sandbox, MCP servers, session file, context files, skills and templates. The RPC and one-shot
+//! front ends open the session the command line describes; a front end whose client names the
+//! cwd (ACP, a server of many sessions) opens as many as it is asked for, side by side.
+
+use super::{Agent, Sink, startup_session};
+use crate::config::{self, Process, SessionSpec};
+use crate::context::{self, PromptFiles, PromptSource};
+use crate::provider::{self, http::SharedClient};
+use crate::session::{Header, Session};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long the zero-configuration start waits for a local Ollama to list its models.
+const OLLAMA_DISCOVERY_TIMEOUT: Duration = Duration::from_millis(1500);
+
+pub struct Runtime {
+    process: Process,
+    client: SharedClient,
+    /// `--skill` and `--prompt-template`, which every session loads.
+    skill_flags: Vec<PathBuf>,
+    template_flags: Vec<PathBuf>,
+}
+
+/// One session with everything resolved, not yet started: a front end can show its header
+/// before the first event.
+pub struct Prepared {
+    config: config::Config,
+    session: Session,
+    prompt_source: PromptSource,
+    client: SharedClient,
+    /// Problems with this session's files, each naming its file; nothing here stopped it.
+    pub warnings: Vec<String>,
+}
+
+impl Runtime {
+    /// Reads models.json in `agent_dir` (or asks the local Ollama for its models). An `Err` is
+    /// a usage error.
+    pub async fn load(mut cli: config::Cli, agent_dir: PathBuf) -> Result<Runtime, String> {
+        let skill_flags = std::mem::take(&mut cli.skills);
+        let template_flags = std::mem::take(&mut cli.prompt_templates);
+        let client = SharedClient::default();
+        let discover = async |base: &str| match client.get() {
+            Ok(c) => discover_ollama(c, base).await,
+            Err(_) => Vec::new(),
+        };
+        let process = config::load_process(cli, agent_dir, discover).await?;
+        Ok(Runtime {
+            process,
+            client,
+            skill_flags,
+            template_flags,
+        })
+    }
+
+    /// Problems with what the process shares (models.json).
+    pub fn warnings(&self) -> &[String] {
+        &self.process.warnings
+    }
+
+    /// The session the command line asks for, in the process's working directory.
+    pub fn cli_session(&self) -> Result<SessionSpec, String> {
+        self.process.cli_session()
+    }
+
+    /// Resolves one session for `spec.cwd`. An `Err` names what cannot be opened (an unknown
+    /// model on the command line, a session that cannot be resumed).
+    pub fn prepare(&self, spec: &SessionSpec) -> Result<Prepared, String> {
+        let config = self.process.session(spec)?;
+        let (session, session_warnings) = startup_session(&config).map_err(|e| e.to_string())?;
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let (resources, resource_warnings) = context::Resources::load(&context::ResourceSources {
+            agent_dir: &config.agent_dir,
+            cwd: &config.cwd,
+            home: home.as_deref(),
+            settings: &config.settings,
+            skill_flags: &self.skill_flags,
+            template_flags: &self.template_flags,
+        });
+        let date = humantime::format_rfc3339(std::time::SystemTime::now()).to_string();
+        let (prompt_source, prompt_warnings) = PromptSource::load(&PromptFiles {
+            agent_dir: &config.agent_dir,
+            cwd: &config.cwd,
+            project_trusted: config.settings.project_trusted,
+            custom: config.system_prompt.as_deref(),
+            append: config.append_system_prompt.as_deref(),
+            date: date.get(..10).unwrap_or(&date),
+        });
+        let mut warnings = config.warnings.clone();
+        warnings.extend(session_warnings);
+        warnings.extend(resource_warnings);
+        warnings.extend(prompt_warnings);
+        Ok(Prepared {
+            prompt_source: prompt_source.with_resources(resources),
+            config,
+            session,
+            client: self.client.clone(),
+            warnings,
+        })
+    }
+}
+
+impl Prepared {
+    pub fn header(&self) -> &Header {
+        self.session.header()
+    }
+
+    pub fn cwd(&self) -> &std::path::Path {
+        &self.config.cwd
+    }
+
+    /// Starts the session: its MCP servers start, and its events go to `sink`.
+    pub fn start(self, sink: Sink) -> Agent {
+        Agent::new(
+            self.config,
+            self.session,
+            self.prompt_source,
+            self.client,
+            sink,
+        )
+    }
+}
+
+/// The models a local Ollama has pulled, each with its trained context length, asked for all
+/// at once (`/api/show` per model) so that startup waits for the slowest answer only.
+async fn discover_ollama(client: &reqwest::Client, base: &str) -> Vec<config::DiscoveredModel> {
+    let names = provider::http::list_ollama_models(client, base, OLLAMA_DISCOVERY_TIMEOUT)
+        .await
+        .unwrap_or_default();
+    let mut shows = tokio::task::JoinSet::new();
+    for (i, name) in names.iter().enumerate() {
+        let (client, base, name) = (client.clone(), base.to_owned(), name.clone());
+        shows.spawn(async move {
+            let length = provider::http::ollama_context_length(
+                &client,
+                &base,
+                &name,
+                OLLAMA_DISCOVERY_TIMEOUT,
+            )
+            .await;
+            (i, length.ok().flatten())
+        });
+    }
+    let mut lengths = vec![None; names.len()];
+    while let Some(joined) = shows.join_next().await {
+        if let Ok((i, length)) = joined {
+            lengths[i] = length;
+        }
+    }
+    names
+        .into_iter()
+        .zip(lengths)
+        .map(|(name, trained_context)| config::DiscoveredModel {
+            name,
+            trained_context,
+        })
+        .collect()
+}
