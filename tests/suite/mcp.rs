@@ -16,13 +16,18 @@ use std::time::{Duration, Instant};
 /// A builder with the test server configured in the user's `mcp.json` as `faulty`, logging to
 /// `<cwd>/server.log`.
 fn with_faulty(mock: &MockLlm, server: &Path, extra: Value) -> NovaBuilder {
+    with_server_named("faulty", mock, server, extra)
+}
+
+/// The same with the test server configured as `name`.
+fn with_server_named(name: &str, mock: &MockLlm, server: &Path, extra: Value) -> NovaBuilder {
     let builder = Nova::builder().ollama(mock);
     let log = builder.cwd().join("server.log");
     let mut entry = json!({"command": server, "env": {"MCP_TEST_LOG": log}});
     if let (Value::Object(entry), Value::Object(extra)) = (&mut entry, extra) {
         entry.extend(extra);
     }
-    builder.agent_file("mcp.json", mcp_json(json!({ "faulty": entry })))
+    builder.agent_file("mcp.json", mcp_json(json!({ name: entry })))
 }
 
 #[test]
@@ -266,14 +271,10 @@ fn rules_in_the_servers_own_spelling_match_and_rules_that_match_nothing_are_repo
             .tool_call("c2", "mcp__my_faulty__echo", json!({"text": "x"})),
     );
     mock.push(Reply::text("ok"));
-    let builder = Nova::builder().ollama(&mock);
-    let log = builder.cwd().join("server.log");
-    let entry = json!({"command": server, "env": {"MCP_TEST_LOG": log}});
     let settings = json!({"permissions": {"mcp": {
         "deny": ["mcp__my-faulty__fail", "mcp__faulty__*"],
         "ask": ["mcp__my-faulty__e*", "mcp__my-faulty__ecko"]}}});
-    let mut nova = builder
-        .agent_file("mcp.json", mcp_json(json!({ "my-faulty": entry })))
+    let mut nova = with_server_named("my-faulty", &mock, &server, json!({}))
         .settings(settings)
         .spawn();
     wait_status(&mut nova, "my-faulty", "ready");
