@@ -189,10 +189,18 @@ enum Entry {
 }
 
 /// `None` when the file does not exist or cannot be used (then a warning says why).
+fn is_empty_dir(path: &Path) -> bool {
+    std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
+}
+
 fn read_file(path: &Path, warnings: &mut Vec<String>) -> Option<Map<String, Value>> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        // The empty directory the sandbox keeps at a missing `.mcp.json` while commands run.
+        Err(e) if e.kind() == std::io::ErrorKind::IsADirectory && is_empty_dir(path) => {
+            return None;
+        }
         Err(e) => {
             warnings.push(format!("cannot read {}: {e}", path.display()));
             return None;

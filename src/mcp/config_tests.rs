@@ -303,3 +303,14 @@ fn an_untrusted_project_starts_nothing_and_may_only_switch_servers_off() {
         "trusted may switch on"
     );
 }
+
+#[test]
+fn the_sandboxs_placeholder_for_a_missing_mcp_json_reads_as_no_file() {
+    let d = dirs();
+    std::fs::create_dir(&d.claude).unwrap();
+    let (servers, warnings) = load_all(&d, true);
+    assert!(servers.is_empty() && warnings.is_empty(), "{warnings:?}");
+    std::fs::write(d.claude.join("x"), "").unwrap();
+    let (_, warnings) = load_all(&d, true);
+    assert!(warnings[0].contains("cannot read"), "{warnings:?}");
+}

@@ -11,13 +11,16 @@
 //!
 //! Nothing here knows about the RPC layer or the agent: the gate and the bash tool call in.
 
+mod git;
 mod keeper;
 mod launcher;
+mod placeholder;
 mod policy;
 mod settings;
 mod shell;
 
 pub use launcher::{kept, run_if_requested};
+pub use placeholder::Placeholders;
 pub use policy::{Policy, WriteRefusal};
 pub use settings::{Mode, SandboxSettings};
 pub use shell::{GroupStop, output_within, shell_command};
@@ -50,11 +53,12 @@ const SHARED_MEMORY: &str = "/dev/shm";
 pub struct Sandbox {
     mode: Mode,
     network: bool,
+    /// The policy as known before the startup walk (without nested repositories).
     policy: Policy,
     /// Why commands cannot be sandboxed here; `None` when they can (or the sandbox is off).
-    unavailable: OnceLock<Option<String>>,
-    /// The check that answers `unavailable`, running alongside nova's startup.
-    check: Mutex<Option<Receiver<Option<String>>>>,
+    unavailable: Background<Option<String>>,
+    /// The policy with the repositories nested below the cwd.
+    nested: Background<Policy>,
 }
 
 impl Sandbox {
@@ -72,18 +76,19 @@ impl Sandbox {
         Sandbox {
             mode,
             network,
+            unavailable: Background::ready(unavailable),
+            nested: Background::ready(policy.clone()),
             policy,
-            unavailable: OnceLock::from(unavailable),
-            check: Mutex::new(None),
         }
     }
 
     /// Builds the sandbox from `--sandbox` (which wins) and the `sandbox` settings object, and
     /// creates `<cwd>/.nova/` so that it can be protected. Problems become `warnings`.
     ///
-    /// Whether the kernel can apply the sandbox is checked by a throwaway launcher, in the
-    /// background so that it does not add to startup; the first question that depends on the
-    /// answer waits for it, and a failure is reported once on stderr as soon as it is known.
+    /// Two things are worked out in the background so that they do not add to startup: whether
+    /// the kernel can apply the sandbox (a throwaway launcher) and which git repositories are
+    /// nested below the cwd (a bounded walk). The first question that depends on either waits
+    /// for it, and a failure is reported once on stderr as soon as it is known.
     pub fn start(
         flag: Option<Mode>,
         settings: Result<SandboxSettings, String>,
@@ -109,29 +114,35 @@ impl Sandbox {
         }
         let policy = Policy::new(settings.mode, cwd, &roots, agent_dir);
         let sandbox = Sandbox::known(settings.mode, settings.network, policy, None);
-        let probe = sandbox.spec().probe().and_then(|mut cmd| {
+        let probe = sandbox.spec(&sandbox.policy).probe().and_then(|mut cmd| {
             cmd.stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|e| format!("cannot start the launcher: {e}"))
         });
-        let (tx, rx) = mpsc::channel();
-        let check = std::thread::Builder::new()
-            .name("nova-sandbox-check".into())
-            .spawn(move || {
-                let _ = tx.send(report(probe.and_then(probe_result)));
-            });
-        match check {
-            Ok(_) => Sandbox {
-                unavailable: OnceLock::new(),
-                check: Mutex::new(Some(rx)),
-                ..sandbox
-            },
-            Err(e) => {
-                let reason = format!("cannot check the sandbox: {e}");
-                Sandbox::known(sandbox.mode, sandbox.network, sandbox.policy, Some(reason))
-            }
+        let unavailable = Background::spawn("nova-sandbox-check", move || {
+            report(probe.and_then(probe_result))
+        })
+        .unwrap_or_else(|e| Background::ready(report(Err(format!("cannot check it: {e}")))));
+        let mut policy = sandbox.policy.clone();
+        let nested = match settings.mode {
+            Mode::WorkspaceWrite => Background::spawn("nova-sandbox-repos", move || {
+                if let Some(note) = policy.find_nested() {
+                    warn(&note);
+                }
+                policy
+            })
+            .unwrap_or_else(|e| {
+                warn(&format!("cannot look for nested git repositories: {e}"));
+                Background::ready(sandbox.policy.clone())
+            }),
+            _ => Background::ready(policy),
+        };
+        Sandbox {
+            unavailable,
+            nested,
+            ..sandbox
         }
     }
 
@@ -144,25 +155,18 @@ impl Sandbox {
     /// before anyone asks).
     fn unavailable(&self) -> Option<&str> {
         self.unavailable
-            .get_or_init(|| {
-                let check = self
-                    .check
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take();
-                match check.map(|rx| rx.recv_timeout(CHECK_TIMEOUT)) {
-                    None => None,
-                    Some(Ok(answer)) => answer,
-                    Some(Err(RecvTimeoutError::Timeout)) => report(Err(format!(
-                        "the check did not finish within {} s",
-                        CHECK_TIMEOUT.as_secs()
-                    ))),
-                    Some(Err(RecvTimeoutError::Disconnected)) => {
-                        report(Err("the check failed".into()))
-                    }
-                }
-            })
+            .get(|why| report(Err(format!("the check {why}"))))
             .as_deref()
+    }
+
+    /// The whole policy: waits for the startup walk the first time.
+    fn policy(&self) -> &Policy {
+        self.nested.get(|why| {
+            warn(&format!(
+                "the search for nested git repositories {why}; they are not protected"
+            ));
+            self.policy.clone()
+        })
     }
 
     /// `get_state.sandbox`.
@@ -177,7 +181,7 @@ impl Sandbox {
 
     /// Why a file tool must ask before writing `path` (absolute); `None` to go ahead.
     pub fn file_write_reason(&self, path: &Path) -> Option<WriteRefusal> {
-        self.policy.file_write_reason(path)
+        self.policy().file_write_reason(path)
     }
 
     /// Why a bash command must ask first as far as the sandbox is concerned: it cannot be
@@ -198,9 +202,18 @@ impl Sandbox {
         })
     }
 
-    /// The launcher command that runs `program args…` inside the sandbox.
-    pub fn command(&self, program: &str, args: &[&str]) -> Result<Command, String> {
-        self.spec().command(program, args)
+    /// The launcher command that runs `program args…` inside the sandbox, and the placeholders
+    /// it relies on: [`Placeholders::release`] them once the launcher has exited.
+    pub fn command(&self, program: &str, args: &[&str]) -> Result<(Command, Placeholders), String> {
+        let policy = self.policy();
+        let placeholders = Placeholders::hold(&policy.placeholders())?;
+        match self.spec(policy).command(program, args) {
+            Ok(cmd) => Ok((cmd, placeholders)),
+            Err(e) => {
+                placeholders.release();
+                Err(e)
+            }
+        }
     }
 
     /// A note for the model when a sandboxed command failed with a permission error.
@@ -219,8 +232,8 @@ impl Sandbox {
         let allowed = match self.mode {
             Mode::ReadOnly => "commands may not change any file".to_owned(),
             _ => format!(
-                "commands may write only under {}, and never to .nova/, .git/hooks or \
-                 .git/config",
+                "commands may write only under {}, and never to .nova/, .mcp.json or the files \
+                 through which git runs programs (hooks, config, commondir, …)",
                 self.policy.roots_text()
             ),
         };
@@ -239,9 +252,9 @@ impl Sandbox {
 
     /// What the launcher must set up for a command starting now (protected paths are looked
     /// up each time: `.git` may appear during a session).
-    fn spec(&self) -> Spec {
-        let Protected { read_only, pinned } = self.policy.protected();
-        let mut writable = self.policy.writable().to_vec();
+    fn spec(&self, policy: &Policy) -> Spec {
+        let Protected { read_only, pinned } = policy.protected();
+        let mut writable = policy.writable().to_vec();
         if self.mode == Mode::WorkspaceWrite {
             writable.push(PathBuf::from(SHARED_MEMORY));
         }
@@ -275,6 +288,62 @@ fn report(check: Result<Vec<String>, String>) -> Option<String> {
         let _ = writeln!(stderr, "nova: warning: {line}");
     }
     unavailable
+}
+
+fn warn(note: &str) {
+    let _ = writeln!(std::io::stderr(), "nova: warning: sandbox: {note}");
+}
+
+/// A value worked out on a thread of its own while nova starts. The first reader waits for it
+/// (at most [`CHECK_TIMEOUT`]); then it is kept.
+#[derive(Debug)]
+struct Background<T> {
+    value: OnceLock<T>,
+    pending: Mutex<Option<Receiver<T>>>,
+}
+
+impl<T: Send + 'static> Background<T> {
+    fn ready(value: T) -> Background<T> {
+        Background {
+            value: OnceLock::from(value),
+            pending: Mutex::new(None),
+        }
+    }
+
+    fn spawn(
+        name: &str,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> std::io::Result<Background<T>> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let _ = tx.send(work());
+            })?;
+        Ok(Background {
+            value: OnceLock::new(),
+            pending: Mutex::new(Some(rx)),
+        })
+    }
+
+    /// `failed` is told why there is no value ("did not finish within 5 s", "failed").
+    fn get(&self, failed: impl FnOnce(String) -> T) -> &T {
+        self.value.get_or_init(|| {
+            let pending = self
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            match pending.map(|rx| rx.recv_timeout(CHECK_TIMEOUT)) {
+                Some(Ok(value)) => value,
+                Some(Err(RecvTimeoutError::Timeout)) => failed(format!(
+                    "did not finish within {} s",
+                    CHECK_TIMEOUT.as_secs()
+                )),
+                _ => failed("failed".into()),
+            }
+        })
+    }
 }
 
 /// What the throwaway launcher said: `Ok` holds what the kernel cannot enforce.

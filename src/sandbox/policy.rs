@@ -2,6 +2,8 @@
 //! read-only. The launcher's mounts and Landlock rules and the file tools' permission check are
 //! all computed from one [`Policy`], so commands and file tools share one boundary.
 
+use super::git::{self, Guards};
+use super::placeholder::Placeholder;
 use super::settings::Mode;
 use std::ffi::OsStr;
 use std::fs;
@@ -15,6 +17,9 @@ pub struct Policy {
     writable: Vec<PathBuf>,
     /// The cwd and `sandbox.writableRoots`: the directories whose `.git` parts are protected.
     projects: Vec<PathBuf>,
+    /// The `.git` entries of repositories nested below the cwd, as [`Policy::find_nested`]
+    /// found them.
+    nested: Vec<PathBuf>,
     agent_dir: PathBuf,
 }
 
@@ -36,9 +41,15 @@ pub struct Protected {
     pub pinned: Vec<PathBuf>,
 }
 
+/// How a path is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Guard {
-    ReadOnly(&'static str),
+pub(super) enum Guard {
+    /// Read-only to commands, and the file tools ask; the label names it for people. Where the
+    /// path is missing, the placeholder stands in for it while commands run, so that a command
+    /// cannot create it either ([`super::placeholder`]).
+    ReadOnly(&'static str, Option<Placeholder>),
+    /// A directory that must stay where it is (a mount point cannot be renamed or removed), and
+    /// stays writable.
     Pinned,
 }
 
@@ -64,7 +75,19 @@ impl Policy {
             cwd,
             writable,
             projects,
+            nested: Vec::new(),
         }
+    }
+
+    /// Looks for repositories nested below the cwd (a bounded walk, see [`git::nested_repos`])
+    /// and protects them from now on. Returns why the walk stopped early, if it did.
+    pub fn find_nested(&mut self) -> Option<String> {
+        if self.mode != Mode::WorkspaceWrite {
+            return None;
+        }
+        let (nested, cut_short) = git::nested_repos(&self.cwd);
+        self.nested = nested;
+        cut_short
     }
 
     pub fn writable(&self) -> &[PathBuf] {
@@ -84,13 +107,35 @@ impl Policy {
                 continue;
             }
             match guard {
-                Guard::ReadOnly(_) => protected.read_only.push(path),
+                Guard::ReadOnly(..) => protected.read_only.push(path),
                 Guard::Pinned => protected.pinned.push(path),
             }
         }
-        dedup(&mut protected.read_only);
-        dedup(&mut protected.pinned);
+        for paths in [&mut protected.read_only, &mut protected.pinned] {
+            dedup(paths);
+            // A bind mount hides what was mounted below it: parents first.
+            paths.sort_by_key(|p| p.components().count());
+        }
         protected
+    }
+
+    /// The missing protected paths that need a placeholder while a command runs (those whose
+    /// directory lies inside a writable root), with the placeholder for each.
+    pub fn placeholders(&self) -> Vec<(PathBuf, Placeholder)> {
+        let mut wanted: Vec<(PathBuf, Placeholder)> = Vec::new();
+        for (path, guard) in self.guards() {
+            let Guard::ReadOnly(_, Some(placeholder)) = guard else {
+                continue;
+            };
+            let Some(dir) = path.parent().filter(|d| d.is_dir()) else {
+                continue;
+            };
+            let path = canonical(dir).join(path.file_name().unwrap_or_default());
+            if self.is_writable(&path) && !wanted.iter().any(|(p, _)| *p == path) {
+                wanted.push((path, placeholder));
+            }
+        }
+        wanted
     }
 
     /// `Some` when a file tool writing `path` (absolute) must ask first: in `read-only` mode,
@@ -114,7 +159,7 @@ impl Policy {
                     .guards()
                     .into_iter()
                     .find_map(|(guarded, guard)| match guard {
-                        Guard::ReadOnly(label)
+                        Guard::ReadOnly(label, _)
                             if resolved.starts_with(&guarded)
                                 || resolved.starts_with(canonical(&guarded)) =>
                         {
@@ -150,52 +195,31 @@ impl Policy {
 
     /// Every protected path, whether or not it exists (a file tool must not create one either).
     fn guards(&self) -> Vec<(PathBuf, Guard)> {
-        let mut guards = vec![(self.cwd.join(".nova"), Guard::ReadOnly(".nova/"))];
+        let mut guards = Guards::default();
+        guards.push((self.cwd.join(".nova"), Guard::ReadOnly(".nova/", None)));
+        // Claude's MCP servers, which nova starts in a trusted project.
+        guards.push((
+            self.cwd.join(".mcp.json"),
+            Guard::ReadOnly(".mcp.json", Some(Placeholder::Dir)),
+        ));
         // An agent dir that holds the workspace would make all of it read-only.
         if !self.cwd.starts_with(&self.agent_dir) {
             guards.push((
                 self.agent_dir.clone(),
-                Guard::ReadOnly("nova's agent directory"),
+                Guard::ReadOnly("nova's agent directory", None),
             ));
         }
         for project in &self.projects {
-            let dot_git = project.join(".git");
-            let git_dirs = match fs::read_to_string(&dot_git) {
-                // A linked worktree or submodule: `.git` is a file naming the real git dir.
-                Ok(text) => {
-                    guards.push((dot_git.clone(), Guard::ReadOnly(".git")));
-                    linked_git_dirs(project, &text)
-                }
-                Err(_) => {
-                    guards.push((dot_git.clone(), Guard::Pinned));
-                    vec![dot_git]
-                }
-            };
-            for dir in git_dirs {
-                guards.push((dir.join("hooks"), Guard::ReadOnly(".git/hooks")));
-                guards.push((dir.join("config"), Guard::ReadOnly(".git/config")));
-            }
+            guards.project(project);
         }
-        guards
+        for dot_git in &self.nested {
+            for dir in git::chain(&self.cwd, dot_git) {
+                guards.push((dir, Guard::Pinned));
+            }
+            guards.dot_git(dot_git);
+        }
+        guards.list
     }
-}
-
-/// The git dir a `.git` file points to, and the common dir it shares with the main worktree
-/// (where hooks and config live).
-fn linked_git_dirs(project: &Path, dot_git: &str) -> Vec<PathBuf> {
-    let Some(target) = dot_git
-        .lines()
-        .find_map(|l| l.strip_prefix("gitdir:"))
-        .map(str::trim)
-    else {
-        return Vec::new();
-    };
-    let git_dir = project.join(target);
-    let mut dirs = vec![git_dir.clone()];
-    if let Ok(common) = fs::read_to_string(git_dir.join("commondir")) {
-        dirs.push(git_dir.join(common.trim()));
-    }
-    dirs
 }
 
 /// The path a write to `path` (absolute) really changes: `..` and symlinks resolved as the file
@@ -324,6 +348,10 @@ mod tests {
             (".git/config", ".git/config"),
             ("x/../.nova/new/deep", ".nova/"),
             ("agent/settings.json", "agent directory"),
+            // Missing today, and as protected.
+            (".git/commondir", ".git/commondir"),
+            (".git/config.worktree", ".git/config.worktree"),
+            (".mcp.json", ".mcp.json"),
         ] {
             let r = reason(&policy, &cwd.join(rel)).unwrap_or_default();
             assert!(r.contains(label) && r.contains("read-only"), "{rel}: {r}");
@@ -374,11 +402,42 @@ mod tests {
             ]
         );
         assert_eq!(p.pinned, [cwd.join(".git")]);
+        // What is missing gets a placeholder while commands run, then is protected the same.
+        assert_eq!(
+            policy.placeholders(),
+            [
+                (cwd.join(".mcp.json"), Placeholder::Dir),
+                (cwd.join(".git/hooks"), Placeholder::Dir),
+                (cwd.join(".git/config"), Placeholder::File("")),
+                (cwd.join(".git/config.worktree"), Placeholder::File("")),
+                (cwd.join(".git/commondir"), Placeholder::File(".\n")),
+            ]
+        );
+        fs::create_dir(cwd.join(".mcp.json")).unwrap();
+        fs::write(cwd.join(".git/commondir"), ".\n").unwrap();
+        let p = policy.protected();
+        assert!(p.read_only.contains(&cwd.join(".mcp.json")), "{p:?}");
+        assert!(p.read_only.contains(&cwd.join(".git/commondir")), "{p:?}");
+        // A commondir naming the git dir itself, however spelled, leaves it the git dir.
+        fs::write(cwd.join(".git/commondir"), "./\n").unwrap();
+        assert!(
+            policy
+                .protected()
+                .read_only
+                .contains(&cwd.join(".git/hooks"))
+        );
+        fs::remove_file(cwd.join(".git/commondir")).unwrap();
+        fs::remove_dir(cwd.join(".mcp.json")).unwrap();
 
         fs::remove_dir_all(cwd.join(".git")).unwrap();
         let p = policy.protected();
         assert_eq!(p.read_only, [cwd.join(".nova"), f.agent.clone()]);
         assert!(p.pinned.is_empty());
+        // A directory in no repository may become one.
+        assert_eq!(
+            policy.placeholders(),
+            [(cwd.join(".mcp.json"), Placeholder::Dir)]
+        );
 
         // An agent dir holding the workspace is left alone rather than freezing it all.
         fs::create_dir(f.agent.join(".nova")).unwrap();
@@ -400,12 +459,139 @@ mod tests {
         fs::create_dir_all(&wt).unwrap();
         fs::write(wt.join(".git"), format!("gitdir: {}\n", wt_git.display())).unwrap();
 
+        fs::write(
+            wt_git.join("gitdir"),
+            format!("{}\n", wt.join(".git").display()),
+        )
+        .unwrap();
+
         let policy = Policy::new(Mode::WorkspaceWrite, &wt, &[], &f.agent);
         let p = policy.protected();
-        assert!(p.read_only.contains(&wt.join(".git")), "{p:?}");
-        assert!(p.read_only.contains(&main_git.join("hooks")), "{p:?}");
-        assert!(p.read_only.contains(&main_git.join("config")), "{p:?}");
-        assert!(p.pinned.is_empty());
+        for path in [
+            wt.join(".git"),
+            wt_git.join("commondir"),
+            wt_git.join("gitdir"),
+            main_git.join("hooks"),
+            main_git.join("config"),
+        ] {
+            assert!(p.read_only.contains(&path), "{path:?}: {p:?}");
+        }
+        // The worktrees' dirs stay where the pointers say (the fixture lies under /tmp, so
+        // inside a writable root).
+        assert_eq!(p.pinned, [main_git.join("worktrees"), wt_git.clone()]);
         assert!(reason(&policy, &wt.join(".git")).is_some());
+        let wanted: Vec<PathBuf> = policy.placeholders().into_iter().map(|(p, _)| p).collect();
+        assert!(
+            wanted.contains(&wt_git.join("config.worktree")),
+            "{wanted:?}"
+        );
+        assert!(wanted.contains(&main_git.join("commondir")), "{wanted:?}");
+        assert!(!wanted.contains(&wt_git.join("commondir")), "{wanted:?}");
+    }
+
+    #[test]
+    fn submodules_and_nested_repositories_are_protected_like_the_top_one() {
+        let f = fixture();
+        let cwd = &f.cwd;
+        // A submodule (its git dir under .git/modules, a name with a slash, a nested one) and
+        // a repository nested in the work tree, plus one inside node_modules, not looked at.
+        let sub_git = cwd.join(".git/modules/libs/a");
+        let inner_git = sub_git.join("modules/b");
+        for dir in [&sub_git, &inner_git] {
+            fs::create_dir_all(dir.join("hooks")).unwrap();
+            fs::write(dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+            fs::write(dir.join("config"), "").unwrap();
+        }
+        fs::create_dir_all(cwd.join("libs/a")).unwrap();
+        fs::write(
+            cwd.join("libs/a/.git"),
+            "gitdir: ../../.git/modules/libs/a\n",
+        )
+        .unwrap();
+        let vendored = cwd.join("vendor/lib/.git");
+        fs::create_dir_all(vendored.join("hooks")).unwrap();
+        fs::write(vendored.join("config"), "").unwrap();
+        fs::create_dir_all(cwd.join("node_modules/x/.git/hooks")).unwrap();
+
+        let mut policy = Policy::new(Mode::WorkspaceWrite, cwd, &[], &f.agent);
+        assert_eq!(policy.find_nested(), None);
+        let p = policy.protected();
+        for path in [
+            sub_git.join("hooks"),
+            sub_git.join("config"),
+            inner_git.join("hooks"),
+            inner_git.join("config"),
+            cwd.join("libs/a/.git"),
+            vendored.join("hooks"),
+            vendored.join("config"),
+        ] {
+            assert!(p.read_only.contains(&path), "{path:?}: {p:?}");
+        }
+        for path in [
+            cwd.join(".git"),
+            cwd.join(".git/modules"),
+            cwd.join(".git/modules/libs"),
+            sub_git.clone(),
+            sub_git.join("modules"),
+            inner_git.clone(),
+            // The directories holding nested work trees cannot be moved away either.
+            cwd.join("libs"),
+            cwd.join("libs/a"),
+            cwd.join("vendor"),
+            cwd.join("vendor/lib"),
+            vendored.clone(),
+        ] {
+            assert!(p.pinned.contains(&path), "{path:?}: {p:?}");
+        }
+        let depths: Vec<usize> = p.pinned.iter().map(|p| p.components().count()).collect();
+        assert!(depths.is_sorted(), "parents are mounted first: {p:?}");
+        assert!(
+            !p.read_only
+                .iter()
+                .any(|p| p.starts_with(cwd.join("node_modules")))
+        );
+
+        for rel in [
+            ".git/modules/libs/a/hooks/post-checkout",
+            ".git/modules/libs/a/config",
+            ".git/modules/libs/a/modules/b/commondir",
+            "libs/a/.git",
+            "vendor/lib/.git/hooks/pre-commit",
+            "vendor/lib/.git/commondir",
+        ] {
+            assert!(reason(&policy, &cwd.join(rel)).is_some(), "{rel}");
+        }
+        assert_eq!(reason(&policy, &cwd.join("vendor/lib/src.rs")), None);
+        assert_eq!(reason(&policy, &vendored.join("objects/ab")), None);
+    }
+
+    #[test]
+    fn a_project_inside_a_repository_cannot_become_one_of_its_own() {
+        let f = fixture();
+        let sub = f.cwd.join("sub");
+        fs::create_dir_all(&sub).unwrap();
+        let policy = Policy::new(Mode::WorkspaceWrite, &sub, &[], &f.agent);
+        let wanted = policy.placeholders();
+        assert!(
+            wanted.contains(&(sub.join(".git"), Placeholder::Dir)),
+            "{wanted:?}"
+        );
+        let r = reason(&policy, &sub.join(".git/config")).unwrap_or_default();
+        assert!(r.contains(".git") && r.contains("read-only"), "{r}");
+    }
+
+    #[test]
+    fn the_nested_walk_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for i in 0..git::WALK_REPOS + 3 {
+            fs::create_dir_all(root.join(format!("r{i}/.git"))).unwrap();
+        }
+        fs::create_dir_all(root.join("target/deep/.git")).unwrap();
+        fs::write(root.join("target/CACHEDIR.TAG"), "").unwrap();
+        let (found, cut_short) = git::nested_repos(root);
+        assert_eq!(found.len(), git::WALK_REPOS);
+        assert!(cut_short.unwrap().contains("first 64"));
+        assert!(!found.iter().any(|p| p.starts_with(root.join("target"))));
     }
 }

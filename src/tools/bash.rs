@@ -11,7 +11,7 @@ use super::output::{Output, Snapshot};
 use super::truncate::{Limits, MAX_BYTES, TruncatedBy, format_size};
 use super::{ToolContext, ToolOutput, ToolResult, UpdateFn};
 use crate::protocol::{ContentBlock, ToolResultPayload, ToolSpec};
-use crate::sandbox::{GroupStop, Sandbox, kept};
+use crate::sandbox::{GroupStop, Placeholders, Sandbox, kept};
 use nix::sys::signal::Signal;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -66,22 +66,37 @@ enum Ending {
     Aborted,
 }
 
-fn spawn(
-    command: &str,
-    cwd: &Path,
-    sandbox: Option<&Sandbox>,
-) -> std::io::Result<(pipe::Receiver, Child)> {
-    let mut cmd = Command::from(match sandbox {
-        Some(s) => s
-            .command(BASH, &["-c", command])
-            .map_err(std::io::Error::other)?,
-        None => kept(BASH, ["-c", command]),
-    });
+/// A started command, and the sandbox's placeholders it relies on while it runs.
+type Started = (pipe::Receiver, Child, Option<Placeholders>);
+
+fn spawn(command: &str, cwd: &Path, sandbox: Option<&Sandbox>) -> std::io::Result<Started> {
+    let (cmd, placeholders) = match sandbox {
+        Some(s) => {
+            let (cmd, placeholders) = s
+                .command(BASH, &["-c", command])
+                .map_err(std::io::Error::other)?;
+            (cmd, Some(placeholders))
+        }
+        None => (kept(BASH, ["-c", command]), None),
+    };
+    let started = start(Command::from(cmd), cwd);
+    match started {
+        Ok((rx, child)) => Ok((rx, child, placeholders)),
+        Err(e) => {
+            if let Some(p) = placeholders {
+                p.release();
+            }
+            Err(e)
+        }
+    }
+}
+
+fn start(mut cmd: Command, cwd: &Path) -> std::io::Result<(pipe::Receiver, Child)> {
     let (tx, rx) = pipe::pipe()?;
     let stdout = tx.into_blocking_fd()?;
     let stderr = stdout.try_clone()?;
     // The `Command` (and with it our copy of the pipe's write end) is dropped at the end of this
-    // statement, so the reader sees end-of-file once the command's processes have closed it.
+    // function, so the reader sees end-of-file once the command's processes have closed it.
     let child = cmd
         .current_dir(cwd)
         .stdin(Stdio::null())
@@ -123,7 +138,7 @@ async fn execute(
             details: None,
         });
     }
-    let (reader, mut child) =
+    let (reader, mut child, placeholders) =
         spawn(command, cwd, sandbox).map_err(|e| format!("Could not start /bin/bash: {e}"))?;
     // Stops the command if the tool stops early (its future dropped), so no command outlives
     // the run that started it.
@@ -137,14 +152,19 @@ async fn execute(
         progress,
     };
     let ending = stream.until_exit(&mut child, deadline).await;
-    match ending {
-        Ok(Ending::Exited(_)) => {}
+    let reaped = match ending {
+        Ok(Ending::Exited(_)) => true,
         _ => {
             group.stop();
-            let _ = child.wait().await;
+            child.wait().await.is_ok()
         }
-    }
+    };
     group.disarm();
+    // The launcher has exited, and with it everything in the command's sandbox. (Otherwise, as
+    // when this future is dropped with the command still dying, the placeholders stay.)
+    if let Some(p) = placeholders.filter(|_| reaped) {
+        p.release();
+    }
     stream.drain(Instant::now() + EXIT_GRACE).await;
     stream.output.finish();
     stream.emit();

@@ -253,6 +253,27 @@ fn deny_rules_match_the_command_as_it_will_run() {
     mock.assert_no_violations();
 }
 
+/// Round 3, class 12: a recursive function that backgrounds itself, by any name, asks first; a
+/// denied one never runs.
+#[test]
+fn self_backgrounding_recursive_functions_ask_first() {
+    let mock = MockLlm::start();
+    let command = "x(){ x& x; }; touch ran; x";
+    mock.push(Reply::new().tool_call("c1", "bash", json!({"command": command})));
+    mock.push(Reply::text("ok"));
+    let mut nova = Nova::builder().ollama(&mock).spawn();
+    nova.request_ok(json!({"type": "prompt", "message": "go"}));
+    let request = nova.wait_for_type("permission_request", EVENT_TIMEOUT);
+    assert_eq!(request["command"], command);
+    let reason = request["reason"].as_str().unwrap();
+    assert!(reason.contains("fork bomb"), "{reason}");
+    nova.request_ok(json!({"type": "permission_response", "requestId": request["requestId"], "approved": false}));
+    let events = nova.events_until("agent_settled");
+    let end = tool_end(&events);
+    assert_eq!(end["isError"], true, "{end}");
+    assert!(!nova.cwd().join("ran").exists());
+}
+
 #[test]
 fn deny_rules_refuse_in_mode_never_and_ask_otherwise_when_the_program_is_known_only_at_run_time() {
     let command = "r=rm; $r -rf build";

@@ -1,6 +1,7 @@
-//! The sandbox end to end: bash commands run under it (writes confined to the workspace,
-//! `.nova/` and `.git` hooks and config read-only), the file tools ask before crossing its
-//! boundary, `sandbox: false` asks first, and `get_state` reports it.
+//! The sandbox end to end: bash commands run under it (writes confined to the workspace;
+//! `.nova/`, `.mcp.json` and the files through which git runs programs read-only, missing ones
+//! included), the file tools ask before crossing its boundary, `sandbox: false` asks first, and
+//! `get_state` reports it.
 
 use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::{EVENT_TIMEOUT, Nova, NovaBuilder, openai_models};
@@ -418,4 +419,171 @@ fn unprivileged_users_get_the_same_protection() {
     );
     assert!(stderr.contains("busy"), "{stderr}");
     assert!(cwd.join(".git").is_dir());
+}
+
+/// `git` in `dir`, with an identity; `None` where git is not installed.
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .ok()?;
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A repository with a submodule's git dir (`.git/modules/sub`, its work tree `sub/` pointing
+/// at it) and a repository nested in the work tree (`vendor/lib`). `None` without git.
+#[allow(clippy::print_stderr)]
+fn repository(cwd: &Path) -> Option<()> {
+    if git(cwd, &["init", "-q"]).is_none() {
+        eprintln!("skipping: git is not installed");
+        return None;
+    }
+    git(cwd, &["commit", "-q", "--allow-empty", "-m", "one"])?;
+    let module = cwd.join(".git/modules/sub");
+    git(cwd, &["init", "-q", "--bare", module.to_str().unwrap()])?;
+    std::fs::create_dir_all(cwd.join("sub")).unwrap();
+    std::fs::write(cwd.join("sub/.git"), "gitdir: ../.git/modules/sub\n").unwrap();
+    std::fs::create_dir_all(cwd.join("vendor/lib")).unwrap();
+    git(&cwd.join("vendor/lib"), &["init", "-q"])?;
+    Some(())
+}
+
+/// Round 3, classes 3 and 4: through the files git and nova run programs from, missing ones
+/// included, a command cannot leave anything that runs later outside the sandbox; commits still
+/// work.
+#[test]
+fn git_indirection_and_mcp_json_are_read_only_to_commands_and_commits_work() {
+    let mock = MockLlm::start();
+    let builder = builder(&mock);
+    if repository(builder.cwd()).is_none() {
+        return;
+    }
+    let commit = "git -c user.name=t -c user.email=t@t";
+    let commit = format!(
+        "{commit} commit -q --allow-empty -m two && echo x > new.txt && git add new.txt && \
+         {commit} commit -q -m three && git log --oneline | wc -l"
+    );
+    mock.push(bash_calls(&[
+        // Ends after the others: their placeholders must outlive them for this one.
+        ("slow", "sleep 1; echo /tmp/evil > .git/commondir"),
+        ("commondir", "echo /tmp/evil > .git/commondir"),
+        (
+            "worktree",
+            "echo '[core] fsmonitor = evil' > .git/config.worktree",
+        ),
+        (
+            "mcp",
+            r#"echo '{"mcpServers":{}}' > .mcp.json || rmdir .mcp.json"#,
+        ),
+        (
+            "submodule",
+            "echo '[core] fsmonitor = evil' >> .git/modules/sub/config",
+        ),
+        (
+            "subhook",
+            "echo evil > .git/modules/sub/hooks/post-checkout",
+        ),
+        ("pointer", "echo 'gitdir: /tmp/evil' > sub/.git"),
+        ("nested", "echo evil > vendor/lib/.git/hooks/pre-commit"),
+        ("moved", "mv vendor/lib vendor/lib2 || mv vendor v2"),
+        ("commit", &commit),
+    ]));
+    mock.push(Reply::text("done"));
+    let mut nova = builder.spawn();
+    let events = nova.run_prompt("tamper");
+    for id in [
+        "slow",
+        "commondir",
+        "worktree",
+        "mcp",
+        "submodule",
+        "subhook",
+        "pointer",
+        "nested",
+        "moved",
+    ] {
+        let (failed, text) = result(&events, id);
+        assert!(failed, "{id}: {text}");
+        assert!(
+            ["Read-only file system", "busy", "Is a directory"]
+                .iter()
+                .any(|refused| text.contains(refused)),
+            "{id}: {text}"
+        );
+    }
+    assert_eq!(result(&events, "commit"), (false, "3\n".to_owned()));
+    let cwd = nova.cwd();
+    for gone in [".git/commondir", ".git/config.worktree", ".mcp.json"] {
+        assert!(!cwd.join(gone).exists(), "{gone} is left behind");
+    }
+    assert!(!cwd.join("vendor/lib/.git/hooks/pre-commit").exists());
+    assert!(!cwd.join(".git/modules/sub/hooks/post-checkout").exists());
+    let read = |rel: &str| std::fs::read_to_string(cwd.join(rel)).unwrap();
+    assert!(!read(".git/modules/sub/config").contains("fsmonitor"));
+    assert_eq!(read("sub/.git"), "gitdir: ../.git/modules/sub\n");
+    assert!(cwd.join("vendor/lib/.git").is_dir());
+    assert_eq!(git(&cwd, &["rev-list", "--count", "HEAD"]).unwrap(), "3\n");
+}
+
+#[test]
+fn file_tools_ask_before_writing_where_git_or_nova_would_run_code() {
+    let mock = MockLlm::start();
+    let builder = builder(&mock);
+    if repository(builder.cwd()).is_none() {
+        return;
+    }
+    let targets = [
+        (".git/commondir", ".git/commondir"),
+        (".mcp.json", ".mcp.json"),
+        (".git/modules/sub/config", ".git/config"),
+        ("vendor/lib/.git/hooks/pre-commit", ".git/hooks"),
+    ];
+    mock.push(
+        targets
+            .iter()
+            .enumerate()
+            .fold(Reply::new(), |reply, (i, (path, _))| {
+                reply.tool_call(
+                    format!("w{i}"),
+                    "write",
+                    json!({"path": path, "content": "evil"}),
+                )
+            }),
+    );
+    mock.push(Reply::text("done"));
+    let mut nova = builder.spawn();
+    let cwd = nova.cwd().canonicalize().unwrap();
+    nova.request_ok(json!({"type": "prompt", "message": "write"}));
+    let mut asked = Vec::new();
+    for _ in targets {
+        let request = nova.wait_for_type("permission_request", EVENT_TIMEOUT);
+        answer(&mut nova, &request, false);
+        asked.push(request);
+    }
+    for (path, label) in targets {
+        let full = cwd.join(path).display().to_string();
+        let request = asked
+            .iter()
+            .find(|r| r["command"] == full)
+            .unwrap_or_else(|| panic!("no request for {path}: {asked:?}"));
+        let reason = request["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(label) && reason.contains("read-only"),
+            "{path}: {reason}"
+        );
+    }
+    nova.events_until("agent_settled");
+    assert!(!cwd.join(".git/commondir").exists());
+    assert!(!cwd.join(".mcp.json").exists());
+    assert!(!cwd.join("vendor/lib/.git/hooks/pre-commit").exists());
 }

@@ -79,7 +79,9 @@
 //! - a wrapper whose own options or operands are known only at run time, so the command it runs
 //!   cannot be told (`timeout $T rm x`); an `alias`, `eval` or `bash -c` of text known only at
 //!   run time;
-//! - a function that pipes into itself (the fork bomb `:(){ :|:& };:`).
+//! - a function that calls itself, directly or through other functions the script defines, in
+//!   the background, a pipeline, a subshell or a substitution (the fork bomb `:(){ :|:& };:`,
+//!   `f(){ f & }; f`).
 //!
 //! Aliases defined in the command (`alias x='rm -rf'; x /`, also `BASH_ALIASES[x]=…`,
 //! `BASH_CMDS[x]=…` and `hash -p path x`) are expanded where they are used; their bodies are
@@ -132,6 +134,7 @@ mod input;
 mod layer;
 mod options;
 mod pattern;
+mod recursion;
 mod shell;
 mod walk;
 mod wrappers;

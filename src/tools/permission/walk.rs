@@ -8,7 +8,7 @@ use super::input::{self, Stdin};
 use super::layer::{Invocation, Layer};
 use super::shell::{self, Command, Redirect, RedirectKind, Script, Simple, Word};
 use super::wrappers::{self, Runs};
-use super::{builtin, git};
+use super::{builtin, git, recursion};
 
 /// Scripts given to `bash -c`, `eval`, aliases, … nested deeper than this are flagged, not followed.
 const MAX_REPARSE: usize = 8;
@@ -21,7 +21,10 @@ struct Context {
 }
 
 pub(super) fn invocations(script: &Script) -> Vec<Invocation> {
-    let mut walker = Walker::default();
+    let mut walker = Walker {
+        forking: recursion::forking_recursion(script),
+        ..Walker::default()
+    };
     walker.script(script, Stdin::default());
     if walker.aliases.is_empty() {
         return walker.out;
@@ -30,6 +33,7 @@ pub(super) fn invocations(script: &Script) -> Vec<Invocation> {
     // an alias before the line that defines it.
     let mut walker = Walker {
         aliases: walker.aliases,
+        forking: recursion::forking_recursion(script),
         ..Walker::default()
     };
     walker.script(script, Stdin::default());
@@ -47,6 +51,8 @@ struct Walker {
     stdin_replaced: Option<&'static str>,
     /// Files the command writes (normalized paths), in the order it gets to them.
     written: Vec<String>,
+    /// Functions of the scripts walked that reach themselves through a forking call.
+    forking: Vec<String>,
 }
 
 impl Walker {
@@ -93,8 +99,12 @@ impl Walker {
                 }
             }
             Command::Function { text, name, body } => {
-                if pipes_into(name, body) {
-                    let flags = vec!["a fork bomb (a function piping into itself)".into()];
+                if self.forking.contains(name) {
+                    let flags = vec![
+                        "a fork bomb (a function that calls itself in the background, a \
+                         pipeline or a subshell)"
+                            .into(),
+                    ];
                     self.out.push(Invocation {
                         layers: vec![Layer::written(text, flags)],
                     });
@@ -337,6 +347,7 @@ impl Walker {
         }
         match shell::parse(script, 0) {
             Ok(parsed) => {
+                self.forking.extend(recursion::forking_recursion(&parsed));
                 self.reparsed += 1;
                 self.script(&parsed, stdin);
                 self.reparsed -= 1;
@@ -509,7 +520,7 @@ fn is_assignment(value: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-fn skip_assignments(words: &[Word]) -> usize {
+pub(super) fn skip_assignments(words: &[Word]) -> usize {
     words.iter().take_while(|w| is_assignment(&w.value)).count()
 }
 
@@ -558,23 +569,4 @@ fn script_downloads(script: &Script) -> bool {
         .iter()
         .flat_map(|p| &p.commands)
         .any(command_downloads)
-}
-
-/// A function whose body pipes into itself: `:(){ :|:& };:`.
-fn pipes_into(name: &str, body: &Command) -> bool {
-    let Command::Compound { body, .. } = body else {
-        return false;
-    };
-    body.pipelines.iter().any(|p| {
-        p.commands.len() > 1
-            && p.commands.iter().any(|c| match c {
-                Command::Simple(s) => s.words.first().is_some_and(|w| w.value == name),
-                compound @ Command::Compound { .. } => pipes_into(name, compound),
-                Command::Function { .. } => false,
-            })
-    }) || body
-        .pipelines
-        .iter()
-        .flat_map(|p| &p.commands)
-        .any(|c| matches!(c, Command::Compound { .. }) && pipes_into(name, c))
 }

@@ -28,6 +28,8 @@ pub(super) struct Script {
 #[derive(Debug, Default)]
 pub(super) struct Pipeline {
     pub(super) commands: Vec<Command>,
+    /// Ended by `&`: bash runs it in the background.
+    pub(super) background: bool,
 }
 
 #[derive(Debug)]
@@ -168,6 +170,7 @@ fn wrap(body: Script) -> Pipeline {
             body,
             redirects: Vec::new(),
         }],
+        background: false,
     }
 }
 
@@ -384,7 +387,12 @@ impl Parser<'_> {
                         p.pos += 2;
                         need_more = Some("||");
                     }
-                    Some(b'&') => p.pos += 1,
+                    Some(b'&') => {
+                        p.pos += 1;
+                        if let Some(last) = script.pipelines.last_mut() {
+                            last.background = true;
+                        }
+                    }
                     Some(_) if p.at_stop(stop) => {}
                     Some(c) => return err(format!("unexpected `{}`", char::from(c))),
                 }
