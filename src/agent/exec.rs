@@ -9,7 +9,8 @@
 //! The loops over the calls are paced ([`crate::pace`]): a reply with a hundred thousand calls
 //! must not keep `get_state` waiting.
 
-use super::{Agent, now_ms, permission};
+use super::permission::{self, Permission, Question};
+use super::{Agent, now_ms};
 use crate::pace::Pacer;
 use crate::protocol::{Event, Message, ToolResultMessage, ToolResultPayload};
 use crate::tools::permission::{Mode, Verdict, classify};
@@ -22,7 +23,6 @@ use tokio_util::sync::CancellationToken;
 
 /// Pi's text for calls dropped because the user steered before they ran.
 pub const SKIPPED: &str = "Skipped due to queued user message.";
-const DENIED: &str = "The user denied permission to run this command, so it was not run.";
 const ABORTED: &str = "Command aborted";
 
 /// Calls of one reply that run. Models batch a handful of calls, a few dozen at most when they
@@ -71,10 +71,10 @@ pub(super) async fn run_tools(
             None => super::mcp::prepare(agent, cancel, call)
                 .unwrap_or_else(|| Slot::Done(ToolOutput::error(format!("Tool {name} not found")))),
             Some(tool) => match gate(agent, tool, call) {
-                Gate::Deny(text) => Slot::Done(ToolOutput::error(text)),
+                Permission::Refused(text) => Slot::Done(ToolOutput::error(text)),
                 gate => {
                     let approval = match gate {
-                        Gate::Ask(answer) => Some(answer),
+                        Permission::Pending(answer) => Some(answer),
                         _ => None,
                     };
                     let ctx = ToolContext {
@@ -125,15 +125,9 @@ pub(super) enum Slot {
     Running(JoinHandle<ToolOutput>),
 }
 
-enum Gate {
-    Run,
-    Ask(oneshot::Receiver<bool>),
-    Deny(String),
-}
-
 /// Classifies a bash call's command, and checks a `write`/`edit` path against the sandbox; a
 /// flagged call gets a `permission_request` right after its `tool_execution_start`.
-fn gate(agent: &Agent, tool: Tool, call: &Call) -> Gate {
+fn gate(agent: &Agent, tool: Tool, call: &Call) -> Permission {
     if matches!(tool, Tool::Write | Tool::Edit) {
         let refusal = as_text(&call.2["path"]).and_then(|p| {
             let abs = crate::tools::path::resolve(&p, &agent.inner.cwd);
@@ -141,22 +135,22 @@ fn gate(agent: &Agent, tool: Tool, call: &Call) -> Gate {
         });
         return match refusal {
             Some(r) => ask(agent, call, r.path.display().to_string(), r.reason),
-            None => Gate::Run,
+            None => Permission::Granted,
         };
     }
     if tool != Tool::Bash {
-        return Gate::Run;
+        return Permission::Granted;
     }
     let Some(command) = as_text(&call.2["command"]) else {
-        return Gate::Run;
+        return Permission::Granted;
     };
     let unsandboxed = call.2["sandbox"] == Value::Bool(false);
     let sandbox = agent.inner.sandbox.bash_reason(unsandboxed);
     match (classify(&command, &agent.inner.permission_rules), sandbox) {
-        (Verdict::Deny { rule }, _) => Gate::Deny(format!(
+        (Verdict::Deny { rule }, _) => Permission::Refused(format!(
             "Blocked by the permissions.bash deny rule `{rule}`; the command was not run."
         )),
-        (Verdict::Run, None) => Gate::Run,
+        (Verdict::Run, None) => Permission::Granted,
         (Verdict::Run, Some(reason)) | (Verdict::Ask { reason }, None) => {
             ask(agent, call, command, reason)
         }
@@ -166,7 +160,7 @@ fn gate(agent: &Agent, tool: Tool, call: &Call) -> Gate {
         (Verdict::Unchecked { reason }, sandbox) => {
             if agent.inner.permission_rules.mode == Mode::Never {
                 let nobody = "permissions.bash.mode is \"never\", so nobody is asked";
-                return Gate::Deny(permission::unchecked(&reason, nobody));
+                return Permission::Refused(permission::unchecked(&reason, nobody));
             }
             let unattended = agent.state().unattended.clone();
             if let Some(policy) = unattended {
@@ -174,7 +168,7 @@ fn gate(agent: &Agent, tool: Tool, call: &Call) -> Gate {
                 // everything, could not be checked.
                 policy.refuse(&command, &reason);
                 let nobody = "nova is running without anyone to ask";
-                return Gate::Deny(permission::unchecked(&reason, nobody));
+                return Permission::Refused(permission::unchecked(&reason, nobody));
             }
             let reason = match sandbox {
                 Some(sandbox) => format!("{reason}; {sandbox}"),
@@ -196,25 +190,14 @@ fn as_text(value: &Value) -> Option<String> {
     }
 }
 
-/// Without a client to answer (the one-shot modes), the unattended policy decides at once.
-fn ask(agent: &Agent, call: &Call, command: String, reason: String) -> Gate {
-    let mut state = agent.state();
-    if let Some(policy) = state.unattended.clone() {
-        drop(state);
-        return if policy.decide(&command, &reason) {
-            Gate::Run
-        } else {
-            Gate::Deny(permission::refusal(&reason))
-        };
-    }
-    let (request_id, answer) = state.permissions.open();
-    agent.emit(Event::PermissionRequest {
-        request_id,
+/// Asks about a call of this reply (bash, or a file write), through the one permission path.
+fn ask(agent: &Agent, call: &Call, command: String, reason: String) -> Permission {
+    agent.ask_permission(Question {
         tool_name: call.1.clone(),
         command,
         reason,
-    });
-    Gate::Ask(answer)
+        rules: "permissions.bash",
+    })
 }
 
 /// Waits for the client's answer (when one is needed) and for a free place among the tools
@@ -226,17 +209,10 @@ async fn run_approved(
     approval: Option<oneshot::Receiver<bool>>,
     running: Arc<Semaphore>,
 ) -> ToolOutput {
-    if let Some(answer) = approval {
-        let approved = tokio::select! {
-            answer = answer => answer.unwrap_or(false),
-            () = ctx.cancel.cancelled() => false,
-        };
-        if ctx.cancel.is_cancelled() {
-            return ToolOutput::error(ABORTED);
-        }
-        if !approved {
-            return ToolOutput::error(DENIED);
-        }
+    if let Some(answer) = approval
+        && let Err(refused) = permission::answered(answer, &ctx.cancel, ABORTED).await
+    {
+        return refused;
     }
     // The semaphore is fair: calls get their place in the order they were spawned, call order.
     let place = tokio::select! {

@@ -1,8 +1,9 @@
 //! The agent's side of MCP: servers start with the agent, their tools join each request's
-//! specs, and a call to one goes through `permissions.mcp` (asking with the same
-//! `permission_request` as bash) before it reaches [`crate::mcp::Servers::call`].
+//! specs, and a call to one goes through `permissions.mcp` (asking through the one permission
+//! path, [`super::permission`]) before it reaches [`crate::mcp::Servers::call`].
 
 use super::exec::{Call, Slot};
+use super::permission::{Permission, Question, answered};
 use super::{Agent, Sink};
 use crate::mcp::{McpConfig, Servers, Verdict};
 use crate::protocol::ToolSpec;
@@ -10,10 +11,7 @@ use crate::protocol::{Event, McpServer};
 use crate::provider::http::SharedClient;
 use crate::tools::ToolOutput;
 use std::sync::Arc;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-
-const DENIED: &str = "The user denied permission to call this tool, so it was not called.";
 
 /// Starts the configured servers in the background; `None` without any.
 pub(super) fn start(config: McpConfig, client: &SharedClient, sink: &Sink) -> Option<Servers> {
@@ -76,17 +74,16 @@ pub(super) fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call) ->
                 "Blocked by the permissions.mcp deny rule `{rule}`; {name} was not called."
             ))));
         }
-        Verdict::Ask { reason } => {
-            let mut state = agent.state();
-            let (request_id, answer) = state.permissions.open();
-            agent.emit(Event::PermissionRequest {
-                request_id,
-                tool_name: name.clone(),
-                command: args.to_string(),
-                reason,
-            });
-            Some(answer)
-        }
+        Verdict::Ask { reason } => match agent.ask_permission(Question {
+            tool_name: name.clone(),
+            command: args.to_string(),
+            reason,
+            rules: "permissions.mcp",
+        }) {
+            Permission::Granted => None,
+            Permission::Refused(text) => return Some(Slot::Done(ToolOutput::error(text))),
+            Permission::Pending(answer) => Some(answer),
+        },
     };
     let (servers, cancel, name, args) = (
         servers.clone(),
@@ -96,28 +93,10 @@ pub(super) fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call) ->
     );
     Some(Slot::Running(tokio::spawn(async move {
         if let Some(answer) = approval
-            && let Err(refused) = approved(answer, &cancel).await
+            && let Err(refused) = answered(answer, &cancel, crate::mcp::ABORTED).await
         {
             return refused;
         }
         servers.call(&name, args, &cancel).await
     })))
-}
-
-/// Waits for the client's answer; the error is the result of a call that must not run.
-async fn approved(
-    answer: oneshot::Receiver<bool>,
-    cancel: &CancellationToken,
-) -> Result<(), ToolOutput> {
-    let approved = tokio::select! {
-        answer = answer => answer.unwrap_or(false),
-        () = cancel.cancelled() => false,
-    };
-    if cancel.is_cancelled() {
-        return Err(ToolOutput::error(crate::mcp::ABORTED));
-    }
-    if !approved {
-        return Err(ToolOutput::error(DENIED));
-    }
-    Ok(())
 }

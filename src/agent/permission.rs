@@ -1,12 +1,86 @@
-//! Bash commands waiting for the client's `permission_response`, and the policy that answers
-//! at once when there is no client to ask.
+//! The one way a call asks whether it may run — bash, `write`/`edit` outside the sandbox's
+//! bounds, MCP tools, and whatever comes later: [`Agent::ask_permission`] raises a
+//! `permission_request` and hands back the answer to wait for ([`answered`]), or, when no client
+//! can answer (the one-shot modes), lets the [`Unattended`] policy decide at once. One verdict
+//! type, one wording for a denial, and no path that waits for an answer nobody can give.
 
+use super::Agent;
+use crate::protocol::Event;
+use crate::tools::ToolOutput;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
-/// How flagged commands are decided when no one can answer a `permission_request` (the
-/// one-shot modes). `deny` and `allow` rules have already applied by then.
+/// The result of a call the user refused.
+pub(super) const DENIED: &str = "The user denied permission for this call, so it was not run.";
+
+/// What a call that asked may do.
+pub(super) enum Permission {
+    Granted,
+    /// Refused without anyone to ask; the text is the call's error result.
+    Refused(String),
+    /// Wait for the client's answer ([`answered`]).
+    Pending(oneshot::Receiver<bool>),
+}
+
+/// One question to the person driving nova.
+pub(super) struct Question {
+    /// The tool, as the `permission_request` names it.
+    pub tool_name: String,
+    /// What would run: the command, the path written, an MCP call's arguments.
+    pub command: String,
+    /// Why the gate asks.
+    pub reason: String,
+    /// The setting that would let such calls run unasked, for the refusal's advice
+    /// (`permissions.bash`, `permissions.mcp`).
+    pub rules: &'static str,
+}
+
+impl Agent {
+    pub(super) fn ask_permission(&self, question: Question) -> Permission {
+        let mut state = self.state();
+        if let Some(policy) = state.unattended.clone() {
+            drop(state);
+            return if policy.decide(&question.command, &question.reason) {
+                Permission::Granted
+            } else {
+                Permission::Refused(refusal(&question.reason, question.rules))
+            };
+        }
+        let (request_id, answer) = state.permissions.open();
+        self.emit(Event::PermissionRequest {
+            request_id,
+            tool_name: question.tool_name,
+            command: question.command,
+            reason: question.reason,
+        });
+        Permission::Pending(answer)
+    }
+}
+
+/// Waits for the client's answer; the error is the result of a call that must not run
+/// (`aborted` is the tool's own text for an abort).
+pub(super) async fn answered(
+    answer: oneshot::Receiver<bool>,
+    cancel: &CancellationToken,
+    aborted: &str,
+) -> Result<(), ToolOutput> {
+    let approved = tokio::select! {
+        answer = answer => answer.unwrap_or(false),
+        () = cancel.cancelled() => false,
+    };
+    if cancel.is_cancelled() {
+        return Err(ToolOutput::error(aborted));
+    }
+    if !approved {
+        return Err(ToolOutput::error(DENIED));
+    }
+    Ok(())
+}
+
+/// How calls that ask are decided when no one can answer a `permission_request` (the one-shot
+/// modes). `deny` and `allow` rules have already applied by then.
 #[derive(Clone)]
 pub struct Unattended {
     /// Run flagged commands instead of refusing them.
@@ -51,12 +125,12 @@ impl Unattended {
     }
 }
 
-/// The error result a refused command gets, so the model can work around it.
-pub(super) fn refusal(reason: &str) -> String {
+/// The error result a refused call gets, so the model can work around it.
+fn refusal(reason: &str, rules: &str) -> String {
     format!(
-        "This command needs the user's permission ({reason}), but nova is running without \
+        "This call needs the user's permission ({reason}), but nova is running without \
          anyone to ask, so it was not run. Find another way, or tell the user it needs \
-         --approve-flagged or a permissions.bash allow rule."
+         --approve-flagged or a {rules} allow rule."
     )
 }
 

@@ -536,3 +536,44 @@ fn a_second_sigint_exits_at_once_even_when_stdout_is_stalled() {
     assert_eq!(status.code(), Some(130));
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
 }
+
+#[test]
+fn an_mcp_call_a_rule_asks_about_is_refused_when_nobody_can_answer() {
+    let Some(server) = crate::support::mcp::test_server() else {
+        return;
+    };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "mcp__faulty__echo", json!({"text": "hi"})));
+    mock.push(Reply::text("understood"));
+    let shell = Shell::new(&mock);
+    let log = shell.cwd.join("server.log");
+    std::fs::write(
+        shell.agent.join("mcp.json"),
+        crate::support::mcp::mcp_json(
+            json!({"faulty": {"command": server, "env": {"MCP_TEST_LOG": log}}}),
+        ),
+    )
+    .unwrap();
+    shell.settings(json!({"permissions": {"mcp": {"ask": ["mcp__faulty__echo"]}}}));
+    // Before the one permission path this run waited for ever for an answer.
+    let done = shell.run(&["--mode", "json", "echo it"], "");
+    assert_eq!(done.code, Some(0), "{done:?}");
+    assert!(
+        !done.stdout.contains("permission_request"),
+        "{}",
+        done.stdout
+    );
+    let end = done
+        .lines()
+        .into_iter()
+        .find(|l| l["type"] == "tool_execution_end")
+        .expect("a tool_execution_end");
+    assert_eq!(end["isError"], true, "{end}");
+    let text = end["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("without anyone to ask") && text.contains("permissions.mcp allow rule"),
+        "{text}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!calls.contains("call echo"), "the tool ran: {calls}");
+}
