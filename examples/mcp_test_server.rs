@@ -7,7 +7,9 @@
 //! {lines}`, `picture` (text plus a PNG), `fail` (an `isError` result), `grow` (adds the tool
 //! `extra` and announces the changed list), `extra`.
 //!
-//! When `MCP_TEST_LOG` names a file, each call and each cancellation appends a line to it.
+//! When `MCP_TEST_LOG` names a file, the start (with the working directory, and the value of each
+//! variable `MCP_TEST_LOG_ENV` names, comma-separated), each call and each cancellation append a
+//! line to it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
@@ -180,6 +182,18 @@ async fn main() {
         std::process::id(),
         nix::unistd::getpgrp()
     ));
+    log(&format!(
+        "cwd {}",
+        std::env::current_dir().unwrap().display()
+    ));
+    for name in std::env::var("MCP_TEST_LOG_ENV")
+        .unwrap_or_default()
+        .split(',')
+    {
+        if !name.is_empty() {
+            log(&format!("env {name}={:?}", std::env::var(name).ok()));
+        }
+    }
     let service = Faulty::default()
         .serve(rmcp::transport::stdio())
         .await

@@ -249,6 +249,42 @@ pub struct ModelCost {
     pub cache_write: f64,
 }
 
+/// The wire format a model is reached through (`api` in models.json and on [`Model`]), parsed
+/// once when the configuration is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::EnumIter)]
+pub enum Api {
+    #[serde(rename = "ollama")]
+    Ollama,
+    #[serde(rename = "openai-completions")]
+    OpenAiCompletions,
+    #[serde(rename = "anthropic-messages")]
+    AnthropicMessages,
+}
+
+impl Api {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Ollama => "ollama",
+            Api::OpenAiCompletions => "openai-completions",
+            Api::AnthropicMessages => "anthropic-messages",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Api> {
+        <Api as strum::IntoEnumIterator>::iter().find(|api| api.as_str() == s)
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn api_names_are_the_same_on_the_wire_and_in_models_json() {
+    for api in <Api as strum::IntoEnumIterator>::iter() {
+        let wire = serde_json::to_value(api).ok();
+        assert_eq!(wire.as_ref().and_then(|w| w.as_str()), Some(api.as_str()));
+        assert_eq!(Api::parse(api.as_str()), Some(api));
+    }
+}
+
 /// A model as Pi describes it on the wire (`get_state.model`, `set_model`,
 /// `get_available_models`). Configured headers are deliberately not echoed: they may hold keys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -256,7 +292,7 @@ pub struct ModelCost {
 pub struct Model {
     pub id: String,
     pub name: String,
-    pub api: String,
+    pub api: Api,
     pub provider: String,
     pub base_url: String,
     pub reasoning: bool,

@@ -3,9 +3,11 @@
 //! command whose trimmed stdout is the value (10 s at most, under the keeper like every command
 //! nova starts) — and differ only in how they name environment variables ([`Syntax`]).
 //!
-//! Error texts name the variable or the command, never a resolved value.
+//! Error texts name the variable or the command, never a resolved value. A command runs in
+//! nova's cwd with nova's environment unless the caller prepares its shell ([`Prepare`]: a
+//! user's MCP server runs its commands apart from the project).
 
-use crate::sandbox::shell_output;
+use crate::sandbox::{output_within, shell_command};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -44,26 +46,30 @@ impl CommandCache {
     }
 }
 
+/// Readies the shell of a `!command` (its directory, its environment) before it runs.
+pub type Prepare<'a> = &'a (dyn Fn(&mut tokio::process::Command) -> Result<(), String> + Sync);
+
 /// Resolves one configured value; `cache`, when given, keeps each command's output.
 pub async fn resolve(
     raw: &str,
     syntax: Syntax,
     cache: Option<&CommandCache>,
 ) -> Result<String, String> {
-    resolve_with(raw, syntax, cache, |name| std::env::var(name).ok()).await
+    resolve_with(raw, syntax, cache, None, |name| std::env::var(name).ok()).await
 }
 
 async fn resolve_with(
     raw: &str,
     syntax: Syntax,
     cache: Option<&CommandCache>,
+    prepare: Option<Prepare<'_>>,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<String, String> {
     if let Some(command) = raw.strip_prefix('!') {
         if let Some(hit) = cache.and_then(|c| c.get(command)) {
             return Ok(hit);
         }
-        let value = run(command).await?;
+        let value = run(command, prepare).await?;
         if let Some(cache) = cache {
             cache.put(command, &value);
         }
@@ -75,12 +81,16 @@ async fn resolve_with(
     }
 }
 
-/// Resolves every value of `pairs` ([`Syntax::Interpolated`], nothing cached); the error
-/// names the key.
-pub async fn resolve_all(pairs: &[(String, String)]) -> Result<Vec<(String, String)>, String> {
+/// Resolves every value of `pairs` ([`Syntax::Interpolated`], nothing cached), commands in
+/// the shell `prepare` readies; the error names the key.
+pub async fn resolve_all(
+    pairs: &[(String, String)],
+    prepare: Option<Prepare<'_>>,
+) -> Result<Vec<(String, String)>, String> {
     let mut resolved = Vec::with_capacity(pairs.len());
     for (key, value) in pairs {
-        let value = resolve(value, Syntax::Interpolated, None)
+        let lookup = |name: &str| std::env::var(name).ok();
+        let value = resolve_with(value, Syntax::Interpolated, None, prepare, lookup)
             .await
             .map_err(|e| format!("\"{key}\": {e}"))?;
         resolved.push((key.clone(), value));
@@ -127,8 +137,12 @@ fn interpolate(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<S
     Ok(out)
 }
 
-async fn run(command: &str) -> Result<String, String> {
-    let output = shell_output(command, std::process::Stdio::piped(), COMMAND_TIMEOUT)
+async fn run(command: &str, prepare: Option<Prepare<'_>>) -> Result<String, String> {
+    let mut shell = shell_command(command);
+    if let Some(prepare) = prepare {
+        prepare(&mut shell).map_err(|e| format!("command `{command}` could not run: {e}"))?;
+    }
+    let output = output_within(shell, std::process::Stdio::piped(), COMMAND_TIMEOUT)
         .await
         .map_err(|e| format!("command `{command}` could not run: {e}"))?
         .ok_or_else(|| format!("command `{command}` took longer than 10 s"))?;
@@ -188,7 +202,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_leading_bang_runs_the_whole_value_once_when_cached() {
         for syntax in [Syntax::WholeValue, Syntax::Interpolated] {
-            let r = |v| resolve_with(v, syntax, None, vars);
+            let r = |v| resolve_with(v, syntax, None, None, vars);
             assert_eq!(r("!echo ' hi '").await.unwrap(), "hi");
             assert_eq!(r("!echo Bearer $(echo t)").await.unwrap(), "Bearer t");
             let failed = r("!echo why >&2; exit 3").await.unwrap_err();
@@ -202,12 +216,12 @@ mod tests {
         let command = format!("!echo x >> {0}; wc -l < {0}", counter.display());
         let cache = CommandCache::default();
         for _ in 0..3 {
-            let value = resolve_with(&command, Syntax::WholeValue, Some(&cache), vars).await;
+            let value = resolve_with(&command, Syntax::WholeValue, Some(&cache), None, vars).await;
             assert_eq!(value.unwrap(), "1");
         }
         let pairs = [("A".to_owned(), "${NOVA_TEST_SURELY_UNSET_VAR}".to_owned())];
         assert!(
-            resolve_all(&pairs)
+            resolve_all(&pairs, None)
                 .await
                 .unwrap_err()
                 .starts_with("\"A\": ")

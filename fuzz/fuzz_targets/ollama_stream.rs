@@ -5,10 +5,11 @@
 mod splits;
 
 use libfuzzer_sys::fuzz_target;
+use nova::protocol::Api;
 use nova::provider::ollama::Accumulator;
 
 fuzz_target!(|data: &[u8]| {
-    let model = splits::model("ollama");
+    let model = splits::model(Api::Ollama);
     splits::check(data, |pieces| {
         let mut acc = Accumulator::new(&model);
         let mut events = Vec::new();

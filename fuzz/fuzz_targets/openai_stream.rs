@@ -5,10 +5,11 @@
 mod splits;
 
 use libfuzzer_sys::fuzz_target;
+use nova::protocol::Api;
 use nova::provider::openai::Accumulator;
 
 fuzz_target!(|data: &[u8]| {
-    let model = splits::model("openai-completions");
+    let model = splits::model(Api::OpenAiCompletions);
     splits::check(data, |pieces| {
         let mut acc = Accumulator::new(&model);
         let mut events = Vec::new();

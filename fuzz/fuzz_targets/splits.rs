@@ -1,7 +1,7 @@
 //! Shared by the provider accumulator targets: how a fuzz input becomes a body and the points
 //! to cut it at, and what "the same events" means when tool call ids are invented at random.
 
-use nova::protocol::{Model, ModelCost};
+use nova::protocol::{Api, Model, ModelCost};
 use nova::provider::{ProviderError, ProviderEvent};
 
 /// What feeding a body produced: its events, and the error that ended it, if any.
@@ -84,11 +84,11 @@ fn is_invented(id: &str, index: usize) -> bool {
 }
 
 /// A model with prices, so the usage arithmetic runs on whatever counts the body claims.
-pub fn model(api: &str) -> Model {
+pub fn model(api: Api) -> Model {
     Model {
         id: "fuzz-model".into(),
         name: "Fuzz model".into(),
-        api: api.into(),
+        api,
         provider: "fuzz".into(),
         base_url: "http://127.0.0.1:1".into(),
         reasoning: true,

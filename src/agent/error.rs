@@ -27,6 +27,12 @@ pub enum CommandError {
     NoModel,
     #[error("Blocked by the permissions.bash deny rule `{rule}`; the command was not run.")]
     Blocked { rule: String },
+    /// Deny rules exist and what the command runs is known only at run time.
+    #[error(
+        "Refused: {reason}; the command was not run. Write its program names out, or run it \
+         from your own shell."
+    )]
+    Unchecked { reason: String },
     #[error("Model not found: {provider}/{id}")]
     ModelNotFound { provider: String, id: String },
     /// A Pi command for a feature nova does not have; the text says which and why.

@@ -12,7 +12,7 @@
 use super::{Agent, now_ms, permission};
 use crate::pace::Pacer;
 use crate::protocol::{Event, Message, ToolResultMessage, ToolResultPayload};
-use crate::tools::permission::{Verdict, classify};
+use crate::tools::permission::{Mode, Verdict, classify};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use serde_json::Value;
 use std::sync::Arc;
@@ -162,6 +162,25 @@ fn gate(agent: &Agent, tool: Tool, call: &Call) -> Gate {
         }
         (Verdict::Ask { reason }, Some(sandbox)) => {
             ask(agent, call, command, format!("{reason}; {sandbox}"))
+        }
+        (Verdict::Unchecked { reason }, sandbox) => {
+            if agent.inner.permission_rules.mode == Mode::Never {
+                let nobody = "permissions.bash.mode is \"never\", so nobody is asked";
+                return Gate::Deny(permission::unchecked(&reason, nobody));
+            }
+            let unattended = agent.state().unattended.clone();
+            if let Some(policy) = unattended {
+                // Not even --approve-flagged runs it: the deny rules, which win over
+                // everything, could not be checked.
+                policy.refuse(&command, &reason);
+                let nobody = "nova is running without anyone to ask";
+                return Gate::Deny(permission::unchecked(&reason, nobody));
+            }
+            let reason = match sandbox {
+                Some(sandbox) => format!("{reason}; {sandbox}"),
+                None => reason,
+            };
+            ask(agent, call, command, reason)
         }
     }
 }

@@ -22,6 +22,9 @@ pub struct FlaggedCommand<'a> {
     /// Why the gate flagged it.
     pub reason: &'a str,
     pub approved: bool,
+    /// Refused because the deny rules cannot be checked against it, which neither
+    /// `approve_flagged` nor an allow rule overrides.
+    pub unchecked: bool,
 }
 
 impl Unattended {
@@ -31,8 +34,20 @@ impl Unattended {
             command,
             reason,
             approved,
+            unchecked: false,
         });
         approved
+    }
+
+    /// Tells of a command the deny rules cannot be checked against, refused whatever
+    /// `approve_flagged` says.
+    pub(super) fn refuse(&self, command: &str, reason: &str) {
+        (self.report)(&FlaggedCommand {
+            command,
+            reason,
+            approved: false,
+            unchecked: true,
+        });
     }
 }
 
@@ -42,6 +57,16 @@ pub(super) fn refusal(reason: &str) -> String {
         "This command needs the user's permission ({reason}), but nova is running without \
          anyone to ask, so it was not run. Find another way, or tell the user it needs \
          --approve-flagged or a permissions.bash allow rule."
+    )
+}
+
+/// The error result of a command the deny rules cannot be checked against, where `nobody`
+/// says why no one was asked.
+pub(super) fn unchecked(reason: &str, nobody: &str) -> String {
+    format!(
+        "Not run: {reason}, and {nobody}. Write the command with its program names spelled out \
+         (no variable, substitution or `eval` of a variable as the command), or tell the user \
+         to run it."
     )
 }
 

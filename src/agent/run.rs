@@ -303,7 +303,7 @@ async fn stream_reply(
         timestamp: now_ms(),
     };
     if let Some(m) = &model {
-        empty.api = m.api.clone();
+        empty.api = m.api.as_str().to_owned();
         empty.provider = m.provider.clone();
         empty.model = m.id.clone();
     }

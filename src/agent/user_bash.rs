@@ -1,7 +1,8 @@
 //! The user's own shell commands (the `bash` command): run in the session's cwd with the bash
 //! tool's process handling, streamed as `bash_execution_update`, kept in the conversation as a
 //! `bashExecution` message that the next request shows the model (unless excluded). The client
-//! is the user, so nothing asks for permission; the `permissions.bash` deny rules still apply.
+//! is the user, so nothing asks for permission; the `permissions.bash` deny rules still apply,
+//! and a command they cannot be checked against (its program known only at run time) is refused.
 
 use super::{Agent, CommandError, now_ms};
 use crate::protocol::{BashExecutionMessage, BashResult, Event, Message};
@@ -39,8 +40,10 @@ impl Agent {
         id: Option<Value>,
     ) -> Result<impl Future<Output = Result<BashResult, CommandError>> + Send + 'static, CommandError>
     {
-        if let Verdict::Deny { rule } = classify(&command, &self.inner.permission_rules) {
-            return Err(CommandError::Blocked { rule });
+        match classify(&command, &self.inner.permission_rules) {
+            Verdict::Deny { rule } => return Err(CommandError::Blocked { rule }),
+            Verdict::Unchecked { reason } => return Err(CommandError::Unchecked { reason }),
+            Verdict::Run | Verdict::Ask { .. } => {}
         }
         let cancel = self.state().bash_cancel.child_token();
         let counted = Counted::start(&self.inner.bash_running);

@@ -245,7 +245,7 @@ fn model(row: &Row) -> Model {
     Model {
         id: row.id.to_owned(),
         name: row.name.to_owned(),
-        api: ANTHROPIC_API.to_owned(),
+        api: Api::AnthropicMessages,
         provider: ANTHROPIC.to_owned(),
         base_url: ANTHROPIC_BASE_URL.to_owned(),
         reasoning: true,

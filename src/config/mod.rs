@@ -247,6 +247,7 @@ fn mcp_config(
         claude: &cwd.join(".mcp.json"),
         project: &cwd.join(".nova").join("mcp.json"),
         cwd,
+        agent_dir,
         home: home.as_deref(),
         trusted: settings.project_trusted,
     };

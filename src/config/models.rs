@@ -130,7 +130,7 @@ impl Registry {
                         m.id
                     )
                 })?;
-                parse_api(&name, api_name)?;
+                let api = parse_api(&name, api_name)?;
                 let base_url = m.base_url.as_deref().or(provider_base).ok_or_else(|| {
                     format!(
                         "provider \"{name}\": models[{i}] (\"{}\") has no \"baseUrl\"",
@@ -140,7 +140,7 @@ impl Registry {
                 models.push(Model {
                     id: m.id.clone(),
                     name: m.name.clone().unwrap_or_else(|| m.id.clone()),
-                    api: api_name.to_owned(),
+                    api,
                     provider: name.clone(),
                     base_url: base_url.trim_end_matches('/').to_owned(),
                     reasoning: m.reasoning,
@@ -192,7 +192,7 @@ impl Registry {
             .map(|(id, num_ctx)| Model {
                 name: id.clone(),
                 id,
-                api: "ollama".to_owned(),
+                api: Api::Ollama,
                 provider: "ollama".to_owned(),
                 base_url: base_url.clone(),
                 reasoning: false,
@@ -244,7 +244,7 @@ impl Registry {
 
     /// Gives every Ollama model the `ollama.keepAlive` setting.
     pub fn set_keep_alive(&mut self, keep_alive: Option<&Value>) {
-        for model in self.models.iter_mut().filter(|m| m.api == "ollama") {
+        for model in self.models.iter_mut().filter(|m| m.api == Api::Ollama) {
             model.load.keep_alive = keep_alive.cloned();
         }
     }
@@ -349,7 +349,7 @@ mod tests {
         assert!(q.reasoning);
         let g = r.find("oai", "gpt").unwrap();
         assert_eq!(g.cost.input, 1.5);
-        assert_eq!(g.api, "openai-completions");
+        assert_eq!(g.api, Api::OpenAiCompletions);
         assert_eq!(r.resolve(None, "org/vision").unwrap().name, "Vision");
         assert_eq!(r.resolve(None, "oai/gpt").unwrap().id, "gpt");
         assert_eq!(r.resolve(Some("oai"), "gpt").unwrap().id, "gpt");
@@ -465,7 +465,7 @@ mod tests {
         let builtin_count = models.len();
         r.add_builtin(provider, models);
         let mine = r.find("anthropic", "my-claude").unwrap();
-        assert_eq!(mine.api, "anthropic-messages");
+        assert_eq!(mine.api, Api::AnthropicMessages);
         assert!(!mine.adaptive_thinking(), "the model's compat wins");
         let sonnet = r.find("anthropic", "claude-sonnet-4-5").unwrap();
         assert_eq!(

@@ -9,9 +9,12 @@
 //! server (their tools would get the same names). Invalid entries are reported and skipped.
 //!
 //! Project entries are kept but not started unless the project is trusted: a cloned repository
-//! must not be able to run programs through nova. `${VAR}` and `!command` in `env` and `headers`
+//! must not be able to run programs through nova. The user's own stdio servers start outside
+//! the project, with its entries removed from their search paths ([`super::isolate`]), so that
+//! they do not load the repository's code either. `${VAR}` and `!command` in `env` and `headers`
 //! are resolved when the server starts ([`super::resolve`]), never while loading.
 
+use super::isolate::{Isolation, neutral_dir};
 use crate::protocol::{McpSource, McpTransport};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -29,6 +32,8 @@ pub struct ServerConfig {
     pub description: Option<String>,
     /// Why the server is listed but not started (`enabled: false`, an untrusted project).
     pub disabled: Option<String>,
+    /// A user's server: kept apart from the project, its `!command` values too.
+    pub isolation: Option<Isolation>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -38,7 +43,8 @@ pub enum Transport {
         args: Vec<String>,
         /// Values still unresolved (`${VAR}`, `!command`).
         env: Vec<(String, String)>,
-        /// Absolute; nova's cwd when not configured.
+        /// Absolute: the configured `cwd` (relative to nova's cwd); else nova's cwd for the
+        /// project's servers, and [`Isolation::dir`] for the user's.
         cwd: PathBuf,
     },
     Http {
@@ -63,6 +69,9 @@ pub struct Files<'a> {
     pub claude: &'a Path,
     pub project: &'a Path,
     pub cwd: &'a Path,
+    /// Nova's agent dir, under which the user's stdio servers start when their entry names no
+    /// `cwd` ([`super::isolate::neutral_dir`]).
+    pub agent_dir: &'a Path,
     pub home: Option<&'a Path>,
     /// `config.settings.project_trusted`.
     pub trusted: bool,
@@ -135,8 +144,8 @@ pub fn load(files: &Files, warnings: &mut Vec<String>) -> Vec<ServerConfig> {
                         server.disabled = Some(UNTRUSTED.to_owned());
                     }
                     match existing {
-                        Some(i) => servers[i] = server,
-                        None => servers.push(server),
+                        Some(i) => servers[i] = *server,
+                        None => servers.push(*server),
                     }
                 }
             }
@@ -174,7 +183,7 @@ pub fn canonical(name: &str) -> String {
 }
 
 enum Entry {
-    Server(ServerConfig),
+    Server(Box<ServerConfig>),
     /// Neither `command`, `url` nor `type`: overrides `enabled` of a server defined below.
     Enabled(bool),
 }
@@ -253,6 +262,10 @@ fn parse_entry(
             None => Err("needs a \"command\" (stdio) or a \"url\" (streamable HTTP)".into()),
         };
     }
+    let isolation = (source == McpSource::User).then(|| Isolation {
+        project: files.cwd.to_path_buf(),
+        dir: neutral_dir(files.agent_dir, files.cwd),
+    });
     let transport = match (kind, command, url) {
         (Some("sse"), ..) => {
             return Err(
@@ -269,7 +282,9 @@ fn parse_entry(
         (_, Some(_), Some(_)) => {
             return Err("has both \"command\" and \"url\"; keep one".into());
         }
-        (Some("stdio") | None, Some(command), None) => stdio(command, entry, files)?,
+        (Some("stdio") | None, Some(command), None) => {
+            stdio(command, entry, isolation.as_ref(), files)?
+        }
         (Some("http" | "streamable-http") | None, None, Some(url)) => http(url, entry)?,
         (Some("stdio"), None, _) => return Err("\"type\": \"stdio\" needs a \"command\"".into()),
         _ => return Err("an HTTP server needs a \"url\" (and no \"command\")".into()),
@@ -282,17 +297,23 @@ fn parse_entry(
         },
         Some(_) => return Err("\"timeout\" must be a positive number of seconds".into()),
     };
-    Ok(Entry::Server(ServerConfig {
+    Ok(Entry::Server(Box::new(ServerConfig {
         name: name.to_owned(),
         source,
         transport,
         timeout,
         description: optional_str(entry, "description")?.map(str::to_owned),
         disabled: (enabled == Some(false)).then(|| switched_off(path)),
-    }))
+        isolation,
+    })))
 }
 
-fn stdio(command: &str, entry: &Map<String, Value>, files: &Files) -> Result<Transport, String> {
+fn stdio(
+    command: &str,
+    entry: &Map<String, Value>,
+    isolation: Option<&Isolation>,
+    files: &Files,
+) -> Result<Transport, String> {
     if command.trim().is_empty() {
         return Err("\"command\" is empty".into());
     }
@@ -305,9 +326,10 @@ fn stdio(command: &str, entry: &Map<String, Value>, files: &Files) -> Result<Tra
             .ok_or("\"args\" must be a list of strings")?,
         Some(_) => return Err("\"args\" must be a list of strings".into()),
     };
-    let cwd = match optional_str(entry, "cwd")? {
-        None => files.cwd.to_path_buf(),
-        Some(dir) => files.cwd.join(home(dir, files.home)),
+    let cwd = match (optional_str(entry, "cwd")?, isolation) {
+        (Some(dir), _) => files.cwd.join(home(dir, files.home)),
+        (None, Some(isolation)) => isolation.dir.clone(),
+        (None, None) => files.cwd.to_path_buf(),
     };
     Ok(Transport::Stdio {
         command: home(command, files.home),

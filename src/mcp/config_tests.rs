@@ -11,6 +11,7 @@ struct Dirs {
     project: PathBuf,
     cwd: PathBuf,
     home: PathBuf,
+    agent: PathBuf,
 }
 
 fn dirs() -> Dirs {
@@ -22,6 +23,7 @@ fn dirs() -> Dirs {
         claude: cwd.join(".mcp.json"),
         project: cwd.join(".nova/mcp.json"),
         home: tmp.path().join("home"),
+        agent: tmp.path().join("agent"),
         cwd,
         _tmp: tmp,
     }
@@ -38,6 +40,7 @@ fn load_all(d: &Dirs, trusted: bool) -> (Vec<ServerConfig>, Vec<String>) {
         claude: &d.claude,
         project: &d.project,
         cwd: &d.cwd,
+        agent_dir: &d.agent,
         home: Some(&d.home),
         trusted,
     };
@@ -87,6 +90,37 @@ fn entries_parse_with_defaults_and_home_expansion() {
     let docs = by_name(&servers, "docs");
     assert_eq!(docs.timeout, Duration::from_millis(2500));
     assert_eq!(docs.transport.kind(), McpTransport::Http);
+}
+
+#[test]
+fn the_users_servers_start_outside_the_project_and_the_projects_inside() {
+    let d = dirs();
+    write(
+        &d.user,
+        json!({"mcpServers": {"mine": {"command": "python3", "args": ["-m", "pkg"]},
+                              "here": {"command": "srv", "cwd": "."}}}),
+    );
+    write(
+        &d.project,
+        json!({"mcpServers": {"theirs": {"command": "python3", "args": ["-m", "pkg"]}}}),
+    );
+    let (servers, _) = load_all(&d, true);
+    let stdio = |name: &str| {
+        let server = by_name(&servers, name);
+        match &server.transport {
+            Transport::Stdio { cwd, .. } => (cwd.clone(), server.isolation.clone()),
+            Transport::Http { .. } => panic!("{name} is not stdio"),
+        }
+    };
+    let isolated = Some(Isolation {
+        project: d.cwd.clone(),
+        dir: d.agent.join("mcp-cwd"),
+    });
+    assert_eq!(stdio("mine"), (d.agent.join("mcp-cwd"), isolated.clone()));
+    // A `cwd` the user names is theirs to choose, the project too; the search paths still
+    // lose the project's entries.
+    assert_eq!(stdio("here"), (d.cwd.clone(), isolated));
+    assert_eq!(stdio("theirs"), (d.cwd.clone(), None));
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use super::config::{ServerConfig, Transport};
 use super::process::{self, Process};
 use crate::provider::http::SharedClient;
-use crate::secret::resolve_all;
+use crate::secret::{Prepare, resolve_all};
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ClientHandler;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool};
@@ -53,6 +53,10 @@ pub async fn connect(
     client: &SharedClient,
     handler: Handler,
 ) -> Result<(Connection, Vec<Tool>), String> {
+    let isolation = config.isolation.as_ref();
+    // A user's server runs its `!command` values where it runs itself.
+    let shell = |shell: &mut tokio::process::Command| isolation.map_or(Ok(()), |i| i.shell(shell));
+    let prepare: Option<Prepare> = isolation.is_some().then_some(&shell);
     let (service, process) = match &config.transport {
         Transport::Stdio {
             command,
@@ -60,8 +64,10 @@ pub async fn connect(
             env,
             cwd,
         } => {
-            let env = resolve_all(env).await.map_err(|e| format!("env {e}"))?;
-            let (process, pipes) = process::spawn(command, args, &env, cwd)?;
+            let env = resolve_all(env, prepare)
+                .await
+                .map_err(|e| format!("env {e}"))?;
+            let (process, pipes) = process::spawn(command, args, &env, cwd, isolation)?;
             let exited = process.exited();
             match handler.serve(pipes).await {
                 Ok(service) => (service, Some(process)),
@@ -74,7 +80,7 @@ pub async fn connect(
             }
         }
         Transport::Http { url, headers } => {
-            let headers = resolve_all(headers)
+            let headers = resolve_all(headers, prepare)
                 .await
                 .map_err(|e| format!("header {e}"))?;
             let mut custom = HashMap::new();

@@ -13,6 +13,7 @@
 
 pub mod config;
 mod connection;
+mod isolate;
 mod names;
 mod process;
 mod result;

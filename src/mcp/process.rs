@@ -6,6 +6,7 @@
 //! is dropped without being stopped has its group stopped at once, and the keeper also kills
 //! the server when nova dies, so no server outlives nova however nova leaves.
 
+use super::isolate::Isolation;
 use crate::sandbox::kept;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -35,13 +36,20 @@ pub struct Process {
 /// The pipes the MCP connection runs over.
 pub type Pipes = (ChildStdout, ChildStdin);
 
+/// Starts `command` in `cwd` with nova's environment and `env` over it; `isolation` (a user's
+/// server) keeps the project off its search paths.
 pub fn spawn(
     command: &str,
     args: &[String],
     env: &[(String, String)],
     cwd: &Path,
+    isolation: Option<&Isolation>,
 ) -> Result<(Process, Pipes), String> {
-    let mut child = tokio::process::Command::from(kept(command, args))
+    let mut command_line = tokio::process::Command::from(kept(command, args));
+    if let Some(isolation) = isolation {
+        isolation.apply(&mut command_line, cwd, env)?;
+    }
+    let mut child = command_line
         .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(cwd)
         .stdin(Stdio::piped())
@@ -177,7 +185,7 @@ mod tests {
 
     fn sh(script: &str) -> (Process, Pipes) {
         let args = ["-c".to_owned(), script.to_owned()];
-        spawn("/bin/sh", &args, &[], Path::new("/")).unwrap()
+        spawn("/bin/sh", &args, &[], Path::new("/"), None).unwrap()
     }
 
     #[tokio::test(flavor = "current_thread")]

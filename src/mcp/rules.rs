@@ -1,8 +1,12 @@
 //! `permissions.mcp`: which MCP calls run, which wait for the client's `permission_response`,
-//! and which are refused. Patterns are globs over the model-facing name (`mcp__fs__*`,
-//! `mcp__*__delete_*`); `deny` wins over everything, `allow` exempts a call from `ask`, and a
-//! call no rule names runs (MCP tools are allowed by default, as in Pi).
+//! and which are refused. Patterns are globs over the tool's name (`mcp__fs__*`,
+//! `mcp__*__delete_*`), in the spelling the model sees (`mcp__my_fs__write_file`) or in the
+//! server's own (`mcp__my-fs__write_file`: the configured server name and the tool's own name);
+//! `deny` wins over everything, `allow` exempts a call from `ask`, and a call no rule names runs
+//! (MCP tools are allowed by default, as in Pi). A rule that names no configured server's tool
+//! is found by [`Rules::unmatched`], so that a typo does not go unnoticed.
 
+use super::names::sanitize;
 use globset::{Glob, GlobMatcher};
 
 #[derive(Debug, Clone, Default)]
@@ -59,11 +63,14 @@ impl Rules {
         }
     }
 
-    pub fn verdict(&self, tool: &str) -> Verdict {
+    /// What the rules say about calling `tool` (the model-facing name); `own` is the server's
+    /// configured name and the tool's own name, when known.
+    pub fn verdict(&self, tool: &str, own: Option<(&str, &str)>) -> Verdict {
+        let names = spellings(tool, own);
         let first = |rules: &[Rule]| {
             rules
                 .iter()
-                .find(|r| r.matcher.is_match(tool))
+                .find(|r| names.iter().any(|n| r.matcher.is_match(n)))
                 .map(|r| r.pattern.clone())
         };
         if let Some(rule) = first(&self.deny) {
@@ -84,6 +91,251 @@ impl Rules {
             None => Verdict::Run,
         }
     }
+
+    /// One line for each rule that matches no tool of a ready server (`known`: each server's
+    /// configured name, and its tools' model-facing and own names) and could not name a tool of
+    /// a server whose tools are not known (`unknown`: failed, disabled).
+    pub fn unmatched(&self, known: &[(&str, Vec<(&str, &str)>)], unknown: &[&str]) -> Vec<String> {
+        let names: Vec<String> = known
+            .iter()
+            .flat_map(|(server, tools)| {
+                tools
+                    .iter()
+                    .flat_map(|(name, tool)| spellings(name, Some((server, tool))))
+            })
+            .collect();
+        let prefixes: Vec<String> = unknown
+            .iter()
+            .flat_map(|s| [s.to_string(), sanitize(s)])
+            .map(|s| format!("mcp__{s}__"))
+            .collect();
+        let servers: Vec<&str> = known
+            .iter()
+            .map(|(s, _)| *s)
+            .chain(unknown.iter().copied())
+            .collect();
+        let lists = [
+            ("ask", &self.ask),
+            ("allow", &self.allow),
+            ("deny", &self.deny),
+        ];
+        lists
+            .into_iter()
+            .flat_map(|(list, rules)| rules.iter().map(move |r| (list, r)))
+            .filter(|(_, rule)| {
+                !names.iter().any(|n| rule.matcher.is_match(n))
+                    && !prefixes.iter().any(|p| could_start_with(&rule.pattern, p))
+            })
+            .map(|(list, rule)| {
+                format!(
+                    "the permissions.mcp.{list} rule `{}` matches no tool of the configured \
+                     servers ({}), so it does nothing; tools are named mcp__<server>__<tool>",
+                    rule.pattern,
+                    servers.join(", ")
+                )
+            })
+            .collect()
+    }
+}
+
+/// The names a call answers to: the model-facing one, and every mix of the server's configured
+/// name or its sanitised form with the tool's own name or its sanitised form.
+fn spellings(name: &str, own: Option<(&str, &str)>) -> Vec<String> {
+    let mut names = vec![name.to_owned()];
+    if let Some((server, tool)) = own {
+        for server in [server.to_owned(), sanitize(server)] {
+            for tool in [tool.to_owned(), sanitize(tool)] {
+                let spelled = format!("mcp__{server}__{tool}");
+                if !names.contains(&spelled) {
+                    names.push(spelled);
+                }
+            }
+        }
+    }
+    names
+}
+
+/// One element of a glob, as `globset` reads it.
+#[derive(Debug, Clone)]
+enum Token {
+    Char(char),
+    /// `?`
+    One,
+    /// `*` (and `**`: names hold no separators)
+    Any,
+    /// `[…]`: ranges, and whether the class is negated.
+    Class(Vec<(char, char)>, bool),
+}
+
+/// The most alternatives `{a,b}` may expand into before [`could_start_with`] gives up (and
+/// answers yes).
+const MAX_ALTERNATIVES: usize = 256;
+
+/// Whether some name that starts with `prefix` matches `pattern`. Unsure answers are yes.
+fn could_start_with(pattern: &str, prefix: &str) -> bool {
+    let Some(alternatives) = expand(&pattern.chars().collect::<Vec<_>>()) else {
+        return true;
+    };
+    alternatives.iter().any(|tokens| {
+        // The positions in `tokens` the prefix read so far may have led to.
+        let mut states = closure(tokens, vec![0]);
+        for c in prefix.chars() {
+            let next = states
+                .iter()
+                .filter_map(|&at| match tokens.get(at)? {
+                    Token::Any => Some(at),
+                    token if accepts(token, c) => Some(at + 1),
+                    _ => None,
+                })
+                .collect();
+            states = closure(tokens, next);
+            if states.is_empty() {
+                return false;
+            }
+        }
+        true
+    })
+}
+
+/// `states` and every position a `*` lets them skip to.
+fn closure(tokens: &[Token], mut states: Vec<usize>) -> Vec<usize> {
+    let mut i = 0;
+    while i < states.len() {
+        let at = states[i];
+        if matches!(tokens.get(at), Some(Token::Any)) && !states.contains(&(at + 1)) {
+            states.push(at + 1);
+        }
+        i += 1;
+    }
+    states.sort_unstable();
+    states.dedup();
+    states
+}
+
+fn accepts(token: &Token, c: char) -> bool {
+    match token {
+        Token::Char(t) => *t == c,
+        Token::One | Token::Any => true,
+        Token::Class(ranges, negated) => ranges.iter().any(|&(a, b)| a <= c && c <= b) != *negated,
+    }
+}
+
+/// `pattern` as flat token lists, one per alternative of its `{…}`; `None` past
+/// [`MAX_ALTERNATIVES`] or on a pattern this reader does not follow.
+fn expand(pattern: &[char]) -> Option<Vec<Vec<Token>>> {
+    let mut out: Vec<Vec<Token>> = vec![Vec::new()];
+    let mut i = 0;
+    while i < pattern.len() {
+        let c = pattern[i];
+        let pieces: Vec<Vec<Token>> = match c {
+            '\\' => {
+                i += 1;
+                vec![vec![Token::Char(*pattern.get(i)?)]]
+            }
+            '?' => vec![vec![Token::One]],
+            '*' => vec![vec![Token::Any]],
+            '[' => {
+                let (class, end) = class(pattern, i)?;
+                i = end;
+                vec![vec![class]]
+            }
+            '{' => {
+                let end = closing(pattern, i)?;
+                let mut alternatives = Vec::new();
+                for part in split_top(&pattern[i + 1..end]) {
+                    alternatives.extend(expand(part)?);
+                }
+                i = end;
+                alternatives
+            }
+            c => vec![vec![Token::Char(c)]],
+        };
+        if out.len() * pieces.len() > MAX_ALTERNATIVES {
+            return None;
+        }
+        out = out
+            .iter()
+            .flat_map(|head| {
+                pieces.iter().map(move |piece| {
+                    let mut joined = head.clone();
+                    joined.extend(piece.iter().cloned());
+                    joined
+                })
+            })
+            .collect();
+        i += 1;
+    }
+    Some(out)
+}
+
+/// `[…]` starting at `start`: the class and the index of its `]`.
+fn class(pattern: &[char], start: usize) -> Option<(Token, usize)> {
+    let mut i = start + 1;
+    let negated = matches!(pattern.get(i), Some('!' | '^'));
+    if negated {
+        i += 1;
+    }
+    let mut ranges = Vec::new();
+    // A `]` first in the class is a member.
+    let first = i;
+    while let Some(&c) = pattern.get(i) {
+        if c == ']' && i > first {
+            return Some((Token::Class(ranges, negated), i));
+        }
+        match (pattern.get(i + 1), pattern.get(i + 2)) {
+            (Some('-'), Some(&end)) if end != ']' => {
+                ranges.push((c, end));
+                i += 3;
+            }
+            _ => {
+                ranges.push((c, c));
+                i += 1;
+            }
+        }
+    }
+    None
+}
+
+/// The index of the `}` closing the `{` at `start`.
+fn closing(pattern: &[char], start: usize) -> Option<usize> {
+    let mut depth = 0;
+    let mut i = start;
+    while i < pattern.len() {
+        match pattern[i] {
+            '\\' => i += 1,
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The parts of a `{…}` body between its top-level commas.
+fn split_top(body: &[char]) -> Vec<&[char]> {
+    let mut parts = Vec::new();
+    let (mut depth, mut from, mut i) = (0, 0, 0);
+    while i < body.len() {
+        match body[i] {
+            '\\' => i += 1,
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&body[from..i]);
+                from = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    parts.push(&body[from.min(body.len())..]);
+    parts
 }
 
 #[cfg(test)]
@@ -103,28 +355,28 @@ mod tests {
             &strings(&["mcp__*__delete*", "mcp__fs__read_secret"]),
         )
         .unwrap();
-        assert_eq!(rules.verdict("mcp__gh__search"), Verdict::Run);
-        assert_eq!(rules.verdict("mcp__fs__read_file"), Verdict::Run);
+        assert_eq!(rules.verdict("mcp__gh__search", None), Verdict::Run);
+        assert_eq!(rules.verdict("mcp__fs__read_file", None), Verdict::Run);
         assert_eq!(
-            rules.verdict("mcp__fs__write_file"),
+            rules.verdict("mcp__fs__write_file", None),
             Verdict::Ask {
                 reason: "mcp__fs__write_file matches the permissions.mcp ask rule `mcp__fs__*`"
                     .into()
             }
         );
         assert_eq!(
-            rules.verdict("mcp__gh__delete_repo"),
+            rules.verdict("mcp__gh__delete_repo", None),
             Verdict::Deny {
                 rule: "mcp__*__delete*".into()
             }
         );
         assert_eq!(
-            rules.verdict("mcp__fs__read_secret"),
+            rules.verdict("mcp__fs__read_secret", None),
             Verdict::Deny {
                 rule: "mcp__fs__read_secret".into()
             }
         );
-        assert_eq!(Rules::default().verdict("mcp__x__y"), Verdict::Run);
+        assert_eq!(Rules::default().verdict("mcp__x__y", None), Verdict::Run);
     }
 
     #[test]
@@ -136,7 +388,112 @@ mod tests {
         );
         let rules = Rules::ask_all("settings are broken");
         assert!(
-            matches!(rules.verdict("mcp__a__b"), Verdict::Ask { reason } if reason == "settings are broken")
+            matches!(rules.verdict("mcp__a__b", None), Verdict::Ask { reason } if reason == "settings are broken")
         );
+    }
+
+    #[test]
+    fn rules_match_the_servers_own_spelling_too() {
+        let rules = Rules::new(
+            &strings(&["mcp__my-fs__write_*", "mcp__srv__list.dir"]),
+            &[],
+            &strings(&["mcp__my-fs__delete_file"]),
+        )
+        .unwrap();
+        let own = Some(("my-fs", "write_file"));
+        assert_eq!(
+            rules.verdict("mcp__my_fs__write_file", own),
+            Verdict::Ask {
+                reason: "mcp__my_fs__write_file matches the permissions.mcp ask rule \
+                         `mcp__my-fs__write_*`"
+                    .into()
+            }
+        );
+        assert_eq!(
+            rules.verdict("mcp__my_fs__delete_file", Some(("my-fs", "delete_file"))),
+            Verdict::Deny {
+                rule: "mcp__my-fs__delete_file".into()
+            }
+        );
+        // The tool's own name, and a model-facing name shortened with a hash.
+        assert!(matches!(
+            rules.verdict("mcp__srv__list_dir", Some(("srv", "list.dir"))),
+            Verdict::Ask { .. }
+        ));
+        assert!(matches!(
+            rules.verdict("mcp__my_fs__write_x_1a2b3c4d", Some(("my-fs", "write.x"))),
+            Verdict::Ask { .. }
+        ));
+        assert_eq!(
+            rules.verdict("mcp__my_fs__read_file", Some(("my-fs", "read_file"))),
+            Verdict::Run
+        );
+        // Without the server's names only the model-facing one counts.
+        assert_eq!(rules.verdict("mcp__my_fs__write_file", None), Verdict::Run);
+    }
+
+    #[test]
+    fn rules_that_name_no_tool_are_found() {
+        let rules = Rules::new(
+            &strings(&["mcp__fs__wirte_*", "mcp__my-fs__write_*", "mcp__gh__*"]),
+            &strings(&["mcp__my_fs__read_{file,dir}"]),
+            &strings(&["mcp__*__delete_*", "mcp__[gh]h__x"]),
+        )
+        .unwrap();
+        let known = [(
+            "my-fs",
+            vec![
+                ("mcp__my_fs__write_file", "write_file"),
+                ("mcp__my_fs__read_dir", "read_dir"),
+            ],
+        )];
+        let lines = rules.unmatched(&known, &["gh"]);
+        assert_eq!(
+            lines,
+            vec![
+                "the permissions.mcp.ask rule `mcp__fs__wirte_*` matches no tool of the \
+                 configured servers (my-fs, gh), so it does nothing; tools are named \
+                 mcp__<server>__<tool>"
+            ]
+        );
+        // Once gh is not configured, its rules and the catch-all deny name nothing either.
+        let lines = rules.unmatched(&known, &[]);
+        let patterns: Vec<&str> = lines.iter().map(|l| l.split('`').nth(1).unwrap()).collect();
+        assert_eq!(
+            patterns,
+            [
+                "mcp__fs__wirte_*",
+                "mcp__gh__*",
+                "mcp__*__delete_*",
+                "mcp__[gh]h__x"
+            ]
+        );
+        assert!(Rules::default().unmatched(&known, &[]).is_empty());
+    }
+
+    #[test]
+    fn could_start_with_follows_globsets_syntax() {
+        for (pattern, prefix, could) in [
+            ("mcp__gh__*", "mcp__gh__", true),
+            ("mcp__gh__*", "mcp__fs__", false),
+            ("mcp__*", "mcp__fs__", true),
+            ("*__delete", "mcp__fs__", true),
+            ("mcp__g?__x", "mcp__gh__", true),
+            ("mcp__[a-g]h__x", "mcp__gh__", true),
+            ("mcp__[!g]h__x", "mcp__gh__", false),
+            ("mcp__{fs,gh}__x", "mcp__gh__", true),
+            ("mcp__{fs,{hub,gh}}__x", "mcp__gh__", true),
+            ("mcp__{fs,docs}__x", "mcp__gh__", false),
+            ("mcp__g\\h__x", "mcp__gh__", true),
+            ("mcp__gh", "mcp__gh__", false),
+            ("mcp__gh__", "mcp__gh__", true),
+            ("mcp__{", "mcp__gh__", true),
+        ] {
+            assert_eq!(
+                could_start_with(pattern, prefix),
+                could,
+                "{pattern} {prefix}"
+            );
+        }
     }
 }

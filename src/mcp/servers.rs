@@ -57,6 +57,8 @@ struct Shared {
     changed: watch::Sender<u64>,
     /// The first prompt has waited for the servers that were starting.
     waited: AtomicBool,
+    /// The rules were checked against the tools once every server had started (or failed).
+    rules_checked: AtomicBool,
     closing: CancellationToken,
 }
 
@@ -123,6 +125,7 @@ impl Servers {
             }),
             changed: watch::Sender::new(0),
             waited: AtomicBool::new(false),
+            rules_checked: AtomicBool::new(false),
             closing: CancellationToken::new(),
         });
         for (i, config) in shared.configs.iter().enumerate() {
@@ -131,6 +134,8 @@ impl Servers {
                 tokio::spawn(shared.clone().connect(i, generation));
             }
         }
+        // When every server is disabled, no phase changes: the rules are checked now.
+        shared.check_rules(&shared.lock());
         Some(Servers { shared })
     }
 
@@ -152,9 +157,14 @@ impl Servers {
         self.shared.lock().routes.contains_key(name)
     }
 
-    /// What `permissions.mcp` says about calling `name`.
+    /// What `permissions.mcp` says about calling `name`, in the model's spelling or the
+    /// server's own.
     pub fn verdict(&self, name: &str) -> Verdict {
-        self.shared.rules.verdict(name)
+        let route = self.shared.lock().routes.get(name).cloned();
+        let own = route
+            .as_ref()
+            .map(|(index, tool)| (self.shared.configs[*index].name.as_str(), tool.as_str()));
+        self.shared.rules.verdict(name, own)
     }
 
     /// The first prompt waits (up to the configured limit) for servers still starting, then
@@ -314,6 +324,36 @@ impl Shared {
         rebuild(state, &self.configs);
         (self.on_status)(self.status(state, index));
         self.changed.send_modify(|n| *n += 1);
+        self.check_rules(state);
+    }
+
+    /// Once no server is starting any more (the first time only), says on stderr which
+    /// `permissions.mcp` rules match no tool: a rule with a typo in it would otherwise let
+    /// every call it was meant to stop run unasked.
+    fn check_rules(&self, state: &State) {
+        if state.servers.iter().any(|s| s.phase == Phase::Starting)
+            || self.rules_checked.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        let mut known: Vec<(&str, Vec<(&str, &str)>)> = Vec::new();
+        let mut unknown = Vec::new();
+        for (index, (slot, config)) in state.servers.iter().zip(&self.configs).enumerate() {
+            if slot.phase != Phase::Ready {
+                unknown.push(config.name.as_str());
+                continue;
+            }
+            let tools = state
+                .routes
+                .iter()
+                .filter(|(_, (i, _))| *i == index)
+                .map(|(name, (_, tool))| (name.as_str(), tool.as_str()))
+                .collect();
+            known.push((config.name.as_str(), tools));
+        }
+        for line in self.rules.unmatched(&known, &unknown) {
+            report(&format!("warning: {line}"));
+        }
     }
 
     /// A new connection's generation, the server marked as starting; [`Shared::connect`] (in a

@@ -120,7 +120,13 @@ fn unattended(approve_flagged: bool) -> Unattended {
             let FlaggedCommand {
                 command, reason, ..
             } = flagged;
-            if flagged.approved {
+            if flagged.unchecked {
+                note(&format!(
+                    "refused a command ({reason}): {command}\n      \
+                     (deny rules win over --approve-flagged and allow rules; spell its program \
+                     names out)"
+                ));
+            } else if flagged.approved {
                 note(&format!(
                     "running a flagged command ({reason}), as --approve-flagged allows: {command}"
                 ));

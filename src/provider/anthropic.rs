@@ -149,7 +149,8 @@ fn user_blocks<'b>(parts: &'b [Part<'b>]) -> Vec<Block<'b>> {
 /// with its signature, as `redacted_thinking` when encrypted, and as plain text when it has no
 /// signature (an aborted stream), which the API would reject as thinking.
 fn assistant_blocks<'b>(a: &'b AssistantMessage, model: &Model) -> Vec<Block<'b>> {
-    let same_model = a.provider == model.provider && a.api == model.api && a.model == model.id;
+    let same_model =
+        a.provider == model.provider && a.api == model.api.as_str() && a.model == model.id;
     a.content
         .iter()
         .filter_map(|b| match b {

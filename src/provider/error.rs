@@ -13,10 +13,6 @@ const LINE_QUOTE_CHARS: usize = 200;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProviderError {
-    #[error(
-        "unsupported api `{0}` (nova speaks `ollama`, `openai-completions` and `anthropic-messages`)"
-    )]
-    UnsupportedApi(String),
     #[error("could not set up the HTTP client: {0}")]
     ClientSetup(String),
     /// The request could not even be built: a malformed base URL or header.
@@ -193,8 +189,7 @@ impl ProviderError {
             | ProviderError::EndedEarly
             | ProviderError::IdleTimeout { .. } => true,
             ProviderError::Api(message) => contains_any(message, TRANSIENT_PHRASES),
-            ProviderError::UnsupportedApi(_)
-            | ProviderError::ClientSetup(_)
+            ProviderError::ClientSetup(_)
             | ProviderError::InvalidRequest { .. }
             | ProviderError::InvalidJson { .. }
             | ProviderError::LineTooLong { .. }

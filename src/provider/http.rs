@@ -108,8 +108,7 @@ pub async fn stream_paced<F: Future<Output = ()>>(
     mut on_event: impl FnMut(ProviderEvent),
     pace: impl Fn() -> F,
 ) -> Result<(), ProviderError> {
-    let api = Api::parse(&req.model.api)
-        .ok_or_else(|| ProviderError::UnsupportedApi(req.model.api.clone()))?;
+    let api = req.model.api;
     let (url, mut decoder) = match api {
         Api::Ollama => (
             ollama::endpoint(&req.model.base_url),
@@ -826,16 +825,6 @@ pub(crate) mod tests {
         assert!(started.elapsed() < Duration::from_secs(3));
         assert_eq!(events, [Text("Hi".into())]);
         assert_eq!(result, Err(ProviderError::Aborted));
-    }
-
-    #[tokio::test]
-    async fn unsupported_api() {
-        let m = model_at("google-generative-ai", "http://127.0.0.1:1");
-        let (_, result) = run(&m, &CancellationToken::new(), 100).await;
-        assert_eq!(
-            result,
-            Err(ProviderError::UnsupportedApi("google-generative-ai".into()))
-        );
     }
 
     #[tokio::test]

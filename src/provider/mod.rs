@@ -51,24 +51,7 @@ pub enum ProviderEvent {
     Finish(StopReason),
 }
 
-/// The wire format a model is reached through (`api` in models.json).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    Ollama,
-    OpenAiCompletions,
-    AnthropicMessages,
-}
-
-impl Api {
-    pub fn parse(s: &str) -> Option<Api> {
-        match s {
-            "ollama" => Some(Api::Ollama),
-            "openai-completions" => Some(Api::OpenAiCompletions),
-            "anthropic-messages" => Some(Api::AnthropicMessages),
-            _ => None,
-        }
-    }
-}
+pub use crate::protocol::Api;
 
 /// What to ask a model; how to reach it is an [`http::Transport`].
 #[derive(Debug, Clone)]

@@ -302,7 +302,7 @@ pub(crate) mod tests {
         Model {
             id: "m1".into(),
             name: "M1".into(),
-            api: api.into(),
+            api: crate::protocol::Api::parse(api).expect("a known api"),
             provider: "local".into(),
             base_url: "http://127.0.0.1:1".into(),
             reasoning: false,

@@ -23,7 +23,7 @@ pub use launcher::{kept, run_if_requested};
 pub use placeholder::Placeholders;
 pub use policy::{Policy, WriteRefusal};
 pub use settings::{Mode, SandboxSettings};
-pub use shell::{GroupStop, shell_output};
+pub use shell::{GroupStop, output_within, shell_command};
 
 use crate::protocol::SandboxState;
 use launcher::Spec;

@@ -41,14 +41,20 @@ impl Drop for GroupStop {
     }
 }
 
-/// Runs `/bin/sh -c command` (stdin empty, stdout captured) to its end. `Ok(None)`: it did not
-/// finish within `limit`, and everything it started has been stopped.
-pub async fn shell_output(
-    command: &str,
+/// `/bin/sh -c command` under the keeper, for a caller to prepare (its directory, its
+/// environment) before [`output_within`] runs it.
+pub fn shell_command(command: &str) -> tokio::process::Command {
+    kept("/bin/sh", ["-c", command]).into()
+}
+
+/// Runs `command` (stdin empty, stdout captured) to its end. `Ok(None)`: it did not finish
+/// within `limit`, and everything it started has been stopped.
+pub async fn output_within(
+    mut command: tokio::process::Command,
     stderr: Stdio,
     limit: Duration,
 ) -> std::io::Result<Option<Output>> {
-    let child = tokio::process::Command::from(kept("/bin/sh", ["-c", command]))
+    let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -71,8 +77,8 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn output_and_a_stopped_overrun() {
-        let out = shell_output(
-            "echo hi; echo err >&2",
+        let out = output_within(
+            shell_command("echo hi; echo err >&2"),
             Stdio::piped(),
             Duration::from_secs(10),
         )
@@ -86,8 +92,8 @@ mod tests {
 
         let started = std::time::Instant::now();
         // The background sleep holds stdout open: only stopping the group ends the wait.
-        let late = shell_output(
-            "sleep 30 & sleep 30",
+        let late = output_within(
+            shell_command("sleep 30 & sleep 30"),
             Stdio::null(),
             Duration::from_millis(100),
         )

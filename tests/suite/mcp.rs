@@ -16,13 +16,18 @@ use std::time::{Duration, Instant};
 /// A builder with the test server configured in the user's `mcp.json` as `faulty`, logging to
 /// `<cwd>/server.log`.
 fn with_faulty(mock: &MockLlm, server: &Path, extra: Value) -> NovaBuilder {
+    with_server_named("faulty", mock, server, extra)
+}
+
+/// The same with the test server configured as `name`.
+fn with_server_named(name: &str, mock: &MockLlm, server: &Path, extra: Value) -> NovaBuilder {
     let builder = Nova::builder().ollama(mock);
     let log = builder.cwd().join("server.log");
     let mut entry = json!({"command": server, "env": {"MCP_TEST_LOG": log}});
     if let (Value::Object(entry), Value::Object(extra)) = (&mut entry, extra) {
         entry.extend(extra);
     }
-    builder.agent_file("mcp.json", mcp_json(json!({ "faulty": entry })))
+    builder.agent_file("mcp.json", mcp_json(json!({ name: entry })))
 }
 
 #[test]
@@ -254,4 +259,52 @@ fn no_server_outlives_nova_even_behind_a_wrapper_that_ignores_sigterm() {
         exited.elapsed()
     );
     assert_eq!(live_members(pgid), 0, "the server's group is gone");
+}
+
+#[test]
+fn rules_in_the_servers_own_spelling_match_and_rules_that_match_nothing_are_reported() {
+    let Some(server) = test_server() else { return };
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::new()
+            .tool_call("c1", "mcp__my_faulty__fail", json!({}))
+            .tool_call("c2", "mcp__my_faulty__echo", json!({"text": "x"})),
+    );
+    mock.push(Reply::text("ok"));
+    let settings = json!({"permissions": {"mcp": {
+        "deny": ["mcp__my-faulty__fail", "mcp__faulty__*"],
+        "ask": ["mcp__my-faulty__e*", "mcp__my-faulty__ecko"]}}});
+    let mut nova = with_server_named("my-faulty", &mock, &server, json!({}))
+        .settings(settings)
+        .spawn();
+    wait_status(&mut nova, "my-faulty", "ready");
+    let warned = nova.stderr_with("`mcp__my-faulty__ecko` matches no tool");
+    assert!(
+        warned.contains(
+            "nova: mcp: warning: the permissions.mcp.deny rule `mcp__faulty__*` matches no tool \
+             of the configured servers (my-faulty)"
+        ),
+        "{warned}"
+    );
+    assert!(!warned.contains("`mcp__my-faulty__e*`"), "{warned}");
+    assert!(!warned.contains("`mcp__my-faulty__fail`"), "{warned}");
+
+    nova.request_ok(json!({"type": "prompt", "message": "go"}));
+    let request = nova.wait_for_type("permission_request", EVENT_TIMEOUT);
+    assert_eq!(request["toolName"], "mcp__my_faulty__echo");
+    assert_eq!(
+        request["reason"],
+        "mcp__my_faulty__echo matches the permissions.mcp ask rule `mcp__my-faulty__e*`"
+    );
+    nova.request_ok(json!({"type": "permission_response",
+                           "requestId": request["requestId"], "approved": false}));
+    let events = nova.events_until("agent_settled");
+    let ends = tool_ends(&events);
+    assert_eq!(
+        text(ends[0]),
+        "Blocked by the permissions.mcp deny rule `mcp__my-faulty__fail`; mcp__my_faulty__fail \
+         was not called."
+    );
+    let log = std::fs::read_to_string(nova.cwd().join("server.log")).unwrap();
+    assert!(!log.contains("call "), "nothing reached the server:\n{log}");
 }

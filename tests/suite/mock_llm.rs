@@ -842,7 +842,7 @@ fn anthropic_every_event_type_through_nova_at_every_split() {
     let model = nova::protocol::Model {
         id: "claude-test".into(),
         name: "claude-test".into(),
-        api: "anthropic-messages".into(),
+        api: nova::protocol::Api::AnthropicMessages,
         provider: "mock".into(),
         base_url: mock.base_url_anthropic(),
         reasoning: true,

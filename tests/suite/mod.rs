@@ -9,6 +9,7 @@ mod crash;
 mod export;
 mod mcp;
 mod mcp_faults;
+mod mcp_isolation;
 mod mcp_servers;
 mod mock_llm;
 mod nova_proc;

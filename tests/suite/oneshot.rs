@@ -374,8 +374,13 @@ fn json_mode_writes_the_header_then_every_event() {
 
 /// Runs a model that wants `rm -rf build` in JSON mode; returns the run and the bash result.
 fn flagged_run(settings: Option<Value>, extra: &[&str]) -> (Done, Value, bool) {
+    flagged_run_of("rm -rf build", settings, extra)
+}
+
+/// Runs a model that wants `command` in JSON mode; returns the run and the bash result.
+fn flagged_run_of(command: &str, settings: Option<Value>, extra: &[&str]) -> (Done, Value, bool) {
     let mock = MockLlm::start();
-    mock.push(Reply::new().tool_call("c1", "bash", json!({"command": "rm -rf build"})));
+    mock.push(Reply::new().tool_call("c1", "bash", json!({"command": command})));
     mock.push(Reply::text("understood"));
     let shell = Shell::new(&mock);
     shell.file("build/out.o", "x");
@@ -440,6 +445,23 @@ fn approve_flagged_and_allow_rules_let_it_run_but_deny_rules_win() {
     assert!(build_exists);
     let text = end["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("deny rule `rm *`"), "{text}");
+
+    // Nor does it run what the deny rules cannot be checked against.
+    let deny = json!({"permissions": {"bash": {"deny": ["rm *"]}}});
+    let (done, end, build_exists) =
+        flagged_run_of("r=rm; $r -rf build", Some(deny), &["--approve-flagged"]);
+    assert_eq!(end["isError"], true, "{end}");
+    assert!(build_exists);
+    let text = end["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("deny rule (`rm *`) exists") && text.contains("without anyone to ask"),
+        "{text}"
+    );
+    assert!(
+        done.stderr.contains("refused a command") && done.stderr.contains("$r -rf build"),
+        "{}",
+        done.stderr
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -273,3 +273,62 @@ fn self_backgrounding_recursive_functions_ask_first() {
     assert_eq!(end["isError"], true, "{end}");
     assert!(!nova.cwd().join("ran").exists());
 }
+
+#[test]
+fn deny_rules_refuse_in_mode_never_and_ask_otherwise_when_the_program_is_known_only_at_run_time() {
+    let command = "r=rm; $r -rf build";
+    // Mode never asks nobody: refused, with the reason, and nothing ran.
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::new()
+            .tool_call("c1", "bash", json!({"command": command}))
+            .tool_call(
+                "c2",
+                "bash",
+                json!({"command": "a=(rm -rf build); \"${a[@]}\""}),
+            ),
+    );
+    mock.push(Reply::text("ok"));
+    let settings = json!({"permissions": {"bash": {"mode": "never", "deny": ["rm *"]}}});
+    let mut nova = nova_with_build_dir(&mock, Some(settings));
+    let events = nova.run_prompt("go");
+    assert!(events.iter().all(|e| e["type"] != "permission_request"));
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect();
+    for end in &ends {
+        assert_eq!(end["isError"], true, "{end}");
+        let text = result_text(end);
+        assert!(
+            text.contains("deny rule (`rm *`) exists")
+                && text.contains("known only at run time")
+                && text.contains("mode is \"never\""),
+            "{text}"
+        );
+    }
+    assert!(nova.cwd().join("build/out.o").exists());
+    mock.assert_no_violations();
+
+    // Mode flagged, even with everything allowed: the client is asked, naming the reason.
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "bash", json!({"command": command})));
+    mock.push(Reply::text("leaving it"));
+    let settings = json!({"permissions": {"bash": {"deny": ["rm *"], "allow": ["*"]}}});
+    let mut nova = nova_with_build_dir(&mock, Some(settings));
+    nova.request_ok(json!({"type": "prompt", "message": "go"}));
+    let request = nova.wait_for_type("permission_request", EVENT_TIMEOUT);
+    assert_eq!(request["command"], command);
+    let reason = request["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("deny rule (`rm *`) exists") && reason.contains("`$r`"),
+        "{reason}"
+    );
+    nova.request_ok(
+        json!({"type": "permission_response", "requestId": request["requestId"], "approved": false}),
+    );
+    let events = nova.events_until("agent_settled");
+    assert_eq!(tool_end(&events)["isError"], true);
+    assert!(nova.cwd().join("build/out.o").exists());
+    mock.assert_no_violations();
+}

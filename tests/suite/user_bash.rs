@@ -1,6 +1,7 @@
 //! The user's own shell commands (`bash`, `abort_bash`): Pi's `BashResult`, the streamed
 //! `bash_execution_update`s, the `bashExecution` message and how the next request shows it, the
-//! deny rules, and `abort` waiting for a running command.
+//! deny rules (and commands they cannot be checked against), and `abort` waiting for a running
+//! command.
 
 use crate::support::mock_llm::{Gate, MockLlm, Reply};
 use crate::support::nova_proc::{EVENT_TIMEOUT, Nova, REQUEST_TIMEOUT};
@@ -123,6 +124,35 @@ fn a_deny_rule_refuses_a_user_command_naming_the_rule() {
     let r =
         nova.request(json!({"type": "bash", "command": "git reset --hard 2>/dev/null; echo ran"}));
     assert_eq!(r["data"]["output"], "ran\n", "{r}");
+    assert!(messages(&mut nova).len() == 1);
+    finish(nova);
+}
+
+#[test]
+fn a_deny_rule_refuses_a_user_command_whose_program_is_known_only_at_run_time() {
+    let mut nova = Nova::builder()
+        .settings(json!({"permissions": {"bash": {"deny": ["rm *"]}}}))
+        .file("stuff/keep.txt", "x")
+        .spawn();
+    for command in [
+        "r=rm; $r -rf stuff",
+        "$(echo rm) -rf stuff",
+        "x='rm -rf stuff'; eval \"$x\"",
+        "a=(rm -rf stuff); \"${a[@]}\"",
+        "echo 'rm -rf stuff' | bash",
+    ] {
+        let r = nova.request(json!({"type": "bash", "command": command}));
+        assert_eq!(r["success"], false, "{command}: {r}");
+        let error = r["error"].as_str().unwrap();
+        assert!(
+            error.contains("deny rule (`rm *`) exists") && error.contains("known only at run time"),
+            "{command}: {error}"
+        );
+    }
+    assert!(nova.cwd().join("stuff/keep.txt").exists());
+    // Without a name known only at run time the command runs, flagged or not.
+    let r = nova.request(json!({"type": "bash", "command": "f(){ ls \"$@\"; }; f stuff"}));
+    assert_eq!(r["data"]["output"], "keep.txt\n", "{r}");
     assert!(messages(&mut nova).len() == 1);
     finish(nova);
 }

@@ -218,7 +218,7 @@ fn responses_decode_with_their_data() {
     let model = p::Model {
         id: "test-model".into(),
         name: "test-model".into(),
-        api: "ollama".into(),
+        api: nova::protocol::Api::Ollama,
         provider: "mock-ollama".into(),
         base_url: "http://127.0.0.1:1".into(),
         reasoning: false,

@@ -97,17 +97,17 @@ pub(super) fn sourced(name: &str, args: &[Arg], stdin: Stdin) -> Option<String> 
     }
 }
 
-/// For `bash`, `sh`, …: the `-c` script to follow, after flagging a script it cannot see.
+/// For `bash`, `sh`, …: the `-c` script to follow, after noting in `unseen` a script it cannot see.
 pub(super) fn shell_script(
     name: &str,
     args: &[Arg],
     stdin: Stdin,
-    flags: &mut Vec<String>,
+    unseen: &mut Vec<String>,
 ) -> Option<String> {
     match shell_input(args) {
         ShellInput::Script(Some(script)) => {
             if script.value().is_none() {
-                flags.push(format!(
+                unseen.push(format!(
                     "`{name} -c` with a script known only at run time (`{}`)",
                     script.text
                 ));
@@ -117,15 +117,15 @@ pub(super) fn shell_script(
         ShellInput::Script(None) => None,
         ShellInput::Stdin => {
             if let Some(feed) = stdin.fed {
-                flags.push(format!("`{name}` reading commands from {feed}"));
+                unseen.push(format!("`{name}` reading commands from {feed}"));
             } else if stdin.piped && !stdin.download {
-                flags.push(format!("`{name}` reading commands from a pipe"));
+                unseen.push(format!("`{name}` reading commands from a pipe"));
             }
             None
         }
         ShellInput::File(file) => {
             if reads_descriptor(file) {
-                flags.push(format!(
+                unseen.push(format!(
                     "`{name}` reading commands from a pipe or descriptor (`{}`)",
                     file.text
                 ));
@@ -133,7 +133,7 @@ pub(super) fn shell_script(
             None
         }
         ShellInput::Unknown(arg) => {
-            flags.push(format!(
+            unseen.push(format!(
                 "`{name}` with options known only at run time (`{}`)",
                 arg.text
             ));

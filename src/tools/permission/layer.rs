@@ -21,6 +21,10 @@ pub(super) struct Layer {
     pub(super) name: Option<usize>,
     /// Why the built-in list flags the command this layer starts with.
     pub(super) flags: Vec<String>,
+    /// Why what this layer runs cannot be seen before it runs: a program name known only at
+    /// run time (`$c`, `$(…)`, `"${a[@]}"`), `eval` or `bash -c` of such text, a shell reading
+    /// commands from a pipe. Flagged like `flags`, and no deny rule can be checked against it.
+    pub(super) unseen: Vec<String>,
 }
 
 pub(super) struct Shown {
@@ -44,6 +48,7 @@ impl Layer {
             name: (!words.is_empty()).then_some(0),
             words,
             flags,
+            unseen: Vec::new(),
         }
     }
 
@@ -67,6 +72,7 @@ impl Layer {
             words,
             name: (!args.is_empty()).then_some(assignments.len()),
             flags: Vec::new(),
+            unseen: Vec::new(),
         }
     }
 

@@ -110,6 +110,15 @@
 //! A word known only at run time (`"$d"`) matches no word of an `=` pattern.
 //!
 //! - `deny` refuses the command without asking and wins over everything, modes included.
+//!   While any deny rule exists, a command whose programs the gate cannot name before it runs
+//!   (a command name known only at run time: `$c x`, `$(…) x`, `"${a[@]}"`, `command $c`,
+//!   `xargs -I{} {}`; `eval`, `bash -c`, `trap` or an alias of text known only at run time; a
+//!   shell or `source` reading commands from a pipe, here-string or descriptor; a script the same
+//!   command writes; a command the gate cannot parse) is [`Verdict::Unchecked`]: no rule can be
+//!   checked against it, and `allow` does not exempt it. The model's call is asked about where
+//!   someone can answer and the mode is not `"never"`, and refused otherwise; the user's own
+//!   `bash` command is refused. Function bodies, aliases and `eval` of literal text are read,
+//!   so `f(){ curl "$@"; }; f x` is denied outright.
 //! - `allow` exempts a matching simple command from `ask`, from the built-in list and from mode
 //!   `"always"`; matching a wrapper (`sudo make install`) also covers the command it runs
 //!   (`make install`), but commands in substitutions, aliases or scripts (`-c`, `watch`, …)
@@ -217,6 +226,12 @@ pub enum Verdict {
     Deny {
         rule: String,
     },
+    /// Deny rules exist, but what the command runs is known only at run time (`$c x`,
+    /// `eval "$x"`, `… | bash`), so they cannot be checked. The caller asks where someone can
+    /// answer and the mode asks at all, and refuses otherwise; `reason` says why, rules named.
+    Unchecked {
+        reason: String,
+    },
 }
 
 pub fn classify(command: &str, rules: &Rules) -> Verdict {
@@ -227,6 +242,14 @@ pub fn classify(command: &str, rules: &Rules) -> Verdict {
             if let Some(rule) = first_match(&rules.deny, &layer, List::AskOrDeny) {
                 return Verdict::Deny { rule: rule.into() };
             }
+            if !rules.deny.is_empty() {
+                return Verdict::Unchecked {
+                    reason: unchecked(
+                        &rules.deny,
+                        &format!("the gate could not parse this command to check it ({e})"),
+                    ),
+                };
+            }
             return match rules.mode {
                 Mode::Never => Verdict::Run,
                 _ => Verdict::Ask {
@@ -236,10 +259,23 @@ pub fn classify(command: &str, rules: &Rules) -> Verdict {
         }
     };
     let layers = invocations.iter().flat_map(|i| &i.layers);
-    for layer in layers {
+    for layer in layers.clone() {
         if let Some(rule) = first_match(&rules.deny, layer, List::AskOrDeny) {
             return Verdict::Deny { rule: rule.into() };
         }
+    }
+    // Before `allow` and the mode: neither may let through what the deny rules cannot see.
+    let mut unseen = layers.filter_map(|l| Some((l.unseen.first()?, &l.raw)));
+    if !rules.deny.is_empty()
+        && let Some((why, raw)) = unseen.next()
+    {
+        let what = format!(
+            "what this command runs is known only at run time: {why} in `{}`",
+            shorten(raw)
+        );
+        return Verdict::Unchecked {
+            reason: unchecked(&rules.deny, &what),
+        };
     }
     if rules.mode == Mode::Never {
         return Verdict::Run;
@@ -258,7 +294,7 @@ pub fn classify(command: &str, rules: &Rules) -> Verdict {
                 continue;
             }
             let innermost = k + 1 == invocation.layers.len();
-            let reason = if let Some(flag) = layer.flags.first() {
+            let reason = if let Some(flag) = layer.flags.first().or(layer.unseen.first()) {
                 flag.clone()
             } else if let Some(rule) = first_match(&rules.ask, layer, List::AskOrDeny) {
                 format!("the ask rule `{rule}`")
@@ -273,6 +309,20 @@ pub fn classify(command: &str, rules: &Rules) -> Verdict {
         }
     }
     Verdict::Run
+}
+
+/// Why `deny` cannot be checked (`what`), naming the rules.
+fn unchecked(deny: &[String], what: &str) -> String {
+    const NAMED: usize = 3;
+    let mut named: Vec<String> = deny.iter().take(NAMED).map(|r| format!("`{r}`")).collect();
+    if deny.len() > NAMED {
+        named.push(format!("{} more", deny.len() - NAMED));
+    }
+    let named = named.join(", ");
+    match deny.len() {
+        1 => format!("a permissions.bash deny rule ({named}) exists, and {what}"),
+        _ => format!("permissions.bash deny rules ({named}) exist, and {what}"),
+    }
 }
 
 fn shorten(text: &str) -> String {

@@ -146,6 +146,7 @@ impl Walker {
         );
         let start = skip_assignments(&simple.words);
         let (assignments, words) = simple.words.split_at(start);
+        // Why the names this command defines cannot be seen (`BASH_ALIASES[x]=$y`).
         let mut defined = Vec::new();
         for word in assignments {
             let table = ["BASH_ALIASES[", "BASH_CMDS["]
@@ -161,13 +162,13 @@ impl Walker {
             self.stdin_replaced = own_feed;
         }
         if let Some(expansion) = self.alias_expansion(words) {
-            let mut flags = redirect_flags(&simple.redirects);
-            flags.append(&mut defined);
             self.expanding.push(words[0].raw.clone());
-            self.reparse("an alias", &expansion, context.stdin, &mut flags);
+            self.reparse("an alias", &expansion, context.stdin, &mut defined);
             self.expanding.pop();
+            let mut layer = Layer::written(&simple.text, redirect_flags(&simple.redirects));
+            layer.unseen = defined;
             self.out.push(Invocation {
-                layers: vec![Layer::written(&simple.text, flags)],
+                layers: vec![layer],
             });
             return;
         }
@@ -175,7 +176,7 @@ impl Walker {
         let mut first = Layer::of(assignments, &args);
         first.raw.clone_from(&simple.text);
         first.flags = redirect_flags(&simple.redirects);
-        first.flags.extend(defined);
+        first.unseen = defined;
         let mut invocation = Invocation {
             layers: vec![first],
         };
@@ -207,8 +208,9 @@ impl Walker {
     ) {
         while let Some((first, rest)) = args.split_first() {
             let mut flags = Vec::new();
+            let mut unseen = Vec::new();
             let Some(path) = first.value() else {
-                flags.push(if first.glob {
+                unseen.push(if first.glob {
                     format!(
                         "a command name chosen by pathname expansion (`{}`)",
                         first.text
@@ -216,23 +218,23 @@ impl Walker {
                 } else {
                     format!("a command name known only at run time (`{}`)", first.text)
                 });
-                push_flags(invocation, flags);
+                push_flags(invocation, flags, unseen);
                 return;
             };
             let name = basename(path);
             let normal = builtin::normalize(path);
             if normal.starts_with("/proc/") || normal.starts_with("/dev/fd/") {
                 // `/proc/self/exe` is the shell itself; `/dev/fd/3` a program from a descriptor.
-                flags.push(format!("a program run from `{path}`"));
+                unseen.push(format!("a program run from `{path}`"));
             }
             if path.contains('/') && self.wrote(path) {
-                flags.push(format!("`{path}`, which this same command writes"));
+                unseen.push(format!("`{path}`, which this same command writes"));
             }
             if let Some(script) = input::script_file(name, rest)
                 .and_then(Arg::value)
                 .filter(|s| self.wrote(s))
             {
-                flags.push(format!(
+                unseen.push(format!(
                     "`{name}` running `{script}`, which this same command writes"
                 ));
             }
@@ -241,19 +243,19 @@ impl Walker {
                 let found = git::check(rest, &assigned);
                 flags.extend(found.flags);
                 for script in found.scripts {
-                    self.reparse("git", &script, Stdin::default(), &mut flags);
+                    self.reparse("git", &script, Stdin::default(), &mut unseen);
                 }
             } else {
                 flags.extend(builtin::flags(name, rest));
             }
-            self.interpreter(name, rest, context, &mut flags);
+            self.interpreter(name, rest, context, &mut unseen);
             match name {
                 "find" => self.find_exec(rest),
-                "alias" => self.define_aliases(rest, &mut flags),
+                "alias" => self.define_aliases(rest, &mut unseen),
                 "hash" => {
                     if let Some((path, names)) = hashed(rest) {
                         for name in names {
-                            self.define(name.value(), path, &name.text, &mut flags);
+                            self.define(name.value(), path, &name.text, &mut unseen);
                         }
                     }
                 }
@@ -264,17 +266,17 @@ impl Walker {
                 Runs::Command(at) => Some(rest[at..].to_vec()),
                 Runs::WithInput(command) => Some(command),
                 Runs::Script(script) => {
-                    self.reparse(name, &script, context.stdin, &mut flags);
+                    self.reparse(name, &script, context.stdin, &mut unseen);
                     None
                 }
                 Runs::Unknown(why) => {
-                    flags.push(format!(
+                    unseen.push(format!(
                         "`{name}` running a command that cannot be known ({why})"
                     ));
                     None
                 }
             };
-            push_flags(invocation, flags);
+            push_flags(invocation, flags, unseen);
             let Some(next) = next else { return };
             // `env A=1 cmd`, `sudo A=1 cmd`: assignments the inner command runs with.
             let skip = next
@@ -293,20 +295,27 @@ impl Walker {
     }
 
     /// Shells, interpreters, `eval`, `trap` and `source`: where their code comes from decides.
-    fn interpreter(&mut self, name: &str, args: &[Arg], context: Context, flags: &mut Vec<String>) {
+    /// What cannot be seen goes to `unseen`.
+    fn interpreter(
+        &mut self,
+        name: &str,
+        args: &[Arg],
+        context: Context,
+        unseen: &mut Vec<String>,
+    ) {
         if input::is_interpreter(name) {
             if context.stdin.download {
-                flags.push(format!("a download piped into `{name}`"));
+                unseen.push(format!("a download piped into `{name}`"));
             } else if context.downloads {
-                flags.push(format!("`{name}` running downloaded code"));
+                unseen.push(format!("`{name}` running downloaded code"));
             }
         }
         let script = if input::is_shell(name) {
-            input::shell_script(name, args, context.stdin, flags)
+            input::shell_script(name, args, context.stdin, unseen)
         } else if name == "eval" {
             let values: Option<Vec<&str>> = args.iter().map(Arg::value).collect();
             if values.is_none() {
-                flags.push("`eval` of text known only at run time".into());
+                unseen.push("`eval` of text known only at run time".into());
             }
             values.map(|v| v.join(" "))
         } else if name == "trap" {
@@ -314,7 +323,7 @@ impl Walker {
             match args {
                 [action, _, ..] if !action.value().is_some_and(|v| v.starts_with('-')) => {
                     if action.value().is_none() {
-                        flags.push("a `trap` action known only at run time".into());
+                        unseen.push("a `trap` action known only at run time".into());
                     }
                     action.value().map(str::to_string)
                 }
@@ -322,18 +331,18 @@ impl Walker {
             }
         } else {
             if matches!(name, "source" | ".") {
-                flags.extend(input::sourced(name, args, context.stdin));
+                unseen.extend(input::sourced(name, args, context.stdin));
             }
             None
         };
         if let Some(script) = script {
-            self.reparse(name, &script, context.stdin, flags);
+            self.reparse(name, &script, context.stdin, unseen);
         }
     }
 
-    fn reparse(&mut self, name: &str, script: &str, stdin: Stdin, flags: &mut Vec<String>) {
+    fn reparse(&mut self, name: &str, script: &str, stdin: Stdin, unseen: &mut Vec<String>) {
         if self.reparsed >= MAX_REPARSE {
-            flags.push(format!("scripts nested too deeply under `{name}`"));
+            unseen.push(format!("scripts nested too deeply under `{name}`"));
             return;
         }
         match shell::parse(script, 0) {
@@ -343,7 +352,7 @@ impl Walker {
                 self.script(&parsed, stdin);
                 self.reparsed -= 1;
             }
-            Err(e) => flags.push(format!(
+            Err(e) => unseen.push(format!(
                 "a script given to `{name}` that could not be parsed ({e})"
             )),
         }
@@ -389,13 +398,13 @@ impl Walker {
 
     /// `alias name='body'…`: remembered for where the names are used, and the bodies judged
     /// as commands of their own.
-    fn define_aliases(&mut self, args: &[Arg], flags: &mut Vec<String>) {
+    fn define_aliases(&mut self, args: &[Arg], unseen: &mut Vec<String>) {
         for arg in args {
             match arg.value() {
-                None => flags.push(format!("an alias defined at run time (`{}`)", arg.text)),
+                None => unseen.push(format!("an alias defined at run time (`{}`)", arg.text)),
                 Some(value) => {
                     if let Some((name, body)) = value.split_once('=') {
-                        self.define(Some(name), Some(body), &arg.text, flags);
+                        self.define(Some(name), Some(body), &arg.text, unseen);
                     }
                 }
             }
@@ -409,14 +418,14 @@ impl Walker {
         name: Option<&str>,
         body: Option<&str>,
         text: &str,
-        flags: &mut Vec<String>,
+        unseen: &mut Vec<String>,
     ) {
         match (name, body) {
             (Some(name), Some(body)) => {
                 self.aliases.insert(name.to_string(), body.to_string());
-                self.reparse("an alias", body, Stdin::default(), flags);
+                self.reparse("an alias", body, Stdin::default(), unseen);
             }
-            _ => flags.push(format!("a command name defined at run time (`{text}`)")),
+            _ => unseen.push(format!("a command name defined at run time (`{text}`)")),
         }
     }
 
@@ -469,9 +478,10 @@ fn hashed(args: &[Arg]) -> Option<(Option<&str>, &[Arg])> {
     }
 }
 
-fn push_flags(invocation: &mut Invocation, flags: Vec<String>) {
+fn push_flags(invocation: &mut Invocation, flags: Vec<String>, unseen: Vec<String>) {
     if let Some(last) = invocation.layers.last_mut() {
         last.flags.extend(flags);
+        last.unseen.extend(unseen);
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod disguised;
 mod table;
+mod unseen;
 
 use super::*;
 use disguised::DISGUISED;
@@ -31,12 +32,14 @@ enum V {
     Run,
     Ask,
     Deny(&'static str),
+    Unchecked,
 }
 
 fn verdict(command: &str, rules: &Rules) -> V {
     match classify(command, rules) {
         Verdict::Run => V::Run,
         Verdict::Ask { .. } => V::Ask,
+        Verdict::Unchecked { .. } => V::Unchecked,
         Verdict::Deny { rule } => V::Deny(
             [
                 "rm -rf *",
