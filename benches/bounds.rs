@@ -47,7 +47,7 @@ struct Nova {
     stdin: BufWriter<std::process::ChildStdin>,
     responses: mpsc::Receiver<Value>,
     events: mpsc::Receiver<String>,
-    reader: JoinHandle<u64>,
+    reader: JoinHandle<(u64, usize)>,
     _dir: tempfile::TempDir,
 }
 
@@ -65,10 +65,11 @@ impl Nova {
         let (response_tx, responses) = mpsc::channel();
         let (event_tx, events) = mpsc::channel();
         let reader = std::thread::spawn(move || {
-            let mut bytes = 0u64;
+            let (mut bytes, mut longest) = (0u64, 0usize);
             for line in stdout.split(b'\n') {
                 let line = line.unwrap();
                 bytes += line.len() as u64 + 1;
+                longest = longest.max(line.len());
                 if line.starts_with(b"{\"id\"") {
                     let _ = response_tx.send(serde_json::from_slice(&line).unwrap());
                 } else if line.len() < 4096 || line.starts_with(b"{\"type\":\"tool_execution_end\"")
@@ -76,7 +77,7 @@ impl Nova {
                     let _ = event_tx.send(String::from_utf8_lossy(&line).into_owned());
                 }
             }
-            bytes
+            (bytes, longest)
         });
         Nova {
             stdin: BufWriter::new(child.stdin.take().unwrap()),
@@ -124,8 +125,8 @@ impl Nova {
         rss_of(self.child.id()).1
     }
 
-    /// Closes stdin and waits; returns the bytes nova wrote to stdout.
-    fn finish(mut self) -> u64 {
+    /// Closes stdin and waits; returns the bytes nova wrote to stdout and its longest line.
+    fn finish(mut self) -> (u64, usize) {
         drop(self.stdin);
         self.child.wait().unwrap();
         self.reader.join().unwrap()
@@ -173,7 +174,7 @@ fn queue_flood() {
     nova.flush();
     nova.response("a");
     let peak = nova.peak_rss();
-    let written = nova.finish();
+    let (written, _) = nova.finish();
     println!(
         "queue flood: {FLOOD} follow_up x {FOLLOW_UP_BYTES} B in {:.0} ms: {queued} queued, \
          {refused} refused (\"{last_error}\"); still streaming after it: {still_streaming}",
@@ -255,7 +256,7 @@ fn huge_reply() {
     }
     let elapsed = started.elapsed();
     let peak = nova.peak_rss();
-    nova.finish();
+    let (written, longest) = nova.finish();
     latencies.sort_unstable();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
@@ -267,10 +268,12 @@ fn huge_reply() {
     );
     println!(
         "huge reply: get_state asked {} times meanwhile, answered in {:.1} ms median, {:.1} ms \
-         at most (target <= 100 ms)",
+         at most (target <= 100 ms); {:.0} MiB written to stdout, the longest line {:.1} MiB",
         latencies.len(),
         ms(latencies[latencies.len() / 2]),
-        ms(latencies[latencies.len() - 1])
+        ms(latencies[latencies.len() - 1]),
+        written as f64 / (1024.0 * 1024.0),
+        longest as f64 / (1024.0 * 1024.0)
     );
 }
 
