@@ -84,6 +84,7 @@ fn time_tool(
         cancel: CancellationToken::new(),
         on_update: Arc::new(|_| {}),
         sandbox: Arc::new(nova::sandbox::Sandbox::off()),
+        write_target: None,
     };
     let mut summary = String::new();
     let mut times = Vec::new();

@@ -8,6 +8,7 @@ use crate::protocol::{Event, Message, ToolResultMessage, ToolResultPayload};
 use crate::tools::permission::{Verdict, classify};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use serde_json::Value;
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -44,11 +45,12 @@ pub(super) async fn run_tools(
             args: args.clone(),
         });
         let tool = Tool::from_name(name).filter(|t| active.contains(t));
+        let mut write_target = None;
         let slot = match tool {
             _ if skip => Slot::Done(ToolOutput::error(SKIPPED)),
             None => super::mcp::prepare(agent, cancel, call)
                 .unwrap_or_else(|| Slot::Done(ToolOutput::error(format!("Tool {name} not found")))),
-            Some(tool) => match gate(agent, tool, call) {
+            Some(tool) => match gate(agent, tool, call, &mut write_target) {
                 Gate::Deny(text) => Slot::Done(ToolOutput::error(text)),
                 gate => {
                     let approval = match gate {
@@ -60,6 +62,7 @@ pub(super) async fn run_tools(
                         cancel: cancel.child_token(),
                         on_update: update_sink(agent, call),
                         sandbox: agent.inner.sandbox.clone(),
+                        write_target: write_target.take(),
                     };
                     Slot::Running(tokio::spawn(run_approved(
                         tool,
@@ -97,12 +100,16 @@ enum Gate {
 }
 
 /// Classifies a bash call's command, and checks a `write`/`edit` path against the sandbox; a
-/// flagged call gets a `permission_request` right after its `tool_execution_start`.
-fn gate(agent: &Agent, tool: Tool, call: &Call) -> Gate {
+/// flagged call gets a `permission_request` right after its `tool_execution_start`. The path a
+/// write was checked as goes to `write_target`: the tool writes that path and no other, so a
+/// directory swapped for a symlink meanwhile (by a bash call of the same reply) cannot redirect it.
+fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBuf>) -> Gate {
     if matches!(tool, Tool::Write | Tool::Edit) {
         let refusal = as_text(&call.2["path"]).and_then(|p| {
             let abs = crate::tools::path::resolve(&p, &agent.inner.cwd);
-            agent.inner.sandbox.file_write_reason(&abs)
+            let (target, refusal) = agent.inner.sandbox.check_write(&abs);
+            *write_target = Some(target);
+            refusal
         });
         return match refusal {
             Some(r) => ask(agent, call, r.path.display().to_string(), r.reason),

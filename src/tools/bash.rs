@@ -420,6 +420,7 @@ mod tests {
             cancel: CancellationToken::new(),
             on_update: Arc::new(move |p| sink.lock().unwrap().push(p)),
             sandbox: Arc::new(crate::sandbox::Sandbox::off()),
+            write_target: None,
         };
         (ctx, updates)
     }

@@ -113,7 +113,10 @@ fn grep(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
         }
         let mut sink = FileSink::new(limit, context, stop);
         // An unreadable file is skipped, as rg skips it (with a message we have nowhere to put).
-        let searched = searcher.search_path(&*matcher, entry.path(), &mut sink);
+        // Regular files only, opened without blocking: a FIFO or device is skipped like an
+        // unreadable file.
+        let searched = super::safe_open::open_regular(entry.path())
+            .and_then(|file| searcher.search_file(&*matcher, &file, &mut sink));
         if searched.is_ok() && !sink.binary && sink.matches > 0 {
             first.push(rel.to_path_buf(), sink.matches, sink.lines);
         }
