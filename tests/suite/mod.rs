@@ -20,6 +20,7 @@ mod protocol;
 mod providers;
 mod retry;
 mod run;
+mod safety_files;
 mod sandbox;
 mod session_commands;
 mod session_resume;
