@@ -111,6 +111,23 @@ fn anthropic_models(mock: &MockLlm) -> Value {
         "api": "anthropic-messages", "apiKey": "bench", "models": [{"id": "bench-model"}]}}})
 }
 
+/// The CPU time process `pid` has used so far, user and system, summed over its live threads
+/// (`/proc/<pid>/task/*/schedstat`, in nanoseconds: `utime`/`stime` count 10 ms ticks, too
+/// coarse for a figure of tens of milliseconds).
+pub fn cpu_time_of(pid: u32) -> std::time::Duration {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let nanos: u64 = tasks
+        .filter_map(|t| t.ok())
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum();
+    std::time::Duration::from_nanos(nanos)
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -356,18 +373,21 @@ fn turn_run(session: &Path, messages: usize) -> Turn {
 
 /// The median time from `prompt` to `agent_settled` for the 20,000-chunk reply, and the peak
 /// RSS, over five fresh processes configured with `models`.
-fn reply_run(mock: &MockLlm, models: &Value) -> (Duration, u64) {
+fn reply_run(mock: &MockLlm, models: &Value) -> (Duration, u64, Duration) {
     let mut runs = Vec::new();
+    let mut cpu = Vec::new();
     let mut peak = 0;
     for _ in 0..5 {
         let mut p = Proc::spawn(Some(models));
         p.send(r#"{"id":"s","type":"get_state"}"#);
         p.until("response");
         mock.push(Reply::many_chunks(CHUNKS, "x"));
+        let cpu_before = cpu_time_of(p.child.id());
         let started = Instant::now();
         p.send(r#"{"id":"p","type":"prompt","message":"go"}"#);
         let end = p.until("agent_settled");
         runs.push(started.elapsed());
+        cpu.push(cpu_time_of(p.child.id()).saturating_sub(cpu_before));
         assert_eq!(end["aborted"], false);
         peak = peak.max(p.rss().1);
         p.send(r#"{"id":"t","type":"get_last_assistant_text"}"#);
@@ -379,7 +399,7 @@ fn reply_run(mock: &MockLlm, models: &Value) -> (Duration, u64) {
         );
         p.finish();
     }
-    (median(runs), peak)
+    (median(runs), peak, median(cpu))
 }
 
 fn main() {
@@ -399,13 +419,14 @@ fn main() {
     }
 
     let baseline = median((0..5).map(|_| mock_send_time(&mock, "/api/chat")).collect());
-    let (reply, peak) = reply_run(&mock, &models);
+    let (reply, peak, reply_cpu) = reply_run(&mock, &models);
     let anthropic_baseline = median(
         (0..5)
             .map(|_| mock_send_time(&mock, "/v1/messages"))
             .collect(),
     );
-    let (anthropic_reply, anthropic_peak) = reply_run(&mock, &anthropic_models(&mock));
+    let (anthropic_reply, anthropic_peak, anthropic_cpu) =
+        reply_run(&mock, &anthropic_models(&mock));
 
     let mut p = Proc::spawn(None);
     let chunk = vec![b'x'; 1024 * 1024];
@@ -466,6 +487,11 @@ fn main() {
         "  nova's time beyond the mock's          {}",
         ms(reply.saturating_sub(baseline))
     );
+    println!(
+        "  nova's CPU time for that reply         median {} ({:.1} µs per chunk)",
+        ms(reply_cpu),
+        reply_cpu.as_secs_f64() * 1e6 / CHUNKS as f64
+    );
     println!("  peak RSS during the reply              {}", mib(peak));
     println!(
         "  the same reply as Anthropic SSE        median {}",
@@ -478,6 +504,10 @@ fn main() {
     println!(
         "  nova's time beyond the mock's          {}",
         ms(anthropic_reply.saturating_sub(anthropic_baseline))
+    );
+    println!(
+        "  nova's CPU time for the Anthropic one  median {}",
+        ms(anthropic_cpu)
     );
     println!(
         "  peak RSS during the Anthropic reply    {}",

@@ -21,5 +21,6 @@ pub mod protocol;
 pub mod provider;
 pub mod rpc;
 pub mod sandbox;
+pub mod secret;
 pub mod session;
 pub mod tools;

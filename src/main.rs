@@ -157,23 +157,25 @@ async fn run(mut cli: Cli, interface: Interface) -> ExitCode {
         skill_flags: &skill_flags,
         template_flags: &template_flags,
     });
+    let date = humantime::format_rfc3339(std::time::SystemTime::now()).to_string();
+    let (prompt_source, prompt_warnings) = PromptSource::load(&context::PromptFiles {
+        agent_dir: &config.agent_dir,
+        cwd: &config.cwd,
+        project_trusted: config.settings.project_trusted,
+        custom: config.system_prompt.as_deref(),
+        append: config.append_system_prompt.as_deref(),
+        date: date.get(..10).unwrap_or(&date),
+    });
+    let prompt_source = prompt_source.with_resources(resources);
     for warning in config
         .warnings
         .iter()
         .chain(&session_warnings)
         .chain(&resource_warnings)
+        .chain(&prompt_warnings)
     {
         let _ = writeln!(std::io::stderr(), "nova: warning: {warning}");
     }
-    let date = humantime::format_rfc3339(std::time::SystemTime::now()).to_string();
-    let prompt_source = PromptSource::load(
-        &config.agent_dir,
-        &config.cwd,
-        config.system_prompt.as_deref(),
-        config.append_system_prompt.as_deref(),
-        date.get(..10).unwrap_or(&date),
-    )
-    .with_resources(resources);
     let started = Started {
         config,
         session,
@@ -221,8 +223,8 @@ impl Started {
 
 async fn serve_rpc(started: Started) -> ExitCode {
     let (out, writer) = rpc::writer::spawn(std::io::stdout());
-    // Signals must reach a producer blocked on a client that stopped reading; tokio's own
-    // handlers run on the runtime thread that such a producer holds.
+    // Signals must also release producers waiting for a client that stopped reading (and a
+    // writer that can no longer write): the flag makes them stop waiting.
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         if let Err(e) = signal_hook::flag::register(signal, out.shutdown_flag()) {
             return fatal(&format!("cannot install signal handlers: {e}"));

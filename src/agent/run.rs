@@ -330,7 +330,7 @@ async fn stream_reply(
                         max_tokens: None,
                         thinking: Some(thinking),
                     };
-                    let result = provider::http::stream(
+                    let result = provider::http::stream_paced(
                         &Transport {
                             client: &inner.client,
                             idle_timeout: inner.idle_timeout,
@@ -347,6 +347,7 @@ async fn stream_reply(
                                 });
                             }
                         },
+                        || inner.sink.ready(),
                     )
                     .await;
                     match result {

@@ -85,7 +85,14 @@ async fn a_run_streams_into_the_sink() {
     let base = ollama_answering("hello").await;
     let dir = tempfile::tempdir().unwrap();
     let config = config(&base, dir.path());
-    let prompt_source = PromptSource::load(dir.path(), dir.path(), None, None, "2026-12-02");
+    let (prompt_source, _) = PromptSource::load(&crate::context::PromptFiles {
+        agent_dir: dir.path(),
+        cwd: dir.path(),
+        project_trusted: false,
+        custom: None,
+        append: None,
+        date: "2026-12-02",
+    });
     let session = Session::create(None, dir.path(), None);
     let recorder = Arc::new(Recorder::default());
     let agent = Agent::new(

@@ -4,13 +4,11 @@
 use super::builtin;
 use crate::protocol::{LoadOptions, Model, ModelCost, ThinkingLevelMap};
 use crate::provider::{Api, compat};
-use crate::sandbox::shell_output;
+use crate::secret;
 use serde::Deserialize;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Mutex;
-use std::time::Duration;
 
 /// Pi's defaults for fields a model entry leaves out.
 const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
@@ -19,7 +17,6 @@ const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 /// aside grows with it.
 pub const DEFAULT_OLLAMA_MAX_CONTEXT: u64 = 32_768;
 const DEFAULT_MAX_TOKENS: u64 = 16_384;
-const KEY_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
@@ -35,7 +32,7 @@ pub struct Registry {
     providers: Vec<ProviderConfig>,
     models: Vec<Model>,
     /// Output of `!command` values, run once per process as Pi caches them.
-    command_cache: Mutex<HashMap<String, String>>,
+    command_cache: secret::CommandCache,
 }
 
 #[derive(Deserialize)]
@@ -88,7 +85,7 @@ impl Registry {
         Registry {
             providers,
             models,
-            command_cache: Mutex::default(),
+            command_cache: secret::CommandCache::default(),
         }
     }
 
@@ -313,32 +310,10 @@ impl Registry {
         Ok((key.filter(|k| !k.is_empty()), headers))
     }
 
-    /// Pi's rules for a configured secret: `!command` runs it, `$NAME`/`${NAME}` reads the
-    /// environment, a bare name of a set variable reads it too, anything else is literal.
+    /// A configured secret, as Pi reads models.json ([`secret::Syntax::WholeValue`]); each
+    /// `!command` runs once per process.
     pub async fn resolve_value(&self, raw: &str) -> Result<String, String> {
-        if let Some(command) = raw.strip_prefix('!') {
-            if let Some(hit) = self.cached(command) {
-                return Ok(hit);
-            }
-            let value = run_key_command(command).await?;
-            if let Ok(mut cache) = self.command_cache.lock() {
-                cache.insert(command.to_owned(), value.clone());
-            }
-            return Ok(value);
-        }
-        if let Some(name) = raw
-            .strip_prefix("${")
-            .and_then(|r| r.strip_suffix('}'))
-            .or_else(|| raw.strip_prefix('$'))
-        {
-            return std::env::var(name)
-                .map_err(|_| format!("environment variable {name} is not set"));
-        }
-        Ok(std::env::var(raw).unwrap_or_else(|_| raw.to_owned()))
-    }
-
-    fn cached(&self, command: &str) -> Option<String> {
-        self.command_cache.lock().ok()?.get(command).cloned()
+        secret::resolve(raw, secret::Syntax::WholeValue, Some(&self.command_cache)).await
     }
 }
 
@@ -348,21 +323,6 @@ fn parse_api(provider: &str, api: &str) -> Result<Api, String> {
             "provider \"{provider}\": unknown api \"{api}\" (nova speaks \"ollama\", \"openai-completions\" and \"anthropic-messages\")"
         )
     })
-}
-
-async fn run_key_command(command: &str) -> Result<String, String> {
-    let output = shell_output(command, std::process::Stdio::piped(), KEY_COMMAND_TIMEOUT)
-        .await
-        .map_err(|e| format!("command `{command}` could not run: {e}"))?
-        .ok_or_else(|| format!("command `{command}` took longer than 10 s"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "command `{command}` failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
 #[cfg(test)]

@@ -170,7 +170,7 @@ impl OllamaSettings {
                 "settings: \"ollama.maxDiscoveredContext\" must be a positive number of tokens; ignored"
                     .into(),
             ),
-            Some(n) => s.max_discovered_context = n,
+            Some(n) => s.max_discovered_context = tokens("ollama.maxDiscoveredContext", n, warnings),
             None => {}
         }
         match file.keep_alive.take("ollama.keepAlive", warnings) {
@@ -241,7 +241,6 @@ struct File {
     stream_idle_timeout_seconds: Lenient<f64>,
     mcp_startup_wait_seconds: Lenient<f64>,
     compaction: Lenient<Map<String, Value>>,
-    retry: Lenient<Map<String, Value>>,
     ollama: Lenient<Map<String, Value>>,
 }
 
@@ -265,13 +264,13 @@ impl CompactionSettings {
             .reserve_tokens
             .take("compaction.reserveTokens", warnings)
         {
-            s.reserve_tokens = v;
+            s.reserve_tokens = tokens("compaction.reserveTokens", v, warnings);
         }
         if let Some(v) = file
             .keep_recent_tokens
             .take("compaction.keepRecentTokens", warnings)
         {
-            s.keep_recent_tokens = v;
+            s.keep_recent_tokens = tokens("compaction.keepRecentTokens", v, warnings);
         }
         s
     }
@@ -286,29 +285,82 @@ struct RetryFile {
     max_agent_delay_ms: Lenient<u64>,
 }
 
+/// The most retries a setting may ask for: each one is a paid request, and Pi's default is 3.
+pub const MAX_RETRIES: u32 = 10;
+/// The longest backoff or `maxAgentDelayMs` a setting may ask for.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(3600);
+
 impl RetrySettings {
-    /// The defaults with every valid key of the `retry` object applied. Pi's
-    /// `retry.provider.*` keys (retries inside the HTTP client) have no counterpart in nova and
-    /// are ignored.
-    fn from_map(map: Map<String, Value>, warnings: &mut Vec<String>) -> Self {
+    /// `self` with every valid key of a `retry` object applied, within [`MAX_RETRIES`] and
+    /// [`MAX_RETRY_DELAY`]. Pi's `retry.provider.*` keys (retries inside the HTTP client) have
+    /// no counterpart in nova and are ignored.
+    fn apply(mut self, map: Map<String, Value>, warnings: &mut Vec<String>) -> Self {
         let file: RetryFile = serde_json::from_value(Value::Object(map)).unwrap_or_default();
-        let mut s = RetrySettings::default();
         if let Some(v) = file.enabled.take("retry.enabled", warnings) {
-            s.enabled = v;
+            self.enabled = v;
         }
         if let Some(v) = file.max_retries.take("retry.maxRetries", warnings) {
-            s.max_retries = v;
+            self.max_retries = v.min(MAX_RETRIES);
+            if v > MAX_RETRIES {
+                warnings.push(format!(
+                    "settings: \"retry.maxRetries\" is {v}; at most {MAX_RETRIES} retries are made"
+                ));
+            }
         }
-        if let Some(v) = file.base_delay_ms.take("retry.baseDelayMs", warnings) {
-            s.base_delay = Duration::from_millis(v);
+        let delay = |value: Option<u64>, key: &str, warnings: &mut Vec<String>| {
+            let ms = value?;
+            let max = MAX_RETRY_DELAY.as_millis() as u64;
+            if ms > max {
+                warnings.push(format!(
+                    "settings: \"{key}\" is {ms} ms; at most {max} ms (one hour) is used"
+                ));
+            }
+            Some(Duration::from_millis(ms.min(max)))
+        };
+        let base = file.base_delay_ms.take("retry.baseDelayMs", warnings);
+        if let Some(d) = delay(base, "retry.baseDelayMs", warnings) {
+            self.base_delay = d;
         }
-        if let Some(v) = file
+        let max = file
             .max_agent_delay_ms
-            .take("retry.maxAgentDelayMs", warnings)
-        {
-            s.max_delay = Duration::from_millis(v);
+            .take("retry.maxAgentDelayMs", warnings);
+        if let Some(d) = delay(max, "retry.maxAgentDelayMs", warnings) {
+            self.max_delay = d;
         }
-        s
+        self
+    }
+
+    /// The user's settings with an untrusted project's `retry` taken only where it means
+    /// fewer requests, later: retries off, fewer of them, longer waits. A project that could
+    /// raise them would let a cloned repository run up the user's bill against a failing
+    /// provider.
+    fn tightened_by(self, project: RetrySettings, warnings: &mut Vec<String>) -> Self {
+        let mut ignored = Vec::new();
+        if project.enabled && !self.enabled {
+            ignored.push("\"enabled\": true");
+        }
+        if project.max_retries > self.max_retries {
+            ignored.push("a higher \"maxRetries\"");
+        }
+        if project.base_delay < self.base_delay {
+            ignored.push("a shorter \"baseDelayMs\"");
+        }
+        if project.max_delay < self.max_delay {
+            ignored.push("a shorter \"maxAgentDelayMs\"");
+        }
+        if !ignored.is_empty() {
+            warnings.push(format!(
+                "the project's .nova/settings.json may only tighten retry; ignoring {} \
+                 (trust the project with --trust-project or the trustedProjects setting)",
+                ignored.join(" and ")
+            ));
+        }
+        RetrySettings {
+            enabled: self.enabled && project.enabled,
+            max_retries: self.max_retries.min(project.max_retries),
+            base_delay: self.base_delay.max(project.base_delay),
+            max_delay: self.max_delay.max(project.max_delay),
+        }
     }
 }
 
@@ -349,6 +401,8 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     let project_permissions = project.remove("permissions");
     let user_sandbox = user.remove("sandbox");
     let project_sandbox = project.remove("sandbox");
+    let user_retry = user.remove("retry");
+    let project_retry = project.remove("retry");
     let mut listed = |key: &str, warnings: &mut Vec<String>| {
         let mut paths = listed_paths(&mut user, key, sources.user, SourceScope::User, warnings);
         paths.extend(listed_paths(
@@ -389,7 +443,7 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
         .take("streamIdleTimeoutSeconds", warnings)
     {
         Some(secs) if secs > 0.0 && secs.is_finite() => {
-            s.stream_idle_timeout = Duration::from_secs_f64(secs)
+            s.stream_idle_timeout = seconds("streamIdleTimeoutSeconds", secs, 3600.0, warnings)
         }
         Some(_) => warnings.push(
             "settings: \"streamIdleTimeoutSeconds\" must be a positive number; ignored".into(),
@@ -401,7 +455,7 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
         .take("mcpStartupWaitSeconds", warnings)
     {
         Some(secs) if secs >= 0.0 && secs.is_finite() => {
-            s.mcp_startup_wait = Duration::from_secs_f64(secs)
+            s.mcp_startup_wait = seconds("mcpStartupWaitSeconds", secs, 600.0, warnings)
         }
         Some(_) => warnings.push(
             "settings: \"mcpStartupWaitSeconds\" must be a number of seconds; ignored".into(),
@@ -411,9 +465,7 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     if let Some(compaction) = file.compaction.take("compaction", warnings) {
         s.compaction = CompactionSettings::from_map(compaction, warnings);
     }
-    if let Some(retry) = file.retry.take("retry", warnings) {
-        s.retry = RetrySettings::from_map(retry, warnings);
-    }
+    s.retry = retry(user_retry, project_retry, project_trusted, warnings);
     if let Some(ollama) = file.ollama.take("ollama", warnings) {
         s.ollama = OllamaSettings::from_map(ollama, warnings);
     }
@@ -437,6 +489,58 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     };
     s.sandbox = sandbox(user_sandbox, project_sandbox, project_trusted, warnings);
     s
+}
+
+/// `secs` (finite, not negative) as a duration of at most `max` seconds: a huge value would
+/// wait for ever, and one past `Duration`'s range could not be represented at all.
+fn seconds(key: &str, secs: f64, max: f64, warnings: &mut Vec<String>) -> Duration {
+    if secs > max {
+        warnings.push(format!(
+            "settings: \"{key}\" is {secs} seconds; at most {max} seconds is used"
+        ));
+    }
+    Duration::from_secs_f64(secs.min(max))
+}
+
+/// A token count from settings, at most [`MAX_TOKENS_SETTING`].
+fn tokens(key: &str, n: u64, warnings: &mut Vec<String>) -> u64 {
+    if n > MAX_TOKENS_SETTING {
+        warnings.push(format!(
+            "settings: \"{key}\" is {n} tokens; at most {MAX_TOKENS_SETTING} is used"
+        ));
+    }
+    n.min(MAX_TOKENS_SETTING)
+}
+
+/// Larger than any model's context window; token settings past it can only be mistakes (and
+/// would overflow the arithmetic that compares them with a window).
+pub const MAX_TOKENS_SETTING: u64 = 1 << 24;
+
+/// The user's `retry` with the project's applied over it: key by key when trusted, else
+/// only where it tightens.
+fn retry(
+    user: Option<Value>,
+    project: Option<Value>,
+    trusted: bool,
+    warnings: &mut Vec<String>,
+) -> RetrySettings {
+    let object = |value: Option<Value>, warnings: &mut Vec<String>| {
+        let value: Lenient<Map<String, Value>> =
+            serde_json::from_value(value.unwrap_or(Value::Null)).unwrap_or_default();
+        value.take("retry", warnings)
+    };
+    let mut settings = RetrySettings::default();
+    if let Some(map) = object(user, warnings) {
+        settings = settings.apply(map, warnings);
+    }
+    match object(project, warnings) {
+        Some(map) if trusted => settings.apply(map, warnings),
+        Some(map) => {
+            let wanted = settings.apply(map, warnings);
+            settings.tightened_by(wanted, warnings)
+        }
+        None => settings,
+    }
 }
 
 /// How strict a sandbox mode is, for "a project may only tighten".

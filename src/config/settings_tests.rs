@@ -116,7 +116,7 @@ fn retry_keys_decode_one_by_one_and_merge_with_the_project() {
         Some(r#"{"retry":{"baseDelayMs":10,"maxRetries":"many","provider":{"maxRetries":2}}}"#),
         Some(r#"{"retry":{"maxAgentDelayMs":500}}"#),
     );
-    let (s, warnings) = files.load(false);
+    let (s, warnings) = files.load(true);
     assert_eq!(
         s.retry,
         RetrySettings {
@@ -128,6 +128,14 @@ fn retry_keys_decode_one_by_one_and_merge_with_the_project() {
     );
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("\"retry.maxRetries\""), "{warnings:?}");
+    // Untrusted, the project may not shorten the waits.
+    let (s, warnings) = files.load(false);
+    assert_eq!(s.retry.max_delay, Duration::from_secs(60));
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[1].contains("a shorter \"maxAgentDelayMs\""),
+        "{warnings:?}"
+    );
     let files = Files::new(Some(r#"{"retry":{"enabled":false,"maxRetries":-1}}"#), None);
     let (s, warnings) = files.load(false);
     assert!(!s.retry.enabled);

@@ -32,30 +32,61 @@ pub struct PromptSource {
     resources: Resources,
 }
 
+/// Where [`PromptSource::load`] reads from.
+pub struct PromptFiles<'a> {
+    pub agent_dir: &'a Path,
+    pub cwd: &'a Path,
+    /// Whether `.nova/SYSTEM.md` and `.nova/APPEND_SYSTEM.md` may be read: like Pi 1.6, nova
+    /// takes a project's replacement or addition to the system prompt only from a trusted
+    /// project. Context files (`AGENTS.md`) load either way, as in Pi.
+    pub project_trusted: bool,
+    /// `--system-prompt` and `--append-system-prompt`, which win over every file.
+    pub custom: Option<&'a str>,
+    pub append: Option<&'a str>,
+    /// `YYYY-MM-DD`.
+    pub date: &'a str,
+}
+
 impl PromptSource {
-    pub fn load(
-        agent_dir: &Path,
-        cwd: &Path,
-        custom: Option<&str>,
-        append: Option<&str>,
-        date: &str,
-    ) -> Self {
-        let project = cwd.join(".nova");
-        PromptSource {
-            custom: custom
-                .map(str::to_owned)
-                .or_else(|| read_first(&[project.join("SYSTEM.md"), agent_dir.join("SYSTEM.md")])),
-            append: append.map(str::to_owned).or_else(|| {
-                read_first(&[
-                    project.join("APPEND_SYSTEM.md"),
-                    agent_dir.join("APPEND_SYSTEM.md"),
-                ])
-            }),
-            files: context_files(agent_dir, cwd),
-            cwd: cwd.to_path_buf(),
-            date: date.to_owned(),
-            resources: Resources::default(),
+    /// The second value names project files skipped because the project is not trusted.
+    pub fn load(files: &PromptFiles) -> (Self, Vec<String>) {
+        let project = files.cwd.join(".nova");
+        let mut skipped = Vec::new();
+        let mut candidates = |name: &str| {
+            let mut paths = vec![files.agent_dir.join(name)];
+            let own = project.join(name);
+            if files.project_trusted {
+                paths.insert(0, own);
+            } else if own.exists() {
+                skipped.push(own.display().to_string());
+            }
+            paths
+        };
+        let custom = files
+            .custom
+            .map(str::to_owned)
+            .or_else(|| read_first(&candidates("SYSTEM.md")));
+        let append = files
+            .append
+            .map(str::to_owned)
+            .or_else(|| read_first(&candidates("APPEND_SYSTEM.md")));
+        let mut warnings = Vec::new();
+        if !skipped.is_empty() {
+            warnings.push(format!(
+                "the project is not trusted, so {} does not change the system prompt; trust it \
+                 with --trust-project or the trustedProjects setting",
+                skipped.join(" and ")
+            ));
         }
+        let source = PromptSource {
+            custom,
+            append,
+            files: context_files(files.agent_dir, files.cwd),
+            cwd: files.cwd.to_path_buf(),
+            date: files.date.to_owned(),
+            resources: Resources::default(),
+        };
+        (source, warnings)
     }
 
     /// The skills (listed in the system prompt) and templates of this process.
@@ -195,7 +226,16 @@ mod tests {
         std::fs::write(project.path().join("CLAUDE.md"), "project rules").unwrap();
         std::fs::write(cwd.join("AGENTS.md"), "sub rules").unwrap();
         std::fs::write(cwd.join("CLAUDE.md"), "ignored: AGENTS.md wins").unwrap();
-        let prompt = PromptSource::load(agent.path(), &cwd, None, Some("APPENDED"), "2026-12-02")
+        let files = |custom, append| PromptFiles {
+            agent_dir: agent.path(),
+            cwd: &cwd,
+            project_trusted: false,
+            custom,
+            append,
+            date: "2026-12-02",
+        };
+        let prompt = PromptSource::load(&files(None, Some("APPENDED")))
+            .0
             .render(&[Tool::Read, Tool::Bash]);
         let at = |needle: &str| {
             prompt
@@ -213,8 +253,42 @@ mod tests {
             cwd.display()
         )));
 
-        let custom = PromptSource::load(agent.path(), &cwd, Some("CUSTOM"), None, "2026-12-02")
+        let custom = PromptSource::load(&files(Some("CUSTOM"), None))
+            .0
             .render(&[Tool::Read]);
         assert!(custom.starts_with("CUSTOM\n\n# Project Context"));
+    }
+
+    #[test]
+    fn project_system_files_need_trust() {
+        let agent = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        std::fs::write(agent.path().join("SYSTEM.md"), "USER SYSTEM").unwrap();
+        std::fs::create_dir(cwd.path().join(".nova")).unwrap();
+        std::fs::write(cwd.path().join(".nova/SYSTEM.md"), "PROJECT SYSTEM").unwrap();
+        std::fs::write(cwd.path().join(".nova/APPEND_SYSTEM.md"), "PROJECT APPEND").unwrap();
+        let load = |project_trusted| {
+            let (source, warnings) = PromptSource::load(&PromptFiles {
+                agent_dir: agent.path(),
+                cwd: cwd.path(),
+                project_trusted,
+                custom: None,
+                append: None,
+                date: "2026-12-02",
+            });
+            (source.render(&[]), warnings)
+        };
+        let (untrusted, warnings) = load(false);
+        assert!(untrusted.starts_with("USER SYSTEM"), "{untrusted}");
+        assert!(!untrusted.contains("PROJECT"), "{untrusted}");
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains(".nova/SYSTEM.md and "), "{warnings:?}");
+        assert!(warnings[0].contains("--trust-project"), "{warnings:?}");
+        let (trusted, warnings) = load(true);
+        assert!(
+            trusted.starts_with("PROJECT SYSTEM\n\nPROJECT APPEND"),
+            "{trusted}"
+        );
+        assert!(warnings.is_empty());
     }
 }

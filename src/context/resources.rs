@@ -6,6 +6,11 @@
 //! the git root (or `/`), the `skills` setting, then `--skill`. Templates: `<agent dir>/prompts`,
 //! `<cwd>/.nova/prompts`, the `prompts` setting, then `--prompt-template`. A file reached twice
 //! (through a symlink, or listed again) counts once.
+//!
+//! The project's own places (`.nova/skills`, `.nova/prompts`, `.agents/skills` in the project,
+//! and the lists in `.nova/settings.json`) are read only when the project is trusted, as Pi 1.6
+//! reads them only after its trust decision: a skill or template is text the model follows, so
+//! a cloned repository must not put one in front of it unasked.
 
 use super::skills::{self, Skill};
 use super::templates::{self, Template};
@@ -39,17 +44,38 @@ impl Resources {
     /// Finds every skill and template. The second value lists what was skipped or is dubious,
     /// each naming its file, for stderr; nothing here stops nova.
     pub fn load(sources: &Sources) -> (Resources, Vec<String>) {
+        let trusted = sources.settings.project_trusted;
+        let mut skipped = Vec::new();
+        let mut usable = |(path, location): (PathBuf, Location)| {
+            if trusted || location.scope() != SourceScope::Project {
+                return Some((path, location));
+            }
+            if path.exists() {
+                skipped.push(path.display().to_string());
+            }
+            None
+        };
         let mut skills = Found::new("skill");
-        for (path, location) in skill_locations(sources) {
+        for (path, location) in skill_locations(sources).into_iter().filter_map(&mut usable) {
             skills::load(&path, &location, &mut skills);
         }
         let mut templates = Found::new("prompt template");
-        for (path, location) in template_locations(sources) {
+        for (path, location) in template_locations(sources)
+            .into_iter()
+            .filter_map(&mut usable)
+        {
             templates::load(&path, &location, &mut templates);
         }
         let (skills, mut warnings) = skills.into_parts();
         let (templates, template_warnings) = templates.into_parts();
         warnings.extend(template_warnings);
+        if !skipped.is_empty() {
+            warnings.push(format!(
+                "the project is not trusted, so its skills and prompt templates are not loaded \
+                 ({}); trust it with --trust-project or the trustedProjects setting",
+                skipped.join(", ")
+            ));
+        }
         (Resources { skills, templates }, warnings)
     }
 
@@ -187,6 +213,13 @@ pub(super) enum Location {
 }
 
 impl Location {
+    fn scope(&self) -> SourceScope {
+        match self {
+            Location::Auto { scope, .. } | Location::Setting { scope } => *scope,
+            Location::Flag => SourceScope::Temporary,
+        }
+    }
+
     pub(super) fn source_info(&self, file: &Path) -> SourceInfo {
         let text = |p: &Path| p.to_string_lossy().into_owned();
         let (source, scope, base_dir) = match self {

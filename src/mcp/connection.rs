@@ -4,8 +4,8 @@
 
 use super::config::{ServerConfig, Transport};
 use super::process::{self, Process};
-use super::resolve::resolve_all;
 use crate::provider::http::SharedClient;
+use crate::secret::resolve_all;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ClientHandler;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool};

@@ -15,7 +15,6 @@ pub mod config;
 mod connection;
 mod names;
 mod process;
-mod resolve;
 mod result;
 pub mod rules;
 mod servers;

@@ -37,17 +37,42 @@ fn build_client() -> Result<reqwest::Client, String> {
     // reqwest is built without a crypto provider so that ring, not aws-lc (a C build), is used.
     // An error only means some provider is installed already, which is all we need.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().build().or_else(|e| {
+    let builder = || reqwest::Client::builder().redirect(same_origin_redirects());
+    builder().build().or_else(|e| {
         // Without platform roots HTTPS cannot be verified, but local servers on plain HTTP,
         // nova's main use, still work; say why HTTPS will fail instead of failing every request.
         tracing::warn!(
             "TLS root certificates unavailable ({}); HTTPS requests will fail",
             describe(&e)
         );
-        reqwest::Client::builder()
+        builder()
             .tls_certs_only([])
             .build()
             .map_err(|e| describe(&e))
+    })
+}
+
+/// Redirects are followed only to the same origin (scheme, host and port), at most 10 in a row.
+/// reqwest drops `Authorization` on a cross-host hop but keeps every other header, and a
+/// provider's credentials also travel as `x-api-key` or as models.json headers of any name;
+/// so rather than guess which headers are secret, nova does not follow a redirect that would
+/// carry them to another server: the 3xx becomes the request's error, naming where it pointed.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let first = attempt.previous().first();
+        let same = first.is_some_and(|from| {
+            let to = attempt.url();
+            from.scheme() == to.scheme()
+                && from.host_str() == to.host_str()
+                && from.port_or_known_default() == to.port_or_known_default()
+        });
+        if attempt.previous().len() > 10 {
+            attempt.error("more than 10 redirects")
+        } else if same {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
     })
 }
 
@@ -67,7 +92,20 @@ pub async fn stream(
     transport: &Transport<'_>,
     req: &Request<'_>,
     cancel: &CancellationToken,
+    on_event: impl FnMut(ProviderEvent),
+) -> Result<(), ProviderError> {
+    stream_paced(transport, req, cancel, on_event, || std::future::ready(())).await
+}
+
+/// [`stream`], awaiting `pace` before reading each chunk: whoever receives the events can so
+/// hold back a reply it cannot pass on yet (a client that stopped reading), instead of
+/// buffering it.
+pub async fn stream_paced<F: Future<Output = ()>>(
+    transport: &Transport<'_>,
+    req: &Request<'_>,
+    cancel: &CancellationToken,
     mut on_event: impl FnMut(ProviderEvent),
+    pace: impl Fn() -> F,
 ) -> Result<(), ProviderError> {
     let api = Api::parse(&req.model.api)
         .ok_or_else(|| ProviderError::UnsupportedApi(req.model.api.clone()))?;
@@ -129,13 +167,30 @@ pub async fn stream(
     let status = response.status();
     if !status.is_success() {
         let retry_after = retry_after(response.headers());
-        let body = read_error_body(&mut response, &guard).await?;
+        let location = status
+            .is_redirection()
+            .then(|| response.headers().get(reqwest::header::LOCATION))
+            .flatten()
+            .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
+        let mut body = read_error_body(&mut response, &guard).await?;
+        if let Some(location) = location {
+            body = format!(
+                "redirected to {location}, another server: nova does not follow a provider's \
+                 redirect to another origin, since the request carries its credentials \
+                 (set baseUrl to the new address if it is right)"
+            );
+        }
         return Err(ProviderError::http(status.as_u16(), &url, &body).with_retry_after(retry_after));
     }
 
     let mut events = Vec::new();
     let mut meter = Meter::new(req);
     loop {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(ProviderError::Aborted),
+            () = pace() => {}
+        }
         let chunk = guard
             .run(response.chunk())
             .await?

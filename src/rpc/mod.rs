@@ -34,7 +34,9 @@ pub async fn serve(agent: Agent, out: Outbox) -> std::io::Result<()> {
     let mut interrupt = signal(SignalKind::interrupt())?;
     loop {
         tokio::select! {
-            record = records.recv() => match record {
+            // A client that sends commands but reads nothing is not served further until it
+            // reads: each command's response and events would only pile up.
+            record = async { out.ready().await; records.recv().await } => match record {
                 Some(Record::Line(line)) => dispatch::dispatch(&agent, &out, &line).await,
                 Some(Record::Oversized { head }) => out.respond(dispatch::oversized_response(&head)),
                 None => break,

@@ -1,6 +1,7 @@
 //! The integration suite, one file per capability.
 
 mod anthropic;
+mod backpressure;
 mod bounds;
 mod cli;
 mod compaction;
@@ -16,8 +17,10 @@ mod orphans;
 mod parity;
 mod permission;
 mod pi_client;
+mod project_trust;
 mod protocol;
 mod providers;
+mod redirects;
 mod retry;
 mod run;
 mod safety_files;

@@ -122,11 +122,13 @@ fn tree() -> Tree {
     }
 }
 
+/// nova in the tree's cwd, trusting the project (so its skills and templates load).
 fn in_tree(t: &Tree, mock: &MockLlm) -> NovaBuilder {
     Nova::builder()
         .dirs(&t.agent, &t.cwd)
         .env("HOME", t.home.to_str().unwrap())
         .ollama(mock)
+        .args(["--trust-project"])
 }
 
 #[test]

@@ -1,0 +1,216 @@
+//! Configured secrets, resolved in one place: `apiKey` and `headers` of models.json, `env` and
+//! `headers` of mcp.json. Both files follow Pi's rules — a value starting with `!` is a shell
+//! command whose trimmed stdout is the value (10 s at most, under the keeper like every command
+//! nova starts) — and differ only in how they name environment variables ([`Syntax`]).
+//!
+//! Error texts name the variable or the command, never a resolved value.
+
+use crate::sandbox::shell_output;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How long a `!command` may run.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a value names environment variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Syntax {
+    /// models.json, as Pi reads it: `$NAME` or `${NAME}` as the whole value reads the variable
+    /// (unset is an error), a bare name of a set variable reads it too, anything else is
+    /// literal.
+    WholeValue,
+    /// mcp.json, as Claude and Pi write it: every `${NAME}` or `${NAME:-default}` inside the
+    /// value is replaced (unset without a default is an error, since a server started with an
+    /// empty token fails later with a far less helpful message); a lone `$NAME` stays literal.
+    Interpolated,
+}
+
+/// The output of `!command` values already run, for values that are run once per process (Pi
+/// caches models.json's this way; an MCP server's are run again when it restarts, so a token
+/// that expired is fetched anew).
+#[derive(Debug, Default)]
+pub struct CommandCache(Mutex<HashMap<String, String>>);
+
+impl CommandCache {
+    fn get(&self, command: &str) -> Option<String> {
+        self.0.lock().ok()?.get(command).cloned()
+    }
+
+    fn put(&self, command: &str, value: &str) {
+        if let Ok(mut cache) = self.0.lock() {
+            cache.insert(command.to_owned(), value.to_owned());
+        }
+    }
+}
+
+/// Resolves one configured value; `cache`, when given, keeps each command's output.
+pub async fn resolve(
+    raw: &str,
+    syntax: Syntax,
+    cache: Option<&CommandCache>,
+) -> Result<String, String> {
+    resolve_with(raw, syntax, cache, |name| std::env::var(name).ok()).await
+}
+
+async fn resolve_with(
+    raw: &str,
+    syntax: Syntax,
+    cache: Option<&CommandCache>,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    if let Some(command) = raw.strip_prefix('!') {
+        if let Some(hit) = cache.and_then(|c| c.get(command)) {
+            return Ok(hit);
+        }
+        let value = run(command).await?;
+        if let Some(cache) = cache {
+            cache.put(command, &value);
+        }
+        return Ok(value);
+    }
+    match syntax {
+        Syntax::WholeValue => whole_value(raw, lookup),
+        Syntax::Interpolated => interpolate(raw, lookup),
+    }
+}
+
+/// Resolves every value of `pairs` ([`Syntax::Interpolated`], nothing cached); the error
+/// names the key.
+pub async fn resolve_all(pairs: &[(String, String)]) -> Result<Vec<(String, String)>, String> {
+    let mut resolved = Vec::with_capacity(pairs.len());
+    for (key, value) in pairs {
+        let value = resolve(value, Syntax::Interpolated, None)
+            .await
+            .map_err(|e| format!("\"{key}\": {e}"))?;
+        resolved.push((key.clone(), value));
+    }
+    Ok(resolved)
+}
+
+fn unset(name: &str) -> String {
+    format!("environment variable {name} is not set")
+}
+
+fn whole_value(raw: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    if let Some(name) = raw
+        .strip_prefix("${")
+        .and_then(|r| r.strip_suffix('}'))
+        .or_else(|| raw.strip_prefix('$'))
+    {
+        return lookup(name).ok_or_else(|| unset(name));
+    }
+    Ok(lookup(raw).unwrap_or_else(|| raw.to_owned()))
+}
+
+fn interpolate(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        let inner = &rest[start + 2..start + 2 + len];
+        let (name, default) = match inner.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inner, None),
+        };
+        match (lookup(name), default) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => return Err(unset(name)),
+        }
+        rest = &rest[start + 2 + len + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+async fn run(command: &str) -> Result<String, String> {
+    let output = shell_output(command, std::process::Stdio::piped(), COMMAND_TIMEOUT)
+        .await
+        .map_err(|e| format!("command `{command}` could not run: {e}"))?
+        .ok_or_else(|| format!("command `{command}` took longer than 10 s"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "command `{command}` failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn vars(name: &str) -> Option<String> {
+        match name {
+            "TOKEN" => Some("s3cret".into()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn interpolated_values_replace_every_variable() {
+        let i = |v| interpolate(v, vars);
+        assert_eq!(i("Bearer ${TOKEN}").unwrap(), "Bearer s3cret");
+        assert_eq!(i("${TOKEN}-${TOKEN}").unwrap(), "s3cret-s3cret");
+        assert_eq!(i("${EMPTY}x").unwrap(), "x");
+        assert_eq!(i("${NOPE:-dflt}").unwrap(), "dflt");
+        assert_eq!(i("${TOKEN:-dflt}").unwrap(), "s3cret");
+        assert_eq!(i("plain $TOKEN").unwrap(), "plain $TOKEN");
+        assert_eq!(i("open ${TOKEN").unwrap(), "open ${TOKEN");
+        assert_eq!(
+            i("a ${NOPE} b").unwrap_err(),
+            "environment variable NOPE is not set"
+        );
+    }
+
+    #[test]
+    fn whole_values_read_one_variable_or_stay_literal() {
+        let w = |v| whole_value(v, vars);
+        assert_eq!(w("$TOKEN").unwrap(), "s3cret");
+        assert_eq!(w("${TOKEN}").unwrap(), "s3cret");
+        assert_eq!(w("TOKEN").unwrap(), "s3cret");
+        assert_eq!(w("literal-key").unwrap(), "literal-key");
+        assert_eq!(w("Bearer ${TOKEN}").unwrap(), "Bearer ${TOKEN}");
+        assert_eq!(
+            w("$NOPE").unwrap_err(),
+            "environment variable NOPE is not set"
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_leading_bang_runs_the_whole_value_once_when_cached() {
+        for syntax in [Syntax::WholeValue, Syntax::Interpolated] {
+            let r = |v| resolve_with(v, syntax, None, vars);
+            assert_eq!(r("!echo ' hi '").await.unwrap(), "hi");
+            assert_eq!(r("!echo Bearer $(echo t)").await.unwrap(), "Bearer t");
+            let failed = r("!echo why >&2; exit 3").await.unwrap_err();
+            assert!(
+                failed.contains("failed") && failed.contains("why"),
+                "{failed}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let counter = dir.path().join("runs");
+        let command = format!("!echo x >> {0}; wc -l < {0}", counter.display());
+        let cache = CommandCache::default();
+        for _ in 0..3 {
+            let value = resolve_with(&command, Syntax::WholeValue, Some(&cache), vars).await;
+            assert_eq!(value.unwrap(), "1");
+        }
+        let pairs = [("A".to_owned(), "${NOVA_TEST_SURELY_UNSET_VAR}".to_owned())];
+        assert!(
+            resolve_all(&pairs)
+                .await
+                .unwrap_err()
+                .starts_with("\"A\": ")
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! A client that stops reading stdout: nova holds back the reply it streams (so its memory stays
+//! bounded) without freezing, and everything arrives, in order, once the client reads again.
+
+use crate::support::mock_llm::{MockLlm, Reply};
+use crate::support::nova_proc::openai_models;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CHUNKS: usize = 30_000;
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_client_that_stops_reading_pauses_the_stream_within_bounded_memory() {
+    let mock = MockLlm::start();
+    // 60 MB of deltas: far more than the queue may hold.
+    mock.push(Reply::many_chunks(CHUNKS, &"x".repeat(2000)));
+    let agent = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(
+        agent.path().join("models.json"),
+        openai_models(&mock).to_string(),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nova"))
+        .args(["--mode", "rpc", "--no-session"])
+        .current_dir(cwd.path())
+        .env("NOVA_AGENT_DIR", agent.path())
+        .env("HOME", cwd.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"type": "prompt", "message": "go", "id": "p"})
+    )
+    .unwrap();
+    // Nobody reads: the pipe (64 KiB) and nova's queue fill, and the stream must pause.
+    std::thread::sleep(Duration::from_secs(3));
+    let peak = rss_kib(child.id());
+    assert!(peak > 0);
+    assert!(
+        peak < 40 * 1024,
+        "nova grew to {peak} KiB while its client did not read"
+    );
+
+    // The client reads again: the whole reply arrives, in order, and nova answers commands.
+    writeln!(stdin, "{}", json!({"type": "get_state", "id": "s"})).unwrap();
+    let started = Instant::now();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut deltas = 0;
+    let mut state_answered = false;
+    let mut settled = false;
+    while let Some(Ok(line)) = lines.next() {
+        // Only the short lines are parsed: a debug build would spend most of this test
+        // decoding 60 MB of deltas.
+        if line.starts_with(r#"{"type":"message_update""#) {
+            deltas += usize::from(line.contains(r#""type":"text_delta""#));
+            continue;
+        }
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["type"] == "response" && v["id"] == "s" {
+            state_answered = true;
+        }
+        if v["type"] == "agent_settled" {
+            settled = true;
+        }
+        if settled && state_answered {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "stream never ended"
+        );
+    }
+    assert!(settled && state_answered);
+    assert_eq!(deltas, CHUNKS);
+    drop(stdin);
+    let _ = child.wait();
+}

@@ -1,0 +1,157 @@
+//! What an untrusted project may still do (issue 16, class 11): its retry settings only
+//! tighten the user's, every numeric setting is bounded, and its `SYSTEM.md`,
+//! `APPEND_SYSTEM.md`, skills and prompt templates reach the model only once it is trusted.
+
+use crate::support::mock_llm::{MockLlm, Reply};
+use crate::support::nova_proc::{Nova, NovaBuilder};
+use serde_json::json;
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// Sends one prompt to a provider that fails every request, and waits for the last retry.
+fn failing_prompt(builder: NovaBuilder, mock: &MockLlm) -> (usize, String) {
+    let mut nova = builder.spawn();
+    nova.request_ok(json!({"type": "prompt", "message": "hi"}));
+    nova.wait_for(|e| e["type"] == "agent_end" && e["willRetry"] != true, LONG);
+    (mock.chat_requests().len(), nova.stderr())
+}
+
+fn retrying(mock: &MockLlm) -> NovaBuilder {
+    Nova::builder()
+        .openai(mock)
+        .settings(json!({"retry": {"baseDelayMs": 5}}))
+        .file(
+            ".nova/settings.json",
+            json!({"retry": {"maxRetries": 1_000_000_000u32, "baseDelayMs": 0}}).to_string(),
+        )
+}
+
+#[test]
+fn an_untrusted_project_cannot_raise_retries() {
+    let mock = MockLlm::start();
+    let (requests, stderr) = failing_prompt(retrying(&mock), &mock);
+    // The user's (default) three retries, not the project's billion.
+    assert_eq!(requests, 4, "{stderr}");
+    assert!(
+        stderr.contains("may only tighten retry")
+            && stderr.contains("a higher \"maxRetries\"")
+            && stderr.contains("a shorter \"baseDelayMs\""),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn even_a_trusted_project_gets_at_most_ten_retries() {
+    let mock = MockLlm::start();
+    let (requests, stderr) = failing_prompt(retrying(&mock).args(["--trust-project"]), &mock);
+    assert_eq!(requests, 11, "{stderr}");
+    assert!(stderr.contains("at most 10 retries are made"), "{stderr}");
+}
+
+#[test]
+fn an_untrusted_project_may_tighten_retries() {
+    let mock = MockLlm::start();
+    let builder = Nova::builder()
+        .openai(&mock)
+        .settings(json!({"retry": {"baseDelayMs": 5}}))
+        .file(".nova/settings.json", r#"{"retry": {"maxRetries": 1}}"#);
+    let (requests, stderr) = failing_prompt(builder, &mock);
+    assert_eq!(requests, 2, "{stderr}");
+    assert!(!stderr.contains("tighten"), "{stderr}");
+}
+
+#[test]
+fn out_of_range_durations_are_bounded_not_fatal() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("fine"));
+    let mut nova = Nova::builder()
+        .openai(&mock)
+        .settings(json!({
+            "streamIdleTimeoutSeconds": 1e300,
+            "mcpStartupWaitSeconds": 1e30,
+            "compaction": {"reserveTokens": u64::MAX},
+        }))
+        .spawn();
+    let events = nova.run_prompt("hi");
+    assert!(events.iter().any(|e| e["type"] == "agent_end"));
+    let stderr = nova.stderr();
+    for key in [
+        "streamIdleTimeoutSeconds",
+        "mcpStartupWaitSeconds",
+        "compaction.reserveTokens",
+    ] {
+        assert!(stderr.contains(&format!("\"{key}\" is")), "{key}: {stderr}");
+    }
+}
+
+/// A project with its own system prompt, addition to it, skill and template.
+fn project_with_prompts(mock: &MockLlm) -> NovaBuilder {
+    Nova::builder()
+        .openai(mock)
+        .file(".nova/SYSTEM.md", "PROJECT SYSTEM PROMPT")
+        .file(".nova/APPEND_SYSTEM.md", "PROJECT APPENDIX")
+        .file(
+            ".nova/skills/evil/SKILL.md",
+            "---\nname: evil\ndescription: PROJECT SKILL\n---\nbody\n",
+        )
+        .file(
+            ".agents/skills/near/SKILL.md",
+            "---\nname: near\ndescription: NEAR SKILL\n---\nbody\n",
+        )
+        .file(
+            ".nova/prompts/fix.md",
+            "---\ndescription: PROJECT TEMPLATE\n---\nFix it",
+        )
+}
+
+fn system_prompt_and_commands(mut nova: Nova, mock: &MockLlm) -> (String, String, String) {
+    mock.push(Reply::text("ok"));
+    nova.run_prompt("/fix");
+    let request = mock.chat_requests().pop().unwrap();
+    let system = request.messages()[0]["content"].to_string();
+    let user = request.messages().last().unwrap()["content"].to_string();
+    let commands = nova.request_ok(json!({"type": "get_commands"})).to_string();
+    (system, format!("{user}{commands}"), nova.stderr())
+}
+
+#[test]
+fn an_untrusted_project_s_prompts_skills_and_templates_are_not_loaded() {
+    let mock = MockLlm::start();
+    let (system, rest, stderr) =
+        system_prompt_and_commands(project_with_prompts(&mock).spawn(), &mock);
+    for text in [
+        "PROJECT SYSTEM PROMPT",
+        "PROJECT APPENDIX",
+        "PROJECT SKILL",
+        "NEAR SKILL",
+    ] {
+        assert!(!system.contains(text), "{text} reached the model: {system}");
+    }
+    assert!(system.contains("You are nova"), "{system}");
+    assert!(
+        !rest.contains("PROJECT TEMPLATE") && !rest.contains("Fix it"),
+        "{rest}"
+    );
+    assert!(
+        stderr.contains("SYSTEM.md")
+            && stderr.contains("skills and prompt templates are not loaded"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_trusted_project_s_prompts_skills_and_templates_are_loaded() {
+    let mock = MockLlm::start();
+    let nova = project_with_prompts(&mock)
+        .args(["--trust-project"])
+        .spawn();
+    let (system, rest, stderr) = system_prompt_and_commands(nova, &mock);
+    assert!(system.contains("PROJECT SYSTEM PROMPT"), "{system}");
+    assert!(system.contains("PROJECT APPENDIX"), "{system}");
+    assert!(
+        rest.contains("PROJECT TEMPLATE") && rest.contains("Fix it"),
+        "{rest}"
+    );
+    assert!(!stderr.contains("not trusted"), "{stderr}");
+}
