@@ -85,6 +85,7 @@ fn time_tool(
         on_update: Arc::new(|_| {}),
         sandbox: Arc::new(nova::sandbox::Sandbox::off()),
         outputs: Arc::default(),
+        write_target: None,
     };
     let mut summary = String::new();
     let mut times = Vec::new();

@@ -16,6 +16,7 @@ use crate::protocol::{Event, Message, ToolResultMessage, ToolResultPayload};
 use crate::tools::permission::{Mode, Verdict, classify};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use serde_json::Value;
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinHandle;
@@ -63,6 +64,7 @@ pub(super) async fn run_tools(
             args: args.clone(),
         });
         let tool = Tool::from_name(name).filter(|t| active.contains(t));
+        let mut write_target = None;
         let slot = match tool {
             _ if skip => Slot::Done(ToolOutput::error(SKIPPED)),
             _ if index >= MAX_CALLS_PER_REPLY => {
@@ -70,7 +72,7 @@ pub(super) async fn run_tools(
             }
             None => super::mcp::prepare(agent, cancel, call)
                 .unwrap_or_else(|| Slot::Done(ToolOutput::error(format!("Tool {name} not found")))),
-            Some(tool) => match gate(agent, tool, call) {
+            Some(tool) => match gate(agent, tool, call, &mut write_target) {
                 Permission::Refused(text) => Slot::Done(ToolOutput::error(text)),
                 gate => {
                     let approval = match gate {
@@ -83,6 +85,7 @@ pub(super) async fn run_tools(
                         on_update: update_sink(agent, call),
                         sandbox: agent.inner.sandbox.clone(),
                         outputs: agent.inner.outputs.clone(),
+                        write_target: write_target.take(),
                     };
                     Slot::Running(tokio::spawn(run_approved(
                         tool,
@@ -126,12 +129,16 @@ pub(super) enum Slot {
 }
 
 /// Classifies a bash call's command, and checks a `write`/`edit` path against the sandbox; a
-/// flagged call gets a `permission_request` right after its `tool_execution_start`.
-fn gate(agent: &Agent, tool: Tool, call: &Call) -> Permission {
+/// flagged call gets a `permission_request` right after its `tool_execution_start`. The path a
+/// write was checked as goes to `write_target`: the tool writes that path and no other, so a
+/// directory swapped for a symlink meanwhile (by a bash call of the same reply) cannot redirect it.
+fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBuf>) -> Permission {
     if matches!(tool, Tool::Write | Tool::Edit) {
         let refusal = as_text(&call.2["path"]).and_then(|p| {
             let abs = crate::tools::path::resolve(&p, &agent.inner.cwd);
-            agent.inner.sandbox.file_write_reason(&abs)
+            let (target, refusal) = agent.inner.sandbox.check_write(&abs);
+            *write_target = Some(target);
+            refusal
         });
         return match refusal {
             Some(r) => ask(agent, call, r.path.display().to_string(), r.reason),

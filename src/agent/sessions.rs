@@ -8,6 +8,7 @@ use crate::protocol::{
     ContextUsage, Event, ForkMessage, Message, ResponseData, SessionStats, TokenTotals, Usage,
 };
 use crate::session::{Body, Session, SessionError, paths};
+use crate::tools::{fs, safe_open};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -284,9 +285,13 @@ impl Agent {
         })
     }
 
-    /// Writes the conversation as one self-contained HTML file; answers with its path.
-    /// Rendering and writing run off the runtime thread.
-    pub async fn export_html(&self, output_path: Option<String>) -> Result<String, CommandError> {
+    /// Writes the conversation as one self-contained HTML file; answers with its path. The
+    /// conversation is taken now; rendering and writing run off the runtime thread, within
+    /// [`fs::EXPORT_TIME`], from the returned future (so a slow disk never holds up the caller).
+    pub fn export_html(
+        &self,
+        output_path: Option<String>,
+    ) -> impl Future<Output = Result<String, CommandError>> + Send + 'static {
         let (meta, messages, default_name) = {
             let state = self.state();
             let session = &state.session;
@@ -311,16 +316,62 @@ impl Agent {
                 format!("nova-session-{stem}.html"),
             )
         };
-        let path = self.inner.cwd.join(output_path.unwrap_or(default_name));
-        tokio::task::spawn_blocking(move || {
-            std::fs::write(&path, render_html(&meta, &messages)).map_err(|e| {
-                CommandError::Failed(format!("Cannot write {}: {e}", path.display()))
-            })?;
-            Ok(path.to_string_lossy().into_owned())
-        })
-        .await
-        .map_err(|e| CommandError::Failed(format!("the export failed: {e}")))?
+        let requested = PathBuf::from(output_path.unwrap_or(default_name));
+        // A relative path (and the default name) is the model's to influence, so it must stay
+        // inside the workspace; an absolute one is the client's own choice.
+        let workspace = requested.is_relative().then(|| self.inner.cwd.clone());
+        let path = self.inner.cwd.join(requested);
+        async move {
+            let never = tokio_util::sync::CancellationToken::new();
+            fs::bounded(
+                fs::Threads::Client,
+                &never,
+                fs::EXPORT_TIME,
+                move |commit| {
+                    let page = render_html(&meta, &messages);
+                    write_export(&path, workspace.as_deref(), &page, commit)?;
+                    Ok(path.to_string_lossy().into_owned())
+                },
+            )
+            .await
+            .map_err(CommandError::Failed)
+        }
     }
+}
+
+/// Writes an export page at `path`: never through a symbolic link, never over anything but a
+/// regular file, and (with `workspace`) only inside it. Links in the directory part are
+/// resolved once; the file is then made beside its target and renamed over it through that one
+/// directory handle ([`safe_open::Target`]).
+fn write_export(
+    path: &Path,
+    workspace: Option<&Path>,
+    page: &str,
+    commit: &safe_open::Commit,
+) -> Result<(), String> {
+    let fail = |e: std::io::Error, op| format!("Cannot export: {}", fs::error_text(&e, op, path));
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(format!(
+            "Cannot export: {} does not name a file",
+            path.display()
+        ));
+    };
+    let dir = std::fs::canonicalize(parent).map_err(|e| fail(e, "open"))?;
+    if let Some(workspace) = workspace {
+        let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.into());
+        if !dir.starts_with(&workspace) {
+            return Err(format!(
+                "Cannot export: a relative outputPath must stay inside the workspace ({}), but {} \
+                 lies in {}; give an absolute path to export elsewhere",
+                workspace.display(),
+                path.display(),
+                dir.display()
+            ));
+        }
+    }
+    safe_open::Target::open(&dir.join(name), false)
+        .and_then(|target| target.replace(page.as_bytes(), commit))
+        .map_err(|e| fail(e, "write"))
 }
 
 /// A session-file view as a pre-encoded payload.

@@ -1,7 +1,8 @@
 //! Commands → agent calls → exactly one response each. Commands that wait for the agent
-//! (`abort`, `compact`) answer from their own task, so other commands are served meanwhile;
-//! file work (`switch_session`, `export_html`) runs off the runtime thread but is awaited here,
-//! so the commands after it see its effect. This is the one place where agent errors become
+//! (`abort`, `compact`) or for the disk (`export_html`, which takes the conversation at once and
+//! writes it within a time bound) answer from their own task, so other commands are served
+//! meanwhile; `switch_session` runs off the runtime thread but is awaited here, so the commands
+//! after it see its effect. This is the one place where agent errors become
 //! wire text.
 
 use super::images;
@@ -115,10 +116,14 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
         Command::Clone {} => agent.clone_session().map(cancelled),
         Command::GetEntries { since } => agent.entries(since.as_deref()).map(Some),
         Command::GetTree {} => agent.tree().map(Some),
-        Command::ExportHtml { output_path } => agent
-            .export_html(output_path)
-            .await
-            .map(|path| Some(ResponseData::Exported { path })),
+        Command::ExportHtml { output_path } => {
+            let export = agent.export_html(output_path);
+            return answer_later(out, id, name, async move {
+                Ok(Some(ResponseData::Exported {
+                    path: export.await?,
+                }))
+            });
+        }
         Command::Compact {
             custom_instructions,
         } => match agent.compact(custom_instructions) {

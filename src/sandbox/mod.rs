@@ -5,7 +5,7 @@
 //! then Landlock for everything else), starts bash and stays alive as its [keeper], which
 //! kills whatever bash leaves behind. Every other program nova starts (the user's commands, MCP
 //! servers, `!command` values) runs under the keeper too, without restrictions ([`kept`]). The file tools do not run in a child;
-//! they ask the agent's permission gate instead, through [`Sandbox::file_write_reason`], which
+//! they ask the agent's permission gate instead, through [`Sandbox::check_write`], which
 //! decides from the same [`Policy`]. Where the kernel cannot sandbox commands, nova asks before
 //! every bash command instead (fail closed), unless the user turned the sandbox off.
 //!
@@ -21,7 +21,7 @@ mod shell;
 
 pub use launcher::{kept, run_if_requested};
 pub use placeholder::Placeholders;
-pub use policy::{Policy, WriteRefusal};
+pub use policy::{Policy, WriteRefusal, resolve_for_write};
 pub use settings::{Mode, SandboxSettings};
 pub use shell::{GroupStop, output_within, shell_command};
 
@@ -179,9 +179,12 @@ impl Sandbox {
         }
     }
 
-    /// Why a file tool must ask before writing `path` (absolute); `None` to go ahead.
-    pub fn file_write_reason(&self, path: &Path) -> Option<WriteRefusal> {
-        self.policy().file_write_reason(path)
+    /// Resolves a file tool's write to `path` (absolute) once: the path it really changes, and
+    /// why it must ask first (`None` to go ahead). The tool then writes exactly that path.
+    pub fn check_write(&self, path: &Path) -> (PathBuf, Option<WriteRefusal>) {
+        let target = resolve_for_write(path);
+        let refusal = self.policy().refusal_for(target.clone());
+        (target, refusal)
     }
 
     /// Why a bash command must ask first as far as the sandbox is concerned: it cannot be

@@ -141,7 +141,12 @@ impl Policy {
     /// `Some` when a file tool writing `path` (absolute) must ask first: in `read-only` mode,
     /// outside the writable roots, or inside a protected path.
     pub fn file_write_reason(&self, path: &Path) -> Option<WriteRefusal> {
-        let resolved = resolve_for_write(path);
+        self.refusal_for(resolve_for_write(path))
+    }
+
+    /// [`Policy::file_write_reason`] for a path [`resolve_for_write`] already resolved: the one
+    /// the tool will write, checked as it is rather than resolved again.
+    pub fn refusal_for(&self, resolved: PathBuf) -> Option<WriteRefusal> {
         let reason = match self.mode {
             Mode::Off => return None,
             Mode::ReadOnly => {

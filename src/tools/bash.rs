@@ -454,6 +454,7 @@ mod tests {
             on_update: Arc::new(move |p| sink.lock().unwrap().push(p)),
             sandbox: Arc::new(crate::sandbox::Sandbox::off()),
             outputs: Arc::default(),
+            write_target: None,
         };
         (ctx, updates)
     }

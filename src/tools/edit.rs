@@ -3,11 +3,12 @@
 //! invisible to the model, so matching happens without them and they are restored on write.
 
 use super::edit_match::{self, Edit};
-use super::{ToolContext, ToolOutput, ToolResult, blocking, diff, fs, path};
+use super::safe_open::Target;
+use super::{ToolContext, ToolOutput, ToolResult, blocking, diff, fs};
 use crate::protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read};
 
 const BOM: &str = "\u{FEFF}";
 
@@ -92,15 +93,21 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
             "Edit tool input is invalid. edits must contain at least one replacement.".into(),
         );
     }
-    let abs = path::resolve(&args.path, &ctx.cwd);
-    let cancel = ctx.cancel.clone();
-    blocking(&ctx.cancel, false, move || {
-        let raw = match std::fs::read(&abs) {
-            Ok(bytes) => bytes,
+    let target = ctx.write_target(&args.path);
+    blocking(&ctx.cancel, move |commit| {
+        // The file is read and replaced through one directory handle: what is edited is what
+        // was checked, whatever happens to the path meanwhile.
+        let opened = Target::open(&target, false).and_then(|t| {
+            let mut raw = Vec::new();
+            t.open_existing()?.read_to_end(&mut raw)?;
+            Ok((t, raw))
+        });
+        let (file, raw) = match opened {
+            Ok(opened) => opened,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 return Err(format!("File not found: {}", args.path));
             }
-            Err(e) => return Err(fs::error_text(&e, "open", &abs)),
+            Err(e) => return Err(fs::error_text(&e, "open", &target)),
         };
         let text = String::from_utf8(raw)
             .map_err(|_| format!("Could not edit {}: the file is not valid UTF-8.", args.path))?;
@@ -123,7 +130,8 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         } else {
             edited.clone()
         };
-        fs::write_atomic(&abs, format!("{bom}{restored}").as_bytes(), &cancel)?;
+        file.replace(format!("{bom}{restored}").as_bytes(), commit)
+            .map_err(|e| fs::error_text(&e, "write", &target))?;
         let (diff, first_changed_line) = diff::numbered(&base, &edited);
         Ok(ToolOutput::text(
             format!(

@@ -131,7 +131,9 @@ fn grep(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
         }
         let mut sink = FileSink::new(limit, context, stop);
         // An unreadable file is skipped, as rg skips it (with a message we have nowhere to put).
-        let searched = std::fs::File::open(entry.path()).and_then(|file| {
+        // Regular files only, opened without blocking: a FIFO or device is skipped like an
+        // unreadable file.
+        let searched = super::safe_open::open_regular(entry.path()).and_then(|file| {
             searcher.search_reader(&*matcher, CutLines::new(file, max_line), &mut sink)
         });
         if searched.is_ok() && !sink.binary && sink.matches > 0 {

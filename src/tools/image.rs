@@ -180,7 +180,7 @@ pub fn turn() -> Turn {
 /// Reads and decodes the image at `abs`; every failure is an error text naming the path.
 pub fn load(abs: &Path) -> Result<Loaded, String> {
     let turn = turn();
-    let mut file = std::fs::File::open(abs).map_err(|e| error_text(&e, "open", abs))?;
+    let mut file = super::safe_open::open_regular(abs).map_err(|e| error_text(&e, "open", abs))?;
     let mut bytes = Vec::with_capacity(SNIFF_BYTES);
     // The head alone settles whether this is an image, so a large non-image is never read whole.
     (&mut file)

@@ -36,7 +36,7 @@ pub(super) fn spec() -> ToolSpec {
 pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
     let dir = search::root(args.path.as_deref(), &ctx.cwd);
     let limit = usize::try_from(args.limit.unwrap_or(DEFAULT_LIMIT).max(1)).unwrap_or(usize::MAX);
-    blocking(&ctx.cancel, true, move || list(&dir, limit)).await
+    blocking(&ctx.cancel, move |_| list(&dir, limit)).await
 }
 
 fn list(dir: &Path, limit: usize) -> ToolResult {

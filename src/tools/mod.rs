@@ -6,7 +6,7 @@ mod diff;
 mod edit;
 mod edit_match;
 mod find;
-mod fs;
+pub mod fs;
 mod grep;
 pub mod image;
 mod ls;
@@ -14,6 +14,7 @@ pub mod output;
 pub mod path;
 pub mod permission;
 mod read;
+pub mod safe_open;
 mod search;
 pub mod truncate;
 mod utf8;
@@ -73,6 +74,10 @@ pub struct ToolContext {
     pub sandbox: Arc<Sandbox>,
     /// Where a command's full-output file is recorded, to be removed with the session.
     pub outputs: Arc<output::OutputFiles>,
+    /// For `write` and `edit`: the path the permission gate checked (symlinks and `..`
+    /// resolved). The tool acts on exactly this path, through [`safe_open`], and never resolves
+    /// the model's path again. `None` outside the gate (unit tests), where the tool resolves it.
+    pub write_target: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -92,7 +97,17 @@ impl ToolContext {
             on_update: Arc::new(|_| {}),
             sandbox: Arc::new(Sandbox::off()),
             outputs: Arc::default(),
+            write_target: None,
         }
+    }
+}
+
+impl ToolContext {
+    /// The path a write to `raw` acts on: the one the gate checked, else resolved here.
+    fn write_target(&self, raw: &str) -> PathBuf {
+        self.write_target
+            .clone()
+            .unwrap_or_else(|| crate::sandbox::resolve_for_write(&path::resolve(raw, &self.cwd)))
     }
 }
 
@@ -200,24 +215,12 @@ where
     f(args).await
 }
 
-/// Runs blocking file work off the async threads. Read-only work is abandoned as soon as `cancel`
-/// fires; work that writes checks the token itself so that "aborted" means "nothing written".
-async fn blocking<F>(cancel: &CancellationToken, abandon_on_cancel: bool, f: F) -> ToolResult
+/// Runs a tool's blocking file work: on the file tools' share of the blocking pool, within
+/// [`fs::FILE_TIME`], ended at once by `cancel` (see [`fs::bounded`]). Work that writes asks the
+/// [`safe_open::Commit`] before it replaces anything, so "aborted" means "nothing written".
+async fn blocking<F>(cancel: &CancellationToken, f: F) -> ToolResult
 where
-    F: FnOnce() -> ToolResult + Send + 'static,
+    F: FnOnce(&safe_open::Commit) -> ToolResult + Send + 'static,
 {
-    if cancel.is_cancelled() {
-        return Err(fs::ABORTED.to_owned());
-    }
-    let task = tokio::task::spawn_blocking(f);
-    let joined = if abandon_on_cancel {
-        tokio::select! {
-            biased;
-            () = cancel.cancelled() => return Err(fs::ABORTED.to_owned()),
-            joined = task => joined,
-        }
-    } else {
-        task.await
-    };
-    joined.map_err(|e| format!("Tool task failed: {e}"))?
+    fs::bounded(fs::Threads::Tools, cancel, fs::FILE_TIME, f).await
 }

@@ -7,7 +7,9 @@
 
 use super::truncate::{Head, Limits, MAX_BYTES, TruncatedBy, format_size};
 use super::utf8::Lossy;
-use super::{ToolContext, ToolOutput, ToolResult, blocking, fs::error_text, image, path};
+use super::{
+    ToolContext, ToolOutput, ToolResult, blocking, fs::error_text, image, path, safe_open,
+};
 use crate::protocol::ContentBlock;
 use crate::protocol::ToolSpec;
 use base64::Engine;
@@ -52,11 +54,11 @@ pub(super) fn spec() -> ToolSpec {
 pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
     let abs = path::resolve(&args.path, &ctx.cwd);
     let cancel = ctx.cancel.clone();
-    blocking(&ctx.cancel, true, move || read(&args, &abs, &cancel)).await
+    blocking(&ctx.cancel, move |_| read(&args, &abs, &cancel)).await
 }
 
 fn read(args: &Args, abs: &Path, cancel: &CancellationToken) -> ToolResult {
-    let mut file = std::fs::File::open(abs).map_err(|e| error_text(&e, "open", abs))?;
+    let mut file = safe_open::open_regular(abs).map_err(|e| error_text(&e, "open", abs))?;
     let mut head = Vec::with_capacity(image::SNIFF_BYTES);
     (&mut file)
         .take(image::SNIFF_BYTES as u64)

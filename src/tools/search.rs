@@ -9,7 +9,7 @@
 //! result: asking for 100 matches then stops searching early, as `rg` does when Pi kills it.
 
 use super::truncate::{Head, Limits, MAX_BYTES, format_size};
-use super::{ToolResult, fs::ABORTED};
+use super::{ToolResult, fs};
 use ignore::{DirEntry, WalkBuilder, WalkState};
 use serde_json::{Map, Value};
 use std::collections::BinaryHeap;
@@ -23,26 +23,22 @@ use tokio_util::sync::CancellationToken;
 /// limit; that value shows in `details.truncation.maxLines`.
 const UNLIMITED_LINES: usize = (1 << 53) - 1;
 
-/// Runs `f` on a blocking thread. When `cancel` fires the call ends at once with Pi's abort
-/// error, and the flag handed to `f` tells the walk to wind down instead of running on unseen.
+/// Runs `f` on a blocking thread, within [`fs::SEARCH_TIME`]. When `cancel` fires (or time runs
+/// out) the call ends at once with Pi's abort error, and the flag handed to `f` tells the walk to
+/// wind down instead of running on unseen.
 pub(super) async fn run_stoppable<F>(cancel: &CancellationToken, f: F) -> ToolResult
 where
     F: FnOnce(&AtomicBool) -> ToolResult + Send + 'static,
 {
-    if cancel.is_cancelled() {
-        return Err(ABORTED.to_owned());
-    }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
-    let task = tokio::task::spawn_blocking(move || f(&flag));
-    tokio::select! {
-        biased;
-        () = cancel.cancelled() => {
-            stop.store(true, Ordering::Relaxed);
-            Err(ABORTED.to_owned())
-        }
-        joined = task => joined.map_err(|e| format!("Tool task failed: {e}"))?,
-    }
+    let result = fs::bounded(fs::Threads::Tools, cancel, fs::SEARCH_TIME, move |_| {
+        f(&flag)
+    })
+    .await;
+    // Ended early (or done): either way nothing should keep walking.
+    stop.store(true, Ordering::Relaxed);
+    result
 }
 
 /// The directory (or file) a search tool starts from: its `path` argument resolved against the

@@ -37,7 +37,7 @@ pub(super) fn spec() -> ToolSpec {
 pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
     let abs = path::resolve(&args.path, &ctx.cwd);
     let cancel = ctx.cancel.clone();
-    blocking(&ctx.cancel, true, move || view(&args.path, &abs, &cancel)).await
+    blocking(&ctx.cancel, move |_| view(&args.path, &abs, &cancel)).await
 }
 
 fn view(shown: &str, abs: &Path, cancel: &CancellationToken) -> ToolResult {

@@ -1,6 +1,7 @@
 //! `write`: create or replace a whole file, making its directories as needed.
 
-use super::{ToolContext, ToolOutput, ToolResult, blocking, fs, path};
+use super::safe_open::Target;
+use super::{ToolContext, ToolOutput, ToolResult, blocking, fs};
 use crate::protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::json;
@@ -29,13 +30,12 @@ pub(super) fn spec() -> ToolSpec {
 }
 
 pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
-    let abs = path::resolve(&args.path, &ctx.cwd);
-    let cancel = ctx.cancel.clone();
-    blocking(&ctx.cancel, false, move || {
-        if let Some(dir) = abs.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| fs::error_text(&e, "mkdir", dir))?;
-        }
-        fs::write_atomic(&abs, args.content.as_bytes(), &cancel)?;
+    let target = ctx.write_target(&args.path);
+    blocking(&ctx.cancel, move |commit| {
+        Target::open(&target, true)
+            .map_err(|e| fs::error_text(&e, "mkdir", &target))?
+            .replace(args.content.as_bytes(), commit)
+            .map_err(|e| fs::error_text(&e, "write", &target))?;
         Ok(ToolOutput::text(
             format!(
                 "Successfully wrote {} bytes to {}",

@@ -56,7 +56,7 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
     }
     let abs = path::resolve(&args.path, &ctx.cwd);
     let cancel = ctx.cancel.clone();
-    blocking(&ctx.cancel, true, move || zoom(&args, scale, &abs, &cancel)).await
+    blocking(&ctx.cancel, move |_| zoom(&args, scale, &abs, &cancel)).await
 }
 
 /// A rectangle known to lie inside the image, in its pixels.

@@ -25,6 +25,7 @@ mod redirects;
 mod retry;
 mod run;
 mod runtime;
+mod safety_files;
 mod sandbox;
 mod session_commands;
 mod session_resume;

@@ -12,7 +12,7 @@ use tempfile::TempDir;
 /// A directory outside every writable root: cargo's scratch directory for tests, unless the
 /// checkout itself lies under `/tmp` or `$TMPDIR` (always writable), then one under the home
 /// directory's cache.
-fn outside() -> TempDir {
+pub(super) fn outside() -> TempDir {
     let target = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let writable = [Path::new("/tmp").to_path_buf(), std::env::temp_dir()];
     if !writable.iter().any(|w| target.starts_with(w)) {
