@@ -503,9 +503,11 @@ fn sigint_aborts_the_run_keeps_the_partial_reply_and_exits_1() {
     let messages = session_messages(&shell.session_files()[0]);
     let reply = messages.last().unwrap();
     assert_eq!(reply["stopReason"], "aborted", "{reply}");
-    // What had arrived when the signal came: the gate holds back the last two letters.
-    let partial = reply["content"][0]["text"].as_str().unwrap();
-    assert!(["a", "ab"].contains(&partial), "{reply}");
+    // What had arrived when the signal came: the gate holds back the last two letters. On a
+    // loaded machine the signal can beat nova to the two frames the mock already sent, so
+    // nothing may have arrived yet; the reply is still recorded, as aborted.
+    let partial = reply["content"][0]["text"].as_str().unwrap_or("");
+    assert!(["", "a", "ab"].contains(&partial), "{reply}");
 }
 
 #[test]
