@@ -747,7 +747,7 @@ fn is_trusted(list: Option<Value>, cwd: &Path, warnings: &mut Vec<String>) -> bo
 /// `Ok(None)` when the file does not exist. An invalid file is an error naming the file, line
 /// and column.
 fn read_object(path: &Path) -> Result<Option<Map<String, Value>>, String> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::tools::safe_open::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),

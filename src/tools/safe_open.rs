@@ -107,6 +107,14 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// The whole text of a regular file, as [`std::fs::read_to_string`] reads it, but never
+/// blocking on a FIFO or device planted where a configuration or context file is expected.
+pub fn read_to_string(path: &Path) -> io::Result<String> {
+    let mut text = String::new();
+    io::Read::read_to_string(&mut open_regular(path)?, &mut text)?;
+    Ok(text)
+}
+
 /// Whether a write may still go ahead: the blocking side asks [`Commit::begin`] right before it
 /// replaces anything, the waiting side [`Commit::abandon`]s it on abort or time-out. Exactly one
 /// of the two wins, so "aborted" always means "nothing replaced".

@@ -155,3 +155,23 @@ fn a_trusted_project_s_prompts_skills_and_templates_are_loaded() {
     );
     assert!(!stderr.contains("not trusted"), "{stderr}");
 }
+
+#[test]
+fn a_fifo_where_a_context_or_settings_file_belongs_does_not_hang_startup() {
+    let builder = Nova::builder();
+    let cwd = builder.cwd().to_path_buf();
+    std::fs::create_dir_all(cwd.join(".nova")).unwrap();
+    for fifo in ["AGENTS.md", ".nova/settings.json", ".mcp.json"] {
+        let made = std::process::Command::new("mkfifo")
+            .arg(cwd.join(fifo))
+            .status()
+            .unwrap();
+        assert!(made.success());
+    }
+    // Nobody ever writes the FIFOs: reading one would wait for ever.
+    let mut nova = builder.spawn();
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    assert!(state["sessionId"].is_string(), "{state}");
+    let stderr = nova.stderr_with("settings.json");
+    assert!(stderr.contains("not a regular file (a FIFO)"), "{stderr}");
+}
