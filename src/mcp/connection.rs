@@ -64,9 +64,12 @@ pub async fn connect(
             env,
             cwd,
         } => {
-            let env = resolve_all(env, prepare)
-                .await
-                .map_err(|e| format!("env {e}"))?;
+            let env = match config.literal_values() {
+                true => env.clone(),
+                false => resolve_all(env, prepare)
+                    .await
+                    .map_err(|e| format!("env {e}"))?,
+            };
             let (process, pipes) = process::spawn(command, args, &env, cwd, isolation)?;
             let exited = process.exited();
             match handler.serve(pipes).await {
@@ -80,9 +83,12 @@ pub async fn connect(
             }
         }
         Transport::Http { url, headers } => {
-            let headers = resolve_all(headers, prepare)
-                .await
-                .map_err(|e| format!("header {e}"))?;
+            let headers = match config.literal_values() {
+                true => headers.clone(),
+                false => resolve_all(headers, prepare)
+                    .await
+                    .map_err(|e| format!("header {e}"))?,
+            };
             let mut custom = HashMap::new();
             for (name, value) in headers {
                 let name = HeaderName::try_from(name.as_str())

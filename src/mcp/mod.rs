@@ -20,5 +20,6 @@ mod result;
 pub mod rules;
 mod servers;
 
+pub use config::{ClientServer, ClientTransport};
 pub use rules::{Rules, Verdict};
 pub use servers::{ABORTED, McpConfig, Servers, StatusFn};
