@@ -102,6 +102,8 @@ pub fn joined_text(blocks: &[ContentBlock]) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum StopReason {
+    /// The reply is still streaming (`message_start`); a stored message never says this.
+    Pending,
     Stop,
     Length,
     ToolUse,
@@ -117,6 +119,9 @@ pub struct Cost {
     pub cache_read: f64,
     pub cache_write: f64,
     pub total: f64,
+    /// Whether the provider reported the cost itself; known once the reply has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_from_provider: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -126,6 +131,9 @@ pub struct Usage {
     pub output: u64,
     pub cache_read: u64,
     pub cache_write: u64,
+    /// The part of `output` spent reasoning; known once the reply has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<u64>,
     pub total_tokens: u64,
     pub cost: Cost,
 }
@@ -144,14 +152,45 @@ pub struct AssistantMessage {
     pub api: String,
     pub provider: String,
     pub model: String,
+    /// The provider's id of the reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    /// The thinking level the reply was asked with; text, since Pi's files may name levels
+    /// nova does not have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_level: Option<String>,
     pub usage: Usage,
     pub stop_reason: StopReason,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// The provider's own word for why the reply ended (`stop`, `tool_calls`, `end_turn`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_stop_reason: Option<String>,
+    /// From sending the request to the reply's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
     pub timestamp: i64,
 }
 
 impl AssistantMessage {
+    /// A reply of `model` that has not begun: no content, no usage, still pending.
+    pub fn pending(api: &str, provider: &str, model: &str, timestamp: i64) -> AssistantMessage {
+        AssistantMessage {
+            content: Vec::new(),
+            api: api.to_owned(),
+            provider: provider.to_owned(),
+            model: model.to_owned(),
+            response_id: None,
+            thinking_level: None,
+            usage: Usage::default(),
+            stop_reason: StopReason::Pending,
+            error_message: None,
+            raw_stop_reason: None,
+            duration_ms: None,
+            timestamp,
+        }
+    }
+
     /// The tool calls in this message, in order: `(id, name, arguments)`.
     pub fn tool_calls(&self) -> impl Iterator<Item = (&str, &str, &Value)> {
         self.content.iter().filter_map(|b| match b {
@@ -218,6 +257,10 @@ pub struct BashExecutionMessage {
 /// `AsRef<Message>`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "conversations hold messages behind an Arc; boxing the reply would only add a hop"
+)]
 pub enum Message {
     User(UserMessage),
     Assistant(AssistantMessage),
@@ -960,6 +1003,8 @@ pub enum AssistantMessageEvent {
     },
     ToolcallStart {
         content_index: usize,
+        id: String,
+        tool_name: String,
     },
     ToolcallDelta {
         content_index: usize,
@@ -1005,6 +1050,8 @@ pub enum Event {
     },
     MessageUpdate {
         assistant_message_event: AssistantMessageEvent,
+        /// The reply's usage as far as it is known.
+        usage: Usage,
     },
     MessageEnd {
         message: Message,

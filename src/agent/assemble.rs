@@ -139,9 +139,11 @@ impl Assembler {
                 self.close(out);
                 let block = self.message.content.len();
                 let fallback_id = format!("call_{}_{}", self.message.timestamp, block);
+                let id = id.filter(|i| !i.is_empty()).unwrap_or(fallback_id);
+                let name = name.unwrap_or_default();
                 self.message.content.push(ContentBlock::ToolCall {
-                    id: id.filter(|i| !i.is_empty()).unwrap_or(fallback_id),
-                    name: name.unwrap_or_default(),
+                    id: id.clone(),
+                    name: name.clone(),
                     arguments: Value::Object(Default::default()),
                     thought_signature: None,
                 });
@@ -154,6 +156,8 @@ impl Assembler {
                 });
                 out.push(Ev::ToolcallStart {
                     content_index: block,
+                    id,
+                    tool_name: name,
                 });
                 self.calls.len() - 1
             }
@@ -260,6 +264,11 @@ impl Assembler {
         }
     }
 
+    /// The reply's usage as far as the provider has reported it.
+    pub fn usage(&self) -> &crate::protocol::Usage {
+        &self.message.usage
+    }
+
     /// Ends the message normally.
     pub fn finish(mut self, out: &mut Vec<Ev>) -> AssistantMessage {
         self.close(out);
@@ -308,6 +317,10 @@ mod tests {
             usage: Usage::default(),
             stop_reason: StopReason::Stop,
             error_message: None,
+            response_id: None,
+            thinking_level: None,
+            raw_stop_reason: None,
+            duration_ms: None,
             timestamp: 7,
         }
     }

@@ -128,7 +128,8 @@ async fn a_run_streams_into_the_sink() {
     assert!(events.iter().any(|e| matches!(
         e,
         Event::MessageUpdate {
-            assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. }
+            assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. },
+            ..
         } if delta == "hello"
     )));
     assert_eq!(agent.last_assistant_text().as_deref(), Some("hello"));

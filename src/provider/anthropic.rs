@@ -473,6 +473,8 @@ struct Frame {
 #[derive(Deserialize)]
 struct StartMessage {
     #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
     usage: Option<RawUsage>,
 }
 
@@ -548,10 +550,16 @@ pub struct Accumulator {
     calls: usize,
     tokens: Option<Tokens>,
     stop: Option<StopReason>,
+    facts: super::ReplyFacts,
     done: bool,
 }
 
 impl Accumulator {
+    /// What the server has said about the reply so far, beside its content.
+    pub fn facts(&self) -> &super::ReplyFacts {
+        &self.facts
+    }
+
     pub fn new(model: &Model) -> Self {
         Accumulator {
             sse: SseDecoder::default(),
@@ -560,6 +568,7 @@ impl Accumulator {
             calls: 0,
             tokens: None,
             stop: None,
+            facts: super::ReplyFacts::default(),
             done: false,
         }
     }
@@ -613,8 +622,11 @@ impl Accumulator {
         };
         match kind {
             "message_start" => {
-                if let Some(usage) = frame.message.and_then(|m| m.usage) {
-                    self.count(usage);
+                if let Some(message) = frame.message {
+                    self.facts.response_id = message.id;
+                    if let Some(usage) = message.usage {
+                        self.count(usage);
+                    }
                 }
             }
             "content_block_start" => {
@@ -642,6 +654,7 @@ impl Accumulator {
                     && let Some(reason) = delta.stop_reason
                 {
                     self.stop = Some(stop_reason(&reason, delta.stop_details.as_ref())?);
+                    self.facts.raw_stop_reason = Some(reason);
                 }
             }
             "message_stop" => self.end(out)?,

@@ -53,6 +53,15 @@ pub enum ProviderEvent {
 
 pub use crate::protocol::Api;
 
+/// What the server said about a reply beside its content: kept on the message as Pi keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplyFacts {
+    /// The server's id of the reply (OpenAI's chunk `id`, Anthropic's message id).
+    pub response_id: Option<String>,
+    /// The server's own finish reason, before it is mapped to a stop reason.
+    pub raw_stop_reason: Option<String>,
+}
+
 /// What to ask a model; how to reach it is an [`http::Transport`].
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
@@ -134,12 +143,15 @@ fn priced(model: &Model, tokens: Tokens) -> Usage {
         cache_read: per_million(tokens.cache_read, model.cost.cache_read),
         cache_write: per_million(tokens.cache_write, model.cost.cache_write),
         total: 0.0,
+        // nova prices every reply itself from the model's rates.
+        total_from_provider: Some(false),
     };
     Usage {
         input: tokens.input,
         output: tokens.output,
         cache_read: tokens.cache_read,
         cache_write: tokens.cache_write,
+        reasoning: None,
         total_tokens: tokens
             .input
             .saturating_add(tokens.output)

@@ -86,8 +86,9 @@ struct Run {
 }
 
 fn both(pi_dir: &Path, replies: &[Reply], scenario: fn(&mut Rpc)) -> [Run; 2] {
-    let mock = MockLlm::start();
     [Side::Pi, Side::Nova].map(|side| {
+        // One mock each, so both see the same reply ids.
+        let mock = MockLlm::start();
         for reply in replies {
             mock.push(reply.clone());
         }
@@ -112,6 +113,7 @@ fn both(pi_dir: &Path, replies: &[Reply], scenario: fn(&mut Rpc)) -> [Run; 2] {
             (cwd.path().display().to_string(), "cwd"),
             (nova::session::paths::cwd_slug(cwd.path()), "cwd-slug"),
             (pi_dir.display().to_string(), "pi"),
+            (format!("127.0.0.1:{}", mock.port()), "mock"),
         ];
         Run {
             transcript: rpc.stop(),
@@ -211,6 +213,14 @@ fn nova_answers_as_pi_does() {
             }
         }
         compare::transcripts(name, &pi, &nova, &mut found);
+    }
+    if let Some(out) = &out {
+        let all: Vec<String> = found
+            .0
+            .iter()
+            .map(|(key, (count, example))| format!("{key}  ({count}×; {example})"))
+            .collect();
+        std::fs::write(out.join("differences.txt"), all.join("\n")).unwrap();
     }
     let allowed = Allowed::load();
     let mut used = vec![false; allowed.entries.len()];
