@@ -2,7 +2,7 @@
 //! models. Secrets (`apiKey`, header values) stay unresolved here and are resolved per request.
 
 use super::builtin;
-use crate::protocol::{LoadOptions, Model, ModelCost, ThinkingLevelMap};
+use crate::protocol::{LoadOptions, Model, ModelCompat, ModelCost, ThinkingLevelMap};
 use crate::provider::{Api, compat};
 use crate::secret;
 use serde::Deserialize;
@@ -149,7 +149,8 @@ impl Registry {
                     context_window: m.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
                     max_tokens: m.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
                     thinking_level_map: m.thinking_level_map.clone(),
-                    compat: compat::merge(p.compat.as_ref(), m.compat.as_ref()),
+                    compat: compat::merge(p.compat.as_ref(), m.compat.as_ref())
+                        .map(ModelCompat::from),
                     // A declared window is what the user wants the prompt to get; without one,
                     // the server's own setting stands.
                     load: LoadOptions {
@@ -406,14 +407,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            r.find("x", "m").unwrap().compat,
+            r.find("x", "m")
+                .unwrap()
+                .compat
+                .as_ref()
+                .map(|c| c.written().clone()),
             Some(
                 serde_json::json!({"supportsStore": true, "maxTokensField": "max_tokens",
                                     "requiresToolResultName": 1})
             )
         );
         assert_eq!(
-            r.find("x", "n").unwrap().compat,
+            r.find("x", "n")
+                .unwrap()
+                .compat
+                .as_ref()
+                .map(|c| c.written().clone()),
             Some(serde_json::json!({"supportsStore": false, "maxTokensField": "max_tokens"}))
         );
         assert_eq!(warnings.len(), 1, "{warnings:?}");
