@@ -9,7 +9,11 @@ use serde_json::value::RawValue;
 use std::sync::Arc;
 
 mod compat;
+mod details;
 pub use compat::{CompatFlags, MaxTokensField, ModelCompat, ThinkingFormat};
+pub use details::{
+    EditDetails, McpDetails, OutputDetails, ToolDetails, TruncatedBy, TruncationDetails,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Content blocks and messages
@@ -182,7 +186,7 @@ pub struct ToolResultMessage {
     pub tool_name: String,
     pub content: Vec<ContentBlock>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub details: Option<Value>,
+    pub details: Option<ToolDetails>,
     pub is_error: bool,
     pub timestamp: i64,
 }
@@ -976,7 +980,7 @@ pub enum AssistantMessageEvent {
 pub struct ToolResultPayload {
     pub content: Vec<ContentBlock>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub details: Option<Value>,
+    pub details: Option<ToolDetails>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -10,11 +10,11 @@
 use super::output::{MAX_FILE_BYTES, Output, OutputFiles, Snapshot};
 use super::truncate::{Limits, MAX_BYTES, TruncatedBy, format_size};
 use super::{ToolContext, ToolOutput, ToolResult, UpdateFn};
-use crate::protocol::{ContentBlock, ToolResultPayload, ToolSpec};
+use crate::protocol::{ContentBlock, OutputDetails, ToolDetails, ToolResultPayload, ToolSpec};
 use crate::sandbox::{GroupStop, Placeholders, Sandbox, kept};
 use nix::sys::signal::Signal;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -285,7 +285,11 @@ fn with_status(text: &str, status: &str) -> String {
 }
 
 /// The final text (output plus Pi's truncation notice) and `details`.
-fn render(snapshot: &Snapshot, last_line_bytes: usize, empty: &str) -> (String, Option<Value>) {
+fn render(
+    snapshot: &Snapshot,
+    last_line_bytes: usize,
+    empty: &str,
+) -> (String, Option<ToolDetails>) {
     let t = &snapshot.truncation;
     let mut text = if t.content.is_empty() {
         empty.to_owned()
@@ -326,18 +330,18 @@ fn render(snapshot: &Snapshot, last_line_bytes: usize, empty: &str) -> (String, 
     (text, details(snapshot))
 }
 
-fn details(snapshot: &Snapshot) -> Option<Value> {
-    let mut map = Map::new();
-    if snapshot.truncation.truncated {
-        map.insert("truncation".into(), json!(snapshot.truncation));
+fn details(snapshot: &Snapshot) -> Option<ToolDetails> {
+    let path = snapshot.full_output_path.as_ref();
+    OutputDetails {
+        truncation: snapshot
+            .truncation
+            .truncated
+            .then(|| snapshot.truncation.details()),
+        full_output_path: path.map(|p| p.display().to_string()),
+        full_output_cut: (path.is_some() && snapshot.full_output_cut).then_some(MAX_FILE_BYTES),
+        ..OutputDetails::default()
     }
-    if let Some(p) = &snapshot.full_output_path {
-        map.insert("fullOutputPath".into(), json!(p.display().to_string()));
-        if snapshot.full_output_cut {
-            map.insert("fullOutputCut".into(), json!(MAX_FILE_BYTES));
-        }
-    }
-    (!map.is_empty()).then_some(Value::Object(map))
+    .or_none()
 }
 
 /// The read side of the pipe plus throttled progress reporting.
@@ -590,7 +594,7 @@ mod tests {
             .await;
         assert!(!out.is_error);
         let text = joined_text(&out.content);
-        let details = out.details.unwrap();
+        let details = out.details.unwrap().json();
         let path = details["fullOutputPath"].as_str().unwrap().to_owned();
         assert!(path.contains("nova-bash-"));
         assert!(text.starts_with("1001\n1002\n"), "{}", &text[..20]);
@@ -611,7 +615,7 @@ mod tests {
         let last = updates.last().unwrap();
         assert!(joined_text(&last.content).ends_with("2999\n3000\n"));
         assert_eq!(
-            last.details.as_ref().unwrap()["fullOutputPath"],
+            last.details.as_ref().unwrap().json()["fullOutputPath"],
             path.as_str()
         );
     }
@@ -621,7 +625,7 @@ mod tests {
         // 1000 lines of 101 bytes: the 50KB limit bites before the line limit.
         let out = bash(json!({"command": "seq -f '%0100g' 1 1000"})).await;
         let text = joined_text(&out.content);
-        let path = out.details.as_ref().unwrap()["fullOutputPath"]
+        let path = out.details.as_ref().unwrap().json()["fullOutputPath"]
             .as_str()
             .unwrap()
             .to_owned();
@@ -635,7 +639,7 @@ mod tests {
 
         let out = bash(json!({"command": "head -c 60000 /dev/zero | tr '\\0' x"})).await;
         let text = joined_text(&out.content);
-        let path = out.details.as_ref().unwrap()["fullOutputPath"]
+        let path = out.details.as_ref().unwrap().json()["fullOutputPath"]
             .as_str()
             .unwrap()
             .to_owned();
@@ -650,7 +654,7 @@ mod tests {
         let (out, outputs) =
             bash_keeping("head -c 20000000 /dev/zero | tr '\\0' x; echo; echo end").await;
         let text = joined_text(&out.content);
-        let details = out.details.unwrap();
+        let details = out.details.unwrap().json();
         let path = details["fullOutputPath"].as_str().unwrap().to_owned();
         assert!(text.ends_with(&format!(
             "end\n\n\n[Showing lines 2-2 of 2 (50.0KB limit). Full output (its first 16.0MB only): {path}]"
