@@ -449,7 +449,7 @@ impl Agent {
             .await;
             agent.end_run(&mut agent.state());
             let _ = done_tx.send(true);
-            result.map_err(CommandError::Failed)
+            result.map_err(CommandError::from)
         })
     }
 

@@ -126,12 +126,9 @@ async fn execute(
     deadline: Option<Instant>,
     progress: Progress<'_>,
     outputs: &Arc<OutputFiles>,
-) -> Result<(std::io::Result<Ending>, Output), String> {
+) -> Result<(std::io::Result<Ending>, Output), RunError> {
     if !cwd.is_dir() {
-        return Err(format!(
-            "Working directory does not exist: {}\nCannot execute bash commands.",
-            cwd.display()
-        ));
+        return Err(RunError::NoCwd(cwd.to_owned()));
     }
     // An empty first update tells the tool's caller the command is running.
     if let Progress::Snapshots(on_update) = &progress {
@@ -141,7 +138,7 @@ async fn execute(
         });
     }
     let (reader, mut child, placeholders) =
-        spawn(command, cwd, sandbox).map_err(|e| format!("Could not start /bin/bash: {e}"))?;
+        spawn(command, cwd, sandbox).map_err(RunError::Start)?;
     // Stops the command if the tool stops early (its future dropped), so no command outlives
     // the run that started it.
     let mut group = GroupStop::new(child.id());
@@ -173,6 +170,18 @@ async fn execute(
     Ok((ending, stream.output))
 }
 
+/// Why a command did not run (or could not be waited for); the text is the tool's error result
+/// and the user `bash` command's error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("Working directory does not exist: {}\nCannot execute bash commands.", .0.display())]
+    NoCwd(std::path::PathBuf),
+    #[error("Could not start /bin/bash: {0}")]
+    Start(#[source] std::io::Error),
+    #[error("Could not wait for /bin/bash: {0}")]
+    Wait(#[source] std::io::Error),
+}
+
 /// What a command the user ran (the RPC `bash` command) produced, in Pi's `BashResult` terms.
 pub struct UserRun {
     /// Tail-truncated like the tool's output, without the tool's notice.
@@ -193,7 +202,7 @@ pub async fn run_for_user(
     cancel: &CancellationToken,
     on_chunk: &(dyn Fn(&str) + Send + Sync),
     outputs: &Arc<OutputFiles>,
-) -> Result<UserRun, String> {
+) -> Result<UserRun, RunError> {
     let progress = Progress::Chunks(on_chunk);
     let (ending, mut output) = execute(command, cwd, None, cancel, None, progress, outputs).await?;
     let snapshot = output.snapshot();
@@ -202,7 +211,7 @@ pub async fn run_for_user(
         Ok(Ending::Exited(status)) => (status.code(), false),
         Ok(Ending::Aborted) => (None, true),
         Ok(Ending::TimedOut) => (None, false),
-        Err(e) => return Err(format!("Could not wait for /bin/bash: {e}")),
+        Err(e) => return Err(RunError::Wait(e)),
     };
     Ok(UserRun {
         output: t.content,
@@ -233,7 +242,8 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         progress,
         &ctx.outputs,
     )
-    .await?;
+    .await
+    .map_err(|e| e.to_string())?;
     let snapshot = output.snapshot();
     let last_line = output.last_line_bytes();
     let status = match ending {
@@ -250,7 +260,7 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
             let (text, _) = render(&snapshot, last_line, "");
             return Err(with_status(&text, "Command aborted"));
         }
-        Err(e) => return Err(format!("Could not wait for /bin/bash: {e}")),
+        Err(e) => return Err(RunError::Wait(e).to_string()),
     };
     let (text, details) = render(&snapshot, last_line, "(no output)");
     match (
