@@ -7,6 +7,7 @@ use super::compaction::{
     CompactionSettings, CutPoint, SummaryError, SummaryJob, estimate_tokens, file_lists,
     find_cut_point, for_window, summarize,
 };
+use crate::config::ConfigError;
 use crate::protocol::{CompactionReason, CompactionResult, Event, Message};
 use crate::provider::http::Transport;
 use crate::session::{Body, SessionError};
@@ -23,8 +24,8 @@ pub enum CompactError {
     #[error("Nothing to compact (session too small)")]
     NothingToCompact,
     /// The model's API key or headers could not be resolved.
-    #[error("{0}")]
-    Credentials(String),
+    #[error(transparent)]
+    Credentials(#[from] ConfigError),
     #[error(transparent)]
     Summary(SummaryError),
     #[error(transparent)]

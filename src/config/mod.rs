@@ -3,6 +3,7 @@
 
 pub mod builtin;
 pub mod cli;
+mod error;
 pub mod models;
 pub mod scope;
 pub mod settings;
@@ -12,6 +13,7 @@ use crate::protocol::{Model, ThinkingLevel};
 use crate::tools::permission::{Mode as GateMode, Rules as PermissionRules};
 use crate::tools::{Tool, default_tools};
 pub use cli::{Cli, Mode};
+pub use error::ConfigError;
 pub use models::{DiscoveredModel, ProviderConfig, Registry};
 pub use scope::ScopedModel;
 pub use settings::{
@@ -113,7 +115,7 @@ pub async fn load_process(
     cli: Cli,
     agent_dir: PathBuf,
     discover: impl AsyncFnOnce(&str) -> Vec<DiscoveredModel>,
-) -> Result<Process, String> {
+) -> Result<Process, ConfigError> {
     let mut warnings = Vec::new();
     // Its warnings are the user file's, which every session reports when it reads the file.
     let user_settings = settings::load(
@@ -156,9 +158,8 @@ pub async fn load_process(
 
 impl Process {
     /// The session the command line asks for, in the process's working directory.
-    pub fn cli_session(&self) -> Result<SessionSpec, String> {
-        let cwd = std::env::current_dir()
-            .map_err(|e| format!("cannot read the current directory: {e}"))?;
+    pub fn cli_session(&self) -> Result<SessionSpec, ConfigError> {
+        let cwd = std::env::current_dir().map_err(ConfigError::Cwd)?;
         let resume = match (&self.cli.session, self.cli.continue_newest) {
             (Some(query), _) => Resume::Query(query.clone()),
             (None, true) => Resume::Newest,
@@ -170,7 +171,7 @@ impl Process {
     /// Everything one session needs, resolved for its cwd: the project's settings (and trust),
     /// the startup model, the gate's rules, the sandbox and the MCP servers. An `Err` is a
     /// usage error (an unknown model named on the command line).
-    pub fn session(&self, spec: &SessionSpec) -> Result<Config, String> {
+    pub fn session(&self, spec: &SessionSpec) -> Result<Config, ConfigError> {
         let (cli, agent_dir, cwd) = (&self.cli, &self.agent_dir, &spec.cwd);
         let mut warnings = Vec::new();
         let settings = settings::load(
@@ -326,15 +327,15 @@ fn startup_model(
     cli: &Cli,
     settings: &Settings,
     registry: &Registry,
-) -> Result<Option<Model>, String> {
+) -> Result<Option<Model>, ConfigError> {
     if let Some(wanted) = &cli.model {
         return registry
             .resolve(cli.provider.as_deref(), wanted)
             .cloned()
             .map(Some)
-            .ok_or_else(|| match &cli.provider {
-                Some(p) => format!("unknown model \"{p}/{wanted}\" (see models.json)"),
-                None => format!("unknown model \"{wanted}\" (see models.json)"),
+            .ok_or_else(|| ConfigError::UnknownModel {
+                provider: cli.provider.clone(),
+                id: wanted.clone(),
             });
     }
     if let Some(p) = &cli.provider {
@@ -344,7 +345,7 @@ fn startup_model(
             .find(|m| &m.provider == p)
             .cloned()
             .map(Some)
-            .ok_or_else(|| format!("provider \"{p}\" declares no models (see models.json)"));
+            .ok_or_else(|| ConfigError::NoModels(p.clone()));
     }
     if let Some(m) = settings
         .default_model
@@ -387,7 +388,7 @@ impl ToolSelection {
     }
 }
 
-fn active_tools(cli: &Cli) -> Result<ToolSelection, String> {
+fn active_tools(cli: &Cli) -> Result<ToolSelection, ConfigError> {
     if cli.no_tools {
         return Ok(ToolSelection::Only(vec![]));
     }
@@ -403,10 +404,10 @@ fn active_tools(cli: &Cli) -> Result<ToolSelection, String> {
     for name in names {
         let tool = Tool::from_name(name).ok_or_else(|| {
             let known: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
-            format!(
-                "unknown tool \"{name}\" in --tools (known: {})",
-                known.join(", ")
-            )
+            ConfigError::UnknownTool {
+                name: name.to_owned(),
+                known: known.join(", "),
+            }
         })?;
         if !tools.contains(&tool) {
             tools.push(tool);
@@ -416,10 +417,13 @@ fn active_tools(cli: &Cli) -> Result<ToolSelection, String> {
 }
 
 /// Pi's rule for prompt flags: a value naming an existing file means that file's text.
-fn text_or_file(value: &str) -> Result<String, String> {
+fn text_or_file(value: &str) -> Result<String, ConfigError> {
     let path = Path::new(value);
     if path.is_file() {
-        return std::fs::read_to_string(path).map_err(|e| format!("cannot read {value}: {e}"));
+        return std::fs::read_to_string(path).map_err(|source| ConfigError::PromptFile {
+            value: value.to_owned(),
+            source,
+        });
     }
     Ok(value.to_owned())
 }

@@ -1,7 +1,7 @@
 //! The model registry: `models.json` in Pi's format, or, without one, the local Ollama server's
 //! models. Secrets (`apiKey`, header values) stay unresolved here and are resolved per request.
 
-use super::builtin;
+use super::{ConfigError, builtin};
 use crate::protocol::{LoadOptions, Model, ModelCompat, ModelCost, ThinkingLevelMap};
 use crate::provider::{Api, compat};
 use crate::secret;
@@ -90,15 +90,26 @@ impl Registry {
     }
 
     /// Parses a models.json. `Ok(None)` when the file does not exist.
-    pub fn from_file(path: &Path, warnings: &mut Vec<String>) -> Result<Option<Registry>, String> {
+    pub fn from_file(
+        path: &Path,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<Registry>, ConfigError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
         };
         Self::from_json(&text, warnings)
             .map(Some)
-            .map_err(|e| format!("{}: {e}", path.display()))
+            .map_err(|reason| ConfigError::ModelsJson {
+                path: path.to_owned(),
+                reason,
+            })
     }
 
     /// Parses a models.json; problems that do not stop a model from working (a bad `compat`
@@ -285,7 +296,7 @@ impl Registry {
     pub async fn credentials(
         &self,
         model: &Model,
-    ) -> Result<(Option<String>, Vec<(String, String)>), String> {
+    ) -> Result<(Option<String>, Vec<(String, String)>), ConfigError> {
         let Some(provider) = self.provider(&model.provider) else {
             return Ok((None, vec![]));
         };
@@ -293,11 +304,17 @@ impl Registry {
             None if provider.name == builtin::ANTHROPIC => {
                 std::env::var(builtin::ANTHROPIC_KEY_VAR).ok()
             }
-            Some(raw) => Some(
-                self.resolve_value(raw)
-                    .await
-                    .map_err(|e| format!("apiKey of provider \"{}\": {e}", provider.name))?,
-            ),
+            Some(raw) => {
+                Some(
+                    self.resolve_value(raw)
+                        .await
+                        .map_err(|reason| ConfigError::Secret {
+                            what: "apiKey".to_owned(),
+                            provider: provider.name.clone(),
+                            reason,
+                        })?,
+                )
+            }
             None => None,
         };
         let mut headers = Vec::with_capacity(provider.headers.len());
@@ -305,7 +322,11 @@ impl Registry {
             let value = self
                 .resolve_value(raw)
                 .await
-                .map_err(|e| format!("header \"{name}\" of provider \"{}\": {e}", provider.name))?;
+                .map_err(|reason| ConfigError::Secret {
+                    what: format!("header \"{name}\""),
+                    provider: provider.name.clone(),
+                    reason,
+                })?;
             headers.push((name.clone(), value));
         }
         Ok((key.filter(|k| !k.is_empty()), headers))
