@@ -893,13 +893,15 @@ pub enum McpTransport {
     Http,
 }
 
-/// `user`: `<agent dir>/mcp.json`; `project`: `.nova/mcp.json`; `claude`: Claude's `.mcp.json`.
+/// `user`: `<agent dir>/mcp.json`; `project`: `.nova/mcp.json`; `claude`: Claude's `.mcp.json`;
+/// `client`: given by the front end's client for this session (ACP's `session/new`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum McpSource {
     User,
     Claude,
     Project,
+    Client,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -27,7 +27,10 @@ pub enum CommandError {
          pick it with set_model or --model."
     )]
     NoModel,
-    #[error("Blocked by the permissions.bash deny rule `{rule}`; the command was not run.")]
+    #[error(
+        "{}",
+        super::permission::blocked("permissions.bash", rule, "the command was not run")
+    )]
     Blocked { rule: String },
     /// Deny rules exist and what the command runs is known only at run time.
     #[error(

@@ -154,8 +154,10 @@ fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBu
     let unsandboxed = call.2["sandbox"] == Value::Bool(false);
     let sandbox = agent.inner.sandbox.bash_reason(unsandboxed);
     match (classify(&command, &agent.inner.permission_rules), sandbox) {
-        (Verdict::Deny { rule }, _) => Permission::Refused(format!(
-            "Blocked by the permissions.bash deny rule `{rule}`; the command was not run."
+        (Verdict::Deny { rule }, _) => Permission::Refused(permission::blocked(
+            "permissions.bash",
+            &rule,
+            "the command was not run",
         )),
         (Verdict::Run, None) => Permission::Granted,
         (Verdict::Run, Some(reason)) | (Verdict::Ask { reason }, None) => {

@@ -2,7 +2,7 @@
 //! cloned, and the read-only views of the session file (stats, entries, tree, export).
 
 use super::{Agent, CommandError, State, Tools, models};
-use crate::config::Config;
+use crate::config::{Config, Resume};
 use crate::export::{ExportMeta, render_html};
 use crate::protocol::{
     ContextUsage, Event, ForkMessage, Message, ResponseData, SessionStats, TokenTotals, Usage,
@@ -36,16 +36,31 @@ pub fn startup_session(config: &Config) -> Result<(Session, Vec<String>), Sessio
         cwd: &config.cwd,
         session_dir: config.session_dir.as_deref(),
     };
-    if let Some(query) = &config.resume {
-        return Session::open(&paths::resolve(query, scope)?);
-    }
-    if config.continue_newest
-        && let Some(newest) = dir.as_deref().and_then(paths::newest)
-    {
-        return match Session::open(&newest) {
-            Err(SessionError::NotASession(_)) => Session::salvage(&newest, dir, &config.cwd),
-            opened => opened,
-        };
+    let path = match &config.resume {
+        Resume::New => None,
+        Resume::Query(query) => Some(paths::resolve(query, scope)?),
+        Resume::Id(id) => Some(paths::find_id(id, scope)?),
+        Resume::Path(path) => {
+            let path = config.cwd.join(path);
+            if !path.is_file() {
+                return Err(SessionError::FileNotFound(path.display().to_string()));
+            }
+            Some(path)
+        }
+        Resume::Newest => {
+            if let Some(newest) = dir.as_deref().and_then(paths::newest) {
+                return match Session::open(&newest) {
+                    Err(SessionError::NotASession(_)) => {
+                        Session::salvage(&newest, dir, &config.cwd)
+                    }
+                    opened => opened,
+                };
+            }
+            None
+        }
+    };
+    if let Some(path) = path {
+        return Session::open(&path);
     }
     Ok((Session::create(dir, &config.cwd, None), Vec::new()))
 }

@@ -32,6 +32,9 @@ pub enum ConfigError {
     },
     #[error("provider \"{0}\" declares no models (see models.json)")]
     NoModels(String),
+    /// An MCP server the session's client gave cannot be used; the text names it and says why.
+    #[error("{0}")]
+    ClientMcpServer(String),
     /// A provider's `apiKey` or header value (`what`) could not be resolved.
     #[error("{what} of provider \"{provider}\": {reason}")]
     Secret {

@@ -65,12 +65,15 @@ pub async fn connect(
             env,
             cwd,
         } => {
-            let env = resolve_all(env, prepare)
-                .await
-                .map_err(|reason| McpError::Secret {
-                    what: "env",
-                    reason,
-                })?;
+            let env = match config.literal_values() {
+                true => env.clone(),
+                false => resolve_all(env, prepare)
+                    .await
+                    .map_err(|reason| McpError::Secret {
+                        what: "env",
+                        reason,
+                    })?,
+            };
             let (process, pipes) = process::spawn(command, args, &env, cwd, isolation)?;
             let exited = process.exited();
             match handler.serve(pipes).await {
@@ -84,13 +87,17 @@ pub async fn connect(
             }
         }
         Transport::Http { url, headers } => {
-            let headers =
-                resolve_all(headers, prepare)
-                    .await
-                    .map_err(|reason| McpError::Secret {
-                        what: "header",
-                        reason,
-                    })?;
+            let headers = match config.literal_values() {
+                true => headers.clone(),
+                false => {
+                    resolve_all(headers, prepare)
+                        .await
+                        .map_err(|reason| McpError::Secret {
+                            what: "header",
+                            reason,
+                        })?
+                }
+            };
             let mut custom = HashMap::new();
             for (name, value) in headers {
                 let bad = |e: &dyn std::fmt::Display| McpError::BadHeader {

@@ -21,6 +21,7 @@ mod result;
 pub mod rules;
 mod servers;
 
+pub use config::{ClientServer, ClientTransport};
 pub use error::McpError;
 pub use rules::{Rules, Verdict};
 pub use servers::{ABORTED, McpConfig, Servers, StatusFn};

@@ -7,6 +7,7 @@
 //! is found by [`Rules::unmatched`], so that a typo does not go unnoticed.
 
 use super::names::sanitize;
+pub use crate::tools::permission::Verdict;
 use globset::{Glob, GlobMatcher};
 
 #[derive(Debug, Clone, Default)]
@@ -22,13 +23,6 @@ pub struct Rules {
 struct Rule {
     pattern: String,
     matcher: GlobMatcher,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Run,
-    Ask { reason: String },
-    Deny { rule: String },
 }
 
 impl Rules {
