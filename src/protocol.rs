@@ -8,6 +8,13 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
+mod compat;
+mod details;
+pub use compat::{CompatFlags, MaxTokensField, ModelCompat, ThinkingFormat};
+pub use details::{
+    EditDetails, McpDetails, OutputDetails, ToolDetails, TruncatedBy, TruncationDetails,
+};
+
 // ---------------------------------------------------------------------------------------------
 // Content blocks and messages
 // ---------------------------------------------------------------------------------------------
@@ -218,7 +225,7 @@ pub struct ToolResultMessage {
     pub tool_name: String,
     pub content: Vec<ContentBlock>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub details: Option<Value>,
+    pub details: Option<ToolDetails>,
     pub is_error: bool,
     pub timestamp: i64,
 }
@@ -347,10 +354,10 @@ pub struct Model {
     /// marks a level the model does not support.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_level_map: Option<ThinkingLevelMap>,
-    /// models.json `compat` (the provider's object with the model's fields over it), read by
-    /// `provider::compat`; echoed as Pi echoes it.
+    /// models.json `compat` (the provider's object with the model's fields over it), read once
+    /// when the registry is built; echoed as written, as Pi echoes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compat: Option<Value>,
+    pub compat: Option<ModelCompat>,
     /// How an Ollama server should hold the model. Not on the wire.
     #[serde(skip)]
     pub load: LoadOptions,
@@ -422,8 +429,7 @@ impl Model {
     pub fn adaptive_thinking(&self) -> bool {
         self.compat
             .as_ref()
-            .and_then(|c| c.get("forceAdaptiveThinking"))
-            .and_then(Value::as_bool)
+            .and_then(|c| c.flags.force_adaptive_thinking)
             .unwrap_or(false)
     }
 }
@@ -1021,7 +1027,7 @@ pub enum AssistantMessageEvent {
 pub struct ToolResultPayload {
     pub content: Vec<ContentBlock>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub details: Option<Value>,
+    pub details: Option<ToolDetails>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -12,7 +12,7 @@
 use super::permission::{self, Permission, Question};
 use super::{Agent, now_ms};
 use crate::pace::Pacer;
-use crate::protocol::{Event, Message, ToolResultMessage, ToolResultPayload};
+use crate::protocol::{Event, Message, ToolDetails, ToolResultMessage, ToolResultPayload};
 use crate::tools::permission::{Mode, Verdict, classify};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use serde_json::Value;
@@ -265,11 +265,7 @@ fn finish(agent: &Agent, call: &Call, output: ToolOutput) -> Message {
         tool_call_id: id.clone(),
         tool_name: name.clone(),
         content: output.content,
-        details: Some(
-            output
-                .details
-                .unwrap_or_else(|| Value::Object(Default::default())),
-        ),
+        details: Some(output.details.unwrap_or_else(ToolDetails::none)),
         is_error: output.is_error,
         timestamp: now_ms(),
     });

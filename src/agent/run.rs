@@ -310,7 +310,7 @@ async fn stream_reply(
         Some(model) => {
             let inner = &agent.inner;
             match inner.registry.credentials(model).await {
-                Err(e) => Err((StopReason::Error, e)),
+                Err(e) => Err((StopReason::Error, e.to_string())),
                 Ok((api_key, headers)) => {
                     let request = Request {
                         model,

@@ -158,7 +158,10 @@ impl Agent {
         // Loading a large file takes a while: off the runtime thread, without the state.
         let (session, warnings) = tokio::task::spawn_blocking(move || Session::open(&path))
             .await
-            .map_err(|e| CommandError::Failed(format!("loading the session failed: {e}")))??;
+            .map_err(|e| CommandError::Crashed {
+                what: "loading the session",
+                detail: Some(e.to_string()),
+            })??;
         for warning in warnings {
             tracing::warn!("{warning}");
         }
@@ -294,9 +297,15 @@ impl Agent {
             std::thread::Builder::new()
                 .stack_size(8 * 1024 * 1024 + depth * 2048)
                 .spawn_scoped(scope, || encode(&tree))
-                .map_err(|e| CommandError::Failed(format!("cannot start the tree encoder: {e}")))?
+                .map_err(|source| CommandError::Thread {
+                    what: "tree encoder",
+                    source,
+                })?
                 .join()
-                .map_err(|_| CommandError::Failed("encoding the session tree failed".into()))?
+                .map_err(|_| CommandError::Crashed {
+                    what: "encoding the session tree",
+                    detail: None,
+                })?
         })
     }
 
@@ -349,7 +358,7 @@ impl Agent {
                 },
             )
             .await
-            .map_err(CommandError::Failed)
+            .map_err(CommandError::Export)
         }
     }
 }
@@ -393,5 +402,5 @@ fn write_export(
 fn encode(view: &impl Serialize) -> Result<ResponseData, CommandError> {
     serde_json::value::to_raw_value(view)
         .map(ResponseData::Encoded)
-        .map_err(|e| CommandError::Failed(format!("encoding the answer failed: {e}")))
+        .map_err(CommandError::from)
 }

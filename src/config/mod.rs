@@ -3,6 +3,7 @@
 
 pub mod builtin;
 pub mod cli;
+mod error;
 pub mod models;
 pub mod scope;
 pub mod settings;
@@ -12,6 +13,7 @@ use crate::protocol::{Model, ThinkingLevel};
 use crate::tools::permission::{Mode as GateMode, Rules as PermissionRules};
 use crate::tools::{Tool, default_tools};
 pub use cli::{Cli, Mode};
+pub use error::ConfigError;
 pub use models::{DiscoveredModel, ProviderConfig, Registry};
 pub use scope::ScopedModel;
 pub use settings::{
@@ -140,7 +142,7 @@ pub async fn load_process(
     cli: Cli,
     agent_dir: PathBuf,
     discover: impl AsyncFnOnce(&str) -> Vec<DiscoveredModel>,
-) -> Result<Process, String> {
+) -> Result<Process, ConfigError> {
     let mut warnings = Vec::new();
     // Its warnings are the user file's, which every session reports when it reads the file.
     let user_settings = settings::load(
@@ -183,9 +185,8 @@ pub async fn load_process(
 
 impl Process {
     /// The session the command line asks for, in the process's working directory.
-    pub fn cli_session(&self) -> Result<SessionSpec, String> {
-        let cwd = std::env::current_dir()
-            .map_err(|e| format!("cannot read the current directory: {e}"))?;
+    pub fn cli_session(&self) -> Result<SessionSpec, ConfigError> {
+        let cwd = std::env::current_dir().map_err(ConfigError::Cwd)?;
         let resume = match (&self.cli.session, self.cli.continue_newest) {
             (Some(query), _) => Resume::Query(query.clone()),
             (None, true) => Resume::Newest,
@@ -208,7 +209,7 @@ impl Process {
     /// Everything one session needs, resolved for its cwd: the project's settings (and trust),
     /// the startup model, the gate's rules, the sandbox and the MCP servers. An `Err` is a
     /// usage error (an unknown model named on the command line).
-    pub fn session(&self, spec: &SessionSpec) -> Result<Config, String> {
+    pub fn session(&self, spec: &SessionSpec) -> Result<Config, ConfigError> {
         let (cli, agent_dir, cwd) = (&self.cli, &self.agent_dir, &spec.cwd);
         let mut warnings = Vec::new();
         let settings = settings::load(
@@ -245,7 +246,8 @@ impl Process {
             &mut warnings,
         );
         let mut mcp = mcp_config(agent_dir, cwd, &settings, &mut warnings);
-        mcp::config::add_client_servers(&mut mcp.servers, &spec.mcp_servers, agent_dir, cwd)?;
+        mcp::config::add_client_servers(&mut mcp.servers, &spec.mcp_servers, agent_dir, cwd)
+            .map_err(ConfigError::ClientMcpServer)?;
         Ok(Config {
             system_prompt: self.system_prompt.clone(),
             append_system_prompt: self.append_system_prompt.clone(),
@@ -376,15 +378,15 @@ fn startup_model(
     named: Named<'_>,
     settings: &Settings,
     registry: &Registry,
-) -> Result<Option<Model>, String> {
+) -> Result<Option<Model>, ConfigError> {
     if let Some(ModelChoice { provider, id }) = named.model {
         return registry
             .resolve(provider.as_deref(), id)
             .cloned()
             .map(Some)
-            .ok_or_else(|| match provider {
-                Some(p) => format!("unknown model \"{p}/{id}\" (see models.json)"),
-                None => format!("unknown model \"{id}\" (see models.json)"),
+            .ok_or_else(|| ConfigError::UnknownModel {
+                provider: provider.clone(),
+                id: id.clone(),
             });
     }
     if let Some(p) = named.provider {
@@ -394,7 +396,7 @@ fn startup_model(
             .find(|m| m.provider == p)
             .cloned()
             .map(Some)
-            .ok_or_else(|| format!("provider \"{p}\" declares no models (see models.json)"));
+            .ok_or_else(|| ConfigError::NoModels(p.to_owned()));
     }
     if let Some(m) = settings
         .default_model
@@ -437,7 +439,7 @@ impl ToolSelection {
     }
 }
 
-fn active_tools(cli: &Cli) -> Result<ToolSelection, String> {
+fn active_tools(cli: &Cli) -> Result<ToolSelection, ConfigError> {
     if cli.no_tools {
         return Ok(ToolSelection::Only(vec![]));
     }
@@ -453,10 +455,10 @@ fn active_tools(cli: &Cli) -> Result<ToolSelection, String> {
     for name in names {
         let tool = Tool::from_name(name).ok_or_else(|| {
             let known: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
-            format!(
-                "unknown tool \"{name}\" in --tools (known: {})",
-                known.join(", ")
-            )
+            ConfigError::UnknownTool {
+                name: name.to_owned(),
+                known: known.join(", "),
+            }
         })?;
         if !tools.contains(&tool) {
             tools.push(tool);
@@ -466,10 +468,13 @@ fn active_tools(cli: &Cli) -> Result<ToolSelection, String> {
 }
 
 /// Pi's rule for prompt flags: a value naming an existing file means that file's text.
-fn text_or_file(value: &str) -> Result<String, String> {
+fn text_or_file(value: &str) -> Result<String, ConfigError> {
     let path = Path::new(value);
     if path.is_file() {
-        return std::fs::read_to_string(path).map_err(|e| format!("cannot read {value}: {e}"));
+        return std::fs::read_to_string(path).map_err(|source| ConfigError::PromptFile {
+            value: value.to_owned(),
+            source,
+        });
     }
     Ok(value.to_owned())
 }

@@ -1207,7 +1207,7 @@ mod tests {
     fn compat_body(compat: Value, reasoning: bool, thinking: Option<ThinkingLevel>) -> Value {
         let m = Model {
             reasoning,
-            compat: Some(compat),
+            compat: Some(compat.into()),
             ..model("openai-completions", false)
         };
         let messages = tool_round();

@@ -315,7 +315,7 @@ mod tests {
             args: serde_json::json!({}),
             partial_result: ToolResultPayload {
                 content: Vec::new(),
-                details: Some(serde_json::json!(text)),
+                details: Some(serde_json::json!(text).into()),
             },
         }
     }

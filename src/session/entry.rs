@@ -2,7 +2,7 @@
 
 use crate::protocol::{
     AssistantMessage, BashExecutionMessage, CompactionSummaryMessage, ContentBlock, Message,
-    StopReason, ToolResultMessage, Usage, UserContent, UserMessage,
+    StopReason, ToolDetails, ToolResultMessage, Usage, UserContent, UserMessage,
 };
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -288,7 +288,7 @@ struct WireMessage {
     duration_ms: Option<u64>,
     tool_call_id: Option<String>,
     tool_name: Option<String>,
-    details: Option<Value>,
+    details: Option<ToolDetails>,
     is_error: Option<bool>,
     summary: Option<String>,
     tokens_before: Option<u64>,

@@ -701,7 +701,7 @@ fn every_message_shape_reads_back_as_written() {
             }
         }),
         Message::ToolResult(ToolResultMessage {
-            details: Some(json!({"diff": "-a\n+b"})),
+            details: Some(json!({"diff": "-a\n+b"}).into()),
             is_error: true,
             ..match Message::clone(&tool_result("out")) {
                 Message::ToolResult(r) => r,

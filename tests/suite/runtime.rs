@@ -203,7 +203,11 @@ async fn a_session_opens_by_id_by_path_and_with_the_model_the_spec_names() {
         (unknown_model, "no-such-model"),
         (missing_file, "gone/away.jsonl"),
     ] {
-        let err = runtime.prepare(&spec).err().expect("it cannot be opened");
+        let err = runtime
+            .prepare(&spec)
+            .err()
+            .expect("it cannot be opened")
+            .to_string();
         assert!(err.contains(named), "{err}");
     }
 }
@@ -251,7 +255,7 @@ async fn a_bad_client_mcp_server_is_refused_with_its_name() {
             mcp_servers: servers,
             ..SessionSpec::new(cwd.path().to_path_buf())
         };
-        let err = runtime.prepare(&spec).err().expect("refused");
+        let err = runtime.prepare(&spec).err().expect("refused").to_string();
         assert!(err.contains(named) && err.contains(problem), "{err}");
     }
 }

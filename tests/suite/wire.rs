@@ -45,7 +45,7 @@ fn tool_result() -> p::Message {
             ContentBlock::text("x"),
             ContentBlock::image("AAAA", "image/png"),
         ],
-        details: Some(json!({})),
+        details: Some(json!({}).into()),
         is_error: false,
         timestamp: 2,
     })

@@ -457,7 +457,7 @@ fn thinking_levels() {
     );
 
     let mut adaptive = Model {
-        compat: Some(json!({"forceAdaptiveThinking": true})),
+        compat: Some(json!({"forceAdaptiveThinking": true}).into()),
         ..budget
     };
     let b = body(&adaptive, Some(ThinkingLevel::Minimal));
