@@ -138,6 +138,13 @@ pub struct Usage {
     pub output: u64,
     pub cache_read: u64,
     pub cache_write: u64,
+    /// The part of `cache_write` written to Anthropic's one-hour cache.
+    #[serde(
+        default,
+        rename = "cacheWrite1h",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cache_write_1h: Option<u64>,
     /// The part of `output` spent reasoning; known once the reply has ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<u64>,

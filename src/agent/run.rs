@@ -7,7 +7,7 @@
 //! `auto_retry_start`, the wait, and a new `agent_start`; `auto_retry_end` follows the first
 //! good reply, or comes once the retries are used up or cancelled.
 
-use super::assemble::Assembler;
+use super::assemble::{Assembler, Boundaries};
 use super::compact::compact;
 use super::retry::{self, Retries, Scheduled};
 use super::{Agent, exec, now_ms};
@@ -300,7 +300,12 @@ async fn stream_reply(
     agent.emit(Event::MessageStart {
         message: Message::Assistant(empty.clone()),
     });
-    let mut assembler = Assembler::new(empty);
+    // Pi keeps every block of an OpenAI-compatible reply open until the reply ends.
+    let boundaries = match model.as_ref().map(|m| m.api) {
+        Some(crate::protocol::Api::OpenAiCompletions) => Boundaries::Joined,
+        _ => Boundaries::Sequential,
+    };
+    let mut assembler = Assembler::with_boundaries(empty, boundaries);
     let mut updates = Vec::new();
 
     let mut failure = None;

@@ -34,6 +34,7 @@ fn assistant(content: Vec<ContentBlock>, stop_reason: StopReason) -> Message {
             output: 300,
             cache_read: 0,
             cache_write: 0,
+            cache_write_1h: None,
             reasoning: None,
             total_tokens: 1500,
             cost: Cost {

@@ -527,6 +527,15 @@ struct RawUsage {
     cache_read_input_tokens: Option<u64>,
     #[serde(default)]
     cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation: Option<CacheCreation>,
+}
+
+/// How a cache write splits between the two retentions.
+#[derive(Deserialize)]
+struct CacheCreation {
+    #[serde(default)]
+    ephemeral_1h_input_tokens: Option<u64>,
 }
 
 /// What an open content block (keyed by the server's `index`) is.
@@ -716,15 +725,15 @@ impl Accumulator {
             (Some("signature_delta"), Open::Thinking) => {
                 delta.signature.map(ProviderEvent::ThinkingSignature)
             }
-            (Some("input_json_delta"), Open::Tool(index)) => delta
-                .partial_json
-                .filter(|j| !j.is_empty())
-                .map(|arguments| ProviderEvent::ToolCall {
+            // Even an empty fragment: Pi passes each one on as a `toolcall_delta`.
+            (Some("input_json_delta"), Open::Tool(index)) => {
+                delta.partial_json.map(|arguments| ProviderEvent::ToolCall {
                     index,
                     id: None,
                     name: None,
                     arguments,
-                }),
+                })
+            }
             _ => None,
         };
         out.extend(event.filter(|e| !matches!(e, ProviderEvent::Text(t) if t.is_empty())));
@@ -737,6 +746,10 @@ impl Accumulator {
         t.output = usage.output_tokens.unwrap_or(t.output);
         t.cache_read = usage.cache_read_input_tokens.unwrap_or(t.cache_read);
         t.cache_write = usage.cache_creation_input_tokens.unwrap_or(t.cache_write);
+        let long = usage
+            .cache_creation
+            .and_then(|c| c.ephemeral_1h_input_tokens);
+        t.cache_write_1h = Some(long.or(t.cache_write_1h).unwrap_or(0));
     }
 
     fn end(&mut self, out: &mut Vec<ProviderEvent>) -> Result<(), ProviderError> {

@@ -120,6 +120,7 @@ fn priced_usage(model: &Model, input: u64, output: u64, cache_read: u64) -> Usag
             output,
             cache_read,
             cache_write: 0,
+            cache_write_1h: None,
         },
     )
 }
@@ -131,6 +132,8 @@ struct Tokens {
     output: u64,
     cache_read: u64,
     cache_write: u64,
+    /// Of `cache_write`, what went to a one-hour cache (Anthropic only: `Some` there).
+    cache_write_1h: Option<u64>,
 }
 
 /// `tokens` priced with the model's per-million-token costs. Counts come from the server, so
@@ -141,7 +144,12 @@ fn priced(model: &Model, tokens: Tokens) -> Usage {
         input: per_million(tokens.input, model.cost.input),
         output: per_million(tokens.output, model.cost.output),
         cache_read: per_million(tokens.cache_read, model.cost.cache_read),
-        cache_write: per_million(tokens.cache_write, model.cost.cache_write),
+        // A one-hour write costs twice the input rate, as Anthropic bills it and Pi prices it.
+        cache_write: {
+            let long = tokens.cache_write_1h.unwrap_or(0).min(tokens.cache_write);
+            per_million(tokens.cache_write - long, model.cost.cache_write)
+                + per_million(long, model.cost.input * 2.0)
+        },
         total: 0.0,
         // nova prices every reply itself from the model's rates.
         total_from_provider: Some(false),
@@ -151,6 +159,7 @@ fn priced(model: &Model, tokens: Tokens) -> Usage {
         output: tokens.output,
         cache_read: tokens.cache_read,
         cache_write: tokens.cache_write,
+        cache_write_1h: tokens.cache_write_1h,
         reasoning: None,
         total_tokens: tokens
             .input

@@ -79,6 +79,7 @@ fn usage(input: u64, output: u64, cost: f64) -> Usage {
         output,
         cache_read: 0,
         cache_write: 0,
+        cache_write_1h: None,
         reasoning: None,
         total_tokens: input + output,
         cost: Cost {

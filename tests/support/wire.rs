@@ -148,6 +148,13 @@ pub struct Usage {
     pub cache_write: u64,
     #[serde(
         default,
+        rename = "cacheWrite1h",
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cache_write_1h: Option<u64>,
+    #[serde(
+        default,
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
@@ -253,7 +260,10 @@ pub struct ToolResultMessage {
 /// A conversation message, tagged by `role`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
-#[allow(clippy::large_enum_variant, reason = "a test mirror: size does not matter")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a test mirror: size does not matter"
+)]
 pub enum Message {
     User(UserMessage),
     Assistant(AssistantMessage),

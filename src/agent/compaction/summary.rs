@@ -284,6 +284,10 @@ fn add_usage(a: Usage, b: Usage) -> Usage {
         output: a.output + b.output,
         cache_read: a.cache_read + b.cache_read,
         cache_write: a.cache_write + b.cache_write,
+        cache_write_1h: match (a.cache_write_1h, b.cache_write_1h) {
+            (None, None) => None,
+            (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+        },
         reasoning: match (a.reasoning, b.reasoning) {
             (None, None) => None,
             (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),

@@ -85,7 +85,14 @@ struct Run {
     paths: Vec<(String, &'static str)>,
 }
 
-fn both(pi_dir: &Path, replies: &[Reply], scenario: fn(&mut Rpc)) -> [Run; 2] {
+/// Which wire format the mock speaks to both.
+#[derive(Clone, Copy)]
+enum Wire {
+    OpenAi,
+    Anthropic,
+}
+
+fn both(pi_dir: &Path, wire: Wire, replies: &[Reply], scenario: fn(&mut Rpc)) -> [Run; 2] {
     [Side::Pi, Side::Nova].map(|side| {
         // One mock each, so both see the same reply ids.
         let mock = MockLlm::start();
@@ -94,8 +101,12 @@ fn both(pi_dir: &Path, replies: &[Reply], scenario: fn(&mut Rpc)) -> [Run; 2] {
         }
         let agent = tempfile::tempdir().unwrap();
         let cwd = tempfile::tempdir().unwrap();
+        let (base_url, api) = match wire {
+            Wire::OpenAi => (mock.base_url_openai(), "openai-completions"),
+            Wire::Anthropic => (mock.base_url_anthropic(), "anthropic-messages"),
+        };
         let models = json!({"providers": {"mock": {
-            "baseUrl": mock.base_url_openai(), "api": "openai-completions", "apiKey": "mock-key",
+            "baseUrl": base_url, "api": api, "apiKey": "mock-key",
             "models": [{"id": "test-model", "name": "Test model", "contextWindow": 128000,
                         "maxTokens": 4096, "input": ["text"], "reasoning": false}]}}});
         std::fs::write(agent.path().join("models.json"), models.to_string()).unwrap();
@@ -162,28 +173,56 @@ impl Allowed {
     }
 }
 
-type Scenario = (&'static str, Vec<Reply>, fn(&mut Rpc));
+type Scenario = (&'static str, Wire, Vec<Reply>, fn(&mut Rpc));
 
 fn scenarios() -> Vec<Scenario> {
-    let tool_calls = Reply::new()
-        .and_text("Let me look.")
-        .tool_call("call_a", "bash", json!({"command": "echo hi"}))
-        .tool_call("call_b", "read", json!({"path": "notes.txt"}))
-        .tool_call("call_c", "read", json!({"path": "missing.txt"}))
-        .finish("tool_calls");
+    let tool_calls = || {
+        Reply::new()
+            .and_text("Let me look.")
+            .tool_call("call_a", "bash", json!({"command": "echo hi"}))
+            .tool_call("call_b", "read", json!({"path": "notes.txt"}))
+            .tool_call("call_c", "read", json!({"path": "missing.txt"}))
+    };
+    let thinking = || {
+        Reply::text("Hi!")
+            .thinking("The user wants a greeting.")
+            .thinking_chunks(2)
+            .text_chunks(2)
+    };
     vec![
         (
             "text",
+            Wire::OpenAi,
             vec![Reply::text("hi there").text_chunks(3).usage(12, 5)],
             run_text,
         ),
         (
             "tools",
-            vec![tool_calls, Reply::text("All done.")],
+            Wire::OpenAi,
+            vec![tool_calls().finish("tool_calls"), Reply::text("All done.")],
             run_tools,
         ),
-        ("commands", Vec::new(), run_commands),
-        ("bash", Vec::new(), run_bash),
+        ("thinking", Wire::OpenAi, vec![thinking()], run_text),
+        (
+            "anthropic_text",
+            Wire::Anthropic,
+            vec![Reply::text("hi there").text_chunks(3).usage(12, 5)],
+            run_text,
+        ),
+        (
+            "anthropic_tools",
+            Wire::Anthropic,
+            vec![tool_calls(), Reply::text("All done.")],
+            run_tools,
+        ),
+        (
+            "anthropic_thinking",
+            Wire::Anthropic,
+            vec![thinking()],
+            run_text,
+        ),
+        ("commands", Wire::OpenAi, Vec::new(), run_commands),
+        ("bash", Wire::OpenAi, Vec::new(), run_bash),
     ]
 }
 
@@ -196,8 +235,8 @@ fn nova_answers_as_pi_does() {
     };
     let out = std::env::var_os("NOVA_DIFF_OUT").map(std::path::PathBuf::from);
     let mut found = compare::Differences::default();
-    for (name, replies, scenario) in scenarios() {
-        let runs = both(Path::new(&pi_dir), &replies, scenario);
+    for (name, wire, replies, scenario) in scenarios() {
+        let runs = both(Path::new(&pi_dir), wire, &replies, scenario);
         let [pi, nova] = runs.map(|run| {
             let paths: Vec<(&str, &str)> =
                 run.paths.iter().map(|(p, n)| (p.as_str(), *n)).collect();
