@@ -7,7 +7,7 @@
 //! `auto_retry_start`, the wait, and a new `agent_start`; `auto_retry_end` follows the first
 //! good reply, or comes once the retries are used up or cancelled.
 
-use super::assemble::{Assembler, Boundaries};
+use super::assemble::{Assembler, CallDeltas};
 use super::compact::compact;
 use super::retry::{self, Retries, Scheduled};
 use super::{Agent, exec, now_ms};
@@ -300,12 +300,11 @@ async fn stream_reply(
     agent.emit(Event::MessageStart {
         message: Message::Assistant(empty.clone()),
     });
-    // Pi keeps every block of an OpenAI-compatible reply open until the reply ends.
-    let boundaries = match model.as_ref().map(|m| m.api) {
-        Some(crate::protocol::Api::OpenAiCompletions) => Boundaries::Joined,
-        _ => Boundaries::Sequential,
+    let call_deltas = match model.as_ref().map(|m| m.api) {
+        Some(crate::protocol::Api::OpenAiCompletions) => CallDeltas::Every,
+        _ => CallDeltas::AfterOpening,
     };
-    let mut assembler = Assembler::with_boundaries(empty, boundaries);
+    let mut assembler = Assembler::new(empty, call_deltas);
     let mut updates = Vec::new();
 
     let mut failure = None;
