@@ -234,6 +234,9 @@ pub struct ToolResultMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<ToolDetails>,
     pub is_error: bool,
+    /// How long the tool ran; absent when it did not run (refused, skipped, unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
     pub timestamp: i64,
 }
 
@@ -1085,6 +1088,9 @@ pub enum Event {
         tool_name: String,
         result: ToolResultPayload,
         is_error: bool,
+        /// How long the tool ran; absent when it did not run.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        duration_ms: Option<u64>,
     },
     /// The texts are shared with the queue: an event per queued message must not copy them all.
     QueueUpdate {

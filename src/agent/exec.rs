@@ -1,7 +1,8 @@
 //! Running one assistant message's tool calls: prepared in call order (a flagged bash command
 //! asks for permission here), run concurrently, and finalised in call order (a call that
 //! finishes early, or is answered without running, waits for the ones before it). Pi ends
-//! unknown and blocked calls at once; nova keeps every end in call order, as its contract says.
+//! each call as it finishes; nova keeps every end in call order. As in Pi, the result messages
+//! follow once every call of the batch has ended.
 //!
 //! The work one reply can cause is bounded: only the first [`MAX_CALLS_PER_REPLY`] calls run
 //! (every later one still gets its result, an error saying why, so the conversation stays valid
@@ -18,6 +19,7 @@ use crate::tools::{Tool, ToolContext, ToolOutput};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -99,16 +101,23 @@ pub(super) async fn run_tools(
         };
         slots.push(slot);
     }
-    let mut results = Vec::with_capacity(calls.len());
+    let mut ended = Vec::with_capacity(calls.len());
     for (call, slot) in calls.iter().zip(slots) {
         pacer.tick(|| agent.inner.sink.ready()).await;
-        let output = match slot {
-            Slot::Done(output) => output,
-            Slot::Running(handle) => handle.await.unwrap_or_else(|e| {
-                ToolOutput::error(format!("Tool {} failed unexpectedly: {e}", call.1))
+        let ran = match slot {
+            Slot::Done(output) => Ran { output, took: None },
+            Slot::Running(handle) => handle.await.unwrap_or_else(|e| Ran {
+                output: ToolOutput::error(format!("Tool {} failed unexpectedly: {e}", call.1)),
+                took: None,
             }),
         };
-        results.push(finish(agent, call, output));
+        ended.push(end(agent, call, ran));
+    }
+    let mut results = Vec::with_capacity(ended.len());
+    for message in ended {
+        pacer.tick(|| agent.inner.sink.ready()).await;
+        agent.append(message.clone());
+        results.push(message);
     }
     results
 }
@@ -125,7 +134,29 @@ fn over_the_cap(index: usize, calls: usize) -> String {
 
 pub(super) enum Slot {
     Done(ToolOutput),
-    Running(JoinHandle<ToolOutput>),
+    Running(JoinHandle<Ran>),
+}
+
+/// A call's output, and how long the tool ran (`None` when it never started).
+pub(super) struct Ran {
+    pub output: ToolOutput,
+    pub took: Option<Duration>,
+}
+
+impl Ran {
+    /// Runs `work` and times it.
+    pub async fn timed(work: impl Future<Output = ToolOutput>) -> Ran {
+        let started = Instant::now();
+        let output = work.await;
+        Ran {
+            output,
+            took: Some(started.elapsed()),
+        }
+    }
+
+    pub fn not_run(output: ToolOutput) -> Ran {
+        Ran { output, took: None }
+    }
 }
 
 /// Classifies a bash call's command, and checks a `write`/`edit` path against the sandbox; a
@@ -217,11 +248,11 @@ async fn run_approved(
     ctx: ToolContext,
     approval: Option<oneshot::Receiver<bool>>,
     running: Arc<Semaphore>,
-) -> ToolOutput {
+) -> Ran {
     if let Some(answer) = approval
         && let Err(refused) = permission::answered(answer, &ctx.cancel, ABORTED).await
     {
-        return refused;
+        return Ran::not_run(refused);
     }
     // The semaphore is fair: calls get their place in the order they were spawned, call order.
     let place = tokio::select! {
@@ -231,9 +262,9 @@ async fn run_approved(
     // Cancelled while waiting: a file tool sees the token itself and answers with its own abort
     // text at once; a command is not started at all.
     if place.is_none() && tool == Tool::Bash {
-        return ToolOutput::error(ABORTED);
+        return Ran::not_run(ToolOutput::error(ABORTED));
     }
-    tool.execute(args, ctx).await
+    Ran::timed(tool.execute(args, ctx)).await
 }
 
 fn update_sink(agent: &Agent, call: &Call) -> crate::tools::UpdateFn {
@@ -249,26 +280,32 @@ fn update_sink(agent: &Agent, call: &Call) -> crate::tools::UpdateFn {
     })
 }
 
-/// Emits the end of one call and records its result message.
-fn finish(agent: &Agent, call: &Call, output: ToolOutput) -> Message {
+/// Emits the end of one call and returns its result message, not yet recorded.
+fn end(agent: &Agent, call: &Call, ran: Ran) -> Message {
     let (id, name, _) = call;
+    let Ran { output, took } = ran;
+    let duration_ms = took.map(|d| d.as_millis().try_into().unwrap_or(u64::MAX));
+    // As Pi 1.6 has it: a failed call without details of its own carries empty ones.
+    let details = output
+        .details
+        .or_else(|| output.is_error.then(ToolDetails::none));
     agent.emit(Event::ToolExecutionEnd {
         tool_call_id: id.clone(),
         tool_name: name.clone(),
         result: ToolResultPayload {
             content: output.content.clone(),
-            details: output.details.clone(),
+            details: details.clone(),
         },
         is_error: output.is_error,
+        duration_ms,
     });
-    let message = Message::ToolResult(ToolResultMessage {
+    Message::ToolResult(ToolResultMessage {
         tool_call_id: id.clone(),
         tool_name: name.clone(),
         content: output.content,
-        details: Some(output.details.unwrap_or_else(ToolDetails::none)),
+        details,
         is_error: output.is_error,
+        duration_ms,
         timestamp: now_ms(),
-    });
-    agent.append(message.clone());
-    message
+    })
 }

@@ -2,7 +2,7 @@
 //! specs, and a call to one goes through `permissions.mcp` (asking through the one permission
 //! path, [`super::permission`]) before it reaches [`crate::mcp::Servers::call`].
 
-use super::exec::{Call, Slot};
+use super::exec::{Call, Ran, Slot};
 use super::permission::{self, Permission, Question, answered};
 use super::{Agent, Sink};
 use crate::mcp::{McpConfig, Servers, Verdict};
@@ -98,8 +98,8 @@ pub(super) fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call) ->
         if let Some(answer) = approval
             && let Err(refused) = answered(answer, &cancel, crate::mcp::ABORTED).await
         {
-            return refused;
+            return Ran::not_run(refused);
         }
-        servers.call(&name, args, &cancel).await
+        Ran::timed(servers.call(&name, args, &cancel)).await
     })))
 }

@@ -68,6 +68,7 @@ fn result(id: &str, name: &str, content: Vec<ContentBlock>, is_error: bool) -> M
         content,
         details: None,
         is_error,
+        duration_ms: None,
         timestamp: 1_764_583_202_000,
     })
 }

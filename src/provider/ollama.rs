@@ -633,6 +633,7 @@ mod tests {
                 ],
                 details: None,
                 is_error: false,
+                duration_ms: None,
                 timestamp: 3,
             }),
             user_text("thanks"),

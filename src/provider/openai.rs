@@ -1094,6 +1094,7 @@ mod tests {
                 content: vec![png.clone()],
                 details: None,
                 is_error: false,
+                duration_ms: None,
                 timestamp: 3,
             }),
             Message::ToolResult(ToolResultMessage {
@@ -1105,6 +1106,7 @@ mod tests {
                 ],
                 details: None,
                 is_error: false,
+                duration_ms: None,
                 timestamp: 3,
             }),
             assistant(vec![], StopReason::Stop),

@@ -365,6 +365,7 @@ pub(crate) mod tests {
             content,
             details: None,
             is_error: false,
+            duration_ms: None,
             timestamp: 3,
         })
     }

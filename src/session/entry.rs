@@ -332,6 +332,7 @@ impl WireMessage {
                 content: self.content?.into_blocks()?,
                 details: self.details,
                 is_error: self.is_error?,
+                duration_ms: self.duration_ms,
                 timestamp,
             }),
             "compactionSummary" => Message::CompactionSummary(CompactionSummaryMessage {

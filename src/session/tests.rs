@@ -42,6 +42,7 @@ fn tool_result(text: &str) -> Arc<Message> {
         content: vec![ContentBlock::text(text)],
         details: None,
         is_error: false,
+        duration_ms: None,
         timestamp: 3,
     }))
 }
@@ -703,6 +704,7 @@ fn every_message_shape_reads_back_as_written() {
         Message::ToolResult(ToolResultMessage {
             details: Some(json!({"diff": "-a\n+b"}).into()),
             is_error: true,
+            duration_ms: None,
             ..match Message::clone(&tool_result("out")) {
                 Message::ToolResult(r) => r,
                 _ => unreachable!(),

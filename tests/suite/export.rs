@@ -113,6 +113,7 @@ fn tool_result(id: &str, name: &str, content: Vec<ContentBlock>, is_error: bool)
         content,
         details: None,
         is_error,
+        duration_ms: None,
         timestamp: 1_764_583_230_000,
     })
 }

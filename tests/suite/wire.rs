@@ -47,6 +47,7 @@ fn tool_result() -> p::Message {
         ],
         details: Some(json!({}).into()),
         is_error: false,
+        duration_ms: None,
         timestamp: 2,
     })
 }
@@ -135,6 +136,7 @@ fn all_events() -> Vec<p::Event> {
             tool_name: "bash".into(),
             result: payload,
             is_error: true,
+            duration_ms: Some(12),
         },
         p::Event::QueueUpdate {
             steering: vec!["s".into()],

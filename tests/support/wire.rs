@@ -254,6 +254,12 @@ pub struct ToolResultMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
     pub is_error: bool,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub duration_ms: Option<u64>,
     pub timestamp: i64,
 }
 
@@ -824,6 +830,12 @@ pub enum Event {
         tool_name: String,
         result: ToolResultPayload,
         is_error: bool,
+        #[serde(
+            default,
+            deserialize_with = "present",
+            skip_serializing_if = "Option::is_none"
+        )]
+        duration_ms: Option<u64>,
     },
     QueueUpdate {
         steering: Vec<String>,

@@ -261,6 +261,7 @@ pub(crate) mod tests {
             content: vec![ContentBlock::text(content)],
             details: None,
             is_error: false,
+            duration_ms: None,
             timestamp: 3,
         })
     }

@@ -314,6 +314,7 @@ fn body() {
             content: vec![png.clone()],
             details: None,
             is_error: false,
+            duration_ms: None,
             timestamp: 3,
         }),
         Message::ToolResult(ToolResultMessage {
@@ -326,6 +327,7 @@ fn body() {
             ],
             details: None,
             is_error: true,
+            duration_ms: None,
             timestamp: 3,
         }),
         // Another model's thinking is not sent: its signature would not verify.
