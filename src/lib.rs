@@ -16,6 +16,7 @@ pub mod agent;
 pub mod config;
 pub mod context;
 pub mod export;
+pub mod glob;
 pub mod mcp;
 pub mod pace;
 pub mod print;
