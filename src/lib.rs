@@ -13,6 +13,7 @@
 //! the other front end: prompts from the command line in, the answer or the same events out.
 
 pub mod agent;
+pub mod attach;
 pub mod config;
 pub mod context;
 pub mod export;
