@@ -119,6 +119,10 @@ mod tests {
             ("a/**/b", "a//b", true),
             ("?", "/", true),
             ("?", "\n", true),
+            // One byte, as the README says: `é` is two.
+            ("caf?", "café", false),
+            ("caf??", "café", true),
+            ("caf*", "café", true),
         ] {
             assert_eq!(command(pattern, text), matches, "{pattern:?} on {text:?}");
         }
