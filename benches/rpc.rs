@@ -11,6 +11,10 @@
 //!   request's arrival, less what the same prompt costs on a 20-message conversation, and over
 //!   the whole prompt (which adds `agent_end`, carrying every message)
 //!
+//! - what a second and third idle session cost in one process (the runtime of sessions, from
+//!   library code in this process: its resident set after one, two and three sessions, and the
+//!   mean over ten more)
+//!
 //! `NOVA_BENCH_BIN=<path>` measures another build of nova (an older one, say) instead.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -402,9 +406,64 @@ fn reply_run(mock: &MockLlm, models: &Value) -> (Duration, u64, Duration) {
     (median(runs), peak, median(cpu))
 }
 
+/// Idle sessions on their own cwds in this process: the resident set (KiB) after the first,
+/// second and third, and after `1 + MORE`.
+fn session_costs(models: &Value) -> ([u64; 3], u64) {
+    const MORE: usize = 10;
+    let agent_dir = tempfile::tempdir().unwrap();
+    std::fs::write(agent_dir.path().join("models.json"), models.to_string()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // The sandbox is off: its probe would start this bench binary as the launcher.
+        let cli = <nova::config::Cli as clap::Parser>::try_parse_from([
+            "nova",
+            "--mode",
+            "rpc",
+            "--sandbox",
+            "off",
+        ])
+        .unwrap();
+        let runtime = nova::agent::Runtime::load(cli, agent_dir.path().to_path_buf())
+            .await
+            .unwrap();
+        let mut cwds = Vec::new();
+        let mut agents = Vec::new();
+        let mut open = |cwds: &mut Vec<tempfile::TempDir>| {
+            let cwd = tempfile::tempdir().unwrap();
+            std::fs::write(cwd.path().join("AGENTS.md"), "Use tabs.").unwrap();
+            let spec = nova::config::SessionSpec::new(cwd.path().to_path_buf());
+            let sink: nova::agent::Sink = std::sync::Arc::new(Discard);
+            agents.push(runtime.prepare(&spec).unwrap().start(sink));
+            cwds.push(cwd);
+        };
+        let mut after = [0; 3];
+        for slot in &mut after {
+            open(&mut cwds);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            *slot = rss_of(std::process::id()).0;
+        }
+        for _ in 0..MORE {
+            open(&mut cwds);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let many = rss_of(std::process::id()).0;
+        (after, (many - after[0]) / (MORE as u64 + 2))
+    })
+}
+
+struct Discard;
+
+impl nova::agent::EventSink for Discard {
+    fn emit(&self, _: nova::protocol::Event) {}
+}
+
 fn main() {
     let mock = MockLlm::start();
     let models = models(&mock);
+    let (sessions, per_session) = session_costs(&models);
 
     let mut startups = Vec::new();
     let mut idle = (0, 0);
@@ -516,6 +575,14 @@ fn main() {
     println!(
         "  peak RSS skipping a 64 MiB record      {}",
         mib(skip_peak)
+    );
+    println!(
+        "  idle sessions in one process           RSS {} with one, +{} for the 2nd, +{} \
+         for the 3rd; {} each over 12 more",
+        mib(sessions[0]),
+        mib(sessions[1].saturating_sub(sessions[0])),
+        mib(sessions[2].saturating_sub(sessions[1])),
+        mib(per_session)
     );
     if let Some(bin) = std::env::var_os("NOVA_BENCH_BIN") {
         println!("  (nova binary: {})", bin.to_string_lossy());

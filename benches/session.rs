@@ -6,7 +6,7 @@
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use nova::protocol::{
-    AssistantMessage, ContentBlock, Message, StopReason, Usage, UserContent, UserMessage,
+    AssistantMessage, ContentBlock, Message, StopReason, UserContent, UserMessage,
 };
 use nova::session::Session;
 use serde_json::json;
@@ -194,13 +194,8 @@ fn main() {
     s.append_message(&Arc::new(user)).unwrap();
     let reply = Arc::new(Message::Assistant(AssistantMessage {
         content: vec![ContentBlock::text(text(&mut Rng(7), 800, 1))],
-        api: "openai-completions".into(),
-        provider: "ollama".into(),
-        model: "llama3.1:8b".into(),
-        usage: Usage::default(),
         stop_reason: StopReason::Stop,
-        error_message: None,
-        timestamp: 0,
+        ..AssistantMessage::pending("openai-completions", "ollama", "llama3.1:8b", 0)
     }));
     let started = Instant::now();
     for _ in 0..APPENDS {

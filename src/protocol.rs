@@ -8,6 +8,13 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
+mod compat;
+mod details;
+pub use compat::{CompatFlags, MaxTokensField, ModelCompat, ThinkingFormat};
+pub use details::{
+    EditDetails, McpDetails, OutputDetails, ToolDetails, TruncatedBy, TruncationDetails,
+};
+
 // ---------------------------------------------------------------------------------------------
 // Content blocks and messages
 // ---------------------------------------------------------------------------------------------
@@ -102,6 +109,8 @@ pub fn joined_text(blocks: &[ContentBlock]) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum StopReason {
+    /// The reply is still streaming (`message_start`); a stored message never says this.
+    Pending,
     Stop,
     Length,
     ToolUse,
@@ -117,6 +126,9 @@ pub struct Cost {
     pub cache_read: f64,
     pub cache_write: f64,
     pub total: f64,
+    /// Whether the provider reported the cost itself; known once the reply has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_from_provider: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -126,6 +138,16 @@ pub struct Usage {
     pub output: u64,
     pub cache_read: u64,
     pub cache_write: u64,
+    /// The part of `cache_write` written to Anthropic's one-hour cache.
+    #[serde(
+        default,
+        rename = "cacheWrite1h",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cache_write_1h: Option<u64>,
+    /// The part of `output` spent reasoning; known once the reply has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<u64>,
     pub total_tokens: u64,
     pub cost: Cost,
 }
@@ -144,14 +166,45 @@ pub struct AssistantMessage {
     pub api: String,
     pub provider: String,
     pub model: String,
+    /// The provider's id of the reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    /// The thinking level the reply was asked with; text, since Pi's files may name levels
+    /// nova does not have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_level: Option<String>,
     pub usage: Usage,
     pub stop_reason: StopReason,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// The provider's own word for why the reply ended (`stop`, `tool_calls`, `end_turn`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_stop_reason: Option<String>,
+    /// From sending the request to the reply's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
     pub timestamp: i64,
 }
 
 impl AssistantMessage {
+    /// A reply of `model` that has not begun: no content, no usage, still pending.
+    pub fn pending(api: &str, provider: &str, model: &str, timestamp: i64) -> AssistantMessage {
+        AssistantMessage {
+            content: Vec::new(),
+            api: api.to_owned(),
+            provider: provider.to_owned(),
+            model: model.to_owned(),
+            response_id: None,
+            thinking_level: None,
+            usage: Usage::default(),
+            stop_reason: StopReason::Pending,
+            error_message: None,
+            raw_stop_reason: None,
+            duration_ms: None,
+            timestamp,
+        }
+    }
+
     /// The tool calls in this message, in order: `(id, name, arguments)`.
     pub fn tool_calls(&self) -> impl Iterator<Item = (&str, &str, &Value)> {
         self.content.iter().filter_map(|b| match b {
@@ -179,7 +232,7 @@ pub struct ToolResultMessage {
     pub tool_name: String,
     pub content: Vec<ContentBlock>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub details: Option<Value>,
+    pub details: Option<ToolDetails>,
     pub is_error: bool,
     pub timestamp: i64,
 }
@@ -218,6 +271,10 @@ pub struct BashExecutionMessage {
 /// `AsRef<Message>`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "conversations hold messages behind an Arc; boxing the reply would only add a hop"
+)]
 pub enum Message {
     User(UserMessage),
     Assistant(AssistantMessage),
@@ -304,10 +361,10 @@ pub struct Model {
     /// marks a level the model does not support.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_level_map: Option<ThinkingLevelMap>,
-    /// models.json `compat` (the provider's object with the model's fields over it), read by
-    /// `provider::compat`; echoed as Pi echoes it.
+    /// models.json `compat` (the provider's object with the model's fields over it), read once
+    /// when the registry is built; echoed as written, as Pi echoes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compat: Option<Value>,
+    pub compat: Option<ModelCompat>,
     /// How an Ollama server should hold the model. Not on the wire.
     #[serde(skip)]
     pub load: LoadOptions,
@@ -379,8 +436,7 @@ impl Model {
     pub fn adaptive_thinking(&self) -> bool {
         self.compat
             .as_ref()
-            .and_then(|c| c.get("forceAdaptiveThinking"))
-            .and_then(Value::as_bool)
+            .and_then(|c| c.flags.force_adaptive_thinking)
             .unwrap_or(false)
     }
 }
@@ -887,13 +943,15 @@ pub enum McpTransport {
     Http,
 }
 
-/// `user`: `<agent dir>/mcp.json`; `project`: `.nova/mcp.json`; `claude`: Claude's `.mcp.json`.
+/// `user`: `<agent dir>/mcp.json`; `project`: `.nova/mcp.json`; `claude`: Claude's `.mcp.json`;
+/// `client`: given by the front end's client for this session (ACP's `session/new`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum McpSource {
     User,
     Claude,
     Project,
+    Client,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -958,6 +1016,8 @@ pub enum AssistantMessageEvent {
     },
     ToolcallStart {
         content_index: usize,
+        id: String,
+        tool_name: String,
     },
     ToolcallDelta {
         content_index: usize,
@@ -974,7 +1034,7 @@ pub enum AssistantMessageEvent {
 pub struct ToolResultPayload {
     pub content: Vec<ContentBlock>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub details: Option<Value>,
+    pub details: Option<ToolDetails>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -1003,6 +1063,8 @@ pub enum Event {
     },
     MessageUpdate {
         assistant_message_event: AssistantMessageEvent,
+        /// The reply's usage as far as it is known.
+        usage: Usage,
     },
     MessageEnd {
         message: Message,

@@ -1,5 +1,7 @@
 //! Builds the assistant message from provider deltas and derives the block boundaries the wire
-//! shows: a block is closed (its `*_end` carrying the whole block) before the next one opens.
+//! shows, as Pi 1.6 shows them for the API ([`Boundaries`]): either a block is closed (its
+//! `*_end` carrying the whole block) before the next one opens, or every block stays open until
+//! the reply ends.
 
 use crate::protocol::{AssistantMessage, AssistantMessageEvent as Ev, ContentBlock, StopReason};
 use crate::provider::ProviderEvent;
@@ -9,8 +11,28 @@ use std::collections::HashMap;
 /// The text of a redacted thinking block, whose reasoning only the provider can read.
 const REDACTED_THINKING_TEXT: &str = "[Reasoning redacted]";
 
+fn empty_thinking() -> ContentBlock {
+    ContentBlock::Thinking {
+        thinking: String::new(),
+        thinking_signature: None,
+        redacted: None,
+    }
+}
+
+/// When a reply's blocks end on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Boundaries {
+    /// Each block ends as the next one begins (Anthropic, Ollama).
+    Sequential,
+    /// One text block and one thinking block that all later deltas join, a block per tool call,
+    /// every fragment of a call a `toolcall_delta` (even an empty one), and every block ending
+    /// together when the reply ends: how Pi 1.6 streams OpenAI-compatible chat completions.
+    Joined,
+}
+
 pub struct Assembler {
     message: AssistantMessage,
+    boundaries: Boundaries,
     /// Index into `message.content` of the block still receiving deltas.
     open: Option<usize>,
     /// Raw argument text per tool-call block, in block order.
@@ -28,9 +50,10 @@ struct PendingCall {
 
 impl Assembler {
     /// `message` is the empty assistant message announced by `message_start`.
-    pub fn new(message: AssistantMessage) -> Self {
+    pub fn with_boundaries(message: AssistantMessage, boundaries: Boundaries) -> Self {
         Assembler {
             message,
+            boundaries,
             open: None,
             calls: Vec::new(),
             by_provider_index: HashMap::new(),
@@ -39,6 +62,9 @@ impl Assembler {
     }
 
     pub fn push(&mut self, event: ProviderEvent, out: &mut Vec<Ev>) {
+        if self.boundaries == Boundaries::Joined {
+            return self.push_joined(event, out);
+        }
         match event {
             ProviderEvent::Text(delta) => {
                 let index = self.open_block(
@@ -118,6 +144,134 @@ impl Assembler {
         }
     }
 
+    /// [`Boundaries::Joined`]: nothing closes before the reply ends.
+    fn push_joined(&mut self, event: ProviderEvent, out: &mut Vec<Ev>) {
+        let is_text = |b: &ContentBlock| matches!(b, ContentBlock::Text { .. });
+        let is_thinking = |b: &ContentBlock| matches!(b, ContentBlock::Thinking { .. });
+        match event {
+            ProviderEvent::Text(delta) => {
+                let index = self.joined_block(out, is_text, || ContentBlock::text(""));
+                if let Some(ContentBlock::Text { text, .. }) = self.message.content.get_mut(index) {
+                    text.push_str(&delta);
+                }
+                out.push(Ev::TextDelta {
+                    content_index: index,
+                    delta,
+                });
+            }
+            ProviderEvent::Thinking(delta) => {
+                let index = self.joined_block(out, is_thinking, empty_thinking);
+                if let Some(ContentBlock::Thinking { thinking, .. }) =
+                    self.message.content.get_mut(index)
+                {
+                    thinking.push_str(&delta);
+                }
+                if !delta.is_empty() {
+                    out.push(Ev::ThinkingDelta {
+                        content_index: index,
+                        delta,
+                    });
+                }
+            }
+            ProviderEvent::ThinkingSignature(fragment) => {
+                let index = self.joined_block(out, is_thinking, empty_thinking);
+                if let Some(ContentBlock::Thinking {
+                    thinking_signature, ..
+                }) = self.message.content.get_mut(index)
+                {
+                    thinking_signature
+                        .get_or_insert_default()
+                        .push_str(&fragment);
+                }
+            }
+            ProviderEvent::RedactedThinking(data) => {
+                let index = self.message.content.len();
+                out.push(Ev::ThinkingStart {
+                    content_index: index,
+                });
+                self.message.content.push(ContentBlock::Thinking {
+                    thinking: REDACTED_THINKING_TEXT.to_string(),
+                    thinking_signature: Some(data),
+                    redacted: Some(true),
+                });
+            }
+            ProviderEvent::ToolCall {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                let call = match self.by_provider_index.get(&index).copied() {
+                    Some(call) => call,
+                    None => self.start_call(index, id, name, out),
+                };
+                self.calls[call].arguments.push_str(&arguments);
+                out.push(Ev::ToolcallDelta {
+                    content_index: self.calls[call].block,
+                    delta: arguments,
+                });
+            }
+            ProviderEvent::Usage(usage) => self.message.usage = usage,
+            ProviderEvent::Finish(reason) => self.finish = Some(reason),
+        }
+    }
+
+    /// The first block `is_kind` accepts, opened by `make` when there is none yet.
+    fn joined_block(
+        &mut self,
+        out: &mut Vec<Ev>,
+        is_kind: impl Fn(&ContentBlock) -> bool,
+        make: impl FnOnce() -> ContentBlock,
+    ) -> usize {
+        if let Some(i) = self.message.content.iter().position(is_kind) {
+            return i;
+        }
+        let index = self.message.content.len();
+        let block = make();
+        out.push(match block {
+            ContentBlock::Thinking { .. } => Ev::ThinkingStart {
+                content_index: index,
+            },
+            _ => Ev::TextStart {
+                content_index: index,
+            },
+        });
+        self.message.content.push(block);
+        index
+    }
+
+    /// Opens the block of a new tool call and returns its place in `calls`.
+    fn start_call(
+        &mut self,
+        provider_index: usize,
+        id: Option<String>,
+        name: Option<String>,
+        out: &mut Vec<Ev>,
+    ) -> usize {
+        let block = self.message.content.len();
+        let fallback_id = format!("call_{}_{}", self.message.timestamp, block);
+        let id = id.filter(|i| !i.is_empty()).unwrap_or(fallback_id);
+        let name = name.unwrap_or_default();
+        self.message.content.push(ContentBlock::ToolCall {
+            id: id.clone(),
+            name: name.clone(),
+            arguments: Value::Object(Default::default()),
+            thought_signature: None,
+        });
+        self.by_provider_index
+            .insert(provider_index, self.calls.len());
+        self.calls.push(PendingCall {
+            block,
+            arguments: String::new(),
+        });
+        out.push(Ev::ToolcallStart {
+            content_index: block,
+            id,
+            tool_name: name,
+        });
+        self.calls.len() - 1
+    }
+
     fn push_tool_call(
         &mut self,
         provider_index: usize,
@@ -137,28 +291,14 @@ impl Assembler {
             }
             None => {
                 self.close(out);
-                let block = self.message.content.len();
-                let fallback_id = format!("call_{}_{}", self.message.timestamp, block);
-                self.message.content.push(ContentBlock::ToolCall {
-                    id: id.filter(|i| !i.is_empty()).unwrap_or(fallback_id),
-                    name: name.unwrap_or_default(),
-                    arguments: Value::Object(Default::default()),
-                    thought_signature: None,
-                });
-                self.open = Some(block);
-                self.by_provider_index
-                    .insert(provider_index, self.calls.len());
-                self.calls.push(PendingCall {
-                    block,
-                    arguments: String::new(),
-                });
-                out.push(Ev::ToolcallStart {
-                    content_index: block,
-                });
-                self.calls.len() - 1
+                let call = self.start_call(provider_index, id, name, out);
+                self.open = Some(self.calls[call].block);
+                call
             }
         };
-        if !arguments.is_empty() {
+        // Every fragment after the one that opens the call is a delta, even an empty one, as Pi
+        // passes each of Anthropic's `input_json_delta`s on.
+        if !arguments.is_empty() || existing.is_some() {
             self.calls[call].arguments.push_str(&arguments);
             out.push(Ev::ToolcallDelta {
                 content_index: self.calls[call].block,
@@ -182,11 +322,7 @@ impl Assembler {
                     }
                 )
             },
-            || ContentBlock::Thinking {
-                thinking: String::new(),
-                thinking_signature: None,
-                redacted: None,
-            },
+            empty_thinking,
         )
     }
 
@@ -217,6 +353,19 @@ impl Assembler {
         self.message.content.push(block);
         self.open = Some(index);
         index
+    }
+
+    /// The reply ended: its open block ends, or every block when they all stayed open.
+    fn end_blocks(&mut self, out: &mut Vec<Ev>) {
+        match self.boundaries {
+            Boundaries::Sequential => self.close(out),
+            Boundaries::Joined => {
+                for index in 0..self.message.content.len() {
+                    self.open = Some(index);
+                    self.close(out);
+                }
+            }
+        }
     }
 
     fn close(&mut self, out: &mut Vec<Ev>) {
@@ -260,9 +409,14 @@ impl Assembler {
         }
     }
 
+    /// The reply's usage as far as the provider has reported it.
+    pub fn usage(&self) -> &crate::protocol::Usage {
+        &self.message.usage
+    }
+
     /// Ends the message normally.
     pub fn finish(mut self, out: &mut Vec<Ev>) -> AssistantMessage {
-        self.close(out);
+        self.end_blocks(out);
         for block in 0..self.message.content.len() {
             self.settle_arguments(block);
         }
@@ -282,7 +436,7 @@ impl Assembler {
         error: String,
         out: &mut Vec<Ev>,
     ) -> AssistantMessage {
-        self.close(out);
+        self.end_blocks(out);
         for block in 0..self.message.content.len() {
             self.settle_arguments(block);
         }
@@ -308,6 +462,10 @@ mod tests {
             usage: Usage::default(),
             stop_reason: StopReason::Stop,
             error_message: None,
+            response_id: None,
+            thinking_level: None,
+            raw_stop_reason: None,
+            duration_ms: None,
             timestamp: 7,
         }
     }
@@ -323,7 +481,7 @@ mod tests {
 
     #[test]
     fn boundaries_are_synthesised_and_ends_carry_whole_blocks() {
-        let mut a = Assembler::new(empty());
+        let mut a = Assembler::with_boundaries(empty(), Boundaries::Sequential);
         let mut evs = vec![];
         for e in [
             ProviderEvent::Thinking("hm".into()),
@@ -398,7 +556,7 @@ mod tests {
 
     #[test]
     fn signatures_end_thinking_blocks_and_redacted_blocks_stand_alone() {
-        let mut a = Assembler::new(empty());
+        let mut a = Assembler::with_boundaries(empty(), Boundaries::Sequential);
         let mut evs = vec![];
         for e in [
             ProviderEvent::Thinking("one".into()),
@@ -445,7 +603,7 @@ mod tests {
 
     #[test]
     fn failure_keeps_partial_content() {
-        let mut a = Assembler::new(empty());
+        let mut a = Assembler::with_boundaries(empty(), Boundaries::Sequential);
         let mut evs = vec![];
         a.push(ProviderEvent::Text("part".into()), &mut evs);
         let msg = a.fail(StopReason::Aborted, "Request was aborted".into(), &mut evs);
@@ -457,6 +615,43 @@ mod tests {
                 content_index: 0,
                 content: "part".into()
             })
+        );
+    }
+
+    #[test]
+    fn joined_blocks_stay_open_until_the_reply_ends_as_pi_streams_openai() {
+        let mut a = Assembler::with_boundaries(empty(), Boundaries::Joined);
+        let mut out = Vec::new();
+        a.push(ProviderEvent::Text("Let me ".into()), &mut out);
+        a.push(call(0, Some("c1"), Some("read"), ""), &mut out);
+        a.push(call(0, None, None, "{\"path\":\"a\"}"), &mut out);
+        a.push(ProviderEvent::Text("look.".into()), &mut out);
+        let message = a.finish(&mut out);
+        let kinds: Vec<String> = out
+            .iter()
+            .map(|e| {
+                let v = serde_json::to_value(e).unwrap();
+                format!("{}@{}", v["type"].as_str().unwrap(), v["contentIndex"])
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "text_start@0",
+                "text_delta@0",
+                "toolcall_start@1",
+                "toolcall_delta@1",
+                "toolcall_delta@1",
+                "text_delta@0",
+                "text_end@0",
+                "toolcall_end@1",
+            ]
+        );
+        assert_eq!(message.content[0], ContentBlock::text("Let me look."));
+        assert_eq!(message.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            message.tool_calls().next().unwrap().2,
+            &json!({"path": "a"})
         );
     }
 }

@@ -7,13 +7,30 @@ use super::compaction::{
     CompactionSettings, CutPoint, SummaryError, SummaryJob, estimate_tokens, file_lists,
     find_cut_point, for_window, summarize,
 };
+use crate::config::ConfigError;
 use crate::protocol::{CompactionReason, CompactionResult, Event, Message};
 use crate::provider::http::Transport;
-use crate::session::Body;
+use crate::session::{Body, SessionError};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-const ABORTED: &str = "Compaction was aborted";
+/// Why a compaction did not happen. `compaction_end` and the `compact` response carry its text.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactError {
+    #[error("Compaction was aborted")]
+    Aborted,
+    #[error("No model selected to write the summary")]
+    NoModel,
+    #[error("Nothing to compact (session too small)")]
+    NothingToCompact,
+    /// The model's API key or headers could not be resolved.
+    #[error(transparent)]
+    Credentials(#[from] ConfigError),
+    #[error(transparent)]
+    Summary(SummaryError),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
 
 /// Compacts the conversation and reports it with `compaction_start`/`compaction_end`.
 /// `will_retry` is what `compaction_end` says on success (an overflow retries the turn).
@@ -23,7 +40,7 @@ pub(super) async fn compact(
     reason: CompactionReason,
     custom_instructions: Option<&str>,
     will_retry: bool,
-) -> Result<CompactionResult, String> {
+) -> Result<CompactionResult, CompactError> {
     agent.emit(Event::CompactionStart { reason });
     agent.state().compacting = true;
     let result = summarize_and_record(agent, cancel, custom_instructions).await;
@@ -43,8 +60,8 @@ pub(super) async fn compact(
             aborted,
             will_retry: false,
             error_message: Some(match reason {
-                _ if aborted => ABORTED.to_owned(),
-                CompactionReason::Manual => e.clone(),
+                _ if aborted => CompactError::Aborted.to_string(),
+                CompactionReason::Manual => e.to_string(),
                 CompactionReason::Threshold => format!("Auto-compaction failed: {e}"),
                 CompactionReason::Overflow => format!("Context overflow recovery failed: {e}"),
             }),
@@ -86,14 +103,11 @@ async fn summarize_and_record(
     agent: &Agent,
     cancel: &CancellationToken,
     custom_instructions: Option<&str>,
-) -> Result<CompactionResult, String> {
+) -> Result<CompactionResult, CompactError> {
     let inner = &agent.inner;
     let (model, entries, previous_details, tokens_before) = {
         let state = agent.state();
-        let model = state
-            .model
-            .clone()
-            .ok_or_else(|| "No model selected to write the summary".to_owned())?;
+        let model = state.model.clone().ok_or(CompactError::NoModel)?;
         let entries = state.session.context_entries();
         let previous_details = match entries.first() {
             Some((id, m)) if matches!(**m, Message::CompactionSummary(_)) => state
@@ -114,9 +128,13 @@ async fn summarize_and_record(
     let settings = for_window(&inner.compaction, model.context_window);
     let (entries, previous_summary) = compactable(entries);
     let cut = find_cut_point(&entries, settings.keep_recent_tokens)
-        .ok_or_else(|| "Nothing to compact (session too small)".to_owned())?;
+        .ok_or(CompactError::NothingToCompact)?;
     let messages: Vec<Arc<Message>> = entries.into_iter().map(|(_, m)| m).collect();
-    let (api_key, headers) = inner.registry.credentials(&model).await?;
+    let (api_key, headers) = inner
+        .registry
+        .credentials(&model)
+        .await
+        .map_err(CompactError::Credentials)?;
     let transport = Transport {
         client: &inner.client,
         idle_timeout: inner.idle_timeout,
@@ -132,8 +150,8 @@ async fn summarize_and_record(
     };
     let summarized = summarize(&transport, &model, &job, cancel).await;
     let (summary, usage) = summarized.map_err(|e| match e {
-        SummaryError::Aborted => ABORTED.to_owned(),
-        other => other.to_string(),
+        SummaryError::Aborted => CompactError::Aborted,
+        other => CompactError::Summary(other),
     })?;
     let files = file_lists(
         messages[..cut.first_kept].iter().map(AsRef::as_ref),
@@ -144,18 +162,15 @@ async fn summarize_and_record(
 
     let mut state = agent.state();
     if cancel.is_cancelled() {
-        return Err(ABORTED.to_owned());
+        return Err(CompactError::Aborted);
     }
-    state
-        .session
-        .append_compaction(
-            &summary,
-            &cut.first_kept_id,
-            tokens_before,
-            Some(details.clone()),
-            Some(usage.clone()),
-        )
-        .map_err(|e| e.to_string())?;
+    state.session.append_compaction(
+        &summary,
+        &cut.first_kept_id,
+        tokens_before,
+        Some(details.clone()),
+        Some(usage.clone()),
+    )?;
     state.messages = state.session.context().messages;
     state.usage_from = state.messages.len();
     Ok(CompactionResult {

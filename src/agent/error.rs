@@ -2,7 +2,9 @@
 //! text (the RPC layer uses `Display`), and code that must branch on the kind can.
 
 use super::QueueFull;
+use super::compact::CompactError;
 use crate::session::SessionError;
+use crate::tools::bash::RunError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
@@ -25,7 +27,10 @@ pub enum CommandError {
          pick it with set_model or --model."
     )]
     NoModel,
-    #[error("Blocked by the permissions.bash deny rule `{rule}`; the command was not run.")]
+    #[error(
+        "{}",
+        super::permission::blocked("permissions.bash", rule, "the command was not run")
+    )]
     Blocked { rule: String },
     /// Deny rules exist and what the command runs is known only at run time.
     #[error(
@@ -43,7 +48,26 @@ pub enum CommandError {
     Invalid(String),
     #[error(transparent)]
     Session(#[from] SessionError),
-    /// The work itself failed (a compaction's summary request, writing an export).
+    #[error(transparent)]
+    Compaction(#[from] CompactError),
+    /// The user's `bash` command could not be run.
+    #[error(transparent)]
+    Bash(#[from] RunError),
+    /// `export_html` could not write the page; the text says where and why.
     #[error("{0}")]
-    Failed(String),
+    Export(String),
+    /// A thread the command's work ran on could not be started.
+    #[error("cannot start the {what}: {source}")]
+    Thread {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    /// The command's work panicked (`what` names it, e.g. "loading the session").
+    #[error("{what} failed{}", .detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
+    Crashed {
+        what: &'static str,
+        detail: Option<String>,
+    },
+    #[error("encoding the answer failed: {0}")]
+    Encode(#[from] serde_json::Error),
 }

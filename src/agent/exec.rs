@@ -12,7 +12,7 @@
 use super::permission::{self, Permission, Question};
 use super::{Agent, now_ms};
 use crate::pace::Pacer;
-use crate::protocol::{Event, Message, ToolResultMessage, ToolResultPayload};
+use crate::protocol::{Event, Message, ToolDetails, ToolResultMessage, ToolResultPayload};
 use crate::tools::permission::{Mode, Verdict, classify};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use serde_json::Value;
@@ -154,8 +154,10 @@ fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBu
     let unsandboxed = call.2["sandbox"] == Value::Bool(false);
     let sandbox = agent.inner.sandbox.bash_reason(unsandboxed);
     match (classify(&command, &agent.inner.permission_rules), sandbox) {
-        (Verdict::Deny { rule }, _) => Permission::Refused(format!(
-            "Blocked by the permissions.bash deny rule `{rule}`; the command was not run."
+        (Verdict::Deny { rule }, _) => Permission::Refused(permission::blocked(
+            "permissions.bash",
+            &rule,
+            "the command was not run",
         )),
         (Verdict::Run, None) => Permission::Granted,
         (Verdict::Run, Some(reason)) | (Verdict::Ask { reason }, None) => {
@@ -263,11 +265,7 @@ fn finish(agent: &Agent, call: &Call, output: ToolOutput) -> Message {
         tool_call_id: id.clone(),
         tool_name: name.clone(),
         content: output.content,
-        details: Some(
-            output
-                .details
-                .unwrap_or_else(|| Value::Object(Default::default())),
-        ),
+        details: Some(output.details.unwrap_or_else(ToolDetails::none)),
         is_error: output.is_error,
         timestamp: now_ms(),
     });

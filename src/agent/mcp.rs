@@ -3,7 +3,7 @@
 //! path, [`super::permission`]) before it reaches [`crate::mcp::Servers::call`].
 
 use super::exec::{Call, Slot};
-use super::permission::{Permission, Question, answered};
+use super::permission::{self, Permission, Question, answered};
 use super::{Agent, Sink};
 use crate::mcp::{McpConfig, Servers, Verdict};
 use crate::protocol::ToolSpec;
@@ -70,20 +70,23 @@ pub(super) fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call) ->
     let approval = match servers.verdict(name) {
         Verdict::Run => None,
         Verdict::Deny { rule } => {
-            return Some(Slot::Done(ToolOutput::error(format!(
-                "Blocked by the permissions.mcp deny rule `{rule}`; {name} was not called."
-            ))));
+            let not_done = format!("{name} was not called");
+            let text = permission::blocked("permissions.mcp", &rule, &not_done);
+            return Some(Slot::Done(ToolOutput::error(text)));
         }
-        Verdict::Ask { reason } => match agent.ask_permission(Question {
-            tool_name: name.clone(),
-            command: args.to_string(),
-            reason,
-            rules: "permissions.mcp",
-        }) {
-            Permission::Granted => None,
-            Permission::Refused(text) => return Some(Slot::Done(ToolOutput::error(text))),
-            Permission::Pending(answer) => Some(answer),
-        },
+        // MCP rules match names only, so no call is left unchecked; were one, it would ask.
+        Verdict::Ask { reason } | Verdict::Unchecked { reason } => {
+            match agent.ask_permission(Question {
+                tool_name: name.clone(),
+                command: args.to_string(),
+                reason,
+                rules: "permissions.mcp",
+            }) {
+                Permission::Granted => None,
+                Permission::Refused(text) => return Some(Slot::Done(ToolOutput::error(text))),
+                Permission::Pending(answer) => Some(answer),
+            }
+        }
     };
     let (servers, cancel, name, args) = (
         servers.clone(),

@@ -24,7 +24,7 @@ mod user_bash;
 pub use error::CommandError;
 pub use permission::{FlaggedCommand, Unattended};
 pub use queue::QueueFull;
-pub use runtime::{Prepared, Runtime};
+pub use runtime::{OpenError, Prepared, Runtime};
 pub use sessions::startup_session;
 pub use sink::{EventSink, Sink};
 
@@ -449,7 +449,7 @@ impl Agent {
             .await;
             agent.end_run(&mut agent.state());
             let _ = done_tx.send(true);
-            result.map_err(CommandError::Failed)
+            result.map_err(CommandError::from)
         })
     }
 

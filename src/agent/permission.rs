@@ -125,6 +125,12 @@ impl Unattended {
     }
 }
 
+/// The one wording of a call a deny rule stopped: `rules` is the setting, `not_done` what did
+/// not happen ("the command was not run").
+pub(super) fn blocked(rules: &str, rule: &str, not_done: &str) -> String {
+    format!("Blocked by the {rules} deny rule `{rule}`; {not_done}.")
+}
+
 /// The error result a refused call gets, so the model can work around it.
 fn refusal(reason: &str, rules: &str) -> String {
     format!(

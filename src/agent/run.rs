@@ -7,12 +7,12 @@
 //! `auto_retry_start`, the wait, and a new `agent_start`; `auto_retry_end` follows the first
 //! good reply, or comes once the retries are used up or cancelled.
 
-use super::assemble::Assembler;
+use super::assemble::{Assembler, Boundaries};
 use super::compact::compact;
 use super::retry::{self, Retries, Scheduled};
 use super::{Agent, exec, now_ms};
 use crate::protocol::{
-    AssistantMessage, CompactionReason, Event, Message, StopReason, Usage, UserMessage,
+    AssistantMessage, CompactionReason, Event, Message, StopReason, UserMessage,
 };
 use crate::provider::http::Transport;
 use crate::provider::{self, ErrorKind, ProviderError, Request};
@@ -292,25 +292,20 @@ async fn stream_reply(
             state.auto_retry,
         )
     };
-    let mut empty = AssistantMessage {
-        content: Vec::new(),
-        api: String::new(),
-        provider: String::new(),
-        model: String::new(),
-        usage: Usage::default(),
-        stop_reason: StopReason::Stop,
-        error_message: None,
-        timestamp: now_ms(),
+    let started = std::time::Instant::now();
+    let empty = match &model {
+        Some(m) => AssistantMessage::pending(m.api.as_str(), &m.provider, &m.id, now_ms()),
+        None => AssistantMessage::pending("", "", "", now_ms()),
     };
-    if let Some(m) = &model {
-        empty.api = m.api.as_str().to_owned();
-        empty.provider = m.provider.clone();
-        empty.model = m.id.clone();
-    }
     agent.emit(Event::MessageStart {
         message: Message::Assistant(empty.clone()),
     });
-    let mut assembler = Assembler::new(empty);
+    // Pi keeps every block of an OpenAI-compatible reply open until the reply ends.
+    let boundaries = match model.as_ref().map(|m| m.api) {
+        Some(crate::protocol::Api::OpenAiCompletions) => Boundaries::Joined,
+        _ => Boundaries::Sequential,
+    };
+    let mut assembler = Assembler::with_boundaries(empty, boundaries);
     let mut updates = Vec::new();
 
     let mut failure = None;
@@ -320,7 +315,7 @@ async fn stream_reply(
         Some(model) => {
             let inner = &agent.inner;
             match inner.registry.credentials(model).await {
-                Err(e) => Err((StopReason::Error, e)),
+                Err(e) => Err((StopReason::Error, e.to_string())),
                 Ok((api_key, headers)) => {
                     let request = Request {
                         model,
@@ -344,6 +339,7 @@ async fn stream_reply(
                             for update in updates.drain(..) {
                                 agent.emit(Event::MessageUpdate {
                                     assistant_message_event: update,
+                                    usage: assembler.usage().clone(),
                                 });
                             }
                         },
@@ -351,7 +347,7 @@ async fn stream_reply(
                     )
                     .await;
                     match result {
-                        Ok(()) => Ok(()),
+                        Ok(facts) => Ok(facts),
                         Err(_) if cancel.is_cancelled() => {
                             Err((StopReason::Aborted, ABORTED.to_owned()))
                         }
@@ -365,13 +361,24 @@ async fn stream_reply(
             }
         }
     };
-    let message = match outcome {
-        Ok(()) => assembler.finish(&mut updates),
+    let usage = assembler.usage().clone();
+    let mut message = match outcome {
+        Ok(facts) => {
+            let mut message = assembler.finish(&mut updates);
+            message.response_id = facts.response_id;
+            message.raw_stop_reason = facts.raw_stop_reason;
+            message
+        }
         Err((reason, error)) => assembler.fail(reason, error, &mut updates),
     };
+    if model.is_some() {
+        message.thinking_level = Some(thinking.as_str().to_owned());
+        message.duration_ms = Some(started.elapsed().as_millis().try_into().unwrap_or(u64::MAX));
+    }
     for update in updates {
         agent.emit(Event::MessageUpdate {
             assistant_message_event: update,
+            usage: usage.clone(),
         });
     }
     agent.append(Message::Assistant(message.clone()));

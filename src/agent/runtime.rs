@@ -6,10 +6,10 @@
 //! cwd (ACP, a server of many sessions) opens as many as it is asked for, side by side.
 
 use super::{Agent, Sink, startup_session};
-use crate::config::{self, Process, SessionSpec};
+use crate::config::{self, ConfigError, Process, SessionSpec};
 use crate::context::{self, PromptFiles, PromptSource};
 use crate::provider::{self, http::SharedClient};
-use crate::session::{Header, Session};
+use crate::session::{Header, Session, SessionError};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -35,10 +35,20 @@ pub struct Prepared {
     pub warnings: Vec<String>,
 }
 
+/// Why a session cannot be opened: its configuration (an unknown model on the command line)
+/// or its session file (one that cannot be resumed).
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
 impl Runtime {
     /// Reads models.json in `agent_dir` (or asks the local Ollama for its models). An `Err` is
     /// a usage error.
-    pub async fn load(mut cli: config::Cli, agent_dir: PathBuf) -> Result<Runtime, String> {
+    pub async fn load(mut cli: config::Cli, agent_dir: PathBuf) -> Result<Runtime, ConfigError> {
         let skill_flags = std::mem::take(&mut cli.skills);
         let template_flags = std::mem::take(&mut cli.prompt_templates);
         let client = SharedClient::default();
@@ -61,15 +71,15 @@ impl Runtime {
     }
 
     /// The session the command line asks for, in the process's working directory.
-    pub fn cli_session(&self) -> Result<SessionSpec, String> {
-        self.process.cli_session()
+    pub fn cli_session(&self) -> Result<SessionSpec, OpenError> {
+        Ok(self.process.cli_session()?)
     }
 
     /// Resolves one session for `spec.cwd`. An `Err` names what cannot be opened (an unknown
     /// model on the command line, a session that cannot be resumed).
-    pub fn prepare(&self, spec: &SessionSpec) -> Result<Prepared, String> {
+    pub fn prepare(&self, spec: &SessionSpec) -> Result<Prepared, OpenError> {
         let config = self.process.session(spec)?;
-        let (session, session_warnings) = startup_session(&config).map_err(|e| e.to_string())?;
+        let (session, session_warnings) = startup_session(&config)?;
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let (resources, resource_warnings) = context::Resources::load(&context::ResourceSources {
             agent_dir: &config.agent_dir,

@@ -2,7 +2,7 @@
 //! cloned, and the read-only views of the session file (stats, entries, tree, export).
 
 use super::{Agent, CommandError, State, Tools, models};
-use crate::config::Config;
+use crate::config::{Config, Resume};
 use crate::export::{ExportMeta, render_html};
 use crate::protocol::{
     ContextUsage, Event, ForkMessage, Message, ResponseData, SessionStats, TokenTotals, Usage,
@@ -36,16 +36,31 @@ pub fn startup_session(config: &Config) -> Result<(Session, Vec<String>), Sessio
         cwd: &config.cwd,
         session_dir: config.session_dir.as_deref(),
     };
-    if let Some(query) = &config.resume {
-        return Session::open(&paths::resolve(query, scope)?);
-    }
-    if config.continue_newest
-        && let Some(newest) = dir.as_deref().and_then(paths::newest)
-    {
-        return match Session::open(&newest) {
-            Err(SessionError::NotASession(_)) => Session::salvage(&newest, dir, &config.cwd),
-            opened => opened,
-        };
+    let path = match &config.resume {
+        Resume::New => None,
+        Resume::Query(query) => Some(paths::resolve(query, scope)?),
+        Resume::Id(id) => Some(paths::find_id(id, scope)?),
+        Resume::Path(path) => {
+            let path = config.cwd.join(path);
+            if !path.is_file() {
+                return Err(SessionError::FileNotFound(path.display().to_string()));
+            }
+            Some(path)
+        }
+        Resume::Newest => {
+            if let Some(newest) = dir.as_deref().and_then(paths::newest) {
+                return match Session::open(&newest) {
+                    Err(SessionError::NotASession(_)) => {
+                        Session::salvage(&newest, dir, &config.cwd)
+                    }
+                    opened => opened,
+                };
+            }
+            None
+        }
+    };
+    if let Some(path) = path {
+        return Session::open(&path);
     }
     Ok((Session::create(dir, &config.cwd, None), Vec::new()))
 }
@@ -143,7 +158,10 @@ impl Agent {
         // Loading a large file takes a while: off the runtime thread, without the state.
         let (session, warnings) = tokio::task::spawn_blocking(move || Session::open(&path))
             .await
-            .map_err(|e| CommandError::Failed(format!("loading the session failed: {e}")))??;
+            .map_err(|e| CommandError::Crashed {
+                what: "loading the session",
+                detail: Some(e.to_string()),
+            })??;
         for warning in warnings {
             tracing::warn!("{warning}");
         }
@@ -279,9 +297,15 @@ impl Agent {
             std::thread::Builder::new()
                 .stack_size(8 * 1024 * 1024 + depth * 2048)
                 .spawn_scoped(scope, || encode(&tree))
-                .map_err(|e| CommandError::Failed(format!("cannot start the tree encoder: {e}")))?
+                .map_err(|source| CommandError::Thread {
+                    what: "tree encoder",
+                    source,
+                })?
                 .join()
-                .map_err(|_| CommandError::Failed("encoding the session tree failed".into()))?
+                .map_err(|_| CommandError::Crashed {
+                    what: "encoding the session tree",
+                    detail: None,
+                })?
         })
     }
 
@@ -334,7 +358,7 @@ impl Agent {
                 },
             )
             .await
-            .map_err(CommandError::Failed)
+            .map_err(CommandError::Export)
         }
     }
 }
@@ -378,5 +402,5 @@ fn write_export(
 fn encode(view: &impl Serialize) -> Result<ResponseData, CommandError> {
     serde_json::value::to_raw_value(view)
         .map(ResponseData::Encoded)
-        .map_err(|e| CommandError::Failed(format!("encoding the answer failed: {e}")))
+        .map_err(CommandError::from)
 }

@@ -71,8 +71,7 @@ fn config(base: &str, dir: &std::path::Path) -> Config {
         append_system_prompt: None,
         no_session: true,
         session_dir: None,
-        resume: None,
-        continue_newest: false,
+        resume: crate::config::Resume::New,
         warnings: Vec::new(),
         sandbox: crate::sandbox::Sandbox::off(),
         scope: Vec::new(),
@@ -129,7 +128,8 @@ async fn a_run_streams_into_the_sink() {
     assert!(events.iter().any(|e| matches!(
         e,
         Event::MessageUpdate {
-            assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. }
+            assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. },
+            ..
         } if delta == "hello"
     )));
     assert_eq!(agent.last_assistant_text().as_deref(), Some("hello"));

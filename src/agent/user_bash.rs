@@ -63,8 +63,7 @@ impl Agent {
                 &on_chunk,
                 &agent.inner.outputs,
             )
-            .await
-            .map_err(CommandError::Failed)?;
+            .await?;
             let result = BashResult {
                 output: run.output,
                 exit_code: run.exit_code,

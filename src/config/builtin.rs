@@ -261,7 +261,7 @@ fn model(row: &Row) -> Model {
         thinking_level_map: (!map.is_empty()).then_some(map),
         compat: row
             .adaptive
-            .then(|| serde_json::json!({"forceAdaptiveThinking": true})),
+            .then(|| serde_json::json!({"forceAdaptiveThinking": true}).into()),
         load: LoadOptions::default(),
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod builtin;
 pub mod cli;
+mod error;
 pub mod models;
 pub mod scope;
 pub mod settings;
@@ -12,6 +13,7 @@ use crate::protocol::{Model, ThinkingLevel};
 use crate::tools::permission::Gate;
 use crate::tools::{Tool, default_tools};
 pub use cli::{Cli, Mode};
+pub use error::ConfigError;
 pub use models::{DiscoveredModel, ProviderConfig, Registry};
 pub use scope::ScopedModel;
 pub use settings::{
@@ -49,10 +51,8 @@ pub struct Config {
     pub append_system_prompt: Option<String>,
     pub no_session: bool,
     pub session_dir: Option<PathBuf>,
-    /// `--session <id|prefix|path>`.
-    pub resume: Option<String>,
-    /// `-c/--continue`: the newest session of this cwd.
-    pub continue_newest: bool,
+    /// Which conversation it starts with.
+    pub resume: Resume,
     /// Problems with this session's settings files, reported once on stderr; nova runs on
     /// without them.
     pub warnings: Vec<String>,
@@ -89,18 +89,47 @@ pub struct Process {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resume {
     New,
-    /// `--session`: an id, a unique id prefix or a path.
+    /// `--session`: an id, a unique id prefix or a path, as a person types it.
     Query(String),
-    /// `--continue`.
+    /// The session whose header id is exactly this (a client naming one it listed).
+    Id(String),
+    /// A session file; a relative path is taken from the session's cwd.
+    Path(PathBuf),
+    /// `--continue`: the newest session of the cwd, or a new one when it has none.
     Newest,
 }
 
-/// One session a front end asks for.
+/// A model named by its id, and by its provider when more than one declares that id.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelChoice {
+    pub provider: Option<String>,
+    pub id: String,
+}
+
+/// One session a front end asks for.
+#[derive(Debug, Clone, PartialEq)]
 pub struct SessionSpec {
     /// Where its tools work, whose project settings, sandbox and files apply.
     pub cwd: PathBuf,
     pub resume: Resume,
+    /// The model to start with, instead of the settings' default (a resumed conversation
+    /// keeps it too).
+    pub model: Option<ModelChoice>,
+    /// MCP servers the client brings (ACP's `session/new`), beside those of the mcp.json
+    /// files; one of the same name replaces the file's.
+    pub mcp_servers: Vec<mcp::ClientServer>,
+}
+
+impl SessionSpec {
+    /// A new conversation in `cwd` with the default model and only the configured MCP servers.
+    pub fn new(cwd: PathBuf) -> SessionSpec {
+        SessionSpec {
+            cwd,
+            resume: Resume::New,
+            model: None,
+            mcp_servers: Vec::new(),
+        }
+    }
 }
 
 /// Reads what the process shares. An `Err` is a usage error: the caller prints it and exits 2.
@@ -113,7 +142,7 @@ pub async fn load_process(
     cli: Cli,
     agent_dir: PathBuf,
     discover: impl AsyncFnOnce(&str) -> Vec<DiscoveredModel>,
-) -> Result<Process, String> {
+) -> Result<Process, ConfigError> {
     let mut warnings = Vec::new();
     // Its warnings are the user file's, which every session reports when it reads the file.
     let user_settings = settings::load(
@@ -156,21 +185,31 @@ pub async fn load_process(
 
 impl Process {
     /// The session the command line asks for, in the process's working directory.
-    pub fn cli_session(&self) -> Result<SessionSpec, String> {
-        let cwd = std::env::current_dir()
-            .map_err(|e| format!("cannot read the current directory: {e}"))?;
+    pub fn cli_session(&self) -> Result<SessionSpec, ConfigError> {
+        let cwd = std::env::current_dir().map_err(ConfigError::Cwd)?;
         let resume = match (&self.cli.session, self.cli.continue_newest) {
             (Some(query), _) => Resume::Query(query.clone()),
             (None, true) => Resume::Newest,
             (None, false) => Resume::New,
         };
-        Ok(SessionSpec { cwd, resume })
+        let model = match (&self.cli.model, &self.cli.provider) {
+            (Some(id), provider) => Some(ModelChoice {
+                provider: provider.clone(),
+                id: id.clone(),
+            }),
+            (None, _) => None,
+        };
+        Ok(SessionSpec {
+            resume,
+            model,
+            ..SessionSpec::new(cwd)
+        })
     }
 
     /// Everything one session needs, resolved for its cwd: the project's settings (and trust),
     /// the startup model, the gate's rules, the sandbox and the MCP servers. An `Err` is a
     /// usage error (an unknown model named on the command line).
-    pub fn session(&self, spec: &SessionSpec) -> Result<Config, String> {
+    pub fn session(&self, spec: &SessionSpec) -> Result<Config, ConfigError> {
         let (cli, agent_dir, cwd) = (&self.cli, &self.agent_dir, &spec.cwd);
         let mut warnings = Vec::new();
         let settings = settings::load(
@@ -187,10 +226,14 @@ impl Process {
         let scope = patterns
             .map(|p| scope::resolve(p, registry, &mut warnings))
             .unwrap_or_default();
-        let scoped_start = scoped_startup(cli, &settings, &scope);
+        let named = Named {
+            model: spec.model.as_ref(),
+            provider: cli.provider.as_deref(),
+        };
+        let scoped_start = scoped_startup(named, &settings, &scope);
         let model = match scoped_start {
             Some(s) => Some(s.model.clone()),
-            None => startup_model(cli, &settings, registry)?,
+            None => startup_model(named, &settings, registry)?,
         };
         let thinking_level = cli.thinking.or(scoped_start.and_then(|s| s.thinking));
         let permissions = permission_rules(&settings, &mut warnings);
@@ -202,21 +245,17 @@ impl Process {
             agent_dir,
             &mut warnings,
         );
-        let mcp = mcp_config(agent_dir, cwd, &settings, &mut warnings);
-        let (resume, continue_newest) = match &spec.resume {
-            Resume::New => (None, false),
-            Resume::Query(query) => (Some(query.clone()), false),
-            Resume::Newest => (None, true),
-        };
+        let mut mcp = mcp_config(agent_dir, cwd, &settings, &mut warnings);
+        mcp::config::add_client_servers(&mut mcp.servers, &spec.mcp_servers, agent_dir, cwd)
+            .map_err(ConfigError::ClientMcpServer)?;
         Ok(Config {
             system_prompt: self.system_prompt.clone(),
             append_system_prompt: self.append_system_prompt.clone(),
             no_session: cli.no_session,
-            model_explicit: cli.model.is_some() || cli.provider.is_some(),
+            model_explicit: named.is_some(),
             thinking_level,
             scope,
-            resume,
-            continue_newest,
+            resume: spec.resume.clone(),
             session_dir: cli.session_dir.clone(),
             agent_dir: agent_dir.clone(),
             cwd: cwd.clone(),
@@ -305,11 +344,11 @@ fn ollama_base_url() -> String {
 /// Pi's start within a scope when no model is named: the settings' default if the scope has
 /// it, else the scope's first model.
 fn scoped_startup<'a>(
-    cli: &Cli,
+    named: Named<'_>,
     settings: &Settings,
     scope: &'a [ScopedModel],
 ) -> Option<&'a ScopedModel> {
-    if cli.model.is_some() || cli.provider.is_some() {
+    if named.is_some() {
         return None;
     }
     let default = |s: &&ScopedModel| {
@@ -322,29 +361,42 @@ fn scoped_startup<'a>(
     scope.iter().find(default).or(scope.first())
 }
 
+/// The startup model a session's spec names, or the provider `--provider` names alone.
+#[derive(Clone, Copy)]
+struct Named<'a> {
+    model: Option<&'a ModelChoice>,
+    provider: Option<&'a str>,
+}
+
+impl Named<'_> {
+    fn is_some(self) -> bool {
+        self.model.is_some() || self.provider.is_some()
+    }
+}
+
 fn startup_model(
-    cli: &Cli,
+    named: Named<'_>,
     settings: &Settings,
     registry: &Registry,
-) -> Result<Option<Model>, String> {
-    if let Some(wanted) = &cli.model {
+) -> Result<Option<Model>, ConfigError> {
+    if let Some(ModelChoice { provider, id }) = named.model {
         return registry
-            .resolve(cli.provider.as_deref(), wanted)
+            .resolve(provider.as_deref(), id)
             .cloned()
             .map(Some)
-            .ok_or_else(|| match &cli.provider {
-                Some(p) => format!("unknown model \"{p}/{wanted}\" (see models.json)"),
-                None => format!("unknown model \"{wanted}\" (see models.json)"),
+            .ok_or_else(|| ConfigError::UnknownModel {
+                provider: provider.clone(),
+                id: id.clone(),
             });
     }
-    if let Some(p) = &cli.provider {
+    if let Some(p) = named.provider {
         return registry
             .models()
             .iter()
-            .find(|m| &m.provider == p)
+            .find(|m| m.provider == p)
             .cloned()
             .map(Some)
-            .ok_or_else(|| format!("provider \"{p}\" declares no models (see models.json)"));
+            .ok_or_else(|| ConfigError::NoModels(p.to_owned()));
     }
     if let Some(m) = settings
         .default_model
@@ -385,7 +437,7 @@ impl ToolSelection {
     }
 }
 
-fn active_tools(cli: &Cli) -> Result<ToolSelection, String> {
+fn active_tools(cli: &Cli) -> Result<ToolSelection, ConfigError> {
     if cli.no_tools {
         return Ok(ToolSelection::Only(vec![]));
     }
@@ -401,10 +453,10 @@ fn active_tools(cli: &Cli) -> Result<ToolSelection, String> {
     for name in names {
         let tool = Tool::from_name(name).ok_or_else(|| {
             let known: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
-            format!(
-                "unknown tool \"{name}\" in --tools (known: {})",
-                known.join(", ")
-            )
+            ConfigError::UnknownTool {
+                name: name.to_owned(),
+                known: known.join(", "),
+            }
         })?;
         if !tools.contains(&tool) {
             tools.push(tool);
@@ -414,10 +466,13 @@ fn active_tools(cli: &Cli) -> Result<ToolSelection, String> {
 }
 
 /// Pi's rule for prompt flags: a value naming an existing file means that file's text.
-fn text_or_file(value: &str) -> Result<String, String> {
+fn text_or_file(value: &str) -> Result<String, ConfigError> {
     let path = Path::new(value);
     if path.is_file() {
-        return std::fs::read_to_string(path).map_err(|e| format!("cannot read {value}: {e}"));
+        return std::fs::read_to_string(path).map_err(|source| ConfigError::PromptFile {
+            value: value.to_owned(),
+            source,
+        });
     }
     Ok(value.to_owned())
 }

@@ -1,8 +1,8 @@
 //! The model registry: `models.json` in Pi's format, or, without one, the local Ollama server's
 //! models. Secrets (`apiKey`, header values) stay unresolved here and are resolved per request.
 
-use super::builtin;
-use crate::protocol::{LoadOptions, Model, ModelCost, ThinkingLevelMap};
+use super::{ConfigError, builtin};
+use crate::protocol::{LoadOptions, Model, ModelCompat, ModelCost, ThinkingLevelMap};
 use crate::provider::{Api, compat};
 use crate::secret;
 use serde::Deserialize;
@@ -90,15 +90,26 @@ impl Registry {
     }
 
     /// Parses a models.json. `Ok(None)` when the file does not exist.
-    pub fn from_file(path: &Path, warnings: &mut Vec<String>) -> Result<Option<Registry>, String> {
+    pub fn from_file(
+        path: &Path,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<Registry>, ConfigError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
         };
         Self::from_json(&text, warnings)
             .map(Some)
-            .map_err(|e| format!("{}: {e}", path.display()))
+            .map_err(|reason| ConfigError::ModelsJson {
+                path: path.to_owned(),
+                reason,
+            })
     }
 
     /// Parses a models.json; problems that do not stop a model from working (a bad `compat`
@@ -149,7 +160,8 @@ impl Registry {
                     context_window: m.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
                     max_tokens: m.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
                     thinking_level_map: m.thinking_level_map.clone(),
-                    compat: compat::merge(p.compat.as_ref(), m.compat.as_ref()),
+                    compat: compat::merge(p.compat.as_ref(), m.compat.as_ref())
+                        .map(ModelCompat::from),
                     // A declared window is what the user wants the prompt to get; without one,
                     // the server's own setting stands.
                     load: LoadOptions {
@@ -284,7 +296,7 @@ impl Registry {
     pub async fn credentials(
         &self,
         model: &Model,
-    ) -> Result<(Option<String>, Vec<(String, String)>), String> {
+    ) -> Result<(Option<String>, Vec<(String, String)>), ConfigError> {
         let Some(provider) = self.provider(&model.provider) else {
             return Ok((None, vec![]));
         };
@@ -292,11 +304,17 @@ impl Registry {
             None if provider.name == builtin::ANTHROPIC => {
                 std::env::var(builtin::ANTHROPIC_KEY_VAR).ok()
             }
-            Some(raw) => Some(
-                self.resolve_value(raw)
-                    .await
-                    .map_err(|e| format!("apiKey of provider \"{}\": {e}", provider.name))?,
-            ),
+            Some(raw) => {
+                Some(
+                    self.resolve_value(raw)
+                        .await
+                        .map_err(|reason| ConfigError::Secret {
+                            what: "apiKey".to_owned(),
+                            provider: provider.name.clone(),
+                            reason,
+                        })?,
+                )
+            }
             None => None,
         };
         let mut headers = Vec::with_capacity(provider.headers.len());
@@ -304,7 +322,11 @@ impl Registry {
             let value = self
                 .resolve_value(raw)
                 .await
-                .map_err(|e| format!("header \"{name}\" of provider \"{}\": {e}", provider.name))?;
+                .map_err(|reason| ConfigError::Secret {
+                    what: format!("header \"{name}\""),
+                    provider: provider.name.clone(),
+                    reason,
+                })?;
             headers.push((name.clone(), value));
         }
         Ok((key.filter(|k| !k.is_empty()), headers))
@@ -406,14 +428,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            r.find("x", "m").unwrap().compat,
+            r.find("x", "m")
+                .unwrap()
+                .compat
+                .as_ref()
+                .map(|c| c.written().clone()),
             Some(
                 serde_json::json!({"supportsStore": true, "maxTokensField": "max_tokens",
                                     "requiresToolResultName": 1})
             )
         );
         assert_eq!(
-            r.find("x", "n").unwrap().compat,
+            r.find("x", "n")
+                .unwrap()
+                .compat
+                .as_ref()
+                .map(|c| c.written().clone()),
             Some(serde_json::json!({"supportsStore": false, "maxTokensField": "max_tokens"}))
         );
         assert_eq!(warnings.len(), 1, "{warnings:?}");

@@ -208,7 +208,7 @@ fn render_assistant<M: AsRef<Message>>(
         }
         StopReason::Length => out
             .push_str("<div class=\"notice\">The reply stopped at the output token limit.</div>\n"),
-        StopReason::Stop | StopReason::ToolUse => {}
+        StopReason::Pending | StopReason::Stop | StopReason::ToolUse => {}
     }
     out.push_str("</section>\n");
 }

@@ -34,6 +34,8 @@ fn assistant(content: Vec<ContentBlock>, stop_reason: StopReason) -> Message {
             output: 300,
             cache_read: 0,
             cache_write: 0,
+            cache_write_1h: None,
+            reasoning: None,
             total_tokens: 1500,
             cost: Cost {
                 total: 0.0125,
@@ -42,6 +44,10 @@ fn assistant(content: Vec<ContentBlock>, stop_reason: StopReason) -> Message {
         },
         stop_reason,
         error_message: None,
+        response_id: None,
+        thinking_level: None,
+        raw_stop_reason: None,
+        duration_ms: None,
         timestamp: 1_764_583_201_000,
     })
 }

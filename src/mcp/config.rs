@@ -54,6 +54,94 @@ pub enum Transport {
     },
 }
 
+impl ServerConfig {
+    /// A client's values are what it sent: its `${VAR}` or `!command` is text, not an
+    /// instruction to nova.
+    pub fn literal_values(&self) -> bool {
+        self.source == McpSource::Client
+    }
+}
+
+/// An MCP server a front end's client gives for one session (ACP's `session/new`). The client
+/// acts for the user, so it is trusted like the user's mcp.json; like the user's servers, a
+/// stdio one starts apart from the project.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientServer {
+    pub name: String,
+    pub transport: ClientTransport,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientTransport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    },
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// Adds the client's servers to those of the files, a client's replacing a file's of the same
+/// name. An `Err` names the first server that cannot be used.
+pub fn add_client_servers(
+    servers: &mut Vec<ServerConfig>,
+    given: &[ClientServer],
+    agent_dir: &Path,
+    cwd: &Path,
+) -> Result<(), String> {
+    let mut seen: Vec<String> = Vec::new();
+    for server in given {
+        let name = &server.name;
+        check_name(name).map_err(|e| format!("MCP server \"{name}\": {e}"))?;
+        let key = canonical(name);
+        if seen.contains(&key) {
+            return Err(format!(
+                "MCP server \"{name}\" is given twice (`-` and `_` count as the same)"
+            ));
+        }
+        seen.push(key.clone());
+        let isolation = Isolation {
+            project: cwd.to_path_buf(),
+            dir: neutral_dir(agent_dir, cwd),
+        };
+        let transport = match &server.transport {
+            ClientTransport::Stdio { command, .. } if command.trim().is_empty() => {
+                return Err(format!("MCP server \"{name}\": the command is empty"));
+            }
+            ClientTransport::Stdio { command, args, env } => Transport::Stdio {
+                command: command.clone(),
+                args: args.clone(),
+                env: env.clone(),
+                cwd: isolation.dir.clone(),
+            },
+            ClientTransport::Http { url, headers } => {
+                check_url(url).map_err(|e| format!("MCP server \"{name}\": {e}"))?;
+                Transport::Http {
+                    url: url.clone(),
+                    headers: headers.clone(),
+                }
+            }
+        };
+        let config = ServerConfig {
+            name: name.clone(),
+            source: McpSource::Client,
+            isolation: matches!(transport, Transport::Stdio { .. }).then_some(isolation),
+            transport,
+            timeout: DEFAULT_TIMEOUT,
+            description: None,
+            disabled: None,
+        };
+        match servers.iter().position(|s| canonical(&s.name) == key) {
+            Some(i) => servers[i] = config,
+            None => servers.push(config),
+        }
+    }
+    Ok(())
+}
+
 impl Transport {
     pub fn kind(&self) -> McpTransport {
         match self {
@@ -80,15 +168,11 @@ pub struct Files<'a> {
 impl Files<'_> {
     /// The three files, from the lowest precedence to the highest.
     fn in_order(&self) -> [(&Path, McpSource); 3] {
-        [McpSource::User, McpSource::Claude, McpSource::Project].map(|s| (self.path(s), s))
-    }
-
-    fn path(&self, source: McpSource) -> &Path {
-        match source {
-            McpSource::User => self.user,
-            McpSource::Claude => self.claude,
-            McpSource::Project => self.project,
-        }
+        [
+            (self.user, McpSource::User),
+            (self.claude, McpSource::Claude),
+            (self.project, McpSource::Project),
+        ]
     }
 }
 
@@ -154,7 +238,10 @@ pub fn load(files: &Files, warnings: &mut Vec<String>) -> Vec<ServerConfig> {
     let skipped: Vec<String> = servers
         .iter()
         .filter(|s| s.disabled.as_deref() == Some(UNTRUSTED))
-        .map(|s| format!("{} ({})", s.name, files.path(s.source).display()))
+        .filter_map(|s| {
+            let (path, _) = files.in_order().into_iter().find(|(_, f)| *f == s.source)?;
+            Some(format!("{} ({})", s.name, path.display()))
+        })
         .collect();
     if !skipped.is_empty() {
         warnings.push(format!(
@@ -238,13 +325,7 @@ fn parse_entry(
     path: &Path,
     files: &Files,
 ) -> Result<Entry, String> {
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        return Err("a server name may contain only letters, digits, `_` and `-`".into());
-    }
+    check_name(name)?;
     let Value::Object(entry) = value else {
         return Err("must be an object".into());
     };
@@ -339,12 +420,28 @@ fn stdio(
     })
 }
 
-fn http(url: &str, entry: &Map<String, Value>) -> Result<Transport, String> {
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err("a server name may contain only letters, digits, `_` and `-`".into());
+    }
+    Ok(())
+}
+
+fn check_url(url: &str) -> Result<(), String> {
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(format!(
             "\"url\" must be an http:// or https:// address, not \"{url}\""
         ));
     }
+    Ok(())
+}
+
+fn http(url: &str, entry: &Map<String, Value>) -> Result<Transport, String> {
+    check_url(url)?;
     Ok(Transport::Http {
         url: url.to_owned(),
         headers: string_map(entry, "headers")?,

@@ -314,3 +314,64 @@ fn the_sandboxs_placeholder_for_a_missing_mcp_json_reads_as_no_file() {
     let (_, warnings) = load_all(&d, true);
     assert!(warnings[0].contains("cannot read"), "{warnings:?}");
 }
+
+#[test]
+fn a_clients_servers_start_apart_from_the_project_replace_same_named_ones_and_keep_their_values() {
+    let d = dirs();
+    write(
+        &d.user,
+        json!({"mcpServers": {"shared_name": {"command": "from-file"},
+                              "kept": {"url": "http://127.0.0.1:1/mcp"}}}),
+    );
+    let (mut servers, _) = load_all(&d, false);
+    let sent = vec![("TOKEN".to_owned(), "${HOME} !echo run".to_owned())];
+    let given = [
+        ClientServer {
+            name: "shared-name".into(),
+            transport: ClientTransport::Stdio {
+                command: "editor-server".into(),
+                args: vec!["--stdio".into()],
+                env: sent.clone(),
+            },
+        },
+        ClientServer {
+            name: "remote".into(),
+            transport: ClientTransport::Http {
+                url: "http://127.0.0.1:2/mcp".into(),
+                headers: sent.clone(),
+            },
+        },
+    ];
+    add_client_servers(&mut servers, &given, &d.agent, &d.cwd).unwrap();
+    let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["kept", "shared-name", "remote"]);
+    let replaced = by_name(&servers, "shared-name");
+    assert_eq!(replaced.source, McpSource::Client);
+    assert!(replaced.literal_values() && replaced.disabled.is_none());
+    assert_eq!(
+        replaced.isolation,
+        Some(Isolation {
+            project: d.cwd.clone(),
+            dir: d.agent.join("mcp-cwd"),
+        })
+    );
+    assert_eq!(
+        replaced.transport,
+        Transport::Stdio {
+            command: "editor-server".into(),
+            args: vec!["--stdio".into()],
+            env: sent.clone(),
+            cwd: d.agent.join("mcp-cwd"),
+        }
+    );
+    let remote = by_name(&servers, "remote");
+    assert!(remote.literal_values());
+    assert_eq!(
+        remote.transport,
+        Transport::Http {
+            url: "http://127.0.0.1:2/mcp".into(),
+            headers: sent,
+        }
+    );
+    assert!(!by_name(&servers, "kept").literal_values());
+}

@@ -2,6 +2,7 @@
 //! the official SDK (`rmcp`): the handshake, the tool list, and the shutdown order the spec
 //! asks for (close the connection, which closes a child's stdin, before any signal).
 
+use super::McpError;
 use super::config::{ServerConfig, Transport};
 use super::process::{self, Process};
 use crate::provider::http::SharedClient;
@@ -52,7 +53,7 @@ pub async fn connect(
     config: &ServerConfig,
     client: &SharedClient,
     handler: Handler,
-) -> Result<(Connection, Vec<Tool>), String> {
+) -> Result<(Connection, Vec<Tool>), McpError> {
     let isolation = config.isolation.as_ref();
     // A user's server runs its `!command` values where it runs itself.
     let shell = |shell: &mut tokio::process::Command| isolation.map_or(Ok(()), |i| i.shell(shell));
@@ -64,9 +65,15 @@ pub async fn connect(
             env,
             cwd,
         } => {
-            let env = resolve_all(env, prepare)
-                .await
-                .map_err(|e| format!("env {e}"))?;
+            let env = match config.literal_values() {
+                true => env.clone(),
+                false => resolve_all(env, prepare)
+                    .await
+                    .map_err(|reason| McpError::Secret {
+                        what: "env",
+                        reason,
+                    })?,
+            };
             let (process, pipes) = process::spawn(command, args, &env, cwd, isolation)?;
             let exited = process.exited();
             match handler.serve(pipes).await {
@@ -75,28 +82,44 @@ pub async fn connect(
                     // How the server ended says more than the broken pipe it left behind.
                     let reason = exit_reason(exited).await.unwrap_or_else(|| e.to_string());
                     process.stop(STOP_GRACE).await;
-                    return Err(reason);
+                    return Err(McpError::Handshake(reason));
                 }
             }
         }
         Transport::Http { url, headers } => {
-            let headers = resolve_all(headers, prepare)
-                .await
-                .map_err(|e| format!("header {e}"))?;
+            let headers = match config.literal_values() {
+                true => headers.clone(),
+                false => {
+                    resolve_all(headers, prepare)
+                        .await
+                        .map_err(|reason| McpError::Secret {
+                            what: "header",
+                            reason,
+                        })?
+                }
+            };
             let mut custom = HashMap::new();
             for (name, value) in headers {
-                let name = HeaderName::try_from(name.as_str())
-                    .map_err(|e| format!("header \"{name}\": {e}"))?;
-                let value =
-                    HeaderValue::try_from(value).map_err(|e| format!("header \"{name}\": {e}"))?;
+                let bad = |e: &dyn std::fmt::Display| McpError::BadHeader {
+                    name: name.clone(),
+                    reason: e.to_string(),
+                };
+                let name = HeaderName::try_from(name.as_str()).map_err(|e| bad(&e))?;
+                let value = HeaderValue::try_from(value).map_err(|e| bad(&e))?;
                 custom.insert(name, value);
             }
-            let client = client.get().map_err(|e| e.to_string())?.clone();
+            let client = client
+                .get()
+                .map_err(|e| McpError::Client(e.to_string()))?
+                .clone();
             let transport = StreamableHttpClientTransport::with_client(
                 client,
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom),
             );
-            let service = handler.serve(transport).await.map_err(|e| e.to_string())?;
+            let service = handler
+                .serve(transport)
+                .await
+                .map_err(|e| McpError::Handshake(e.to_string()))?;
             (service, None)
         }
     };
@@ -109,9 +132,8 @@ pub async fn connect(
         match connection.service.list_all_tools().await {
             Ok(tools) => tools,
             Err(e) => {
-                let reason = format!("listing its tools failed: {e}");
                 connection.stop().await;
-                return Err(reason);
+                return Err(McpError::ListTools(e));
             }
         }
     } else {

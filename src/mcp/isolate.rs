@@ -7,6 +7,7 @@
 //! ([`environment`]). The project's own servers (`.mcp.json`, `.nova/mcp.json`) need the user's
 //! trust and start in the project, as before.
 
+use super::McpError;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
@@ -32,7 +33,7 @@ impl Isolation {
         command: &mut tokio::process::Command,
         cwd: &Path,
         configured: &[(String, String)],
-    ) -> Result<(), String> {
+    ) -> Result<(), McpError> {
         if cwd == self.dir {
             prepare(cwd)?;
         }
@@ -47,9 +48,9 @@ impl Isolation {
     }
 
     /// Readies the shell of one of the entry's `!command` values: it runs in
-    /// [`Isolation::dir`].
+    /// [`Isolation::dir`]. Its error is text, as the secret resolver takes it.
     pub fn shell(&self, shell: &mut tokio::process::Command) -> Result<(), String> {
-        self.apply(shell, &self.dir, &[])
+        self.apply(shell, &self.dir, &[]).map_err(|e| e.to_string())
     }
 }
 
@@ -98,8 +99,11 @@ pub fn neutral_dir(agent_dir: &Path, project: &Path) -> PathBuf {
 
 /// Creates `dir` (mode 0700) unless it exists, and refuses one another user could have filled:
 /// it must be a real directory of this user's that nobody else may write.
-pub fn prepare(dir: &Path) -> Result<(), String> {
-    let failed = |e: std::io::Error| format!("cannot create {}: {e}", dir.display());
+pub fn prepare(dir: &Path) -> Result<(), McpError> {
+    let failed = |source| McpError::IsolationDir {
+        path: dir.to_owned(),
+        source,
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -108,11 +112,7 @@ pub fn prepare(dir: &Path) -> Result<(), String> {
     let meta = std::fs::symlink_metadata(dir).map_err(failed)?;
     let ours = meta.uid() == nix::unistd::getuid().as_raw();
     if !meta.is_dir() || !ours || meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "{} is not a directory of this user's that only they may write; not starting a \
-             server there",
-            dir.display()
-        ));
+        return Err(McpError::UnsafeDir(dir.to_owned()));
     }
     Ok(())
 }
@@ -279,7 +279,12 @@ mod tests {
         assert_eq!(mode & 0o777, 0o700);
         prepare(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(prepare(&dir).unwrap_err().contains("only they may write"));
+        assert!(
+            prepare(&dir)
+                .unwrap_err()
+                .to_string()
+                .contains("only they may write")
+        );
         let link = tmp.path().join("link");
         std::os::unix::fs::symlink(tmp.path(), &link).unwrap();
         assert!(

@@ -13,6 +13,7 @@
 
 pub mod config;
 mod connection;
+mod error;
 mod isolate;
 mod names;
 mod process;
@@ -20,5 +21,7 @@ mod result;
 pub mod rules;
 mod servers;
 
+pub use config::{ClientServer, ClientTransport};
+pub use error::McpError;
 pub use rules::{Rules, Verdict};
 pub use servers::{ABORTED, McpConfig, Servers, StatusFn};

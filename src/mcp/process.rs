@@ -6,6 +6,7 @@
 //! is dropped without being stopped has its group stopped at once, and the keeper also kills
 //! the server when nova dies, so no server outlives nova however nova leaves.
 
+use super::McpError;
 use super::isolate::Isolation;
 use crate::sandbox::kept;
 use nix::sys::signal::{Signal, killpg};
@@ -44,7 +45,7 @@ pub fn spawn(
     env: &[(String, String)],
     cwd: &Path,
     isolation: Option<&Isolation>,
-) -> Result<(Process, Pipes), String> {
+) -> Result<(Process, Pipes), McpError> {
     let mut command_line = tokio::process::Command::from(kept(command, args));
     if let Some(isolation) = isolation {
         isolation.apply(&mut command_line, cwd, env)?;
@@ -57,14 +58,18 @@ pub fn spawn(
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot run `{command}` in {}: {e}", cwd.display()))?;
+        .map_err(|source| McpError::Spawn {
+            command: command.to_owned(),
+            cwd: cwd.to_owned(),
+            source,
+        })?;
     let (Some(pid), Some(stdin), Some(stdout), Some(stderr)) = (
         child.id(),
         child.stdin.take(),
         child.stdout.take(),
         child.stderr.take(),
     ) else {
-        return Err(format!("`{command}` started without its pipes"));
+        return Err(McpError::NoPipes(command.to_owned()));
     };
     let tail = Arc::new(Mutex::new(VecDeque::new()));
     let reader = tokio::spawn(keep_tail(stderr, tail.clone()));

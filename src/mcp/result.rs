@@ -4,11 +4,10 @@
 //! as image blocks; what the model cannot take (audio, binary resources, links) becomes a short
 //! note. A result the server marks `isError` stays an error result, naming the server.
 
-use crate::protocol::ContentBlock;
+use crate::protocol::{ContentBlock, McpDetails, ToolDetails};
 use crate::tools::ToolOutput;
 use crate::tools::truncate::{Limits, TruncatedBy, format_size, truncate_head};
 use rmcp::model::{CallToolResult, ContentBlock as McpBlock, ResourceContents};
-use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 
 const UNKNOWN: &str = "[a content block of a kind nova does not know was left out]";
@@ -59,18 +58,20 @@ pub fn to_output(server: &str, tool: &str, result: CallToolResult, limits: Limit
             _ => texts.push(UNKNOWN.into()),
         }
     }
-    let mut details = Map::new();
-    details.insert("server".into(), json!(server));
-    details.insert("tool".into(), json!(tool));
+    let mut details = McpDetails {
+        full_output_path: None,
+        server: server.to_owned(),
+        structured_content: None,
+        tool: tool.to_owned(),
+        truncation: None,
+    };
     if texts.is_empty() && images.is_empty() {
         texts.push(match &result.structured_content {
             Some(v) => v.to_string(),
             None => "(no output)".to_owned(),
         });
     }
-    if let Some(structured) = result.structured_content {
-        details.insert("structuredContent".into(), structured);
-    }
+    details.structured_content = result.structured_content;
     let text = bounded(texts.join("\n"), limits, &mut details);
     let is_error = result.is_error == Some(true);
     let text = if is_error {
@@ -82,7 +83,7 @@ pub fn to_output(server: &str, tool: &str, result: CallToolResult, limits: Limit
     content.extend(images);
     ToolOutput {
         content,
-        details: Some(Value::Object(details)),
+        details: Some(ToolDetails::Mcp(details)),
         is_error,
     }
 }
@@ -113,7 +114,7 @@ fn image(
 
 /// Head-truncates `text`; when it was cut, the full text goes to a temp file and a notice says
 /// what is shown and where the rest is.
-fn bounded(text: String, limits: Limits, details: &mut Map<String, Value>) -> String {
+fn bounded(text: String, limits: Limits, details: &mut McpDetails) -> String {
     let t = truncate_head(&text, limits);
     if !t.truncated {
         return text;
@@ -121,12 +122,12 @@ fn bounded(text: String, limits: Limits, details: &mut Map<String, Value>) -> St
     let full = match keep_full(&text) {
         Some(path) => {
             let shown = path.display().to_string();
-            details.insert("fullOutputPath".into(), json!(shown));
+            details.full_output_path = Some(shown.clone());
             format!(". Full output: {shown}")
         }
         None => String::new(),
     };
-    details.insert("truncation".into(), json!(t));
+    details.truncation = Some(t.details());
     let notice = if t.first_line_exceeds_limit {
         format!(
             "[The first line alone is over the {} limit{full}]",

@@ -55,7 +55,7 @@ fn text_image_and_resources_map_to_blocks() {
     );
     assert_eq!(out.content[1], ContentBlock::image("aGk=", "image/png"));
     assert_eq!(out.content.len(), 2);
-    let details = out.details.unwrap();
+    let details = out.details.unwrap().json();
     assert_eq!(
         (details["server"].as_str(), details["tool"].as_str()),
         (Some("fs"), Some("read"))
@@ -67,7 +67,7 @@ fn text_image_and_resources_map_to_blocks() {
 fn long_text_is_cut_from_the_head_and_kept_in_full() {
     let long = "l1\nl2\nl3\nl4\nl5";
     let out = to_output("s", "t", result(vec![McpBlock::text(long)]), SMALL);
-    let details = out.details.clone().unwrap();
+    let details = out.details.clone().unwrap().json();
     let path = details["fullOutputPath"].as_str().unwrap().to_owned();
     assert_eq!(
         text_of(&out),
@@ -79,7 +79,7 @@ fn long_text_is_cut_from_the_head_and_kept_in_full() {
 
     let wide = "0123456789\nabcdefghij\nk";
     let out = to_output("s", "t", result(vec![McpBlock::text(wide)]), SMALL);
-    let path = out.details.as_ref().unwrap()["fullOutputPath"]
+    let path = out.details.as_ref().unwrap().json()["fullOutputPath"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -98,7 +98,7 @@ fn long_text_is_cut_from_the_head_and_kept_in_full() {
     assert!(
         text_of(&out).starts_with("[The first line alone is over the 20B limit. Full output: ")
     );
-    let path = out.details.as_ref().unwrap()["fullOutputPath"]
+    let path = out.details.as_ref().unwrap().json()["fullOutputPath"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -115,7 +115,7 @@ fn the_default_limits_are_the_usual_ones() {
         Limits::DEFAULT,
     );
     assert!(text_of(&out).contains("[Showing lines 1-2000 of 3001. Full output: "));
-    let path = out.details.as_ref().unwrap()["fullOutputPath"]
+    let path = out.details.as_ref().unwrap().json()["fullOutputPath"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -142,7 +142,7 @@ fn errors_name_the_server_and_structured_content_stands_in_for_empty_text() {
         CallToolResult::structured(serde_json::json!({"sum": 3})),
         Limits::DEFAULT,
     );
-    assert_eq!(out.details.unwrap()["structuredContent"]["sum"], 3);
+    assert_eq!(out.details.unwrap().json()["structuredContent"]["sum"], 3);
 
     let out = to_output("s", "t", result(vec![]), Limits::DEFAULT);
     assert_eq!(text_of(&out), "(no output)");

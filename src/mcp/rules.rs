@@ -8,6 +8,7 @@
 
 use super::names::sanitize;
 use crate::glob::{self, Glob};
+pub use crate::tools::permission::Verdict;
 
 #[derive(Debug, Clone, Default)]
 pub struct Rules {
@@ -22,13 +23,6 @@ pub struct Rules {
 struct Rule {
     pattern: String,
     matcher: Glob,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Run,
-    Ask { reason: String },
-    Deny { rule: String },
 }
 
 impl Rules {

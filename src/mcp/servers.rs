@@ -383,7 +383,7 @@ impl Shared {
         };
         let outcome = match outcome {
             Ok(outcome) => outcome,
-            Err(_) => Err(format!("did not start within {:?}", config.timeout)),
+            Err(_) => Err(super::McpError::Timeout(config.timeout)),
         };
         let (connection, tools) = match outcome {
             Ok(connected) => connected,
@@ -391,7 +391,7 @@ impl Shared {
                 report(&format!("server {} failed to start: {reason}", config.name));
                 let mut state = self.lock();
                 let phase = Phase::Failed {
-                    reason,
+                    reason: reason.to_string(),
                     crashed: false,
                 };
                 self.set_phase(&mut state, index, phase);

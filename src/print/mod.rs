@@ -84,7 +84,8 @@ pub async fn run(
                 note("the reply was cut off: the model reached its output token limit");
                 return Ok(Outcome::Failed);
             }
-            StopReason::Stop | StopReason::ToolUse => {}
+            // A stored reply has always ended; a pending one is nothing to report.
+            StopReason::Pending | StopReason::Stop | StopReason::ToolUse => {}
         }
     }
     if interrupted.load(Ordering::Relaxed) {

@@ -473,6 +473,8 @@ struct Frame {
 #[derive(Deserialize)]
 struct StartMessage {
     #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
     usage: Option<RawUsage>,
 }
 
@@ -525,6 +527,15 @@ struct RawUsage {
     cache_read_input_tokens: Option<u64>,
     #[serde(default)]
     cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation: Option<CacheCreation>,
+}
+
+/// How a cache write splits between the two retentions.
+#[derive(Deserialize)]
+struct CacheCreation {
+    #[serde(default)]
+    ephemeral_1h_input_tokens: Option<u64>,
 }
 
 /// What an open content block (keyed by the server's `index`) is.
@@ -548,10 +559,16 @@ pub struct Accumulator {
     calls: usize,
     tokens: Option<Tokens>,
     stop: Option<StopReason>,
+    facts: super::ReplyFacts,
     done: bool,
 }
 
 impl Accumulator {
+    /// What the server has said about the reply so far, beside its content.
+    pub fn facts(&self) -> &super::ReplyFacts {
+        &self.facts
+    }
+
     pub fn new(model: &Model) -> Self {
         Accumulator {
             sse: SseDecoder::default(),
@@ -560,6 +577,7 @@ impl Accumulator {
             calls: 0,
             tokens: None,
             stop: None,
+            facts: super::ReplyFacts::default(),
             done: false,
         }
     }
@@ -613,8 +631,11 @@ impl Accumulator {
         };
         match kind {
             "message_start" => {
-                if let Some(usage) = frame.message.and_then(|m| m.usage) {
-                    self.count(usage);
+                if let Some(message) = frame.message {
+                    self.facts.response_id = message.id;
+                    if let Some(usage) = message.usage {
+                        self.count(usage);
+                    }
                 }
             }
             "content_block_start" => {
@@ -642,6 +663,7 @@ impl Accumulator {
                     && let Some(reason) = delta.stop_reason
                 {
                     self.stop = Some(stop_reason(&reason, delta.stop_details.as_ref())?);
+                    self.facts.raw_stop_reason = Some(reason);
                 }
             }
             "message_stop" => self.end(out)?,
@@ -703,15 +725,15 @@ impl Accumulator {
             (Some("signature_delta"), Open::Thinking) => {
                 delta.signature.map(ProviderEvent::ThinkingSignature)
             }
-            (Some("input_json_delta"), Open::Tool(index)) => delta
-                .partial_json
-                .filter(|j| !j.is_empty())
-                .map(|arguments| ProviderEvent::ToolCall {
+            // Even an empty fragment: Pi passes each one on as a `toolcall_delta`.
+            (Some("input_json_delta"), Open::Tool(index)) => {
+                delta.partial_json.map(|arguments| ProviderEvent::ToolCall {
                     index,
                     id: None,
                     name: None,
                     arguments,
-                }),
+                })
+            }
             _ => None,
         };
         out.extend(event.filter(|e| !matches!(e, ProviderEvent::Text(t) if t.is_empty())));
@@ -724,6 +746,10 @@ impl Accumulator {
         t.output = usage.output_tokens.unwrap_or(t.output);
         t.cache_read = usage.cache_read_input_tokens.unwrap_or(t.cache_read);
         t.cache_write = usage.cache_creation_input_tokens.unwrap_or(t.cache_write);
+        let long = usage
+            .cache_creation
+            .and_then(|c| c.ephemeral_1h_input_tokens);
+        t.cache_write_1h = Some(long.or(t.cache_write_1h).unwrap_or(0));
     }
 
     fn end(&mut self, out: &mut Vec<ProviderEvent>) -> Result<(), ProviderError> {

@@ -6,63 +6,12 @@
 //! Each field starts from Pi's default for the server, detected from the provider's name and the
 //! base URL (api.openai.com gets `developer`; DeepSeek, z.ai, Together… their own dialects; a
 //! local server the plain OpenAI one); an explicit `compat` value overrides it field by field.
-//! The model's `compat` is already merged over its provider's by the registry.
-//!
-//! Parsing is lenient: a field with a bad value keeps its default, and [`check`] reports it when
-//! models.json is loaded; fields Pi knows that change nothing here are accepted silently.
+//! The model's `compat` is already merged over its provider's and read into typed fields by the
+//! registry ([`check`] reports its bad values then, once); a request only combines the two.
 
-use crate::protocol::Model;
-use serde_json::{Map, Value};
-
-/// Which request field carries the output budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MaxTokensField {
-    MaxCompletionTokens,
-    MaxTokens,
-}
-
-/// How thinking is asked for (Pi's `thinkingFormat`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThinkingFormat {
-    /// `reasoning_effort`.
-    OpenAi,
-    /// `reasoning: {effort}`, `effort: "none"` when off.
-    OpenRouter,
-    /// `thinking: {type: enabled|disabled}` plus `reasoning_effort`.
-    DeepSeek,
-    /// `reasoning: {enabled}` plus `reasoning_effort`.
-    Together,
-    /// `thinking: {type: enabled|disabled}` plus `reasoning_effort`.
-    Zai,
-    /// Top-level `enable_thinking` plus `reasoning_effort`.
-    Qwen,
-    /// `chat_template_kwargs: {enable_thinking, preserve_thinking}`.
-    QwenChatTemplate,
-    /// Top-level `thinking: "<effort>"`, `"none"` when off.
-    StringThinking,
-    /// `reasoning: {effort}` only for a level the model maps to a value.
-    AntLing,
-}
-
-impl ThinkingFormat {
-    fn parse(name: &str) -> Option<ThinkingFormat> {
-        Some(match name {
-            "openai" => ThinkingFormat::OpenAi,
-            "openrouter" => ThinkingFormat::OpenRouter,
-            "deepseek" => ThinkingFormat::DeepSeek,
-            "together" => ThinkingFormat::Together,
-            "zai" => ThinkingFormat::Zai,
-            "qwen" => ThinkingFormat::Qwen,
-            "qwen-chat-template" => ThinkingFormat::QwenChatTemplate,
-            "string-thinking" => ThinkingFormat::StringThinking,
-            "ant-ling" => ThinkingFormat::AntLing,
-            _ => return None,
-        })
-    }
-}
-
-/// The formats Pi has that need per-model templates nova does not model.
-const UNSUPPORTED_FORMATS: &[&str] = &["chat-template", "baseten"];
+use crate::protocol::{CompatFlags, Model, ModelCompat};
+pub use crate::protocol::{MaxTokensField, ThinkingFormat};
+use serde_json::Value;
 
 /// What one OpenAI-compatible request must look like for its server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,8 +41,8 @@ impl Compat {
     /// Pi's defaults for `model`'s server, overridden by its `compat` object.
     pub fn of(model: &Model) -> Compat {
         let mut compat = Compat::detect(&model.provider, &model.base_url);
-        if let Some(Value::Object(fields)) = &model.compat {
-            compat.apply(fields, &mut |_| {});
+        if let Some(explicit) = &model.compat {
+            compat.apply(explicit);
         }
         compat
     }
@@ -168,66 +117,63 @@ impl Compat {
         }
     }
 
-    /// Applies the fields of a `compat` object, telling `warn` about each bad value.
-    fn apply(&mut self, fields: &Map<String, Value>, warn: &mut dyn FnMut(String)) {
-        for (key, value) in fields {
-            let flag = match key.as_str() {
-                "supportsStore" => &mut self.supports_store,
-                "supportsDeveloperRole" => &mut self.supports_developer_role,
-                "supportsReasoningEffort" => &mut self.supports_reasoning_effort,
-                "supportsUsageInStreaming" => &mut self.supports_usage_in_streaming,
-                "requiresToolResultName" => &mut self.requires_tool_result_name,
-                "requiresAssistantAfterToolResult" => {
-                    &mut self.requires_assistant_after_tool_result
-                }
-                "requiresThinkingAsText" => &mut self.requires_thinking_as_text,
-                "requiresNonNullAssistantContent" => &mut self.requires_non_null_assistant_content,
-                "supportsStrictMode" => &mut self.supports_strict_mode,
-                "maxTokensField" => {
-                    match value.as_str() {
-                        Some("max_tokens") => self.max_tokens_field = MaxTokensField::MaxTokens,
-                        Some("max_completion_tokens") => {
-                            self.max_tokens_field = MaxTokensField::MaxCompletionTokens
-                        }
-                        _ => warn(format!(
-                            "\"maxTokensField\" is {value}; expected \"max_tokens\" or \"max_completion_tokens\""
-                        )),
-                    }
-                    continue;
-                }
-                "thinkingFormat" => {
-                    let name = value.as_str().unwrap_or_default();
-                    match ThinkingFormat::parse(name) {
-                        Some(format) => self.thinking_format = format,
-                        None if UNSUPPORTED_FORMATS.contains(&name) => warn(format!(
-                            "\"thinkingFormat\": \"{name}\" is not supported by nova; using the detected format"
-                        )),
-                        None => warn(format!(
-                            "\"thinkingFormat\" is {value}, which is not a format Pi knows"
-                        )),
-                    }
-                    continue;
-                }
-                _ => continue,
-            };
-            match value {
-                Value::Bool(b) => *flag = *b,
-                other => warn(format!("\"{key}\" is {other}; expected true or false")),
-            }
-        }
+    /// Puts the fields `explicit` sets over the detected ones.
+    fn apply(&mut self, explicit: &ModelCompat) {
+        let CompatFlags {
+            supports_store,
+            supports_developer_role,
+            supports_reasoning_effort,
+            supports_usage_in_streaming,
+            requires_tool_result_name,
+            requires_assistant_after_tool_result,
+            requires_thinking_as_text,
+            requires_non_null_assistant_content,
+            supports_strict_mode,
+            force_adaptive_thinking: _,
+        } = explicit.flags;
+        let set = |flag: &mut bool, value: Option<bool>| *flag = value.unwrap_or(*flag);
+        set(&mut self.supports_store, supports_store);
+        set(&mut self.supports_developer_role, supports_developer_role);
+        set(
+            &mut self.supports_reasoning_effort,
+            supports_reasoning_effort,
+        );
+        set(
+            &mut self.supports_usage_in_streaming,
+            supports_usage_in_streaming,
+        );
+        set(
+            &mut self.requires_tool_result_name,
+            requires_tool_result_name,
+        );
+        set(
+            &mut self.requires_assistant_after_tool_result,
+            requires_assistant_after_tool_result,
+        );
+        set(
+            &mut self.requires_thinking_as_text,
+            requires_thinking_as_text,
+        );
+        set(
+            &mut self.requires_non_null_assistant_content,
+            requires_non_null_assistant_content,
+        );
+        set(&mut self.supports_strict_mode, supports_strict_mode);
+        self.max_tokens_field = explicit.max_tokens_field.unwrap_or(self.max_tokens_field);
+        self.thinking_format = explicit.thinking_format.unwrap_or(self.thinking_format);
     }
 }
 
-/// Reports the problems of a models.json `compat` value (at `place`, such as `provider "x"`).
+/// Reads a models.json `compat` value (at `place`, such as `provider "x"`), reporting its
+/// problems.
 pub fn check(place: &str, value: &Value, warnings: &mut Vec<String>) {
-    let Value::Object(fields) = value else {
+    if !value.is_object() {
         warnings.push(format!(
             "models.json: {place}: \"compat\" is not an object; ignored"
         ));
         return;
-    };
-    let mut scratch = Compat::detect("", "");
-    scratch.apply(fields, &mut |problem| {
+    }
+    ModelCompat::read(value.clone(), &mut |problem| {
         warnings.push(format!("models.json: {place}: compat {problem}; ignored"));
     });
 }
@@ -255,7 +201,7 @@ mod tests {
         Compat::of(&Model {
             provider: provider.into(),
             base_url: base_url.into(),
-            compat,
+            compat: compat.map(ModelCompat::from),
             ..model("openai-completions", false)
         })
     }

@@ -94,7 +94,7 @@ pub async fn stream(
     req: &Request<'_>,
     cancel: &CancellationToken,
     on_event: impl FnMut(ProviderEvent),
-) -> Result<(), ProviderError> {
+) -> Result<super::ReplyFacts, ProviderError> {
     stream_paced(transport, req, cancel, on_event, || std::future::ready(())).await
 }
 
@@ -107,7 +107,7 @@ pub async fn stream_paced<F: Future<Output = ()>>(
     cancel: &CancellationToken,
     mut on_event: impl FnMut(ProviderEvent),
     pace: impl Fn() -> F,
-) -> Result<(), ProviderError> {
+) -> Result<super::ReplyFacts, ProviderError> {
     let api = req.model.api;
     let (url, mut decoder) = match api {
         Api::Ollama => (
@@ -203,9 +203,10 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         forward(&mut events, &mut meter, req, api, &mut on_event, &pace).await?;
         pushed?;
     }
+    let facts = decoder.facts().clone();
     let finished = decoder.finish(&mut events);
     forward(&mut events, &mut meter, req, api, &mut on_event, &pace).await?;
-    finished
+    finished.map(|()| facts)
 }
 
 /// Serialises the request body on a blocking thread: a long conversation (a reply of a hundred
@@ -381,6 +382,14 @@ impl Decoder {
             Decoder::Ollama(a) => a.push(bytes, out),
             Decoder::OpenAi(a) => a.push(bytes, out),
             Decoder::Anthropic(a) => a.push(bytes, out),
+        }
+    }
+
+    fn facts(&self) -> &super::ReplyFacts {
+        match self {
+            Decoder::Ollama(a) => a.facts(),
+            Decoder::OpenAi(a) => a.facts(),
+            Decoder::Anthropic(a) => a.facts(),
         }
     }
 
@@ -585,7 +594,10 @@ pub(crate) mod tests {
         model: &Model,
         cancel: &CancellationToken,
         idle_ms: u64,
-    ) -> (Vec<ProviderEvent>, Result<(), ProviderError>) {
+    ) -> (
+        Vec<ProviderEvent>,
+        Result<crate::provider::ReplyFacts, ProviderError>,
+    ) {
         let messages = [Arc::new(user_text("hi"))];
         let req = Request {
             model,

@@ -53,6 +53,15 @@ pub enum ProviderEvent {
 
 pub use crate::protocol::Api;
 
+/// What the server said about a reply beside its content: kept on the message as Pi keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplyFacts {
+    /// The server's id of the reply (OpenAI's chunk `id`, Anthropic's message id).
+    pub response_id: Option<String>,
+    /// The server's own finish reason, before it is mapped to a stop reason.
+    pub raw_stop_reason: Option<String>,
+}
+
 /// What to ask a model; how to reach it is an [`http::Transport`].
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
@@ -111,6 +120,7 @@ fn priced_usage(model: &Model, input: u64, output: u64, cache_read: u64) -> Usag
             output,
             cache_read,
             cache_write: 0,
+            cache_write_1h: None,
         },
     )
 }
@@ -122,6 +132,8 @@ struct Tokens {
     output: u64,
     cache_read: u64,
     cache_write: u64,
+    /// Of `cache_write`, what went to a one-hour cache (Anthropic only: `Some` there).
+    cache_write_1h: Option<u64>,
 }
 
 /// `tokens` priced with the model's per-million-token costs. Counts come from the server, so
@@ -132,14 +144,23 @@ fn priced(model: &Model, tokens: Tokens) -> Usage {
         input: per_million(tokens.input, model.cost.input),
         output: per_million(tokens.output, model.cost.output),
         cache_read: per_million(tokens.cache_read, model.cost.cache_read),
-        cache_write: per_million(tokens.cache_write, model.cost.cache_write),
+        // A one-hour write costs twice the input rate, as Anthropic bills it and Pi prices it.
+        cache_write: {
+            let long = tokens.cache_write_1h.unwrap_or(0).min(tokens.cache_write);
+            per_million(tokens.cache_write - long, model.cost.cache_write)
+                + per_million(long, model.cost.input * 2.0)
+        },
         total: 0.0,
+        // nova prices every reply itself from the model's rates.
+        total_from_provider: Some(false),
     };
     Usage {
         input: tokens.input,
         output: tokens.output,
         cache_read: tokens.cache_read,
         cache_write: tokens.cache_write,
+        cache_write_1h: tokens.cache_write_1h,
+        reasoning: None,
         total_tokens: tokens
             .input
             .saturating_add(tokens.output)

@@ -305,10 +305,16 @@ pub struct Accumulator {
     model: Model,
     id_prefix: String,
     tool_calls: usize,
+    facts: super::ReplyFacts,
     done: bool,
 }
 
 impl Accumulator {
+    /// What the server has said about the reply so far, beside its content.
+    pub fn facts(&self) -> &super::ReplyFacts {
+        &self.facts
+    }
+
     pub fn new(model: &Model) -> Self {
         Self::with_id_prefix(model, super::fresh_call_id_prefix())
     }
@@ -319,6 +325,7 @@ impl Accumulator {
             model: model.clone(),
             id_prefix,
             tool_calls: 0,
+            facts: super::ReplyFacts::default(),
             done: false,
         }
     }
@@ -392,6 +399,7 @@ impl Accumulator {
                 chunk.eval_count.unwrap_or(0),
                 0,
             )));
+            self.facts.raw_stop_reason.clone_from(&chunk.done_reason);
             let reason = match chunk.done_reason.as_deref() {
                 Some("length") => StopReason::Length,
                 _ if self.tool_calls > 0 => StopReason::ToolUse,

@@ -498,6 +498,8 @@ impl Serialize for Tools<'_> {
 #[derive(Deserialize)]
 struct Chunk {
     #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
     choices: Option<Vec<Choice>>,
     #[serde(default)]
     usage: Option<ChunkUsage>,
@@ -554,12 +556,23 @@ struct ChunkUsage {
     completion_tokens: u64,
     #[serde(default)]
     prompt_tokens_details: Option<PromptTokensDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionTokensDetails>,
+    /// Where some servers put the reasoning count instead.
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
 struct PromptTokensDetails {
     #[serde(default)]
     cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionTokensDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
 }
 
 /// A tool call being streamed. Our index is its position in `Accumulator::calls`.
@@ -580,10 +593,16 @@ pub struct Accumulator {
     calls: Vec<CallState>,
     finish_reason: Option<StopReason>,
     usage: Option<Usage>,
+    facts: super::ReplyFacts,
     done: bool,
 }
 
 impl Accumulator {
+    /// What the server has said about the reply so far, beside its content.
+    pub fn facts(&self) -> &super::ReplyFacts {
+        &self.facts
+    }
+
     pub fn new(model: &Model) -> Self {
         Self::with_id_prefix(model, super::fresh_call_id_prefix())
     }
@@ -596,6 +615,7 @@ impl Accumulator {
             calls: Vec::new(),
             finish_reason: None,
             usage: None,
+            facts: super::ReplyFacts::default(),
             done: false,
         }
     }
@@ -652,6 +672,9 @@ impl Accumulator {
         if let Some(error) = chunk.error {
             return Err(ProviderError::Api(value_message(&error)));
         }
+        if self.facts.response_id.is_none() {
+            self.facts.response_id = chunk.id;
+        }
         // Some servers repeat a running total in every chunk; the last one wins.
         if let Some(u) = chunk.usage {
             let cached = u
@@ -659,12 +682,16 @@ impl Accumulator {
                 .and_then(|d| d.cached_tokens)
                 .unwrap_or(0)
                 .min(u.prompt_tokens);
-            self.usage = Some(super::priced_usage(
+            let mut usage = super::priced_usage(
                 &self.model,
                 u.prompt_tokens - cached,
                 u.completion_tokens,
                 cached,
-            ));
+            );
+            // Already part of `completion_tokens`, as Pi counts it.
+            let reasoning = u.completion_tokens_details.and_then(|d| d.reasoning_tokens);
+            usage.reasoning = Some(reasoning.or(u.reasoning_tokens).unwrap_or(0));
+            self.usage = Some(usage);
         }
         let Some(choice) = chunk.choices.and_then(|c| c.into_iter().next()) else {
             return Ok(());
@@ -673,6 +700,7 @@ impl Accumulator {
             self.delta(delta, out);
         }
         if let Some(reason) = choice.finish_reason {
+            self.facts.raw_stop_reason = Some(reason.clone());
             self.finish_reason = Some(match reason.as_str() {
                 "length" => StopReason::Length,
                 "tool_calls" | "function_call" => StopReason::ToolUse,
@@ -834,9 +862,40 @@ mod tests {
 
     const USAGE: &str = r#"{"id":"chatcmpl-9","object":"chat.completion.chunk","created":1764669600,"model":"qwen3","choices":[],"usage":{"prompt_tokens":1400,"completion_tokens":200,"total_tokens":1600,"prompt_tokens_details":{"cached_tokens":400}}}"#;
 
+    #[test]
+    fn reasoning_tokens_the_reply_id_and_the_raw_finish_reason_are_kept() {
+        let mut a = Accumulator::new(&model("openai-completions", true));
+        let mut out = Vec::new();
+        let frames = [
+            r#"{"id":"chatcmpl-42","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}"#,
+            r#"{"id":"chatcmpl-42","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            r#"{"id":"chatcmpl-42","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":50,"completion_tokens_details":{"reasoning_tokens":30}}}"#,
+        ];
+        for frame in frames {
+            a.push(format!("data: {frame}\n\n").as_bytes(), &mut out)
+                .unwrap();
+        }
+        assert_eq!(
+            a.facts(),
+            &crate::provider::ReplyFacts {
+                response_id: Some("chatcmpl-42".into()),
+                raw_stop_reason: Some("stop".into()),
+            }
+        );
+        a.push(b"data: [DONE]\n\n", &mut out).unwrap();
+        let reasoning = out.iter().find_map(|e| match e {
+            Usage(u) => u.reasoning,
+            _ => None,
+        });
+        assert_eq!(reasoning, Some(30));
+    }
+
     fn usage() -> ProviderEvent {
-        let u = crate::provider::priced_usage(&model("openai-completions", true), 1000, 200, 400);
+        let mut u =
+            crate::provider::priced_usage(&model("openai-completions", true), 1000, 200, 400);
         assert_eq!((u.input, u.cache_read, u.total_tokens), (1000, 400, 1600));
+        // No reasoning count in the chunk: none spent, as Pi reads it.
+        u.reasoning = Some(0);
         Usage(u)
     }
 
@@ -1148,7 +1207,7 @@ mod tests {
     fn compat_body(compat: Value, reasoning: bool, thinking: Option<ThinkingLevel>) -> Value {
         let m = Model {
             reasoning,
-            compat: Some(compat),
+            compat: Some(compat.into()),
             ..model("openai-completions", false)
         };
         let messages = tool_round();

@@ -341,6 +341,10 @@ pub(crate) mod tests {
             usage: Usage::default(),
             stop_reason: stop,
             error_message: None,
+            response_id: None,
+            thinking_level: None,
+            raw_stop_reason: None,
+            duration_ms: None,
             timestamp: 2,
         })
     }

@@ -35,7 +35,10 @@ async fn attached(images: Option<Vec<ImageInput>>) -> Result<Vec<ContentBlock>, 
     }
     tokio::task::spawn_blocking(move || images::validate(images))
         .await
-        .map_err(|e| CommandError::Failed(format!("images: {e}")))?
+        .map_err(|e| CommandError::Crashed {
+            what: "checking the images",
+            detail: Some(e.to_string()),
+        })?
         .map_err(CommandError::Invalid)
 }
 

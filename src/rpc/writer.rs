@@ -39,6 +39,10 @@ const COALESCE: Duration = Duration::from_millis(1);
 const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
 
 #[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the queue is bounded, and most of its items are events"
+)]
 enum Outgoing {
     Response(Response),
     Event(Event),
@@ -311,7 +315,7 @@ mod tests {
             args: serde_json::json!({}),
             partial_result: ToolResultPayload {
                 content: Vec::new(),
-                details: Some(serde_json::json!(text)),
+                details: Some(serde_json::json!(text).into()),
             },
         }
     }

@@ -15,7 +15,7 @@
 //! 3. The keeper starts the program (which inherits the restrictions, the process group nova
 //!    gave the launcher, and its pipes) and waits for it.
 
-use super::keeper;
+use super::{SandboxError, keeper};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, LandlockStatus, Ruleset, RulesetAttr, RulesetCreatedAttr,
     RulesetStatus, path_beneath_rules,
@@ -78,7 +78,11 @@ pub struct Spec {
 
 impl Spec {
     /// The launcher command for `program args…` under this spec.
-    pub fn command<I, S>(&self, program: &str, args: I) -> Result<std::process::Command, String>
+    pub fn command<I, S>(
+        &self,
+        program: &str,
+        args: I,
+    ) -> Result<std::process::Command, SandboxError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
@@ -90,7 +94,7 @@ impl Spec {
     }
 
     /// The launcher command that only checks that this spec can be applied.
-    pub fn probe(&self) -> Result<std::process::Command, String> {
+    pub fn probe(&self) -> Result<std::process::Command, SandboxError> {
         let mut cmd = sandboxed(self)?;
         cmd.arg(PROBE);
         Ok(cmd)
@@ -120,14 +124,14 @@ where
 }
 
 /// The launcher command for `spec`.
-fn sandboxed(spec: &Spec) -> Result<std::process::Command, String> {
+fn sandboxed(spec: &Spec) -> Result<std::process::Command, SandboxError> {
     let launch = Launch {
         parent: std::process::id(),
         sandbox: Some(spec.clone()),
     };
     serde_json::to_string(&launch)
         .map(launcher)
-        .map_err(|e| format!("cannot describe the sandbox to the launcher: {e}"))
+        .map_err(SandboxError::Describe)
 }
 
 /// The keeper's parent-death signal follows the thread that spawned it, so programs must be

@@ -11,6 +11,7 @@
 //!
 //! Nothing here knows about the RPC layer or the agent: the gate and the bash tool call in.
 
+mod error;
 mod git;
 mod keeper;
 mod launcher;
@@ -19,6 +20,7 @@ mod policy;
 mod settings;
 mod shell;
 
+pub use error::SandboxError;
 pub use launcher::{kept, run_if_requested};
 pub use placeholder::Placeholders;
 pub use policy::{Policy, WriteRefusal, resolve_for_write};
@@ -114,7 +116,8 @@ impl Sandbox {
         }
         let policy = Policy::new(settings.mode, cwd, &roots, agent_dir);
         let sandbox = Sandbox::known(settings.mode, settings.network, policy, None);
-        let probe = sandbox.spec(&sandbox.policy).probe().and_then(|mut cmd| {
+        let probe = sandbox.spec(&sandbox.policy).probe();
+        let probe = probe.map_err(|e| e.to_string()).and_then(|mut cmd| {
             cmd.stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -207,7 +210,11 @@ impl Sandbox {
 
     /// The launcher command that runs `program args…` inside the sandbox, and the placeholders
     /// it relies on: [`Placeholders::release`] them once the launcher has exited.
-    pub fn command(&self, program: &str, args: &[&str]) -> Result<(Command, Placeholders), String> {
+    pub fn command(
+        &self,
+        program: &str,
+        args: &[&str],
+    ) -> Result<(Command, Placeholders), SandboxError> {
         let policy = self.policy();
         let placeholders = Placeholders::hold(&policy.placeholders())?;
         match self.spec(policy).command(program, args) {

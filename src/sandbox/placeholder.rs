@@ -17,6 +17,7 @@
 //! treated as one (a previous nova may have been killed before removing its own): that is safe
 //! because each placeholder means the same as its name being absent.
 
+use super::SandboxError;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::{self, File};
@@ -60,7 +61,7 @@ struct Held {
 impl Placeholders {
     /// Makes (or joins) a placeholder at each missing path of `wanted`. Paths that hold a real
     /// file or directory are left alone: they are protected as they are.
-    pub fn hold(wanted: &[(PathBuf, Placeholder)]) -> Result<Placeholders, String> {
+    pub fn hold(wanted: &[(PathBuf, Placeholder)]) -> Result<Placeholders, SandboxError> {
         let mut held = Placeholders::default();
         for (path, kind) in wanted {
             if let Some(h) = hold_one(path, *kind)? {
@@ -92,8 +93,11 @@ impl Placeholders {
     }
 }
 
-fn hold_one(path: &Path, kind: Placeholder) -> Result<Option<Held>, String> {
-    let failed = |e: std::io::Error| format!("cannot protect {}: {e}", path.display());
+fn hold_one(path: &Path, kind: Placeholder) -> Result<Option<Held>, SandboxError> {
+    let failed = |source| SandboxError::Protect {
+        path: path.to_owned(),
+        source,
+    };
     for _ in 0..ATTEMPTS {
         create(path, kind).map_err(failed)?;
         let file = match File::open(path) {
@@ -117,10 +121,7 @@ fn hold_one(path: &Path, kind: Placeholder) -> Result<Option<Held>, String> {
             }));
         }
     }
-    Err(format!(
-        "cannot protect {}: it kept disappearing",
-        path.display()
-    ))
+    Err(SandboxError::Vanishing(path.to_owned()))
 }
 
 /// Creates the placeholder unless something is there already. A file appears whole (written

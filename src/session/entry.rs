@@ -2,7 +2,7 @@
 
 use crate::protocol::{
     AssistantMessage, BashExecutionMessage, CompactionSummaryMessage, ContentBlock, Message,
-    StopReason, ToolResultMessage, Usage, UserContent, UserMessage,
+    StopReason, ToolDetails, ToolResultMessage, Usage, UserContent, UserMessage,
 };
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -282,9 +282,13 @@ struct WireMessage {
     usage: Option<Usage>,
     stop_reason: Option<StopReason>,
     error_message: Option<String>,
+    response_id: Option<String>,
+    thinking_level: Option<String>,
+    raw_stop_reason: Option<String>,
+    duration_ms: Option<u64>,
     tool_call_id: Option<String>,
     tool_name: Option<String>,
-    details: Option<Value>,
+    details: Option<ToolDetails>,
     is_error: Option<bool>,
     summary: Option<String>,
     tokens_before: Option<u64>,
@@ -313,9 +317,13 @@ impl WireMessage {
                 api: self.api?,
                 provider: self.provider?,
                 model: self.model?,
+                response_id: self.response_id,
+                thinking_level: self.thinking_level,
                 usage: self.usage?,
                 stop_reason: self.stop_reason?,
                 error_message: self.error_message,
+                raw_stop_reason: self.raw_stop_reason,
+                duration_ms: self.duration_ms,
                 timestamp,
             }),
             "toolResult" => Message::ToolResult(ToolResultMessage {

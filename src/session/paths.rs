@@ -49,6 +49,16 @@ pub fn resolve(query: &str, scope: Scope<'_>) -> Result<PathBuf, SessionError> {
             Err(SessionError::FileNotFound(path.display().to_string()))
         };
     }
+    by_id(query, true, scope)
+}
+
+/// The session whose header id is exactly `id` (a client that names a session it listed), in
+/// the same places as [`resolve`].
+pub fn find_id(id: &str, scope: Scope<'_>) -> Result<PathBuf, SessionError> {
+    by_id(id, false, scope)
+}
+
+fn by_id(query: &str, prefix: bool, scope: Scope<'_>) -> Result<PathBuf, SessionError> {
     let wanted = query.trim().to_ascii_lowercase();
     if wanted.is_empty() {
         return Err(SessionError::EmptyId);
@@ -57,7 +67,14 @@ pub fn resolve(query: &str, scope: Scope<'_>) -> Result<PathBuf, SessionError> {
         let mut found: Vec<(String, PathBuf)> = session_files(&dir)
             .into_iter()
             .filter_map(|p| Some((header_id(&p)?, p)))
-            .filter(|(id, _)| id.to_ascii_lowercase().starts_with(&wanted))
+            .filter(|(id, _)| {
+                let id = id.to_ascii_lowercase();
+                if prefix {
+                    id.starts_with(&wanted)
+                } else {
+                    id == wanted
+                }
+            })
             .collect();
         if let Some(i) = found
             .iter()

@@ -27,6 +27,10 @@ fn assistant(text: &str) -> Arc<Message> {
         usage: Usage::default(),
         stop_reason: StopReason::Stop,
         error_message: None,
+        response_id: None,
+        thinking_level: None,
+        raw_stop_reason: None,
+        duration_ms: None,
         timestamp: 2,
     }))
 }
@@ -686,6 +690,10 @@ fn every_message_shape_reads_back_as_written() {
                 },
             ],
             error_message: Some("boom".into()),
+            response_id: None,
+            thinking_level: None,
+            raw_stop_reason: None,
+            duration_ms: None,
             stop_reason: StopReason::Error,
             ..match Message::clone(&assistant("")) {
                 Message::Assistant(a) => a,
@@ -693,7 +701,7 @@ fn every_message_shape_reads_back_as_written() {
             }
         }),
         Message::ToolResult(ToolResultMessage {
-            details: Some(json!({"diff": "-a\n+b"})),
+            details: Some(json!({"diff": "-a\n+b"}).into()),
             is_error: true,
             ..match Message::clone(&tool_result("out")) {
                 Message::ToolResult(r) => r,

@@ -10,11 +10,11 @@
 use super::output::{MAX_FILE_BYTES, Output, OutputFiles, Snapshot};
 use super::truncate::{Limits, MAX_BYTES, TruncatedBy, format_size};
 use super::{ToolContext, ToolOutput, ToolResult, UpdateFn};
-use crate::protocol::{ContentBlock, ToolResultPayload, ToolSpec};
+use crate::protocol::{ContentBlock, OutputDetails, ToolDetails, ToolResultPayload, ToolSpec};
 use crate::sandbox::{GroupStop, Placeholders, Sandbox, kept};
 use nix::sys::signal::Signal;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -126,12 +126,9 @@ async fn execute(
     deadline: Option<Instant>,
     progress: Progress<'_>,
     outputs: &Arc<OutputFiles>,
-) -> Result<(std::io::Result<Ending>, Output), String> {
+) -> Result<(std::io::Result<Ending>, Output), RunError> {
     if !cwd.is_dir() {
-        return Err(format!(
-            "Working directory does not exist: {}\nCannot execute bash commands.",
-            cwd.display()
-        ));
+        return Err(RunError::NoCwd(cwd.to_owned()));
     }
     // An empty first update tells the tool's caller the command is running.
     if let Progress::Snapshots(on_update) = &progress {
@@ -141,7 +138,7 @@ async fn execute(
         });
     }
     let (reader, mut child, placeholders) =
-        spawn(command, cwd, sandbox).map_err(|e| format!("Could not start /bin/bash: {e}"))?;
+        spawn(command, cwd, sandbox).map_err(RunError::Start)?;
     // Stops the command if the tool stops early (its future dropped), so no command outlives
     // the run that started it.
     let mut group = GroupStop::new(child.id());
@@ -173,6 +170,18 @@ async fn execute(
     Ok((ending, stream.output))
 }
 
+/// Why a command did not run (or could not be waited for); the text is the tool's error result
+/// and the user `bash` command's error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("Working directory does not exist: {}\nCannot execute bash commands.", .0.display())]
+    NoCwd(std::path::PathBuf),
+    #[error("Could not start /bin/bash: {0}")]
+    Start(#[source] std::io::Error),
+    #[error("Could not wait for /bin/bash: {0}")]
+    Wait(#[source] std::io::Error),
+}
+
 /// What a command the user ran (the RPC `bash` command) produced, in Pi's `BashResult` terms.
 pub struct UserRun {
     /// Tail-truncated like the tool's output, without the tool's notice.
@@ -193,7 +202,7 @@ pub async fn run_for_user(
     cancel: &CancellationToken,
     on_chunk: &(dyn Fn(&str) + Send + Sync),
     outputs: &Arc<OutputFiles>,
-) -> Result<UserRun, String> {
+) -> Result<UserRun, RunError> {
     let progress = Progress::Chunks(on_chunk);
     let (ending, mut output) = execute(command, cwd, None, cancel, None, progress, outputs).await?;
     let snapshot = output.snapshot();
@@ -202,7 +211,7 @@ pub async fn run_for_user(
         Ok(Ending::Exited(status)) => (status.code(), false),
         Ok(Ending::Aborted) => (None, true),
         Ok(Ending::TimedOut) => (None, false),
-        Err(e) => return Err(format!("Could not wait for /bin/bash: {e}")),
+        Err(e) => return Err(RunError::Wait(e)),
     };
     Ok(UserRun {
         output: t.content,
@@ -233,7 +242,8 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         progress,
         &ctx.outputs,
     )
-    .await?;
+    .await
+    .map_err(|e| e.to_string())?;
     let snapshot = output.snapshot();
     let last_line = output.last_line_bytes();
     let status = match ending {
@@ -250,7 +260,7 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
             let (text, _) = render(&snapshot, last_line, "");
             return Err(with_status(&text, "Command aborted"));
         }
-        Err(e) => return Err(format!("Could not wait for /bin/bash: {e}")),
+        Err(e) => return Err(RunError::Wait(e).to_string()),
     };
     let (text, details) = render(&snapshot, last_line, "(no output)");
     match (
@@ -285,7 +295,11 @@ fn with_status(text: &str, status: &str) -> String {
 }
 
 /// The final text (output plus Pi's truncation notice) and `details`.
-fn render(snapshot: &Snapshot, last_line_bytes: usize, empty: &str) -> (String, Option<Value>) {
+fn render(
+    snapshot: &Snapshot,
+    last_line_bytes: usize,
+    empty: &str,
+) -> (String, Option<ToolDetails>) {
     let t = &snapshot.truncation;
     let mut text = if t.content.is_empty() {
         empty.to_owned()
@@ -326,18 +340,18 @@ fn render(snapshot: &Snapshot, last_line_bytes: usize, empty: &str) -> (String, 
     (text, details(snapshot))
 }
 
-fn details(snapshot: &Snapshot) -> Option<Value> {
-    let mut map = Map::new();
-    if snapshot.truncation.truncated {
-        map.insert("truncation".into(), json!(snapshot.truncation));
+fn details(snapshot: &Snapshot) -> Option<ToolDetails> {
+    let path = snapshot.full_output_path.as_ref();
+    OutputDetails {
+        truncation: snapshot
+            .truncation
+            .truncated
+            .then(|| snapshot.truncation.details()),
+        full_output_path: path.map(|p| p.display().to_string()),
+        full_output_cut: (path.is_some() && snapshot.full_output_cut).then_some(MAX_FILE_BYTES),
+        ..OutputDetails::default()
     }
-    if let Some(p) = &snapshot.full_output_path {
-        map.insert("fullOutputPath".into(), json!(p.display().to_string()));
-        if snapshot.full_output_cut {
-            map.insert("fullOutputCut".into(), json!(MAX_FILE_BYTES));
-        }
-    }
-    (!map.is_empty()).then_some(Value::Object(map))
+    .or_none()
 }
 
 /// The read side of the pipe plus throttled progress reporting.
@@ -590,7 +604,7 @@ mod tests {
             .await;
         assert!(!out.is_error);
         let text = joined_text(&out.content);
-        let details = out.details.unwrap();
+        let details = out.details.unwrap().json();
         let path = details["fullOutputPath"].as_str().unwrap().to_owned();
         assert!(path.contains("nova-bash-"));
         assert!(text.starts_with("1001\n1002\n"), "{}", &text[..20]);
@@ -611,7 +625,7 @@ mod tests {
         let last = updates.last().unwrap();
         assert!(joined_text(&last.content).ends_with("2999\n3000\n"));
         assert_eq!(
-            last.details.as_ref().unwrap()["fullOutputPath"],
+            last.details.as_ref().unwrap().json()["fullOutputPath"],
             path.as_str()
         );
     }
@@ -621,7 +635,7 @@ mod tests {
         // 1000 lines of 101 bytes: the 50KB limit bites before the line limit.
         let out = bash(json!({"command": "seq -f '%0100g' 1 1000"})).await;
         let text = joined_text(&out.content);
-        let path = out.details.as_ref().unwrap()["fullOutputPath"]
+        let path = out.details.as_ref().unwrap().json()["fullOutputPath"]
             .as_str()
             .unwrap()
             .to_owned();
@@ -635,7 +649,7 @@ mod tests {
 
         let out = bash(json!({"command": "head -c 60000 /dev/zero | tr '\\0' x"})).await;
         let text = joined_text(&out.content);
-        let path = out.details.as_ref().unwrap()["fullOutputPath"]
+        let path = out.details.as_ref().unwrap().json()["fullOutputPath"]
             .as_str()
             .unwrap()
             .to_owned();
@@ -650,7 +664,7 @@ mod tests {
         let (out, outputs) =
             bash_keeping("head -c 20000000 /dev/zero | tr '\\0' x; echo; echo end").await;
         let text = joined_text(&out.content);
-        let details = out.details.unwrap();
+        let details = out.details.unwrap().json();
         let path = details["fullOutputPath"].as_str().unwrap().to_owned();
         assert!(text.ends_with(&format!(
             "end\n\n\n[Showing lines 2-2 of 2 (50.0KB limit). Full output (its first 16.0MB only): {path}]"

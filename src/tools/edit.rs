@@ -5,7 +5,7 @@
 use super::edit_match::{self, Edit};
 use super::safe_open::Target;
 use super::{ToolContext, ToolOutput, ToolResult, blocking, diff, fs};
-use crate::protocol::ToolSpec;
+use crate::protocol::{EditDetails, ToolDetails, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::io::{ErrorKind, Read};
@@ -139,7 +139,10 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
                 edits.len(),
                 args.path
             ),
-            Some(json!({"diff": diff, "firstChangedLine": first_changed_line})),
+            Some(ToolDetails::Edit(EditDetails {
+                diff,
+                first_changed_line,
+            })),
         ))
     })
     .await
@@ -165,7 +168,11 @@ mod tests {
 
     async fn edit(dir: &Path, args: Value) -> (String, bool, Option<Value>) {
         let out = Tool::Edit.execute(args, ctx(dir)).await;
-        (joined_text(&out.content), out.is_error, out.details)
+        (
+            joined_text(&out.content),
+            out.is_error,
+            out.details.map(|d| d.json()),
+        )
     }
 
     #[tokio::test]

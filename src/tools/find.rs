@@ -119,7 +119,7 @@ fn find(args: &Args, root: &Path, stop: &AtomicBool) -> ToolResult {
             limit,
             "results",
             ", or refine pattern",
-            "resultLimitReached",
+            search::Recorded::ResultLimit,
         )
     });
     let (text, details) = search::finish(lines, limit_notice, None);
@@ -225,7 +225,10 @@ mod tests {
             ".gitignore\n.hidden/\n.hidden/x.rs\n\n\
              [3 results limit reached. Use limit=6 for more, or refine pattern]"
         );
-        assert_eq!(out.details.unwrap(), json!({"resultLimitReached": 3}));
+        assert_eq!(
+            out.details.unwrap().json(),
+            json!({"resultLimitReached": 3})
+        );
 
         let out = find(dir.path(), json!({"pattern": "*", "path": "nope"})).await;
         let missing = dir.path().join("nope");

@@ -15,7 +15,7 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContex
 use ignore::WalkState;
 use ignore::overrides::OverrideBuilder;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::io::{self, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -187,15 +187,19 @@ fn render(
         }
     }
     let limit_notice = reached.then(|| {
-        search::limit_notice(limit, "matches", ", or refine pattern", "matchLimitReached")
+        search::limit_notice(
+            limit,
+            "matches",
+            ", or refine pattern",
+            search::Recorded::MatchLimit,
+        )
     });
     let cut_notice = any_cut.then(|| {
         (
             format!(
                 "Some lines truncated to {MAX_LINE_CHARS} chars. Use read tool to see full lines"
             ),
-            "linesTruncated",
-            Value::Bool(true),
+            search::Recorded::LinesTruncated,
         )
     });
     let (text, details) = search::finish(out, limit_notice, cut_notice);
@@ -486,7 +490,7 @@ mod tests {
             "a.txt:1: hit 1\na.txt:2: hit 2\na.txt:3: hit 3\nb.txt:1: hit 1\n\n\
              [4 matches limit reached. Use limit=8 for more, or refine pattern]"
         );
-        assert_eq!(out.details.unwrap(), json!({"matchLimitReached": 4}));
+        assert_eq!(out.details.unwrap().json(), json!({"matchLimitReached": 4}));
 
         // The last match of the limit still gets its after-context.
         let out = text(
@@ -546,7 +550,7 @@ mod tests {
             "y".repeat(494)
         );
         assert_eq!(joined_text(&out.content), expected);
-        assert_eq!(out.details.unwrap(), json!({"linesTruncated": true}));
+        assert_eq!(out.details.unwrap().json(), json!({"linesTruncated": true}));
     }
 
     #[tokio::test]
@@ -629,7 +633,10 @@ mod tests {
         let text = joined_text(&out.content);
         assert!(text.ends_with("\n\n[50.0KB limit reached]"), "{text}");
         assert!(text.len() < 51_300);
-        assert_eq!(out.details.unwrap()["truncation"]["truncatedBy"], "bytes");
+        assert_eq!(
+            out.details.unwrap().json()["truncation"]["truncatedBy"],
+            "bytes"
+        );
     }
 
     #[tokio::test]

@@ -81,7 +81,7 @@ fn list(dir: &Path, limit: usize) -> ToolResult {
         return Ok(ToolOutput::text("(empty directory)", None));
     }
     let limit_notice =
-        reached.then(|| search::limit_notice(limit, "entries", "", "entryLimitReached"));
+        reached.then(|| search::limit_notice(limit, "entries", "", search::Recorded::EntryLimit));
     let (text, details) = search::finish(lines, limit_notice, None);
     Ok(ToolOutput::text(text, details))
 }
@@ -126,7 +126,7 @@ mod tests {
             joined_text(&out.content),
             ".env\n.git/\n\n[2 entries limit reached. Use limit=4 for more]"
         );
-        assert_eq!(out.details.unwrap(), json!({"entryLimitReached": 2}));
+        assert_eq!(out.details.unwrap().json(), json!({"entryLimitReached": 2}));
         let out = ls(d, json!({"path": "Src"})).await;
         assert_eq!(out, ToolOutput::text("(empty directory)", None));
     }

@@ -24,7 +24,7 @@ mod write;
 mod zoom;
 
 use crate::protocol::ToolSpec;
-use crate::protocol::{ContentBlock, ToolResultPayload};
+use crate::protocol::{ContentBlock, ToolDetails, ToolResultPayload};
 use crate::sandbox::Sandbox;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -83,7 +83,7 @@ pub struct ToolContext {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
     pub content: Vec<ContentBlock>,
-    pub details: Option<Value>,
+    pub details: Option<ToolDetails>,
     pub is_error: bool,
 }
 
@@ -120,7 +120,7 @@ impl ToolOutput {
         }
     }
 
-    pub fn text(text: impl Into<String>, details: Option<Value>) -> Self {
+    pub fn text(text: impl Into<String>, details: Option<ToolDetails>) -> Self {
         ToolOutput {
             content: vec![ContentBlock::text(text)],
             details,

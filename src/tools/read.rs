@@ -10,8 +10,8 @@ use super::utf8::Lossy;
 use super::{
     ToolContext, ToolOutput, ToolResult, blocking, fs::error_text, image, path, safe_open,
 };
-use crate::protocol::ContentBlock;
 use crate::protocol::ToolSpec;
+use crate::protocol::{ContentBlock, OutputDetails};
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::json;
@@ -184,7 +184,11 @@ fn text_result(scanned: Scanned, args: &Args) -> ToolOutput {
     let first_line_bytes = head.first_line_bytes();
     let t = head.finish();
     let first = start + 1;
-    let details = Some(json!({ "truncation": t }));
+    let details = OutputDetails {
+        truncation: Some(t.details()),
+        ..OutputDetails::default()
+    }
+    .or_none();
     if t.first_line_exceeds_limit {
         let text = format!(
             "[Line {first} is {}, exceeds {} limit. Use bash: sed -n '{first}p' {} | head -c {MAX_BYTES}]",
@@ -281,7 +285,10 @@ mod tests {
         assert!(
             text.ends_with("2000\n\n[Showing lines 1-2000 of 2500. Use offset=2001 to continue.]")
         );
-        assert_eq!(out.details.unwrap()["truncation"]["truncatedBy"], "lines");
+        assert_eq!(
+            out.details.unwrap().json()["truncation"]["truncatedBy"],
+            "lines"
+        );
 
         let wide: Vec<String> = (0..100).map(|_| "x".repeat(1000)).collect();
         std::fs::write(dir.path().join("wide.txt"), wide.join("\n")).unwrap();

@@ -10,8 +10,8 @@
 
 use super::truncate::{Head, Limits, MAX_BYTES, format_size};
 use super::{ToolResult, fs};
+use crate::protocol::{OutputDetails, ToolDetails};
 use ignore::{DirEntry, WalkBuilder, WalkState};
-use serde_json::{Map, Value};
 use std::collections::BinaryHeap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -264,19 +264,42 @@ impl Lines {
     }
 }
 
-/// A notice for the `[...]` line and the `details` key and value that record it.
-pub(super) type Notice = (String, &'static str, Value);
+/// What a notice records in `details`.
+pub(super) enum Recorded {
+    MatchLimit(usize),
+    ResultLimit(usize),
+    EntryLimit(usize),
+    LinesTruncated,
+}
+
+impl Recorded {
+    fn record(self, details: &mut OutputDetails) {
+        match self {
+            Recorded::MatchLimit(n) => details.match_limit_reached = Some(n),
+            Recorded::ResultLimit(n) => details.result_limit_reached = Some(n),
+            Recorded::EntryLimit(n) => details.entry_limit_reached = Some(n),
+            Recorded::LinesTruncated => details.lines_truncated = Some(true),
+        }
+    }
+}
+
+/// A notice for the `[...]` line and what `details` records of it.
+pub(super) type Notice = (String, Recorded);
 
 /// Pi's notice when `limit` stopped the listing, e.g. `100 matches limit reached. Use limit=200
-/// for more`, followed by `advice` when there is one; recorded under `key` in `details`.
-pub(super) fn limit_notice(limit: usize, what: &str, advice: &str, key: &'static str) -> Notice {
+/// for more`, followed by `advice` when there is one; recorded in `details` as `recorded` says.
+pub(super) fn limit_notice(
+    limit: usize,
+    what: &str,
+    advice: &str,
+    recorded: fn(usize) -> Recorded,
+) -> Notice {
     (
         format!(
             "{limit} {what} limit reached. Use limit={} for more{advice}",
             limit.saturating_mul(2)
         ),
-        key,
-        Value::from(limit),
+        recorded(limit),
     )
 }
 
@@ -286,31 +309,27 @@ pub(super) fn finish(
     lines: Lines,
     limit: Option<Notice>,
     extra: Option<Notice>,
-) -> (String, Option<Value>) {
+) -> (String, Option<ToolDetails>) {
     let mut notices = Vec::new();
-    let mut details = Map::new();
-    if let Some((notice, key, value)) = limit {
+    let mut details = OutputDetails::default();
+    if let Some((notice, recorded)) = limit {
         notices.push(notice);
-        details.insert(key.to_owned(), value);
+        recorded.record(&mut details);
     }
     let truncation = lines.head.finish();
     if truncation.truncated {
         notices.push(format!("{} limit reached", format_size(MAX_BYTES)));
-        details.insert(
-            "truncation".to_owned(),
-            serde_json::to_value(&truncation).unwrap_or(Value::Null),
-        );
+        details.truncation = Some(truncation.details());
     }
-    if let Some((notice, key, value)) = extra {
+    if let Some((notice, recorded)) = extra {
         notices.push(notice);
-        details.insert(key.to_owned(), value);
+        recorded.record(&mut details);
     }
     let mut text = truncation.content;
     if !notices.is_empty() {
         text.push_str(&format!("\n\n[{}]", notices.join(". ")));
     }
-    let details = (!details.is_empty()).then_some(Value::Object(details));
-    (text, details)
+    (text, details.or_none())
 }
 
 #[cfg(test)]
@@ -358,13 +377,13 @@ mod tests {
     fn finish_appends_notices_in_pis_order() {
         let (text, details) = finish(
             lines_of(&["a".to_owned(), "b".to_owned()]),
-            Some(("2 things".to_owned(), "limitReached", Value::from(2))),
-            Some(("Some note".to_owned(), "note", Value::Bool(true))),
+            Some(("2 things".to_owned(), Recorded::MatchLimit(2))),
+            Some(("Some note".to_owned(), Recorded::LinesTruncated)),
         );
         assert_eq!(text, "a\nb\n\n[2 things. Some note]");
-        let details = details.unwrap();
-        assert_eq!(details["limitReached"], 2);
-        assert_eq!(details["note"], true);
+        let details = details.unwrap().json();
+        assert_eq!(details["matchLimitReached"], 2);
+        assert_eq!(details["linesTruncated"], true);
         assert_eq!(finish(Lines::default(), None, None), (String::new(), None));
     }
 
@@ -383,8 +402,8 @@ mod tests {
             text,
             format!("{}\n\n[50.0KB limit reached]", expected.content)
         );
-        let t = &details.unwrap()["truncation"];
-        assert_eq!(t, &serde_json::to_value(&expected).unwrap());
+        let t = &details.unwrap().json()["truncation"];
+        assert_eq!(t, &serde_json::to_value(expected.details()).unwrap());
         assert_eq!(t["maxLines"], 9_007_199_254_740_991_u64);
 
         let huge = vec!["z".repeat(60_000), "a".to_owned()];
@@ -392,8 +411,8 @@ mod tests {
         let (text, details) = finish(lines_of(&huge), None, None);
         assert_eq!(text, "\n\n[50.0KB limit reached]");
         assert_eq!(
-            details.unwrap()["truncation"],
-            serde_json::to_value(&expected).unwrap()
+            details.unwrap().json()["truncation"],
+            serde_json::to_value(expected.details()).unwrap()
         );
 
         let fits = vec!["a".repeat(MAX_BYTES - 2), "b".to_owned()];

@@ -1,7 +1,7 @@
 //! Bounding model-facing output (DESIGN rule 8): keep whole lines from the head or the tail,
 //! within a line limit and a byte limit, and say exactly what was cut.
 
-use serde::Serialize;
+use crate::protocol::TruncationDetails;
 
 pub const MAX_LINES: usize = 2000;
 pub const MAX_BYTES: usize = 50 * 1024;
@@ -19,19 +19,11 @@ impl Limits {
     };
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum TruncatedBy {
-    Lines,
-    Bytes,
-}
+pub use crate::protocol::TruncatedBy;
 
-/// The kept text plus what was cut. Serialises as Pi's `details.truncation` (without the text,
-/// which the result already carries).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// The kept text plus what was cut.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Truncation {
-    #[serde(skip)]
     pub content: String,
     pub truncated: bool,
     pub truncated_by: Option<TruncatedBy>,
@@ -46,6 +38,23 @@ pub struct Truncation {
 }
 
 impl Truncation {
+    /// What was cut, as Pi's `details.truncation` records it (without the text, which the
+    /// result already carries).
+    pub fn details(&self) -> TruncationDetails {
+        TruncationDetails {
+            first_line_exceeds_limit: self.first_line_exceeds_limit,
+            last_line_partial: self.last_line_partial,
+            max_bytes: self.max_bytes,
+            max_lines: self.max_lines,
+            output_bytes: self.output_bytes,
+            output_lines: self.output_lines,
+            total_bytes: self.total_bytes,
+            total_lines: self.total_lines,
+            truncated: self.truncated,
+            truncated_by: self.truncated_by,
+        }
+    }
+
     fn untouched(content: &str, total_lines: usize, limits: Limits) -> Truncation {
         Truncation {
             content: content.to_owned(),
@@ -463,7 +472,7 @@ mod tests {
     #[test]
     fn truncation_serialises_camel_case_without_content() {
         let t = truncate_head("1\n2\n3\n4", SMALL);
-        let v = serde_json::to_value(&t).unwrap();
+        let v = serde_json::to_value(t.details()).unwrap();
         assert_eq!(v["truncatedBy"], "lines");
         assert_eq!(v["totalLines"], 4);
         assert!(v.get("content").is_none());

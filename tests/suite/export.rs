@@ -79,6 +79,8 @@ fn usage(input: u64, output: u64, cost: f64) -> Usage {
         output,
         cache_read: 0,
         cache_write: 0,
+        cache_write_1h: None,
+        reasoning: None,
         total_tokens: input + output,
         cost: Cost {
             total: cost,
@@ -96,6 +98,10 @@ fn assistant(content: Vec<ContentBlock>, stop_reason: StopReason, at: i64) -> Me
         usage: usage(2_100, 340, 0.0042),
         stop_reason,
         error_message: None,
+        response_id: None,
+        thinking_level: None,
+        raw_stop_reason: None,
+        duration_ms: None,
         timestamp: at,
     })
 }

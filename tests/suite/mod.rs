@@ -6,6 +6,7 @@ mod bounds;
 mod cli;
 mod compaction;
 mod crash;
+mod differential;
 mod export;
 mod mcp;
 mod mcp_faults;

@@ -29,6 +29,10 @@ fn assistant() -> p::Message {
         usage: p::Usage::default(),
         stop_reason: p::StopReason::ToolUse,
         error_message: None,
+        response_id: None,
+        thinking_level: None,
+        raw_stop_reason: None,
+        duration_ms: None,
         timestamp: 1,
     })
 }
@@ -41,7 +45,7 @@ fn tool_result() -> p::Message {
             ContentBlock::text("x"),
             ContentBlock::image("AAAA", "image/png"),
         ],
-        details: Some(json!({})),
+        details: Some(json!({}).into()),
         is_error: false,
         timestamp: 2,
     })
@@ -79,7 +83,11 @@ fn all_events() -> Vec<p::Event> {
             content_index: 1,
             content: "t".into(),
         },
-        A::ToolcallStart { content_index: 2 },
+        A::ToolcallStart {
+            content_index: 2,
+            id: "c1".into(),
+            tool_name: "read".into(),
+        },
         A::ToolcallDelta {
             content_index: 2,
             delta: "{".into(),
@@ -142,6 +150,7 @@ fn all_events() -> Vec<p::Event> {
     ];
     events.extend(updates.into_iter().map(|e| p::Event::MessageUpdate {
         assistant_message_event: e,
+        usage: p::Usage::default(),
     }));
     events
 }
@@ -266,14 +275,17 @@ fn drift_is_rejected() {
     for v in bad {
         assert!(try_decode_line(&v).is_err(), "accepted drifted line {v}");
     }
-    let ok = json!({"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": "x"}});
+    let usage = json!({"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+        "cost": {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0, "total": 0.0}});
+    let ok = json!({"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": "x"}, "usage": usage});
     let Out::Event(e) = decode_line(&ok) else {
         panic!()
     };
     assert!(matches!(
         *e,
         Event::MessageUpdate {
-            assistant_message_event: AssistantMessageEvent::TextDelta { .. }
+            assistant_message_event: AssistantMessageEvent::TextDelta { .. },
+            ..
         }
     ));
 }

@@ -115,6 +115,7 @@ pub enum UserContent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum StopReason {
+    Pending,
     Stop,
     Length,
     ToolUse,
@@ -130,6 +131,12 @@ pub struct Cost {
     pub cache_read: f64,
     pub cache_write: f64,
     pub total: f64,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub total_from_provider: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -139,6 +146,19 @@ pub struct Usage {
     pub output: u64,
     pub cache_read: u64,
     pub cache_write: u64,
+    #[serde(
+        default,
+        rename = "cacheWrite1h",
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cache_write_1h: Option<u64>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reasoning: Option<u64>,
     pub total_tokens: u64,
     pub cost: Cost,
 }
@@ -157,6 +177,18 @@ pub struct AssistantMessage {
     pub api: String,
     pub provider: String,
     pub model: String,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub response_id: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub thinking_level: Option<String>,
     pub usage: Usage,
     pub stop_reason: StopReason,
     #[serde(
@@ -165,6 +197,18 @@ pub struct AssistantMessage {
         skip_serializing_if = "Option::is_none"
     )]
     pub error_message: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub raw_stop_reason: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub duration_ms: Option<u64>,
     pub timestamp: i64,
 }
 
@@ -216,6 +260,10 @@ pub struct ToolResultMessage {
 /// A conversation message, tagged by `role`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a test mirror: size does not matter"
+)]
 pub enum Message {
     User(UserMessage),
     Assistant(AssistantMessage),
@@ -687,6 +735,8 @@ pub enum AssistantMessageEvent {
     },
     ToolcallStart {
         content_index: usize,
+        id: String,
+        tool_name: String,
     },
     ToolcallDelta {
         content_index: usize,
@@ -752,6 +802,7 @@ pub enum Event {
     },
     MessageUpdate {
         assistant_message_event: AssistantMessageEvent,
+        usage: Usage,
     },
     MessageEnd {
         message: Message,

@@ -284,6 +284,14 @@ fn add_usage(a: Usage, b: Usage) -> Usage {
         output: a.output + b.output,
         cache_read: a.cache_read + b.cache_read,
         cache_write: a.cache_write + b.cache_write,
+        cache_write_1h: match (a.cache_write_1h, b.cache_write_1h) {
+            (None, None) => None,
+            (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+        },
+        reasoning: match (a.reasoning, b.reasoning) {
+            (None, None) => None,
+            (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+        },
         total_tokens: a.total_tokens + b.total_tokens,
         cost: crate::protocol::Cost {
             input: a.cost.input + b.cost.input,
@@ -291,6 +299,7 @@ fn add_usage(a: Usage, b: Usage) -> Usage {
             cache_read: a.cost.cache_read + b.cost.cache_read,
             cache_write: a.cost.cache_write + b.cost.cache_write,
             total: a.cost.total + b.cost.total,
+            total_from_provider: a.cost.total_from_provider.or(b.cost.total_from_provider),
         },
     }
 }

@@ -68,6 +68,7 @@ fn usage() -> ProviderEvent {
             output: 250,
             cache_read: 4000,
             cache_write: 300,
+            cache_write_1h: Some(0),
         },
     );
     assert_eq!(u.total_tokens, 5750);
@@ -163,6 +164,8 @@ fn thinking_signature_redacted_and_tool_use() {
                 RedactedThinking("EmwKAhgBEgy3va".into()),
                 Text("Reading.".into()),
                 frag(0, Some("toolu_01"), Some("read"), ""),
+                // The server's empty first fragment, passed on as Pi passes it.
+                frag(0, None, None, ""),
                 frag(0, None, None, "{\"path\": \"a"),
                 frag(0, None, None, ".rs\"}"),
                 frag(1, Some("toolu_02"), Some("ls"), "{\"path\":\".\"}"),
@@ -457,7 +460,7 @@ fn thinking_levels() {
     );
 
     let mut adaptive = Model {
-        compat: Some(json!({"forceAdaptiveThinking": true})),
+        compat: Some(json!({"forceAdaptiveThinking": true}).into()),
         ..budget
     };
     let b = body(&adaptive, Some(ThinkingLevel::Minimal));

@@ -1,0 +1,287 @@
+//! The differential test: the same scripted scenarios run through Pi 1.6 and through nova,
+//! against one mock LLM (OpenAI-compatible chat completions); both transcripts are normalised
+//! and compared key by key. What may differ is listed, each with its reason, in
+//! `tests/pi-differences.txt`; anything else, or a listed difference that no longer occurs,
+//! fails. `NOVA_DIFF_OUT=<dir>` keeps the normalised transcripts for reading.
+
+mod compare;
+mod normalize;
+mod rpc;
+
+use crate::support::mock_llm::{MockLlm, Reply};
+use rpc::{Rpc, Side};
+use serde_json::{Value, json};
+use std::path::Path;
+
+fn is_response(id: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |v| v["type"] == "response" && v["id"] == id
+}
+
+fn is_event(ty: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |v| v["type"] == ty
+}
+
+/// Sends `command` (its `id` is its type) and records up to its response.
+fn ask(rpc: &mut Rpc, command: Value) {
+    let ty = command["type"].as_str().unwrap().to_owned();
+    let mut command = command;
+    command["id"] = ty.clone().into();
+    rpc.send(&command);
+    rpc.until(&format!("the {ty} response"), is_response(&ty));
+}
+
+/// A prompt and its whole run, then what a client reads afterwards.
+fn prompt(rpc: &mut Rpc, text: &str) {
+    rpc.send(&json!({"id": "p", "type": "prompt", "message": text}));
+    rpc.until("agent_end", is_event("agent_end"));
+    // Pi's `agent_settled` follows `agent_end`; a request answered after it orders them.
+    ask(rpc, json!({"type": "get_state"}));
+}
+
+fn run_text(rpc: &mut Rpc) {
+    prompt(rpc, "hello");
+    ask(rpc, json!({"type": "get_messages"}));
+    ask(rpc, json!({"type": "get_last_assistant_text"}));
+    ask(rpc, json!({"type": "get_session_stats"}));
+}
+
+fn run_tools(rpc: &mut Rpc) {
+    prompt(rpc, "look around");
+    ask(rpc, json!({"type": "get_messages"}));
+}
+
+fn run_commands(rpc: &mut Rpc) {
+    ask(rpc, json!({"type": "get_state"}));
+    ask(rpc, json!({"type": "get_available_models"}));
+    ask(rpc, json!({"type": "set_thinking_level", "level": "off"}));
+    ask(rpc, json!({"type": "set_session_name", "name": "the name"}));
+    ask(rpc, json!({"type": "get_fork_messages"}));
+    ask(rpc, json!({"type": "get_last_assistant_text"}));
+    ask(rpc, json!({"type": "set_steering_mode", "mode": "all"}));
+    ask(rpc, json!({"type": "set_follow_up_mode", "mode": "all"}));
+    ask(
+        rpc,
+        json!({"type": "set_auto_compaction", "enabled": false}),
+    );
+    ask(rpc, json!({"type": "set_auto_retry", "enabled": false}));
+    ask(rpc, json!({"type": "abort"}));
+    ask(rpc, json!({"type": "get_state"}));
+    ask(rpc, json!({"type": "new_session"}));
+    ask(rpc, json!({"type": "no_such_command"}));
+    ask(rpc, json!({"type": "prompt"}));
+}
+
+fn run_bash(rpc: &mut Rpc) {
+    ask(
+        rpc,
+        json!({"type": "bash", "command": "echo from the user"}),
+    );
+    ask(rpc, json!({"type": "bash", "command": "exit 3"}));
+    ask(rpc, json!({"type": "get_messages"}));
+}
+
+struct Run {
+    transcript: Vec<Value>,
+    paths: Vec<(String, &'static str)>,
+}
+
+/// Which wire format the mock speaks to both.
+#[derive(Clone, Copy)]
+enum Wire {
+    OpenAi,
+    Anthropic,
+}
+
+fn both(pi_dir: &Path, wire: Wire, replies: &[Reply], scenario: fn(&mut Rpc)) -> [Run; 2] {
+    [Side::Pi, Side::Nova].map(|side| {
+        // One mock each, so both see the same reply ids.
+        let mock = MockLlm::start();
+        for reply in replies {
+            mock.push(reply.clone());
+        }
+        let agent = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let (base_url, api) = match wire {
+            Wire::OpenAi => (mock.base_url_openai(), "openai-completions"),
+            Wire::Anthropic => (mock.base_url_anthropic(), "anthropic-messages"),
+        };
+        let models = json!({"providers": {"mock": {
+            "baseUrl": base_url, "api": api, "apiKey": "mock-key",
+            "models": [{"id": "test-model", "name": "Test model", "contextWindow": 128000,
+                        "maxTokens": 4096, "input": ["text"], "reasoning": false}]}}});
+        std::fs::write(agent.path().join("models.json"), models.to_string()).unwrap();
+        std::fs::write(cwd.path().join("notes.txt"), "line one\nline two\n").unwrap();
+        let mut rpc = Rpc::start(
+            side,
+            pi_dir,
+            agent.path(),
+            cwd.path(),
+            &["--provider", "mock", "--model", "test-model"],
+        );
+        scenario(&mut rpc);
+        let paths = vec![
+            (agent.path().display().to_string(), "agent"),
+            (cwd.path().display().to_string(), "cwd"),
+            (nova::session::paths::cwd_slug(cwd.path()), "cwd-slug"),
+            (pi_dir.display().to_string(), "pi"),
+            (format!("127.0.0.1:{}", mock.port()), "mock"),
+        ];
+        Run {
+            transcript: rpc.stop(),
+            paths,
+        }
+    })
+}
+
+/// The deliberate differences (`tests/pi-differences.txt`): one per line, `kind where [path]
+/// — reason`, `*` matching anything within a word.
+struct Allowed {
+    entries: Vec<(globset::GlobMatcher, String)>,
+}
+
+impl Allowed {
+    fn load() -> Allowed {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pi-differences.txt");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let entries = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|line| {
+                let (what, reason) = line
+                    .split_once(" — ")
+                    .unwrap_or_else(|| panic!("{}: no reason given: {line}", path.display()));
+                assert!(!reason.trim().is_empty(), "no reason given: {line}");
+                let what = what.split_whitespace().collect::<Vec<_>>().join(" ");
+                // Only `*` is a wildcard: paths are full of `[]`.
+                let pattern: String = what
+                    .chars()
+                    .map(|c| match c {
+                        '[' | ']' | '{' | '}' | '?' | '\\' => format!("[{c}]"),
+                        c => c.to_string(),
+                    })
+                    .collect();
+                let glob = globset::GlobBuilder::new(&pattern)
+                    .literal_separator(false)
+                    .build()
+                    .unwrap_or_else(|e| panic!("{line}: {e}"))
+                    .compile_matcher();
+                (glob, what)
+            })
+            .collect();
+        Allowed { entries }
+    }
+}
+
+type Scenario = (&'static str, Wire, Vec<Reply>, fn(&mut Rpc));
+
+fn scenarios() -> Vec<Scenario> {
+    let tool_calls = || {
+        Reply::new()
+            .and_text("Let me look.")
+            .tool_call("call_a", "bash", json!({"command": "echo hi"}))
+            .tool_call("call_b", "read", json!({"path": "notes.txt"}))
+            .tool_call("call_c", "read", json!({"path": "missing.txt"}))
+    };
+    let thinking = || {
+        Reply::text("Hi!")
+            .thinking("The user wants a greeting.")
+            .thinking_chunks(2)
+            .text_chunks(2)
+    };
+    vec![
+        (
+            "text",
+            Wire::OpenAi,
+            vec![Reply::text("hi there").text_chunks(3).usage(12, 5)],
+            run_text,
+        ),
+        (
+            "tools",
+            Wire::OpenAi,
+            vec![tool_calls().finish("tool_calls"), Reply::text("All done.")],
+            run_tools,
+        ),
+        ("thinking", Wire::OpenAi, vec![thinking()], run_text),
+        (
+            "anthropic_text",
+            Wire::Anthropic,
+            vec![Reply::text("hi there").text_chunks(3).usage(12, 5)],
+            run_text,
+        ),
+        (
+            "anthropic_tools",
+            Wire::Anthropic,
+            vec![tool_calls(), Reply::text("All done.")],
+            run_tools,
+        ),
+        (
+            "anthropic_thinking",
+            Wire::Anthropic,
+            vec![thinking()],
+            run_text,
+        ),
+        ("commands", Wire::OpenAi, Vec::new(), run_commands),
+        ("bash", Wire::OpenAi, Vec::new(), run_bash),
+    ]
+}
+
+#[test]
+#[allow(clippy::print_stderr)]
+fn nova_answers_as_pi_does() {
+    let Some(pi_dir) = std::env::var_os("NOVA_PI_DIR") else {
+        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/pi-client.sh sets it)");
+        return;
+    };
+    let out = std::env::var_os("NOVA_DIFF_OUT").map(std::path::PathBuf::from);
+    let mut found = compare::Differences::default();
+    for (name, wire, replies, scenario) in scenarios() {
+        let runs = both(Path::new(&pi_dir), wire, &replies, scenario);
+        let [pi, nova] = runs.map(|run| {
+            let paths: Vec<(&str, &str)> =
+                run.paths.iter().map(|(p, n)| (p.as_str(), *n)).collect();
+            let mut normalizer = normalize::Normalizer::new(&paths);
+            let lines: Vec<Value> = run.transcript.iter().map(|v| normalizer.value(v)).collect();
+            lines
+        });
+        if let Some(out) = &out {
+            std::fs::create_dir_all(out).unwrap();
+            for (side, t) in [("pi", &pi), ("nova", &nova)] {
+                let text: Vec<String> = t.iter().map(Value::to_string).collect();
+                std::fs::write(out.join(format!("{name}.{side}.jsonl")), text.join("\n")).unwrap();
+            }
+        }
+        compare::transcripts(name, &pi, &nova, &mut found);
+    }
+    if let Some(out) = &out {
+        let all: Vec<String> = found
+            .0
+            .iter()
+            .map(|(key, (count, example))| format!("{key}  ({count}×; {example})"))
+            .collect();
+        std::fs::write(out.join("differences.txt"), all.join("\n")).unwrap();
+    }
+    let allowed = Allowed::load();
+    let mut used = vec![false; allowed.entries.len()];
+    let mut unexplained = Vec::new();
+    for (key, (count, example)) in &found.0 {
+        match allowed.entries.iter().position(|(g, _)| g.is_match(key)) {
+            Some(i) => used[i] = true,
+            None => unexplained.push(format!("{key}  ({count}×; {example})")),
+        }
+    }
+    let stale: Vec<&str> = allowed
+        .entries
+        .iter()
+        .zip(&used)
+        .filter(|(_, used)| !**used)
+        .map(|((_, what), _)| what.as_str())
+        .collect();
+    assert!(
+        unexplained.is_empty() && stale.is_empty(),
+        "differences from Pi 1.6 that tests/pi-differences.txt does not explain:\n{}\n\n\
+         entries there that no scenario needs any more:\n{}",
+        unexplained.join("\n"),
+        stale.join("\n")
+    );
+}
