@@ -13,9 +13,11 @@
 //! the other front end: prompts from the command line in, the answer or the same events out.
 
 pub mod agent;
+pub mod attach;
 pub mod config;
 pub mod context;
 pub mod export;
+pub mod glob;
 pub mod mcp;
 pub mod pace;
 pub mod print;

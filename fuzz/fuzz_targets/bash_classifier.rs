@@ -3,10 +3,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nova::tools::permission::{Rules, classify};
+use nova::tools::permission::{Gate, classify};
 
 fuzz_target!(|data: &[u8]| {
     // Lossy, so every input reaches the parser; the model's arguments are always valid UTF-8.
     let command = String::from_utf8_lossy(data);
-    classify(&command, &Rules::default());
+    classify(&command, &Gate::default());
 });

@@ -38,7 +38,7 @@ use crate::protocol::{
 use crate::provider::http::SharedClient;
 use crate::session::{Session, SessionError};
 use crate::tools::Tool;
-use crate::tools::permission::Rules as PermissionRules;
+use crate::tools::permission::Gate;
 use compaction::CompactionSettings;
 use queue::Queue;
 use std::path::PathBuf;
@@ -85,7 +85,7 @@ struct Inner {
     registry: Arc<Registry>,
     tool_selection: ToolSelection,
     prompt_source: PromptSource,
-    permission_rules: PermissionRules,
+    permission_rules: Gate,
     compaction: CompactionSettings,
     retry: RetrySettings,
     sandbox: Arc<crate::sandbox::Sandbox>,

@@ -10,7 +10,7 @@ pub mod settings;
 
 use crate::mcp::{self, McpConfig};
 use crate::protocol::{Model, ThinkingLevel};
-use crate::tools::permission::{Mode as GateMode, Rules as PermissionRules};
+use crate::tools::permission::Gate;
 use crate::tools::{Tool, default_tools};
 pub use cli::{Cli, Mode};
 pub use error::ConfigError;
@@ -38,8 +38,8 @@ pub struct Config {
     /// `--models`, else `enabledModels`: what `cycle_model` goes through (all models when empty).
     pub scope: Vec<ScopedModel>,
     pub tools: ToolSelection,
-    /// The bash permission gate's rules (`permissions.bash` in settings).
-    pub permissions: PermissionRules,
+    /// The bash permission gate's rules (`permissions.bash` in settings), compiled.
+    pub permissions: Gate,
     /// `compaction` in settings.
     pub compaction: CompactionSettings,
     /// `--sandbox` and `sandbox` in settings.
@@ -410,15 +410,13 @@ fn startup_model(
 
 /// Invalid rules fail closed: every bash command asks until the settings are fixed, so a typo
 /// in a `deny` list never silently lets a command through.
-fn permission_rules(settings: &Settings, warnings: &mut Vec<String>) -> PermissionRules {
-    settings.bash_permissions.clone().unwrap_or_else(|e| {
+fn permission_rules(settings: &Settings, warnings: &mut Vec<String>) -> Gate {
+    let rules = settings.bash_permissions.as_ref().map_err(String::clone);
+    rules.and_then(Gate::new).unwrap_or_else(|e| {
         warnings.push(format!(
             "settings: {e}; asking before every bash command until this is fixed"
         ));
-        PermissionRules {
-            mode: GateMode::Always,
-            ..PermissionRules::default()
-        }
+        Gate::ask_always()
     })
 }
 

@@ -3,8 +3,8 @@
 //! matched against both; any of them may end in `:<thinking level>`.
 
 use super::Registry;
+use crate::glob::{Case, Glob};
 use crate::protocol::{Model, ThinkingLevel};
-use globset::GlobBuilder;
 
 /// A model in the scope, with the thinking level its pattern named.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,14 +63,9 @@ fn matching<'a>(pattern: &str, registry: &'a Registry) -> Vec<&'a Model> {
         return Vec::new();
     }
     // `*` stops at `/` (as in Pi's globs), so `*qwen*` is tried against the bare id too.
-    let Ok(glob) = GlobBuilder::new(pattern)
-        .case_insensitive(true)
-        .literal_separator(true)
-        .build()
-    else {
+    let Ok(glob) = Glob::path(pattern, Case::Insensitive) else {
         return Vec::new();
     };
-    let glob = glob.compile_matcher();
     registry
         .models()
         .iter()

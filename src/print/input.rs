@@ -2,12 +2,10 @@
 //! the `@path` attachments and the first prompt argument make the first prompt; every further
 //! argument is a prompt of its own, sent after the previous run ends.
 
+use crate::attach::{self, Attached, Data};
 use crate::protocol::ContentBlock;
-use crate::tools::image;
-use base64::Engine;
 use std::io::{IsTerminal, Read};
 use std::path::Path;
-use tokio_util::sync::CancellationToken;
 
 /// One user message to run.
 #[derive(Debug)]
@@ -36,7 +34,7 @@ pub fn prompts(args: &[String], stdin: Option<String>, cwd: &Path) -> Result<Vec
     let mut texts = Vec::new();
     for arg in args {
         match arg.strip_prefix('@') {
-            Some(path) => attach(path, cwd, &mut attached, &mut images)?,
+            Some(path) => attach_file(path, cwd, &mut attached, &mut images)?,
             None => texts.push(arg.clone()),
         }
     }
@@ -63,9 +61,10 @@ pub fn prompts(args: &[String], stdin: Option<String>, cwd: &Path) -> Result<Vec
     Ok(prompts)
 }
 
-/// Adds one `@path` file: text inside a `<file name="…">` element, or an image block (shrunk
-/// to what a provider takes) with an empty element naming it. Empty files are skipped.
-fn attach(
+/// Adds one `@path` file: text inside a `<file name="…">` element, or an image block (through
+/// the attachment policy: shrunk to what a provider takes) with an element naming it and saying
+/// how it was shrunk. Empty files are skipped.
+fn attach_file(
     raw: &str,
     cwd: &Path,
     text: &mut String,
@@ -77,36 +76,24 @@ fn attach(
     if bytes.is_empty() {
         return Ok(());
     }
-    let Some(mime) = image::sniff(&bytes[..bytes.len().min(image::SNIFF_BYTES)]) else {
+    if !attach::is_image(&bytes) {
         let content = String::from_utf8_lossy(&bytes);
         let content = content.strip_prefix('\u{feff}').unwrap_or(&content);
         text.push_str(&format!("<file name=\"{shown}\">\n{content}\n</file>\n"));
         return Ok(());
-    };
-    let fitted = image::decode(bytes, mime, &path, image::turn()).and_then(|loaded| {
-        let fitted = image::fit(
-            &loaded,
-            image::MAX_SIDE,
-            image::MAX_BYTES,
-            &CancellationToken::new(),
-        )?;
-        Ok((image::Px::of(&loaded.image), fitted))
-    });
-    let note = match fitted {
-        Ok((original, fitted)) => {
-            let data = base64::engine::general_purpose::STANDARD.encode(&fitted.data);
-            images.push(ContentBlock::image(data, fitted.mime));
-            if fitted.size == original {
-                String::new()
-            } else {
-                format!(
-                    "[Image: original {}x{}, sent at {}x{}]",
-                    original.width, original.height, fitted.size.width, fitted.size.height
-                )
+    }
+    let attached = attach::count(images.len() + 1)
+        .and_then(|()| attach::image(Data::Bytes(bytes), None, &path));
+    let note = match attached {
+        Ok(Attached { block, resized }) => {
+            images.push(block);
+            match resized {
+                Some((original, sent)) => format!("[Image: original {original}, sent at {sent}]"),
+                None => String::new(),
             }
         }
         // Like Pi: the model hears that the image could not be used, and the run goes on.
-        Err(e) => e,
+        Err(e) => e.to_string(),
     };
     text.push_str(&format!("<file name=\"{shown}\">{note}</file>\n"));
     Ok(())

@@ -10,7 +10,7 @@ use super::parse::{Parsed, parse_record};
 use super::reader::MAX_RECORD;
 use super::writer::Outbox;
 use crate::agent::{Agent, CommandError, Prompted};
-use crate::protocol::{Command, Disposition, Response, ResponseData};
+use crate::protocol::{Command, ContentBlock, Disposition, ImageInput, Response, ResponseData};
 use serde_json::Value;
 
 /// The answer to a record over the limit; `head` is its start, which may show its `id`.
@@ -27,6 +27,21 @@ pub fn oversized_response(head: &[u8]) -> Response {
 
 type Answer = Result<Option<ResponseData>, CommandError>;
 
+/// A message's images through the attachment policy, off the runtime thread (decoding and
+/// shrinking a large image takes a while) but awaited, so the command still answers in order.
+async fn attached(images: Option<Vec<ImageInput>>) -> Result<Vec<ContentBlock>, CommandError> {
+    if images.as_ref().is_none_or(Vec::is_empty) {
+        return Ok(Vec::new());
+    }
+    tokio::task::spawn_blocking(move || images::validate(images))
+        .await
+        .map_err(|e| CommandError::Crashed {
+            what: "checking the images",
+            detail: Some(e.to_string()),
+        })?
+        .map_err(CommandError::Invalid)
+}
+
 pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
     let (id, name, command) = match parse_record(record) {
         Parsed::Blank => return,
@@ -38,8 +53,8 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
             message,
             images,
             streaming_behavior,
-        } => match images::validate(images)
-            .map_err(CommandError::Invalid)
+        } => match attached(images)
+            .await
             .and_then(|images| agent.prompt(message, images, streaming_behavior))
         {
             Ok(Prompted::Started(run)) => {
@@ -53,12 +68,12 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
             Ok(Prompted::Queued) => Ok(Some(disposition(Disposition::Queued))),
             Err(e) => Err(e),
         },
-        Command::Steer { message, images } => images::validate(images)
-            .map_err(CommandError::Invalid)
+        Command::Steer { message, images } => attached(images)
+            .await
             .and_then(|images| agent.steer(message, images))
             .map(|()| Some(disposition(Disposition::Queued))),
-        Command::FollowUp { message, images } => images::validate(images)
-            .map_err(CommandError::Invalid)
+        Command::FollowUp { message, images } => attached(images)
+            .await
             .and_then(|images| agent.follow_up(message, images))
             .map(|()| Some(disposition(Disposition::Queued))),
         Command::Abort {} => {

@@ -1,21 +1,16 @@
-//! Validation of images attached to `prompt`, `steer` and `follow_up`, on arrival (RPC.md):
-//! a bad attachment is refused with the index and the problem, before anything changes.
+//! Images attached to `prompt`, `steer` and `follow_up`, checked on arrival (RPC.md) by the
+//! one attachment policy ([`crate::attach`]): a bad attachment is refused with the index and
+//! the problem, before anything changes.
 
+use crate::attach::{self, Data, MAX_IMAGES};
 use crate::protocol::{ContentBlock, ImageInput};
-use base64::Engine;
+use std::path::Path;
 
-pub const MAX_IMAGES: usize = 16;
-pub const MAX_IMAGE_BYTES: usize = 5 * 1024 * 1024;
-
-/// Checks every image and turns them into content blocks, or names the first problem.
+/// Applies the policy to every image, or names the first problem. Decoding and shrinking take
+/// a while, so async callers run this on a blocking thread.
 pub fn validate(images: Option<Vec<ImageInput>>) -> Result<Vec<ContentBlock>, String> {
     let images = images.unwrap_or_default();
-    if images.len() > MAX_IMAGES {
-        return Err(format!(
-            "images[{MAX_IMAGES}]: too many images ({} attached, at most {MAX_IMAGES} per message)",
-            images.len()
-        ));
-    }
+    attach::count(images.len()).map_err(|e| format!("images[{MAX_IMAGES}]: {e}"))?;
     images
         .into_iter()
         .enumerate()
@@ -27,50 +22,21 @@ fn validate_one(image: ImageInput) -> Result<ContentBlock, String> {
     if let Some(kind) = image.kind.as_deref().filter(|k| *k != "image") {
         return Err(format!("type must be \"image\", got \"{kind}\""));
     }
-    let mime = image.mime_type.trim().to_ascii_lowercase();
-    let subtype = mime.strip_prefix("image/").unwrap_or("");
-    if subtype.is_empty()
-        || !subtype
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
-    {
-        return Err(format!(
-            "mimeType \"{}\" is not an image type (expected image/*)",
-            image.mime_type
-        ));
-    }
-    // The decoded size follows from the length, so an oversized image is refused undecoded.
-    let padding = image
-        .data
-        .bytes()
-        .rev()
-        .take(2)
-        .filter(|&b| b == b'=')
-        .count();
-    let decoded_len = (image.data.len() / 4 * 3).saturating_sub(padding);
-    if decoded_len > MAX_IMAGE_BYTES {
-        return Err(too_large(decoded_len));
-    }
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(image.data.as_bytes())
-        .map_err(|e| format!("data is not valid base64 ({e})"))?;
-    if decoded.is_empty() {
-        return Err("data is empty".to_owned());
-    }
-    Ok(ContentBlock::image(image.data, mime))
-}
-
-fn too_large(bytes: usize) -> String {
-    format!(
-        "image is too large: {bytes} bytes decoded ({:.1} MiB), at most 5 MiB",
-        bytes as f64 / (1024.0 * 1024.0)
+    let attached = attach::image(
+        Data::Base64(image.data),
+        Some(&image.mime_type),
+        Path::new("the image"),
     )
+    .map_err(|e| e.to_string())?;
+    Ok(attached.block)
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::tools::image::MAX_BYTES as MAX_IMAGE_BYTES;
+    use base64::Engine;
 
     fn img(data: &str, mime: &str) -> ImageInput {
         ImageInput {

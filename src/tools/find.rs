@@ -3,8 +3,8 @@
 
 use super::search::{self, FirstN, Lines};
 use super::{ToolContext, ToolOutput, ToolResult, fs::ABORTED};
+use crate::glob::{Case, Glob};
 use crate::protocol::ToolSpec;
-use globset::{GlobBuilder, GlobMatcher};
 use ignore::WalkState;
 use serde::Deserialize;
 use serde_json::json;
@@ -54,7 +54,7 @@ enum Target {
     AbsolutePath,
 }
 
-fn matcher(pattern: &str) -> Result<(GlobMatcher, Target), String> {
+fn matcher(pattern: &str) -> Result<(Glob, Target), String> {
     let (glob, target) = if !pattern.contains('/') {
         (pattern.to_owned(), Target::Name)
     } else if pattern.starts_with('/') {
@@ -64,13 +64,14 @@ fn matcher(pattern: &str) -> Result<(GlobMatcher, Target), String> {
     } else {
         (format!("**/{pattern}"), Target::RelativePath)
     };
-    let matcher = GlobBuilder::new(&glob)
-        .literal_separator(true)
-        // fd's smart case: a pattern with no capital letter matches either case.
-        .case_insensitive(!pattern.chars().any(char::is_uppercase))
-        .build()
-        .map_err(|e| format!("Invalid glob pattern {pattern:?}: {e}"))?
-        .compile_matcher();
+    // fd's smart case: a pattern with no capital letter matches either case.
+    let case = if pattern.chars().any(char::is_uppercase) {
+        Case::Sensitive
+    } else {
+        Case::Insensitive
+    };
+    let matcher =
+        Glob::path(&glob, case).map_err(|e| format!("Invalid glob pattern {pattern:?}: {e}"))?;
     Ok((matcher, target))
 }
 

@@ -23,20 +23,29 @@ const PNG_SIGNATURE: &[u8] = &[0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a];
 
 /// The mime type of a supported still image (png, jpeg, gif, webp), or `None`.
 pub fn sniff(head: &[u8]) -> Option<&'static str> {
-    if head.starts_with(&[0xff, 0xd8, 0xff]) {
+    let mime = signature(head)?;
+    match mime {
         // 0xF7 marks JPEG-LS, which providers reject.
-        return (head.get(3) != Some(&0xf7)).then_some("image/jpeg");
+        "image/jpeg" => (head.get(3) != Some(&0xf7)).then_some(mime),
+        "image/png" => (is_png(head) && !is_animated_png(head)).then_some(mime),
+        _ => Some(mime),
     }
-    if head.starts_with(PNG_SIGNATURE) {
-        return (is_png(head) && !is_animated_png(head)).then_some("image/png");
+}
+
+/// The format whose signature `head` starts with, whether or not what follows is sound or a
+/// still image.
+pub fn signature(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(&[0xff, 0xd8, 0xff]) {
+        Some("image/jpeg")
+    } else if head.starts_with(PNG_SIGNATURE) {
+        Some("image/png")
+    } else if head.starts_with(b"GIF") {
+        Some("image/gif")
+    } else if head.starts_with(b"RIFF") && head.get(8..12) == Some(b"WEBP") {
+        Some("image/webp")
+    } else {
+        None
     }
-    if head.starts_with(b"GIF") {
-        return Some("image/gif");
-    }
-    if head.starts_with(b"RIFF") && head.get(8..12) == Some(b"WEBP") {
-        return Some("image/webp");
-    }
-    None
 }
 
 fn be_u32(b: &[u8], at: usize) -> Option<usize> {
@@ -64,8 +73,13 @@ fn is_animated_png(b: &[u8]) -> bool {
 /// The longest side, in pixels, of an image sent to the model.
 pub const MAX_SIDE: u32 = 2000;
 
-/// The most encoded bytes of an image sent to the model; the cap RPC clients' attachments get.
+/// The most encoded bytes of an image `view_image` and `zoom` send, and of an attachment nova
+/// passes on as given.
 pub const MAX_BYTES: usize = 5 * 1024 * 1024;
+
+/// Pi's cap for images `read` returns, which attachments are shrunk to as well: 4.5 MiB once
+/// base64-encoded, which is what the provider receives, so this many decoded bytes.
+pub const MAX_READ_BYTES: usize = 4_718_592 / 4 * 3;
 
 /// Decoding needs about four bytes a pixel and resizing several times that, so larger images are
 /// refused up front rather than left to exhaust memory.

@@ -19,9 +19,6 @@ use std::io::Read;
 use std::path::Path;
 use tokio_util::sync::CancellationToken;
 
-/// Pi's cap for images `read` returns: 4.5 MiB once base64-encoded, which is what the provider
-/// receives, so this many decoded bytes.
-const MAX_IMAGE_BYTES: usize = 4_718_592 / 4 * 3;
 /// How much of a text file is read at a time.
 const CHUNK_BYTES: usize = 64 * 1024;
 
@@ -150,7 +147,7 @@ fn scan(
 /// Pi's layout: a note, then the image, resized when over 2000 px or the byte cap, with the
 /// mapping back to the original's coordinates.
 fn read_image(src: image::Loaded, cancel: &CancellationToken) -> ToolResult {
-    let fitted = image::fit(&src, image::MAX_SIDE, MAX_IMAGE_BYTES, cancel)?;
+    let fitted = image::fit(&src, image::MAX_SIDE, image::MAX_READ_BYTES, cancel)?;
     let mut note = format!("Read image file [{}]", fitted.mime);
     let from = image::Px::of(&src.image);
     if fitted.size != from {

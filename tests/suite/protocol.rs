@@ -3,6 +3,7 @@
 
 use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::{EVENT_TIMEOUT, Nova};
+use base64::Engine;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -154,6 +155,50 @@ fn bad_images_are_refused_by_index_and_change_nothing() {
     nova.request_ok(json!({"type": "steer", "message": "s", "images": [{"data": png, "mime_type": "image/png"}]}));
     let state = nova.request_ok(json!({"type": "get_state"}));
     assert_eq!(state["pendingMessageCount"], 1);
+}
+
+/// The one attachment policy, as an RPC client meets it: the bytes decide the type, and an image
+/// larger than a model takes is shrunk as `read` shrinks it rather than refused.
+#[test]
+fn attached_images_are_typed_by_their_bytes_and_shrunk_to_fit() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("seen"));
+    let mut nova = Nova::builder().ollama(&mock).spawn();
+    let wide = image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(
+        3000,
+        1000,
+        image::Rgb([30, 140, 200]),
+    ));
+    let mut png = Vec::new();
+    wide.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .unwrap();
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let tiny = super::providers::PNG_1X1;
+    nova.request_ok(json!({"type": "prompt", "message": "look", "images": [
+        {"type": "image", "data": b64(&png), "mimeType": "image/jpeg"},
+        {"type": "image", "data": tiny, "mimeType": "image/webp"},
+    ]}));
+    nova.events_until("agent_settled");
+    let messages = nova.request_ok(json!({"type": "get_messages"}));
+    let user = &messages["messages"][0];
+    assert_eq!(user["role"], "user", "{user}");
+    let images: Vec<&Value> = user["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "image")
+        .collect();
+    assert_eq!(images.len(), 2, "{user}");
+    assert_eq!(images[0]["mimeType"], "image/png");
+    let sent = base64::engine::general_purpose::STANDARD
+        .decode(images[0]["data"].as_str().unwrap())
+        .unwrap();
+    let sent = image::load_from_memory(&sent).unwrap();
+    assert_eq!((sent.width(), sent.height()), (2000, 667));
+    assert_eq!(
+        images[1],
+        &json!({"type": "image", "data": tiny, "mimeType": "image/png"})
+    );
 }
 
 #[test]

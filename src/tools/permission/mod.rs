@@ -102,12 +102,14 @@
 //!
 //! A pattern must match the whole command, with runs of whitespace collapsed to one space:
 //! `git push*` matches `git   push origin main`, and matches `cd x && git push` only through its
-//! second simple command. `?` stands for one character and `*` for any run of characters,
-//! **spaces included**: `*` spans arguments, so `rm -rf build*` also allows `rm -rf build /`,
-//! and `git push*` matches `git push --force`. A pattern starting with `=` is matched word by
-//! word instead: the command must have exactly as many words as the pattern, and `*` and `?`
-//! stay within one word, so `=rm -rf build*` allows `rm -rf build-x` but not `rm -rf build /`.
-//! A word known only at run time (`"$d"`) matches no word of an `=` pattern.
+//! second simple command. `?` stands for one byte (one ASCII character) and `*` for any run of
+//! characters, **spaces included**: `*` spans arguments, so `rm -rf build*` also allows
+//! `rm -rf build /`, and `git push*` matches `git push --force`. Nothing else is special:
+//! `[`, `{` and `\` are text, as they are in most commands ([`crate::glob::Glob::command`]).
+//! A pattern starting with `=` is matched word by word instead: the command must have exactly
+//! as many words as the pattern, and `*` and `?` stay within one word, so `=rm -rf build*`
+//! allows `rm -rf build-x` but not `rm -rf build /`. A word known only at run time (`"$d"`)
+//! matches no word of an `=` pattern.
 //!
 //! - `deny` refuses the command without asking and wins over everything, modes included.
 //!   While any deny rule exists, a command whose programs the gate cannot name before it runs
@@ -139,7 +141,7 @@ mod shell;
 mod walk;
 mod wrappers;
 
-use pattern::{List, first_match};
+use pattern::{List, Pattern, first_match};
 use serde_json::Value;
 
 /// `permissions.bash.mode`.
@@ -215,6 +217,45 @@ fn patterns(key: &str, value: &Value) -> Result<Vec<String>, String> {
         .collect()
 }
 
+/// The rules compiled, once, when the settings are loaded: what [`classify`] checks commands
+/// against.
+#[derive(Debug, Clone, Default)]
+pub struct Gate {
+    pub mode: Mode,
+    ask: Vec<Pattern>,
+    allow: Vec<Pattern>,
+    deny: Vec<Pattern>,
+}
+
+impl Gate {
+    /// An invalid pattern is an error naming its list and the pattern.
+    pub fn new(rules: &Rules) -> Result<Gate, String> {
+        let compile = |patterns: &[String], list: &str| -> Result<Vec<Pattern>, String> {
+            patterns
+                .iter()
+                .map(|p| {
+                    Pattern::new(p)
+                        .map_err(|e| format!("permissions.bash.{list}: invalid pattern `{p}`: {e}"))
+                })
+                .collect()
+        };
+        Ok(Gate {
+            mode: rules.mode,
+            ask: compile(&rules.ask, "ask")?,
+            allow: compile(&rules.allow, "allow")?,
+            deny: compile(&rules.deny, "deny")?,
+        })
+    }
+
+    /// Asks before every command: what broken rules fall back to.
+    pub fn ask_always() -> Gate {
+        Gate {
+            mode: Mode::Always,
+            ..Gate::default()
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Run,
@@ -234,7 +275,7 @@ pub enum Verdict {
     },
 }
 
-pub fn classify(command: &str, rules: &Rules) -> Verdict {
+pub fn classify(command: &str, rules: &Gate) -> Verdict {
     let invocations = match shell::parse(command, 0) {
         Ok(script) => walk::invocations(&script),
         Err(e) => {
@@ -312,9 +353,13 @@ pub fn classify(command: &str, rules: &Rules) -> Verdict {
 }
 
 /// Why `deny` cannot be checked (`what`), naming the rules.
-fn unchecked(deny: &[String], what: &str) -> String {
+fn unchecked(deny: &[Pattern], what: &str) -> String {
     const NAMED: usize = 3;
-    let mut named: Vec<String> = deny.iter().take(NAMED).map(|r| format!("`{r}`")).collect();
+    let mut named: Vec<String> = deny
+        .iter()
+        .take(NAMED)
+        .map(|r| format!("`{}`", r.written()))
+        .collect();
     if deny.len() > NAMED {
         named.push(format!("{} more", deny.len() - NAMED));
     }

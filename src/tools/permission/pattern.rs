@@ -2,6 +2,7 @@
 
 use super::layer::{Layer, Shown};
 use super::shell;
+use crate::glob::{self, Glob};
 
 /// Which list a pattern comes from: an `allow` pattern only sees the command as it will run,
 /// so that spelling a command differently cannot make it match; `ask` and `deny` patterns also
@@ -12,39 +13,78 @@ pub(super) enum List {
     AskOrDeny,
 }
 
+/// An `ask`/`allow`/`deny` pattern, compiled when the rules are built.
+#[derive(Debug, Clone)]
+pub(super) struct Pattern {
+    /// As the settings wrote it, to name it in reasons.
+    written: String,
+    form: Form,
+}
+
+#[derive(Debug, Clone)]
+enum Form {
+    /// Against the whole command, whitespace collapsed.
+    Whole(Glob),
+    /// `=…`: one glob per word.
+    Words(Vec<Glob>),
+}
+
+impl Pattern {
+    pub(super) fn new(written: &str) -> Result<Pattern, glob::Error> {
+        let form = match written.strip_prefix('=') {
+            Some(exact) => Form::Words(
+                exact
+                    .split_whitespace()
+                    .map(Glob::command)
+                    .collect::<Result<_, _>>()?,
+            ),
+            None => Form::Whole(Glob::command(&shell::collapse(written))?),
+        };
+        Ok(Pattern {
+            written: written.to_string(),
+            form,
+        })
+    }
+
+    pub(super) fn written(&self) -> &str {
+        &self.written
+    }
+
+    fn matches(&self, layer: &Layer, list: List) -> bool {
+        let bare = (list == List::AskOrDeny).then(|| bare_name(layer));
+        match &self.form {
+            Form::Words(words) => {
+                word_by_word(words, &layer.words) || bare.is_some_and(|b| word_by_word(words, &b))
+            }
+            Form::Whole(glob) => {
+                glob.is_match(layer.resolved())
+                    || (list == List::AskOrDeny && glob.is_match(&layer.raw))
+                    || bare.is_some_and(|b| glob.is_match(joined(&b)))
+            }
+        }
+    }
+}
+
 pub(super) fn first_match<'a>(
-    patterns: &'a [String],
+    patterns: &'a [Pattern],
     layer: &Layer,
     list: List,
 ) -> Option<&'a str> {
     patterns
         .iter()
-        .map(String::as_str)
-        .find(|p| matches(p, layer, list))
-}
-
-fn matches(pattern: &str, layer: &Layer, list: List) -> bool {
-    let bare = (list == List::AskOrDeny).then(|| bare_name(layer));
-    if let Some(exact) = pattern.strip_prefix('=') {
-        let words: Vec<&str> = exact.split_whitespace().collect();
-        return word_by_word(&words, &layer.words)
-            || bare.is_some_and(|b| word_by_word(&words, &b));
-    }
-    let pattern = shell::collapse(pattern);
-    glob_match(&pattern, &layer.resolved())
-        || (list == List::AskOrDeny && glob_match(&pattern, &layer.raw))
-        || bare.is_some_and(|b| glob_match(&pattern, &joined(&b)))
+        .find(|p| p.matches(layer, list))
+        .map(Pattern::written)
 }
 
 /// The exact form: as many words as the command, each matched on its own, so `*` stays
 /// within one word. A word known only at run time may be several words or none, so it matches
 /// nothing.
-fn word_by_word(pattern: &[&str], words: &[Shown]) -> bool {
+fn word_by_word(pattern: &[Glob], words: &[Shown]) -> bool {
     pattern.len() == words.len()
         && pattern
             .iter()
             .zip(words)
-            .all(|(p, w)| w.known && glob_match(p, &w.text))
+            .all(|(p, w)| w.known && p.is_match(&w.text))
 }
 
 /// The layer's words with the command named by the last part of its path.
@@ -67,34 +107,4 @@ fn bare_name(layer: &Layer) -> Vec<Shown> {
 fn joined(words: &[Shown]) -> String {
     let texts: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
     texts.join(" ")
-}
-
-/// `*` is any run of characters (spaces included), `?` one character; the whole text must match.
-pub(super) fn glob_match(pattern: &str, text: &str) -> bool {
-    let pattern: Vec<char> = pattern.chars().collect();
-    let text: Vec<char> = text.chars().collect();
-    let (mut p, mut t) = (0, 0);
-    // Where the last `*` was, and the text position it currently stands up to.
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        match pattern.get(p) {
-            Some('*') => {
-                star = Some((p, t));
-                p += 1;
-            }
-            Some(&c) if c == '?' || c == text[t] => {
-                p += 1;
-                t += 1;
-            }
-            _ => match star {
-                Some((star_p, star_t)) => {
-                    p = star_p + 1;
-                    t = star_t + 1;
-                    star = Some((star_p, star_t + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    pattern[p.min(pattern.len())..].iter().all(|&c| c == '*')
 }

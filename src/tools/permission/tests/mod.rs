@@ -9,6 +9,11 @@ use disguised::DISGUISED;
 use serde_json::json;
 use table::FLAGGED;
 
+/// The tests write rules as the settings do; each check compiles them as loading settings does.
+fn classify(command: &str, rules: &Rules) -> Verdict {
+    super::classify(command, &Gate::new(rules).unwrap())
+}
+
 #[test]
 fn the_built_in_list() {
     let rules = Rules::default();
@@ -377,11 +382,26 @@ fn glob_patterns() {
         ("a**b", "ab", true),
     ] {
         assert_eq!(
-            pattern::glob_match(pattern, text),
+            crate::glob::Glob::command(pattern).unwrap().is_match(text),
             matches,
             "{pattern:?} on {text:?}"
         );
     }
+}
+
+#[test]
+fn brackets_braces_and_backslashes_in_patterns_are_text() {
+    let rules = rules(json!({"deny": ["echo [ab]*", "ls {a,b}", "printf \\n*"]}));
+    let denied = |command| match classify(command, &rules) {
+        Verdict::Deny { rule } => Some(rule),
+        _ => None,
+    };
+    assert_eq!(denied("echo [ab] x").as_deref(), Some("echo [ab]*"));
+    assert_eq!(denied("echo a x"), None);
+    assert_eq!(denied("ls {a,b}").as_deref(), Some("ls {a,b}"));
+    assert_eq!(denied("ls a"), None);
+    assert_eq!(denied("printf \\n").as_deref(), Some("printf \\n*"));
+    assert_eq!(denied("printf n"), None);
 }
 
 /// A small deterministic generator: no dependency, same cases on every run.
