@@ -5,10 +5,10 @@
 //! after it see its effect. This is the one place where agent errors become
 //! wire text.
 
+use super::Outbox;
 use super::images;
 use super::parse::{Parsed, parse_record};
 use super::reader::MAX_RECORD;
-use super::writer::Outbox;
 use crate::agent::{Agent, CommandError, Prompted};
 use crate::protocol::{Command, Disposition, Response, ResponseData};
 use serde_json::Value;
