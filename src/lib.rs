@@ -29,3 +29,4 @@ pub mod sandbox;
 pub mod secret;
 pub mod session;
 pub mod tools;
+pub mod warnings;

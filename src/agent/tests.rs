@@ -74,6 +74,7 @@ fn config(base: &str, dir: &std::path::Path) -> Config {
         resume: None,
         continue_newest: false,
         warnings: Vec::new(),
+        later: Default::default(),
         sandbox: crate::sandbox::Sandbox::off(),
         scope: Vec::new(),
         thinking_level: None,

@@ -11,6 +11,7 @@ use crate::mcp::{self, McpConfig};
 use crate::protocol::{Model, ThinkingLevel};
 use crate::tools::permission::{Mode as GateMode, Rules as PermissionRules};
 use crate::tools::{Tool, default_tools};
+use crate::warnings::Warnings;
 pub use cli::{Cli, Mode};
 pub use models::{DiscoveredModel, ProviderConfig, Registry};
 pub use scope::ScopedModel;
@@ -56,6 +57,9 @@ pub struct Config {
     /// Problems with this session's settings files, reported once on stderr; nova runs on
     /// without them.
     pub warnings: Vec<String>,
+    /// What the session finds wrong later (the sandbox's checks, MCP servers, a provider): the
+    /// agent routes them to its front end.
+    pub later: Warnings,
 }
 
 /// `$NOVA_AGENT_DIR`, else `~/.nova/agent`.
@@ -173,6 +177,7 @@ impl Process {
     pub fn session(&self, spec: &SessionSpec) -> Result<Config, String> {
         let (cli, agent_dir, cwd) = (&self.cli, &self.agent_dir, &spec.cwd);
         let mut warnings = Vec::new();
+        let later = Warnings::default();
         let settings = settings::load(
             &settings::Sources {
                 user: &agent_dir.join("settings.json"),
@@ -201,6 +206,7 @@ impl Process {
             cwd,
             agent_dir,
             &mut warnings,
+            &later,
         );
         let mcp = mcp_config(agent_dir, cwd, &settings, &mut warnings);
         let (resume, continue_newest) = match &spec.resume {
@@ -229,6 +235,7 @@ impl Process {
             sandbox,
             mcp,
             warnings,
+            later,
         })
     }
 }

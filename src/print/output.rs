@@ -101,6 +101,10 @@ impl EventSink for Output {
         }
     }
 
+    fn warn(&self, line: &str) {
+        note(line);
+    }
+
     fn ready(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(self.out.ready())
     }

@@ -42,6 +42,11 @@ impl EventSink for Outbox {
         self.push(Line::Event(event));
     }
 
+    /// On stderr, as the startup warnings: a client may show it, a person running nova sees it.
+    fn warn(&self, line: &str) {
+        frontend::note(line);
+    }
+
     fn ready(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(frontend::Outbox::ready(self))
     }
