@@ -262,10 +262,9 @@ async fn build_body_aside(api: Api, req: &Request<'_>) -> Result<Vec<u8>, String
 
 /// Hands parsed events on, through the [`Meter`] that completes usage. At the end of an Ollama
 /// reply, a prompt count far below the estimate is a prompt the server cut: a warning (once per
-/// session), and
-/// when nothing came back, made the turn's error (which reads as an overflow, so the agent
-/// compacts and tries again). Paced by `pace` too: one frame may carry a hundred thousand tool
-/// calls.
+/// session), and when nothing came back, the turn's error too (which reads as an overflow, so
+/// the agent compacts and tries again). Paced by `pace` too: one frame may carry a hundred
+/// thousand tool calls.
 async fn forward<F: Future<Output = ()>>(
     events: &mut Vec<ProviderEvent>,
     meter: &mut Meter,
