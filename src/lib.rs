@@ -4,19 +4,22 @@
 //! stdin line ──rpc::reader──▶ rpc::parse ──rpc::dispatch──▶ agent::Agent
 //!    agent run ──provider::http::stream──▶ ProviderEvent (parsed from NDJSON / SSE bodies)
 //!    agent run ──tools::Tool::execute──▶ ToolOutput (one task per call)
-//!    agent emits protocol::Event ──rpc::writer::Outbox──▶ the stdout thread ──▶ stdout line
+//!    agent emits protocol::Event ──frontend::Outbox──▶ the stdout thread ──▶ stdout line
 //! ```
 //!
 //! `agent::Runtime` is built once per process and prepares each session for its cwd; a front end
 //! starts the session with its own sink. Commands arrive as `protocol::Command`, the model speaks through `provider::ProviderEvent`,
 //! and everything the client sees is a `protocol::Response` or `protocol::Event`. `print` is
 //! the other front end: prompts from the command line in, the answer or the same events out.
+//! What front ends share (the stdout writer, the signal setup) is in `frontend`, which none of
+//! them owns.
 
 pub mod agent;
 pub mod attach;
 pub mod config;
 pub mod context;
 pub mod export;
+pub mod frontend;
 pub mod glob;
 pub mod mcp;
 pub mod pace;
@@ -28,3 +31,4 @@ pub mod sandbox;
 pub mod secret;
 pub mod session;
 pub mod tools;
+pub mod warnings;

@@ -1,19 +1,16 @@
-//! `nova`: flags → the runtime → the session they describe → a front end: the RPC loop (`--mode rpc`), or the prompts on
-//! the command line run once (print mode, or `--mode json`). Exit codes: 0 success, 1 a failed
-//! run or startup, 2 a usage error.
+//! `nova`: flags → the runtime → the front end they choose, which opens the session they
+//! describe: the RPC loop (`--mode rpc`), or the prompts on the command line run once (print
+//! mode, or `--mode json`). Exit codes: 0 success, 1 a failed run or startup, 2 a usage
+//! error.
 
 use clap::Parser;
 use clap::error::ErrorKind;
-use nova::agent::{Prepared, Runtime};
+use nova::agent::Runtime;
 use nova::config::{Cli, Mode};
+use nova::frontend::{fatal, usage_error};
 use nova::{print, rpc};
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
-
-/// How long shutdown waits for stdout to take the last lines.
-const WRITER_GRACE: Duration = Duration::from_secs(5);
 
 /// The front end the command line asks for.
 enum Interface {
@@ -90,77 +87,28 @@ fn interface(cli: &Cli) -> Result<Interface, ExitCode> {
 }
 
 async fn run(mut cli: Cli, interface: Interface) -> ExitCode {
-    let prompt_args = std::mem::take(&mut cli.prompts);
+    let args = std::mem::take(&mut cli.prompts);
     let (approve_flagged, verbose) = (cli.approve_flagged, cli.verbose);
     let runtime = match Runtime::load(cli, nova::config::agent_dir()).await {
         Ok(r) => r,
         Err(e) => return usage_error(&e.to_string()),
     };
-    let prepared = match runtime
-        .cli_session()
-        .and_then(|spec| runtime.prepare(&spec))
-    {
-        Ok(p) => p,
-        Err(e) => return usage_error(&e.to_string()),
-    };
-    for warning in runtime.warnings().iter().chain(&prepared.warnings) {
-        let _ = writeln!(std::io::stderr(), "nova: warning: {warning}");
-    }
     match interface {
-        Interface::Rpc => serve_rpc(prepared).await,
+        Interface::Rpc => rpc::run(runtime).await,
         Interface::OneShot { format, stdin } => {
-            let prompts = match print::prompts(&prompt_args, stdin, prepared.cwd()) {
-                Ok(p) => p,
-                Err(e) => return usage_error(&e),
+            let options = print::Options {
+                format,
+                verbose,
+                approve_flagged,
+                args,
+                stdin,
             };
-            let output = Arc::new(print::Output::new(format, verbose));
-            output.json_line(prepared.header());
-            let agent = prepared.start(output.clone());
-            match print::run(&agent, &output, prompts, approve_flagged).await {
-                Ok(print::Outcome::Succeeded) => ExitCode::SUCCESS,
-                Ok(print::Outcome::Failed) => ExitCode::FAILURE,
-                Err(e) => fatal(&format!("cannot install signal handlers: {e}")),
-            }
+            print::run(runtime, options).await
         }
-    }
-}
-
-async fn serve_rpc(prepared: Prepared) -> ExitCode {
-    let (out, writer) = rpc::writer::spawn(std::io::stdout());
-    // Signals must also release producers waiting for a client that stopped reading (and a
-    // writer that can no longer write): the flag makes them stop waiting.
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        if let Err(e) = signal_hook::flag::register(signal, out.shutdown_flag()) {
-            return fatal(&format!("cannot install signal handlers: {e}"));
-        }
-    }
-    let agent = prepared.start(Arc::new(out.clone()));
-    let served = rpc::serve(agent.clone(), out.clone()).await;
-    agent.shutdown().await;
-    out.close();
-    // A client that never reads leaves the writer blocked on stdout: exit without it.
-    let _ = tokio::time::timeout(
-        WRITER_GRACE,
-        tokio::task::spawn_blocking(move || writer.join()),
-    )
-    .await;
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fatal(&format!("cannot install signal handlers: {e}")),
     }
 }
 
 fn first_line(text: &str) -> String {
     let line = text.lines().next().unwrap_or("invalid arguments");
     line.strip_prefix("error: ").unwrap_or(line).to_owned()
-}
-
-fn usage_error(message: &str) -> ExitCode {
-    let _ = writeln!(std::io::stderr(), "nova: {message}");
-    ExitCode::from(2)
-}
-
-fn fatal(message: &str) -> ExitCode {
-    let _ = writeln!(std::io::stderr(), "nova: {message}");
-    ExitCode::FAILURE
 }

@@ -140,6 +140,7 @@ async fn summarize_and_record(
         idle_timeout: inner.idle_timeout,
         api_key,
         headers,
+        warnings: &inner.warnings,
     };
     let job = SummaryJob {
         to_summarize: &messages[cut.summarized()],

@@ -10,14 +10,20 @@ use crate::protocol::ToolSpec;
 use crate::protocol::{Event, McpServer};
 use crate::provider::http::SharedClient;
 use crate::tools::ToolOutput;
+use crate::warnings::Warnings;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Starts the configured servers in the background; `None` without any.
-pub(super) fn start(config: McpConfig, client: &SharedClient, sink: &Sink) -> Option<Servers> {
+pub(super) fn start(
+    config: McpConfig,
+    client: &SharedClient,
+    sink: &Sink,
+    warnings: &Warnings,
+) -> Option<Servers> {
     let sink = sink.clone();
     let on_status = Arc::new(move |server: McpServer| sink.emit(Event::McpServerStatus { server }));
-    Servers::start(config, client.clone(), on_status)
+    Servers::start(config, client.clone(), on_status, warnings.clone())
 }
 
 impl Agent {

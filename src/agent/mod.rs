@@ -39,6 +39,7 @@ use crate::provider::http::SharedClient;
 use crate::session::{Session, SessionError};
 use crate::tools::Tool;
 use crate::tools::permission::Gate;
+use crate::warnings::Warnings;
 use compaction::CompactionSettings;
 use queue::Queue;
 use std::path::PathBuf;
@@ -81,6 +82,8 @@ pub struct Agent {
 
 struct Inner {
     sink: Sink,
+    /// This session's warnings, routed to the sink.
+    warnings: Warnings,
     /// Shared with every session of the process.
     registry: Arc<Registry>,
     tool_selection: ToolSelection,
@@ -238,11 +241,15 @@ impl Agent {
             bash_cancel: CancellationToken::new(),
             pending_bash: Vec::new(),
         };
-        let mcp = mcp::start(config.mcp, &client, &sink);
+        let warnings = config.later;
+        let route = sink.clone();
+        warnings.route(move |line| route.warn(line));
+        let mcp = mcp::start(config.mcp, &client, &sink, &warnings);
         let agent = Agent {
             inner: Arc::new(Inner {
                 mcp,
                 sink,
+                warnings,
                 tool_selection: config.tools,
                 prompt_source,
                 permission_rules: config.permissions,

@@ -330,6 +330,7 @@ async fn stream_reply(
                             idle_timeout: inner.idle_timeout,
                             api_key,
                             headers,
+                            warnings: &inner.warnings,
                         },
                         &request,
                         cancel,

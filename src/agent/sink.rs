@@ -13,6 +13,12 @@ use std::sync::Arc;
 pub trait EventSink: Send + Sync {
     fn emit(&self, event: Event);
 
+    /// A warning of this session, phrased as it reads after the program's name (see
+    /// [`crate::warnings`]); by default a log line.
+    fn warn(&self, line: &str) {
+        tracing::warn!("{line}");
+    }
+
     /// Resolves when the sink can take more; by default at once.
     fn ready(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(std::future::ready(()))

@@ -73,6 +73,7 @@ fn config(base: &str, dir: &std::path::Path) -> Config {
         session_dir: None,
         resume: crate::config::Resume::New,
         warnings: Vec::new(),
+        later: Default::default(),
         sandbox: crate::sandbox::Sandbox::off(),
         scope: Vec::new(),
         thinking_level: None,

@@ -5,10 +5,9 @@
 //! and a command they cannot be checked against (its program known only at run time) is refused.
 
 use super::{Agent, CommandError, now_ms};
-use crate::protocol::{BashExecutionMessage, BashResult, Event, Message};
+use crate::protocol::{BashExecutionMessage, BashResult, Message};
 use crate::tools::bash::run_for_user;
 use crate::tools::permission::{Verdict, classify};
-use serde_json::Value;
 use tokio::sync::watch;
 
 /// Counts the user commands running, so `abort` can wait until none is.
@@ -32,12 +31,14 @@ impl Drop for Counted {
 
 impl Agent {
     /// Starts `command` now (so an `abort_bash` right after reaches it); the future resolves with
-    /// Pi's `BashResult` once it ended and was recorded. `id` tags its output events.
+    /// Pi's `BashResult` once it ended and was recorded. Its output goes to `on_output` as it
+    /// comes: the front end knows which of its requests the command answers, and so how to tag
+    /// each chunk for its client.
     pub fn bash(
         &self,
         command: String,
         exclude_from_context: bool,
-        id: Option<Value>,
+        on_output: impl Fn(&str) + Send + Sync + 'static,
     ) -> Result<impl Future<Output = Result<BashResult, CommandError>> + Send + 'static, CommandError>
     {
         match classify(&command, &self.inner.permission_rules) {
@@ -49,18 +50,11 @@ impl Agent {
         let counted = Counted::start(&self.inner.bash_running);
         let agent = self.clone();
         Ok(async move {
-            let sink = agent.inner.sink.clone();
-            let on_chunk = move |delta: &str| {
-                sink.emit(Event::BashExecutionUpdate {
-                    id: id.clone(),
-                    delta: delta.to_owned(),
-                })
-            };
             let run = run_for_user(
                 &command,
                 &agent.inner.cwd,
                 &cancel,
-                &on_chunk,
+                &on_output,
                 &agent.inner.outputs,
             )
             .await?;

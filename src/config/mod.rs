@@ -12,6 +12,7 @@ use crate::mcp::{self, McpConfig};
 use crate::protocol::{Model, ThinkingLevel};
 use crate::tools::permission::Gate;
 use crate::tools::{Tool, default_tools};
+use crate::warnings::Warnings;
 pub use cli::{Cli, Mode};
 pub use error::ConfigError;
 pub use models::{DiscoveredModel, ProviderConfig, Registry};
@@ -56,6 +57,9 @@ pub struct Config {
     /// Problems with this session's settings files, reported once on stderr; nova runs on
     /// without them.
     pub warnings: Vec<String>,
+    /// What the session finds wrong later (the sandbox's checks, MCP servers, a provider): the
+    /// agent routes them to its front end.
+    pub later: Warnings,
 }
 
 /// `$NOVA_AGENT_DIR`, else `~/.nova/agent`.
@@ -212,6 +216,7 @@ impl Process {
     pub fn session(&self, spec: &SessionSpec) -> Result<Config, ConfigError> {
         let (cli, agent_dir, cwd) = (&self.cli, &self.agent_dir, &spec.cwd);
         let mut warnings = Vec::new();
+        let later = Warnings::default();
         let settings = settings::load(
             &settings::Sources {
                 user: &agent_dir.join("settings.json"),
@@ -244,6 +249,7 @@ impl Process {
             cwd,
             agent_dir,
             &mut warnings,
+            &later,
         );
         let mut mcp = mcp_config(agent_dir, cwd, &settings, &mut warnings);
         mcp::config::add_client_servers(&mut mcp.servers, &spec.mcp_servers, agent_dir, cwd)
@@ -268,6 +274,7 @@ impl Process {
             sandbox,
             mcp,
             warnings,
+            later,
         })
     }
 }

@@ -17,11 +17,11 @@ use crate::protocol::{McpServer, McpServerStatus};
 use crate::provider::http::SharedClient;
 use crate::tools::ToolOutput;
 use crate::tools::truncate::Limits;
+use crate::warnings::Warnings;
 use rmcp::ServiceError;
 use rmcp::model::{CallToolRequestParams, Tool};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -52,6 +52,8 @@ struct Shared {
     startup_wait: Duration,
     client: SharedClient,
     on_status: StatusFn,
+    /// The session's warnings, where what a person may want to know goes.
+    warnings: Warnings,
     state: Mutex<State>,
     /// Bumped after every phase change, for whoever waits for one.
     changed: watch::Sender<u64>,
@@ -94,7 +96,12 @@ enum Phase {
 impl Servers {
     /// Starts every enabled server in the background and returns at once; `None` when nothing
     /// is configured, so that nova without MCP does no MCP work at all.
-    pub fn start(config: McpConfig, client: SharedClient, on_status: StatusFn) -> Option<Self> {
+    pub fn start(
+        config: McpConfig,
+        client: SharedClient,
+        on_status: StatusFn,
+        warnings: Warnings,
+    ) -> Option<Self> {
         if config.servers.is_empty() {
             return None;
         }
@@ -119,6 +126,7 @@ impl Servers {
             startup_wait: config.startup_wait,
             client,
             on_status,
+            warnings,
             state: Mutex::new(State {
                 servers,
                 ..State::default()
@@ -168,7 +176,7 @@ impl Servers {
     }
 
     /// The first prompt waits (up to the configured limit) for servers still starting, then
-    /// says on stderr which it did not wait for. Later prompts never wait.
+    /// says which it did not wait for. Later prompts never wait.
     pub async fn wait_for_startup(&self) {
         if self.shared.waited.swap(true, Ordering::SeqCst) {
             return;
@@ -186,7 +194,7 @@ impl Servers {
             .await
             .is_err()
         {
-            report(&format!(
+            shared.report(&format!(
                 "not waiting for {} (still starting after {:?}); going on with the tools that \
                  are ready",
                 shared.starting().join(", "),
@@ -281,6 +289,11 @@ impl Servers {
 pub const ABORTED: &str = "MCP call aborted";
 
 impl Shared {
+    /// What a person may want to know about the servers, among the session's warnings.
+    fn report(&self, message: &str) {
+        self.warnings.warn(&format!("mcp: {message}"));
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // Every critical section is plain bookkeeping; a panic inside one leaves it usable.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -327,7 +340,7 @@ impl Shared {
         self.check_rules(state);
     }
 
-    /// Once no server is starting any more (the first time only), says on stderr which
+    /// Once no server is starting any more (the first time only), says which
     /// `permissions.mcp` rules match no tool: a rule with a typo in it would otherwise let
     /// every call it was meant to stop run unasked.
     fn check_rules(&self, state: &State) {
@@ -352,7 +365,7 @@ impl Shared {
             known.push((config.name.as_str(), tools));
         }
         for line in self.rules.unmatched(&known, &unknown) {
-            report(&format!("warning: {line}"));
+            self.report(&format!("warning: {line}"));
         }
     }
 
@@ -388,7 +401,7 @@ impl Shared {
         let (connection, tools) = match outcome {
             Ok(connected) => connected,
             Err(reason) => {
-                report(&format!("server {} failed to start: {reason}", config.name));
+                self.report(&format!("server {} failed to start: {reason}", config.name));
                 let mut state = self.lock();
                 let phase = Phase::Failed {
                     reason: reason.to_string(),
@@ -434,7 +447,7 @@ impl Shared {
                     Phase::Starting => {}
                     Phase::Failed { crashed: true, .. } if !slot.restarted => {
                         slot.restarted = true;
-                        report(&format!("restarting server {}", self.configs[index].name));
+                        self.report(&format!("restarting server {}", self.configs[index].name));
                         let generation = self.begin_start(&mut state, index);
                         tokio::spawn(self.clone().connect(index, generation));
                     }
@@ -485,7 +498,7 @@ impl Shared {
                 return;
             }
             let connection = slot.connection.take();
-            report(&format!(
+            self.report(&format!(
                 "server {} crashed: {reason}",
                 self.configs[index].name
             ));
@@ -630,9 +643,4 @@ fn spec(name: &str, tool: &Tool) -> ToolSpec {
             .into(),
         parameters: Value::Object(parameters),
     }
-}
-
-/// One line on stderr, where nova reports what a client may want a person to see.
-fn report(message: &str) {
-    let _ = writeln!(std::io::stderr(), "nova: mcp: {message}");
 }

@@ -11,45 +11,75 @@ mod input;
 mod output;
 
 pub use input::{Prompt, piped_stdin, prompts};
-pub use output::{Format, Output};
+pub use output::{Format, Line, Output};
 
-use crate::agent::{Agent, FlaggedCommand, Prompted, Unattended};
+use crate::agent::{Agent, FlaggedCommand, Prompted, Runtime, Unattended};
+use crate::frontend::{self, Second, Signals, note};
 use crate::protocol::{AssistantMessage, ContentBlock, Message, StopReason};
-use output::note;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::signal::unix::{SignalKind, signal};
+
+/// What the command line asks of a one-shot run.
+#[derive(Debug)]
+pub struct Options {
+    pub format: Format,
+    pub verbose: bool,
+    pub approve_flagged: bool,
+    /// Prompt texts and `@path` attachments, as given.
+    pub args: Vec<String>,
+    /// What was piped in, which goes before the first prompt.
+    pub stdin: Option<String>,
+}
 
 /// How a one-shot run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+enum Outcome {
     Succeeded,
     /// A reply failed, was aborted or was cut off, or a prompt could not start; stderr says why.
     Failed,
 }
 
+/// Opens the session the command line describes, runs its prompts and exits: 0 when every
+/// reply succeeded, 1 when one did not, 2 for a usage error.
+pub async fn run(runtime: Runtime, options: Options) -> ExitCode {
+    let prepared = match frontend::open_cli_session(&runtime) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let prompts = match prompts(&options.args, options.stdin, prepared.cwd()) {
+        Ok(p) => p,
+        Err(e) => return frontend::usage_error(&e),
+    };
+    let (out, writer) = frontend::writer::spawn(std::io::stdout());
+    // The first signal aborts the run and releases a stream waiting for stdout; the second
+    // exits even while the writer is stuck on a reader that stopped reading.
+    let signals = match Signals::install(out.shutdown_flag(), Second::Exits) {
+        Ok(s) => s,
+        Err(e) => return frontend::fatal(&format!("cannot install signal handlers: {e}")),
+    };
+    let output = Arc::new(Output::new(options.format, options.verbose, out.clone()));
+    output.header(prepared.header());
+    let agent = prepared.start(output.clone());
+    agent.set_unattended(unattended(options.approve_flagged));
+    let outcome = run_prompts(&agent, &output, prompts, signals).await;
+    frontend::close_writer(&out, writer).await;
+    match outcome {
+        Outcome::Succeeded => ExitCode::SUCCESS,
+        Outcome::Failed => ExitCode::FAILURE,
+    }
+}
+
 /// Runs `prompts` in turn, stopping at the first that fails, then prints the final answer (in
-/// print mode). `Err` only when the signal handlers cannot be installed.
-pub async fn run(
+/// print mode).
+async fn run_prompts(
     agent: &Agent,
     output: &Output,
     prompts: Vec<Prompt>,
-    approve_flagged: bool,
-) -> std::io::Result<Outcome> {
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for (signal, exit_code) in [(SIGINT, 130), (SIGTERM, 143)] {
-        // Registered first, so it sees the flag as the previous signal left it: the second
-        // signal exits even while the runtime thread is stuck writing to a stalled reader.
-        signal_hook::flag::register_conditional_shutdown(signal, exit_code, interrupted.clone())?;
-        signal_hook::flag::register(signal, interrupted.clone())?;
-    }
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut terminate = signal(SignalKind::terminate())?;
-    agent.set_unattended(unattended(approve_flagged));
+    mut signals: Signals,
+) -> Outcome {
     for prompt in prompts {
-        if interrupted.load(Ordering::Relaxed) {
-            return Ok(Outcome::Failed);
+        if signals.received() {
+            return Outcome::Failed;
         }
         let run = match agent.prompt(prompt.text, prompt.images, None) {
             Ok(Prompted::Started(run)) => run,
@@ -57,7 +87,7 @@ pub async fn run(
             Ok(Prompted::Queued) => continue,
             Err(e) => {
                 note(&e.to_string());
-                return Ok(Outcome::Failed);
+                return Outcome::Failed;
             }
         };
         let finished = run.run();
@@ -67,8 +97,7 @@ pub async fn run(
                 () = &mut finished => break,
                 // `abort` cancels at once; the future it returns only waits for the run's end,
                 // which `finished` reports.
-                _ = interrupt.recv() => { let _run_ends_soon = agent.abort(); }
-                _ = terminate.recv() => { let _run_ends_soon = agent.abort(); }
+                () = signals.recv() => { let _run_ends_soon = agent.abort(); }
             }
         }
         let Some(reply) = last_reply(agent) else {
@@ -77,24 +106,24 @@ pub async fn run(
         match reply.stop_reason {
             StopReason::Error | StopReason::Aborted => {
                 note(reply.error_message.as_deref().unwrap_or("the run failed"));
-                return Ok(Outcome::Failed);
+                return Outcome::Failed;
             }
             StopReason::Length => {
                 answer(output, &reply);
                 note("the reply was cut off: the model reached its output token limit");
-                return Ok(Outcome::Failed);
+                return Outcome::Failed;
             }
             // A stored reply has always ended; a pending one is nothing to report.
             StopReason::Pending | StopReason::Stop | StopReason::ToolUse => {}
         }
     }
-    if interrupted.load(Ordering::Relaxed) {
-        return Ok(Outcome::Failed);
+    if signals.received() {
+        return Outcome::Failed;
     }
     if let Some(reply) = last_reply(agent) {
         answer(output, &reply);
     }
-    Ok(Outcome::Succeeded)
+    Outcome::Succeeded
 }
 
 /// The conversation's last message, when it is the model's.

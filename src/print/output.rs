@@ -1,12 +1,13 @@
 //! Where a one-shot run's output goes. stdout carries only the answer (print mode) or JSON
-//! lines (JSON mode); stderr carries progress, and only with `--verbose`.
+//! lines (JSON mode), through the one [writer](crate::frontend::writer); stderr carries
+//! progress, and only with `--verbose`.
 
 use crate::agent::EventSink;
+use crate::frontend::{self, note, writer};
 use crate::protocol::{CompactionReason, Event, joined_text};
-use serde::Serialize;
+use crate::session::Header;
 use serde_json::Value;
-use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::pin::Pin;
 
 /// The longest tool-call summary `--verbose` prints.
 const SUMMARY_CHARS: usize = 200;
@@ -19,62 +20,71 @@ pub enum Format {
     Json,
 }
 
+/// A line of one-shot output.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "nearly every line is an event: boxing would allocate once more per event"
+)]
+pub enum Line {
+    Event(Event),
+    /// Written as it is: the answer's text, or the header already encoded.
+    Text(String),
+}
+
+impl writer::Line for Line {
+    fn encode(&self, buf: &mut Vec<u8>) -> bool {
+        match self {
+            Line::Event(e) => e.encode(buf),
+            Line::Text(text) => {
+                buf.extend_from_slice(text.as_bytes());
+                true
+            }
+        }
+    }
+
+    fn absorb(&mut self, newer: &mut Line) -> bool {
+        match (self, newer) {
+            (Line::Event(old), Line::Event(new)) => old.absorb(new),
+            _ => false,
+        }
+    }
+}
+
+pub type Outbox = frontend::Outbox<Line>;
+
 /// The agent's event sink in print and JSON mode.
 #[derive(Debug)]
 pub struct Output {
     format: Format,
     verbose: bool,
-    /// stdout was closed (a reader such as `head` has had enough): stop writing to it.
-    closed: AtomicBool,
+    out: Outbox,
 }
 
 impl Output {
-    pub fn new(format: Format, verbose: bool) -> Self {
+    pub fn new(format: Format, verbose: bool, out: Outbox) -> Self {
         Output {
             format,
             verbose,
-            closed: AtomicBool::new(false),
+            out,
         }
     }
 
-    pub fn format(&self) -> Format {
-        self.format
-    }
-
-    pub fn verbose(&self) -> bool {
-        self.verbose
-    }
-
-    /// One JSON line on stdout (JSON mode only).
-    pub fn json_line(&self, value: &impl Serialize) {
+    /// The session header, JSON mode's first line.
+    pub fn header(&self, header: &Header) {
         if self.format != Format::Json {
             return;
         }
-        match serde_json::to_vec(value) {
-            Ok(mut line) => {
-                line.push(b'\n');
-                self.stdout(&line);
-            }
-            Err(e) => tracing::error!("cannot encode an event: {e}"),
+        match serde_json::to_string(header) {
+            Ok(line) => self.out.push(Line::Text(line)),
+            Err(e) => tracing::error!("cannot encode the session header: {e}"),
         }
     }
 
     /// The final answer (print mode only).
     pub fn answer(&self, text: &str) {
         if self.format == Format::Text {
-            self.stdout(format!("{text}\n").as_bytes());
-        }
-    }
-
-    /// Written whole and flushed, so a reader sees each line as it happens. Blocking here, as
-    /// the RPC writer does, pauses the agent while the reader is behind.
-    fn stdout(&self, bytes: &[u8]) {
-        if self.closed.load(Ordering::Relaxed) {
-            return;
-        }
-        let mut out = std::io::stdout().lock();
-        if out.write_all(bytes).and_then(|()| out.flush()).is_err() {
-            self.closed.store(true, Ordering::Relaxed);
+            self.out.push(Line::Text(text.to_owned()));
         }
     }
 }
@@ -86,13 +96,18 @@ impl EventSink for Output {
         } else if self.verbose {
             progress(&event);
         }
-        self.json_line(&event);
+        if self.format == Format::Json {
+            self.out.push(Line::Event(event));
+        }
     }
-}
 
-/// A line on stderr, prefixed like nova's other messages there.
-pub fn note(text: &str) {
-    let _ = writeln!(std::io::stderr(), "nova: {text}");
+    fn warn(&self, line: &str) {
+        note(line);
+    }
+
+    fn ready(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.out.ready())
+    }
 }
 
 /// The `--verbose` line for an event, if it is one a person follows a run by.

@@ -5,6 +5,7 @@
 use super::estimate::Meter;
 use super::{Api, ProviderError, ProviderEvent, Request, anthropic, ollama, openai};
 use crate::pace::Pacer;
+use crate::warnings::Warnings;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
 use std::sync::{Arc, OnceLock};
@@ -77,14 +78,16 @@ fn same_origin_redirects() -> reqwest::redirect::Policy {
     })
 }
 
-/// How requests reach a provider: the shared client, how long a stream may stay silent, and the
-/// provider's resolved credentials. A turn and the compaction summaries go the same way.
+/// How requests reach a provider: the shared client, how long a stream may stay silent, the
+/// provider's resolved credentials, and the session's warnings for what a reply reveals about
+/// the server. A turn and the compaction summaries go the same way.
 #[derive(Debug, Clone)]
 pub struct Transport<'a> {
     pub client: &'a SharedClient,
     pub idle_timeout: Duration,
     pub api_key: Option<String>,
     pub headers: Vec<(String, String)>,
+    pub warnings: &'a Warnings,
 }
 
 /// Streams one reply: sends `req` in the wire format its model's `api` names and calls
@@ -200,12 +203,30 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             })?;
         let Some(chunk) = chunk else { break };
         let pushed = decoder.push(&chunk, &mut events);
-        forward(&mut events, &mut meter, req, api, &mut on_event, &pace).await?;
+        forward(
+            &mut events,
+            &mut meter,
+            req,
+            api,
+            transport.warnings,
+            &mut on_event,
+            &pace,
+        )
+        .await?;
         pushed?;
     }
     let facts = decoder.facts().clone();
     let finished = decoder.finish(&mut events);
-    forward(&mut events, &mut meter, req, api, &mut on_event, &pace).await?;
+    forward(
+        &mut events,
+        &mut meter,
+        req,
+        api,
+        transport.warnings,
+        &mut on_event,
+        &pace,
+    )
+    .await?;
     finished.map(|()| facts)
 }
 
@@ -241,15 +262,16 @@ async fn build_body_aside(api: Api, req: &Request<'_>) -> Result<Vec<u8>, String
 }
 
 /// Hands parsed events on, through the [`Meter`] that completes usage. At the end of an Ollama
-/// reply, a prompt count far below the estimate is a prompt the server cut: said on stderr, and
-/// when nothing came back, made the turn's error (which reads as an overflow, so the agent
-/// compacts and tries again). Paced by `pace` too: one frame may carry a hundred thousand tool
-/// calls.
+/// reply, a prompt count far below the estimate is a prompt the server cut: a warning (once per
+/// session), and when nothing came back, the turn's error too (which reads as an overflow, so
+/// the agent compacts and tries again). Paced by `pace` too: one frame may carry a hundred
+/// thousand tool calls.
 async fn forward<F: Future<Output = ()>>(
     events: &mut Vec<ProviderEvent>,
     meter: &mut Meter,
     req: &Request<'_>,
     api: Api,
+    warnings: &Warnings,
     on_event: &mut impl FnMut(ProviderEvent),
     pace: &impl Fn() -> F,
 ) -> Result<(), ProviderError> {
@@ -259,7 +281,7 @@ async fn forward<F: Future<Output = ()>>(
         if matches!(event, ProviderEvent::Finish(_)) && api == Api::Ollama {
             let cut = meter.reported_prompt();
             if let Some(message) = ollama::truncation(meter.prompt_estimate(), cut) {
-                ollama::warn_truncated(&message);
+                warnings.warn_once(ollama::TRUNCATED, &format!("warning: {message}"));
                 if meter.reply_is_empty() {
                     return Err(ProviderError::Api(message));
                 }
@@ -608,11 +630,13 @@ pub(crate) mod tests {
             thinking: None,
         };
         let client = SharedClient::default();
+        let warnings = Warnings::default();
         let transport = Transport {
             client: &client,
             idle_timeout: Duration::from_millis(idle_ms),
             api_key: Some("sk-test".into()),
             headers: vec![("X-Extra".into(), "yes".into())],
+            warnings: &warnings,
         };
         let mut events = Vec::new();
         let result = stream(&transport, &req, cancel, |e| events.push(e)).await;

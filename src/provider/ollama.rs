@@ -249,14 +249,8 @@ pub(super) fn truncation(estimate: u64, reported: Option<u64>) -> Option<String>
     })
 }
 
-/// Says on stderr, once per process, that a prompt was cut.
-pub(super) fn warn_truncated(message: &str) {
-    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "nova: warning: {message}");
-    }
-}
+/// The key of the warning that a prompt was cut, said once per session.
+pub(super) const TRUNCATED: &str = "ollama-truncated";
 
 #[derive(Deserialize)]
 struct Chunk {

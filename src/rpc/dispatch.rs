@@ -5,12 +5,14 @@
 //! after it see its effect. This is the one place where agent errors become
 //! wire text.
 
+use super::Outbox;
 use super::images;
 use super::parse::{Parsed, parse_record};
 use super::reader::MAX_RECORD;
-use super::writer::Outbox;
-use crate::agent::{Agent, CommandError, Prompted};
-use crate::protocol::{Command, ContentBlock, Disposition, ImageInput, Response, ResponseData};
+use crate::agent::{Agent, CommandError, EventSink, Prompted};
+use crate::protocol::{
+    Command, ContentBlock, Disposition, Event, ImageInput, Response, ResponseData,
+};
 use serde_json::Value;
 
 /// The answer to a record over the limit; `head` is its start, which may show its `id`.
@@ -183,7 +185,7 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
         Command::Bash {
             command,
             exclude_from_context,
-        } => match agent.bash(command, exclude_from_context, id.clone()) {
+        } => match agent.bash(command, exclude_from_context, bash_output(out, id.clone())) {
             Ok(run) => {
                 return answer_later(out, id, name, async move {
                     Ok(Some(ResponseData::Bash(Box::new(run.await?))))
@@ -221,6 +223,18 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
             .map(|()| None),
     };
     out.respond(response(id, name, answer));
+}
+
+/// Where a user `bash` command's output goes: events tagged with the id of the request that
+/// started it, in the same queue as the agent's own events.
+fn bash_output(out: &Outbox, id: Option<Value>) -> impl Fn(&str) + Send + Sync + 'static {
+    let out = out.clone();
+    move |delta| {
+        out.emit(Event::BashExecutionUpdate {
+            id: id.clone(),
+            delta: delta.to_owned(),
+        })
+    }
 }
 
 /// Answers from a task of its own once `answer` resolves.

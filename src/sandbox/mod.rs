@@ -28,9 +28,9 @@ pub use settings::{Mode, SandboxSettings};
 pub use shell::{GroupStop, output_within, shell_command};
 
 use crate::protocol::SandboxState;
+use crate::warnings::Warnings;
 use launcher::Spec;
 use policy::Protected;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -61,6 +61,8 @@ pub struct Sandbox {
     unavailable: Background<Option<String>>,
     /// The policy with the repositories nested below the cwd.
     nested: Background<Policy>,
+    /// The session's, for what the background checks find.
+    warnings: Warnings,
 }
 
 impl Sandbox {
@@ -81,6 +83,7 @@ impl Sandbox {
             unavailable: Background::ready(unavailable),
             nested: Background::ready(policy.clone()),
             policy,
+            warnings: Warnings::default(),
         }
     }
 
@@ -90,13 +93,14 @@ impl Sandbox {
     /// Two things are worked out in the background so that they do not add to startup: whether
     /// the kernel can apply the sandbox (a throwaway launcher) and which git repositories are
     /// nested below the cwd (a bounded walk). The first question that depends on either waits
-    /// for it, and a failure is reported once on stderr as soon as it is known.
+    /// for it, and a failure goes to `later` (the session's warnings) as soon as it is known.
     pub fn start(
         flag: Option<Mode>,
         settings: Result<SandboxSettings, String>,
         cwd: &Path,
         agent_dir: &Path,
         warnings: &mut Vec<String>,
+        later: &Warnings,
     ) -> Sandbox {
         let mut settings = settings.unwrap_or_else(|e| {
             warnings.push(format!(
@@ -124,20 +128,25 @@ impl Sandbox {
                 .spawn()
                 .map_err(|e| format!("cannot start the launcher: {e}"))
         });
+        let checked = later.clone();
         let unavailable = Background::spawn("nova-sandbox-check", move || {
-            report(probe.and_then(probe_result))
+            report(probe.and_then(probe_result), &checked)
         })
-        .unwrap_or_else(|e| Background::ready(report(Err(format!("cannot check it: {e}")))));
+        .unwrap_or_else(|e| Background::ready(report(Err(format!("cannot check it: {e}")), later)));
         let mut policy = sandbox.policy.clone();
+        let walked = later.clone();
         let nested = match settings.mode {
             Mode::WorkspaceWrite => Background::spawn("nova-sandbox-repos", move || {
                 if let Some(note) = policy.find_nested() {
-                    warn(&note);
+                    warn(&note, &walked);
                 }
                 policy
             })
             .unwrap_or_else(|e| {
-                warn(&format!("cannot look for nested git repositories: {e}"));
+                warn(
+                    &format!("cannot look for nested git repositories: {e}"),
+                    later,
+                );
                 Background::ready(sandbox.policy.clone())
             }),
             _ => Background::ready(policy),
@@ -145,6 +154,7 @@ impl Sandbox {
         Sandbox {
             unavailable,
             nested,
+            warnings: later.clone(),
             ..sandbox
         }
     }
@@ -158,16 +168,17 @@ impl Sandbox {
     /// before anyone asks).
     fn unavailable(&self) -> Option<&str> {
         self.unavailable
-            .get(|why| report(Err(format!("the check {why}"))))
+            .get(|why| report(Err(format!("the check {why}")), &self.warnings))
             .as_deref()
     }
 
     /// The whole policy: waits for the startup walk the first time.
     fn policy(&self) -> &Policy {
         self.nested.get(|why| {
-            warn(&format!(
-                "the search for nested git repositories {why}; they are not protected"
-            ));
+            warn(
+                &format!("the search for nested git repositories {why}; they are not protected"),
+                &self.warnings,
+            );
             self.policy.clone()
         })
     }
@@ -277,9 +288,9 @@ impl Sandbox {
     }
 }
 
-/// Says on stderr, in the words of nova's other startup warnings, what the check found;
-/// returns why the sandbox is unavailable.
-fn report(check: Result<Vec<String>, String>) -> Option<String> {
+/// Says, in the words of nova's other startup warnings, what the check found; returns why the
+/// sandbox is unavailable.
+fn report(check: Result<Vec<String>, String>, warnings: &Warnings) -> Option<String> {
     let (lines, unavailable) = match check {
         Ok(notes) => (
             notes.iter().map(|n| format!("sandbox: {n}")).collect(),
@@ -293,15 +304,14 @@ fn report(check: Result<Vec<String>, String>) -> Option<String> {
             Some(reason),
         ),
     };
-    let mut stderr = std::io::stderr().lock();
     for line in lines {
-        let _ = writeln!(stderr, "nova: warning: {line}");
+        warnings.warn(&format!("warning: {line}"));
     }
     unavailable
 }
 
-fn warn(note: &str) {
-    let _ = writeln!(std::io::stderr(), "nova: warning: sandbox: {note}");
+fn warn(note: &str, warnings: &Warnings) {
+    warnings.warn(&format!("warning: sandbox: {note}"));
 }
 
 /// A value worked out on a thread of its own while nova starts. The first reader waits for it
@@ -418,6 +428,7 @@ mod tests {
             dir.path(),
             dir.path(),
             &mut warnings,
+            &Warnings::default(),
         );
         assert_eq!(s.wire_state().mode, "off");
         assert!(!s.wraps_commands());

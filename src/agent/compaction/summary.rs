@@ -397,11 +397,13 @@ mod tests {
             ..model("ollama", false)
         };
         let client = http::SharedClient::default();
+        let warnings = crate::warnings::Warnings::default();
         let transport = Transport {
             client: &client,
             idle_timeout: Duration::from_secs(5),
             api_key: None,
             headers: vec![],
+            warnings: &warnings,
         };
         let shared = |messages: &[Message]| -> Vec<Arc<Message>> {
             messages.iter().cloned().map(Arc::new).collect()

@@ -1,9 +1,12 @@
-//! The one owner of stdout. Producers hand [`Outbox`] their responses and events without ever
-//! waiting (an emit can happen while the agent holds its state lock, and must not stall the
-//! runtime thread that every session shares); a writer thread turns them into JSON lines.
+//! The one owner of stdout, for every front end that writes lines there. Producers hand
+//! [`Outbox`] their lines without ever waiting (an emit can happen while the agent holds its
+//! state lock, and must not stall the runtime thread that every session shares); a writer
+//! thread encodes them. What a line is, is the front end's: RPC writes responses and events,
+//! JSON mode events, print mode the answer's text; each says how its lines encode and which
+//! absorb one another ([`Line`]).
 //!
 //! **Batching.** The writer sleeps until something is queued and is woken only by the item
-//! that finds it asleep, so a lone event goes out at once. After each write it waits
+//! that finds it asleep, so a lone line goes out at once. After each write it waits
 //! [`COALESCE`] before taking the next batch: while a reply streams, deltas leave in one
 //! `write` per batch rather than one (plus a thread wake-up) per delta, which is most of what
 //! streaming used to cost.
@@ -11,17 +14,14 @@
 //! **Backpressure.** The queue holds [`CAPACITY`] lines before producers are asked to wait,
 //! which they do at their own await points ([`Outbox::ready`]: the RPC loop before each
 //! command, a reply's stream before each chunk), never inside an emit. While the queue is full a
-//! new progress snapshot of a tool call or of the queues replaces the one already waiting, and a
-//! user `bash` command's output joins its queued delta. So a client that stops reading pauses
-//! the streams and the commands it sends, and the queue stays within `CAPACITY` lines plus what
-//! one chunk or one command adds. SIGTERM and SIGINT still end such a process: once either
-//! arrives nothing waits any more, and a full queue drops what it cannot take.
+//! line that only restates one already waiting is folded into it ([`Line::absorb`]). So a reader
+//! that stops reading pauses the streams and the commands it sends, and the queue stays within
+//! `CAPACITY` lines plus what one chunk or one command adds. Signals still end such a process:
+//! once the shutdown flag is set nothing waits any more, and a full queue drops what it cannot
+//! take.
 
-use crate::agent::EventSink;
-use crate::protocol::{Event, Response};
 use std::collections::VecDeque;
 use std::io::Write;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -38,21 +38,31 @@ const COALESCE: Duration = Duration::from_millis(1);
 /// set a flag).
 const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
 
+/// What a front end writes to stdout, one line per item.
+pub trait Line: Send + 'static {
+    /// Appends the line, without its newline, to `buf`; `false` when it cannot be encoded
+    /// (then nothing of it is written).
+    fn encode(&self, buf: &mut Vec<u8>) -> bool;
+
+    /// Called while the queue is full, for the lines already queued, newest first: folds
+    /// `newer` into `self` when it only restates it (a newer snapshot, more of the same
+    /// output) and says so; `newer` is then dropped.
+    fn absorb(&mut self, newer: &mut Self) -> bool {
+        let _ = newer;
+        false
+    }
+}
+
 #[derive(Debug)]
-#[allow(
-    clippy::large_enum_variant,
-    reason = "the queue is bounded, and most of its items are events"
-)]
-enum Outgoing {
-    Response(Response),
-    Event(Event),
+enum Item<L> {
+    Line(L),
     /// Write what came before, then stop, even if some task still holds an outbox.
     Close,
 }
 
-#[derive(Debug, Default)]
-struct Queue {
-    items: VecDeque<Outgoing>,
+#[derive(Debug)]
+struct Queue<L> {
+    items: VecDeque<Item<L>>,
     /// The writer waits for the next item (not merely pausing between batches): the item that
     /// finds it so must wake it.
     writer_asleep: bool,
@@ -60,38 +70,42 @@ struct Queue {
     writer_gone: bool,
 }
 
-#[derive(Debug, Default)]
-struct Shared {
-    queue: Mutex<Queue>,
+#[derive(Debug)]
+struct Shared<L> {
+    queue: Mutex<Queue<L>>,
     wake_writer: Condvar,
     /// Producers waiting in [`Outbox::ready`] for the queue to drain.
     drained: tokio::sync::Notify,
     shutting_down: Arc<AtomicBool>,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Queue> {
+impl<L> Shared<L> {
+    fn lock(&self) -> MutexGuard<'_, Queue<L>> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// A cheap, cloneable handle for sending lines to the client.
-#[derive(Clone, Debug)]
-pub struct Outbox {
-    shared: Arc<Shared>,
+/// A cheap, cloneable handle for sending lines to the reader.
+#[derive(Debug)]
+pub struct Outbox<L> {
+    shared: Arc<Shared<L>>,
 }
 
-impl Outbox {
-    pub fn respond(&self, response: Response) {
-        self.push(Outgoing::Response(response));
+impl<L> Clone for Outbox<L> {
+    fn clone(&self) -> Self {
+        Outbox {
+            shared: self.shared.clone(),
+        }
     }
+}
 
+impl<L: Line> Outbox<L> {
     /// Asks the writer to flush and stop; join its handle to wait for that.
     pub fn close(&self) {
-        self.push(Outgoing::Close);
+        self.push_item(Item::Close);
     }
 
-    /// The flag that, once set (by a signal), stops producers from waiting for the client.
+    /// The flag that, once set (by a signal), stops producers from waiting for the reader.
     pub fn shutdown_flag(&self) -> Arc<AtomicBool> {
         self.shared.shutting_down.clone()
     }
@@ -118,7 +132,12 @@ impl Outbox {
             || self.shared.shutting_down.load(Ordering::Relaxed)
     }
 
-    fn push(&self, item: Outgoing) {
+    /// Queues `line` without waiting.
+    pub fn push(&self, line: L) {
+        self.push_item(Item::Line(line));
+    }
+
+    fn push_item(&self, item: Item<L>) {
         let mut queue = self.shared.lock();
         if queue.writer_gone {
             // stdout is gone: there is no one left to tell.
@@ -143,60 +162,35 @@ impl Outbox {
     }
 }
 
-/// Folds `item` into what is queued when it only restates it: a newer progress snapshot of the
-/// same tool call, a newer queue listing, more output of the same user `bash` command. Returns
-/// the item when it must be queued after all.
-fn absorb(items: &mut VecDeque<Outgoing>, item: Outgoing) -> Option<Outgoing> {
-    let Outgoing::Event(event) = item else {
+/// Folds `item` into a queued line it only restates; returns it when it must be queued after
+/// all.
+fn absorb<L: Line>(items: &mut VecDeque<Item<L>>, item: Item<L>) -> Option<Item<L>> {
+    let Item::Line(mut line) = item else {
         return Some(item);
     };
     for queued in items.iter_mut().rev() {
-        let Outgoing::Event(old) = queued else {
-            continue;
-        };
-        match (&mut *old, &event) {
-            (
-                Event::ToolExecutionUpdate {
-                    tool_call_id: a, ..
-                },
-                Event::ToolExecutionUpdate {
-                    tool_call_id: b, ..
-                },
-            ) if a == b => {
-                *old = event;
-                return None;
-            }
-            (Event::QueueUpdate { .. }, Event::QueueUpdate { .. }) => {
-                *old = event;
-                return None;
-            }
-            (
-                Event::BashExecutionUpdate { id: a, delta },
-                Event::BashExecutionUpdate { id: b, delta: more },
-            ) if a == b => {
-                delta.push_str(more);
-                return None;
-            }
-            _ => {}
+        if let Item::Line(old) = queued
+            && old.absorb(&mut line)
+        {
+            return None;
         }
     }
-    Some(Outgoing::Event(event))
-}
-
-impl EventSink for Outbox {
-    fn emit(&self, event: Event) {
-        self.push(Outgoing::Event(event));
-    }
-
-    fn ready(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(Outbox::ready(self))
-    }
+    Some(Item::Line(line))
 }
 
 /// Starts the writer thread. It ends after a [`Outbox::close`] or when stdout fails, having
 /// written all that was queued before; join the handle to be sure everything reached `out`.
-pub fn spawn<W: Write + Send + 'static>(out: W) -> (Outbox, JoinHandle<()>) {
-    let shared = Arc::new(Shared::default());
+pub fn spawn<L: Line, W: Write + Send + 'static>(out: W) -> (Outbox<L>, JoinHandle<()>) {
+    let shared = Arc::new(Shared {
+        queue: Mutex::new(Queue {
+            items: VecDeque::new(),
+            writer_asleep: false,
+            writer_gone: false,
+        }),
+        wake_writer: Condvar::new(),
+        drained: tokio::sync::Notify::new(),
+        shutting_down: Arc::default(),
+    });
     let writer = shared.clone();
     let handle = std::thread::spawn(move || {
         write_loop(&writer, out);
@@ -206,7 +200,7 @@ pub fn spawn<W: Write + Send + 'static>(out: W) -> (Outbox, JoinHandle<()>) {
     (Outbox { shared }, handle)
 }
 
-fn write_loop<W: Write>(shared: &Shared, mut out: W) {
+fn write_loop<L: Line, W: Write>(shared: &Shared<L>, mut out: W) {
     let mut buf = Vec::with_capacity(64 * 1024);
     let mut batch = VecDeque::new();
     loop {
@@ -225,19 +219,18 @@ fn write_loop<W: Write>(shared: &Shared, mut out: W) {
         shared.drained.notify_waiters();
         let mut closing = false;
         for item in batch.drain(..) {
-            let written = match &item {
-                Outgoing::Response(r) => serde_json::to_writer(&mut buf, r),
-                Outgoing::Event(e) => serde_json::to_writer(&mut buf, e),
-                Outgoing::Close => {
-                    closing = true;
-                    break;
-                }
+            let Item::Line(line) = &item else {
+                closing = true;
+                break;
             };
-            if written.is_ok() {
+            let start = buf.len();
+            if line.encode(&mut buf) {
                 buf.push(b'\n');
+            } else {
+                buf.truncate(start);
             }
         }
-        // stdout is gone (the client closed the pipe): nothing more can be delivered.
+        // stdout is gone (the reader closed the pipe): nothing more can be delivered.
         if out.write_all(&buf).and_then(|()| out.flush()).is_err() || closing {
             return;
         }
@@ -250,7 +243,7 @@ fn write_loop<W: Write>(shared: &Shared, mut out: W) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::protocol::ToolResultPayload;
+    use crate::protocol::{Event, ToolResultPayload};
     use std::sync::atomic::AtomicUsize;
 
     #[derive(Clone, Default)]
@@ -267,26 +260,11 @@ mod tests {
     }
 
     #[test]
-    fn writes_one_line_per_item_in_order() {
-        let sink = Sink::default();
-        let (outbox, handle) = spawn(sink.clone());
-        outbox.emit(Event::AgentStart);
-        outbox.respond(Response::ok(Some("1".into()), "get_state", None));
-        outbox.close();
-        handle.join().unwrap();
-        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
-        assert_eq!(
-            text,
-            "{\"type\":\"agent_start\"}\n{\"id\":\"1\",\"type\":\"response\",\"command\":\"get_state\",\"success\":true}\n"
-        );
-    }
-
-    #[test]
     fn a_burst_is_written_in_few_writes() {
         let sink = Sink::default();
-        let (outbox, handle) = spawn(sink.clone());
+        let (outbox, handle) = spawn::<Event, _>(sink.clone());
         for _ in 0..20_000 {
-            outbox.emit(Event::TurnStart);
+            outbox.push(Event::TurnStart);
         }
         outbox.close();
         handle.join().unwrap();
@@ -322,12 +300,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_stalled_reader_never_blocks_an_emit_but_holds_back_ready() {
-        let (outbox, _handle) = spawn(Stalled);
-        outbox.emit(Event::TurnStart);
+        let (outbox, _handle) = spawn::<Event, _>(Stalled);
+        outbox.push(Event::TurnStart);
         // The writer takes that one and stalls in its write.
         std::thread::sleep(Duration::from_millis(50));
         for i in 0..CAPACITY * 2 {
-            outbox.emit(Event::SessionError {
+            outbox.push(Event::SessionError {
                 error: i.to_string(),
             });
         }
@@ -336,15 +314,15 @@ mod tests {
         let waited = tokio::time::timeout(Duration::from_millis(100), outbox.ready()).await;
         assert!(waited.is_err(), "ready resolved with a full queue");
         // While full, a snapshot replaces its predecessor instead of queueing.
-        outbox.emit(update("call-1", "first"));
-        outbox.emit(update("call-1", "second"));
+        outbox.push(update("call-1", "first"));
+        outbox.push(update("call-1", "second"));
         assert_eq!(outbox.shared.lock().items.len(), CAPACITY * 2 + 1);
         // A signal releases every waiter and stops the growth.
         outbox.shutdown_flag().store(true, Ordering::Relaxed);
         tokio::time::timeout(Duration::from_secs(1), outbox.ready())
             .await
             .unwrap();
-        outbox.emit(Event::TurnStart);
+        outbox.push(Event::TurnStart);
         assert_eq!(outbox.shared.lock().items.len(), CAPACITY * 2 + 1);
     }
 }

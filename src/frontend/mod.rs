@@ -1,0 +1,63 @@
+//! What every front end needs, in one place none of them owns, so that a new front end imports
+//! no sibling: the stdout writer ([`writer`]), the signal setup ([`signals`]), opening the
+//! session the command line describes, and nova's lines on stderr.
+//!
+//! stderr is where the command-line front ends say what a person should know (startup and
+//! session warnings, failures); the core never writes there itself.
+
+mod events;
+pub mod signals;
+pub mod writer;
+
+pub use signals::{Second, Signals};
+pub use writer::{Line, Outbox};
+
+use crate::agent::{Prepared, Runtime};
+use std::io::Write;
+use std::process::ExitCode;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long exit waits for stdout to take the last lines.
+const WRITER_GRACE: Duration = Duration::from_secs(5);
+
+/// Prepares the session the command line describes and says on stderr what was wrong with
+/// its files (and the runtime's); an `Err` is the usage error to exit with.
+pub fn open_cli_session(runtime: &Runtime) -> Result<Prepared, ExitCode> {
+    let prepared = runtime
+        .cli_session()
+        .and_then(|spec| runtime.prepare(&spec))
+        .map_err(|e| usage_error(&e.to_string()))?;
+    for warning in runtime.warnings().iter().chain(&prepared.warnings) {
+        note(&format!("warning: {warning}"));
+    }
+    Ok(prepared)
+}
+
+/// Closes `out` and waits for its writer to write what is queued, at most [`WRITER_GRACE`]: a
+/// reader that never reads leaves the writer blocked on stdout, and nova exits without it.
+pub async fn close_writer<L: Line>(out: &Outbox<L>, writer: JoinHandle<()>) {
+    out.close();
+    let _ = tokio::time::timeout(
+        WRITER_GRACE,
+        tokio::task::spawn_blocking(move || writer.join()),
+    )
+    .await;
+}
+
+/// One line on stderr, prefixed like all of nova's there.
+pub fn note(text: &str) {
+    let _ = writeln!(std::io::stderr(), "nova: {text}");
+}
+
+/// Says `message` and gives the exit code of a usage error.
+pub fn usage_error(message: &str) -> ExitCode {
+    note(message);
+    ExitCode::from(2)
+}
+
+/// Says `message` and gives the exit code of a failure.
+pub fn fatal(message: &str) -> ExitCode {
+    note(message);
+    ExitCode::FAILURE
+}

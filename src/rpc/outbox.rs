@@ -1,0 +1,92 @@
+//! What RPC mode writes to stdout: responses and events, one JSON line each, through the one
+//! [writer](crate::frontend::writer).
+
+use crate::agent::EventSink;
+use crate::frontend::{self, writer};
+use crate::protocol::{Event, Response};
+use std::pin::Pin;
+
+/// A line of RPC output.
+#[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the queue is bounded, and most of its items are events"
+)]
+pub enum Line {
+    Response(Response),
+    Event(Event),
+}
+
+impl writer::Line for Line {
+    fn encode(&self, buf: &mut Vec<u8>) -> bool {
+        match self {
+            Line::Response(r) => serde_json::to_writer(buf, r).is_ok(),
+            Line::Event(e) => e.encode(buf),
+        }
+    }
+
+    fn absorb(&mut self, newer: &mut Line) -> bool {
+        match (self, newer) {
+            (Line::Event(old), Line::Event(new)) => old.absorb(new),
+            _ => false,
+        }
+    }
+}
+
+pub type Outbox = frontend::Outbox<Line>;
+
+impl Outbox {
+    pub fn respond(&self, response: Response) {
+        self.push(Line::Response(response));
+    }
+}
+
+impl EventSink for Outbox {
+    fn emit(&self, event: Event) {
+        self.push(Line::Event(event));
+    }
+
+    /// On stderr, as the startup warnings: a client may show it, a person running nova sees it.
+    fn warn(&self, line: &str) {
+        frontend::note(line);
+    }
+
+    fn ready(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(frontend::Outbox::ready(self))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn writes_one_line_per_item_in_order() {
+        let sink = Sink::default();
+        let (outbox, handle) = writer::spawn::<Line, _>(sink.clone());
+        outbox.emit(Event::AgentStart);
+        outbox.respond(Response::ok(Some("1".into()), "get_state", None));
+        outbox.close();
+        handle.join().unwrap();
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(
+            text,
+            "{\"type\":\"agent_start\"}\n{\"id\":\"1\",\"type\":\"response\",\"command\":\"get_state\",\"success\":true}\n"
+        );
+    }
+}
