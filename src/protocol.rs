@@ -872,8 +872,7 @@ impl Response {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct State {
-    /// Omitted when no model is selected, as Pi does.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// `null` when no model is selected: RPC.md lists the field (Pi 1.6 leaves it out).
     pub model: Option<Model>,
     pub thinking_level: ThinkingLevel,
     pub is_streaming: bool,

@@ -99,10 +99,10 @@ fn steer_and_follow_up_are_queued_and_clear_queue_returns_their_texts() {
 }
 
 #[test]
-fn get_state_has_every_field_of_pis_state_and_omits_a_missing_model() {
+fn get_state_has_every_field_of_pis_state_and_a_null_model_when_none_is_selected() {
     let mut nova = Nova::builder().spawn();
     let state = nova.request_ok(json!({"type": "get_state"}));
-    assert!(state.get("model").is_none(), "{state}");
+    assert!(state.get("model").is_some_and(Value::is_null), "{state}");
     assert_eq!(state["thinkingLevel"], "off");
     for key in [
         "isStreaming",

@@ -379,12 +379,7 @@ pub enum QueueMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct State {
-    /// Omitted when no model is selected (Pi 1.6).
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    /// `null` when no model is selected (RPC.md; Pi 1.6 leaves it out).
     pub model: Option<Model>,
     pub thinking_level: String,
     pub is_streaming: bool,
