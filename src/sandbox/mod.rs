@@ -115,9 +115,6 @@ impl Sandbox {
             return Sandbox::off();
         }
         let roots = writable_roots(&settings.writable_roots, cwd, warnings);
-        if let Err(e) = std::fs::create_dir_all(cwd.join(".nova")) {
-            warnings.push(format!("sandbox: cannot create .nova/ to protect it: {e}"));
-        }
         let policy = Policy::new(settings.mode, cwd, &roots, agent_dir);
         let sandbox = Sandbox::known(settings.mode, settings.network, policy, None);
         let probe = sandbox.spec(&sandbox.policy).probe();

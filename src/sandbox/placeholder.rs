@@ -29,8 +29,8 @@ use std::time::Duration;
 /// What stands in for a missing protected path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placeholder {
-    /// An empty directory (`.git/hooks/`, `.mcp.json`: git ignores empty directories, and an
-    /// empty `hooks/` runs nothing).
+    /// An empty directory (`.git/hooks/`, `.mcp.json`, `.nova/`: git ignores empty directories,
+    /// an empty `hooks/` runs nothing, and nova reads an empty `.nova/` as none).
     Dir,
     /// A file with exactly this text.
     File(&'static str),

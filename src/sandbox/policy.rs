@@ -201,7 +201,12 @@ impl Policy {
     /// Every protected path, whether or not it exists (a file tool must not create one either).
     fn guards(&self) -> Vec<(PathBuf, Guard)> {
         let mut guards = Guards::default();
-        guards.push((self.cwd.join(".nova"), Guard::ReadOnly(".nova/", None)));
+        // A missing `.nova/` is a placeholder only while commands run: nova does not write into
+        // a project that has none (a one-shot run without a session leaves nothing behind).
+        guards.push((
+            self.cwd.join(".nova"),
+            Guard::ReadOnly(".nova/", Some(Placeholder::Dir)),
+        ));
         // Claude's MCP servers, which nova starts in a trusted project.
         guards.push((
             self.cwd.join(".mcp.json"),
@@ -411,6 +416,7 @@ mod tests {
         assert_eq!(
             policy.placeholders(),
             [
+                (cwd.join(".nova"), Placeholder::Dir),
                 (cwd.join(".mcp.json"), Placeholder::Dir),
                 (cwd.join(".git/hooks"), Placeholder::Dir),
                 (cwd.join(".git/config"), Placeholder::File("")),
@@ -441,7 +447,10 @@ mod tests {
         // A directory in no repository may become one.
         assert_eq!(
             policy.placeholders(),
-            [(cwd.join(".mcp.json"), Placeholder::Dir)]
+            [
+                (cwd.join(".nova"), Placeholder::Dir),
+                (cwd.join(".mcp.json"), Placeholder::Dir)
+            ]
         );
 
         // An agent dir holding the workspace is left alone rather than freezing it all.

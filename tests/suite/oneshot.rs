@@ -152,6 +152,19 @@ fn print_mode_prints_only_the_final_answer() {
 }
 
 #[test]
+fn a_run_without_a_session_writes_nothing_into_the_project() {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "bash", json!({"command": "echo hi"})));
+    mock.push(Reply::text("done"));
+    let shell = Shell::new(&mock);
+    let done = shell.run(&["-p", "--no-session", "run it"], "");
+    assert_eq!(done.code, Some(0), "{done:?}");
+    assert_eq!(done.stdout, "done\n");
+    let left: Vec<_> = std::fs::read_dir(&shell.cwd).unwrap().flatten().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
 fn verbose_reports_tool_calls_on_stderr() {
     let mock = MockLlm::start();
     mock.push(

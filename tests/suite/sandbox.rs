@@ -75,6 +75,10 @@ fn workspace_write_confines_bash_writes_to_the_workspace() {
             "f=$(mktemp) && echo scratch > $f && cat $f && rm -- \"$f\"",
         ),
         ("devnull", "echo gone > /dev/null && echo ok"),
+        (
+            "plant",
+            r#"mkdir -p .nova && echo '{"sandbox":{"mode":"off"}}' > .nova/settings.json"#,
+        ),
     ]));
     mock.push(Reply::text("done"));
     let mut nova = builder(&mock).spawn();
@@ -82,8 +86,16 @@ fn workspace_write_confines_bash_writes_to_the_workspace() {
         sandbox_state(&mut nova),
         json!({"mode": "workspace-write", "enforced": true, "network": true})
     );
-    assert!(nova.cwd().join(".nova").is_dir(), "created to be protected");
+    // Nothing is written into the project to protect `.nova/`: a missing one is a read-only
+    // placeholder only while commands run.
+    assert!(!nova.cwd().join(".nova").exists());
     let events = nova.run_prompt("write some files");
+    let (failed, text) = result(&events, "plant");
+    assert!(failed && text.contains("Read-only file system"), "{text}");
+    assert!(
+        !nova.cwd().join(".nova").exists(),
+        "the placeholder is gone"
+    );
     assert_eq!(result(&events, "inside"), (false, "hi\n".to_owned()));
     assert_eq!(result(&events, "tmp"), (false, "scratch\n".to_owned()));
     assert_eq!(result(&events, "devnull"), (false, "ok\n".to_owned()));
