@@ -230,6 +230,7 @@ pub fn anthropic() -> (ProviderConfig, Vec<Model>) {
         base_url: ANTHROPIC_BASE_URL.to_owned(),
         api_key: None,
         headers: vec![],
+        model_headers: Default::default(),
     };
     let models = CLAUDE.iter().map(model).collect();
     (provider, models)

@@ -25,6 +25,9 @@ pub struct ProviderConfig {
     pub base_url: String,
     pub api_key: Option<String>,
     pub headers: Vec<(String, String)>,
+    /// A model's own `headers`, by model id: sent after the provider's, a model's winning
+    /// where both name one, as Pi sends them.
+    pub model_headers: BTreeMap<String, Vec<(String, String)>>,
 }
 
 #[derive(Debug, Default)]
@@ -70,6 +73,8 @@ struct RawModel {
     max_tokens: Option<u64>,
     #[serde(default)]
     cost: ModelCost,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
 }
 
 /// A model an Ollama server has pulled, with the context length it was trained for when the
@@ -124,6 +129,12 @@ impl Registry {
         let mut providers = Vec::new();
         let mut models = Vec::new();
         for (name, p) in raw.providers {
+            let model_headers = p
+                .models
+                .iter()
+                .filter(|m| !m.headers.is_empty())
+                .map(|m| (m.id.clone(), m.headers.clone().into_iter().collect()))
+                .collect();
             if let Some(c) = &p.compat {
                 compat::check(&format!("provider \"{name}\""), c, warnings);
             }
@@ -180,6 +191,7 @@ impl Registry {
                 name,
                 api_key: p.api_key,
                 headers: p.headers.into_iter().collect(),
+                model_headers,
             });
         }
         Ok(Registry::new(providers, models))
@@ -226,6 +238,7 @@ impl Registry {
             base_url,
             api_key: None,
             headers: vec![],
+            model_headers: BTreeMap::new(),
         };
         Registry::new(vec![provider], models)
     }
@@ -317,8 +330,9 @@ impl Registry {
             }
             None => None,
         };
-        let mut headers = Vec::with_capacity(provider.headers.len());
-        for (name, raw) in &provider.headers {
+        let own = provider.model_headers.get(&model.id).into_iter().flatten();
+        let mut headers: Vec<(String, String)> = Vec::with_capacity(provider.headers.len());
+        for (name, raw) in provider.headers.iter().chain(own) {
             let value = self
                 .resolve_value(raw)
                 .await
@@ -327,6 +341,8 @@ impl Registry {
                     provider: provider.name.clone(),
                     reason,
                 })?;
+            // Header names are case-insensitive: the model's replaces the provider's.
+            headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
             headers.push((name.clone(), value));
         }
         Ok((key.filter(|k| !k.is_empty()), headers))
@@ -515,6 +531,28 @@ mod tests {
             "configured models come first"
         );
         assert_eq!(r.provider("anthropic").unwrap().headers.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_models_own_headers_follow_the_providers_and_win_over_them() {
+        let json = r#"{"providers":{"p":{"baseUrl":"http://127.0.0.1:1","api":"anthropic-messages",
+            "headers":{"X-A":"provider","X-B":"provider"},
+            "models":[{"id":"own","headers":{"x-b":"model","X-C":"model"}},{"id":"plain"}]}}}"#;
+        let r = Registry::from_json(json, &mut Vec::new()).unwrap();
+        let headers = async |id: &str| r.credentials(r.find("p", id).unwrap()).await.unwrap().1;
+        let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter()
+                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert_eq!(
+            headers("own").await,
+            pairs(&[("X-A", "provider"), ("X-C", "model"), ("x-b", "model")])
+        );
+        assert_eq!(
+            headers("plain").await,
+            pairs(&[("X-A", "provider"), ("X-B", "provider")])
+        );
     }
 
     #[tokio::test]
