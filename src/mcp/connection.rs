@@ -47,6 +47,22 @@ impl ClientHandler for Handler {
     }
 }
 
+/// `env` or `headers` as the server gets them: a client's as it sent them, a file's with their
+/// `${VAR}` and `!command` values resolved.
+async fn values(
+    config: &ServerConfig,
+    pairs: &[(String, String)],
+    prepare: Option<Prepare<'_>>,
+    what: &'static str,
+) -> Result<Vec<(String, String)>, McpError> {
+    if config.literal_values() {
+        return Ok(pairs.to_vec());
+    }
+    resolve_all(pairs, prepare)
+        .await
+        .map_err(|reason| McpError::Secret { what, reason })
+}
+
 /// Starts the server and lists its tools. The caller bounds the whole of it with the server's
 /// timeout; dropping the future midway kills a child it started.
 pub async fn connect(
@@ -65,15 +81,7 @@ pub async fn connect(
             env,
             cwd,
         } => {
-            let env = match config.literal_values() {
-                true => env.clone(),
-                false => resolve_all(env, prepare)
-                    .await
-                    .map_err(|reason| McpError::Secret {
-                        what: "env",
-                        reason,
-                    })?,
-            };
+            let env = values(config, env, prepare, "env").await?;
             let (process, pipes) = process::spawn(command, args, &env, cwd, isolation)?;
             let exited = process.exited();
             match handler.serve(pipes).await {
@@ -87,17 +95,7 @@ pub async fn connect(
             }
         }
         Transport::Http { url, headers } => {
-            let headers = match config.literal_values() {
-                true => headers.clone(),
-                false => {
-                    resolve_all(headers, prepare)
-                        .await
-                        .map_err(|reason| McpError::Secret {
-                            what: "header",
-                            reason,
-                        })?
-                }
-            };
+            let headers = values(config, headers, prepare, "header").await?;
             let mut custom = HashMap::new();
             for (name, value) in headers {
                 let bad = |e: &dyn std::fmt::Display| McpError::BadHeader {

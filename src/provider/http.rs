@@ -188,6 +188,10 @@ pub async fn stream_paced<F: Future<Output = ()>>(
 
     let mut events = Vec::new();
     let mut meter = Meter::new(req);
+    let mut hand_on = async |events: &mut Vec<ProviderEvent>| {
+        let warnings = transport.warnings;
+        forward(events, &mut meter, req, api, warnings, &mut on_event, &pace).await
+    };
     loop {
         tokio::select! {
             biased;
@@ -203,30 +207,12 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             })?;
         let Some(chunk) = chunk else { break };
         let pushed = decoder.push(&chunk, &mut events);
-        forward(
-            &mut events,
-            &mut meter,
-            req,
-            api,
-            transport.warnings,
-            &mut on_event,
-            &pace,
-        )
-        .await?;
+        hand_on(&mut events).await?;
         pushed?;
     }
     let facts = decoder.facts().clone();
     let finished = decoder.finish(&mut events);
-    forward(
-        &mut events,
-        &mut meter,
-        req,
-        api,
-        transport.warnings,
-        &mut on_event,
-        &pace,
-    )
-    .await?;
+    hand_on(&mut events).await?;
     finished.map(|()| facts)
 }
 

@@ -278,20 +278,19 @@ async fn ask(
     Ok((text.to_string(), usage))
 }
 
+/// A count only some replies report: known when either one knew it.
+fn add_known(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    (a.is_some() || b.is_some()).then(|| a.unwrap_or(0) + b.unwrap_or(0))
+}
+
 fn add_usage(a: Usage, b: Usage) -> Usage {
     Usage {
         input: a.input + b.input,
         output: a.output + b.output,
         cache_read: a.cache_read + b.cache_read,
         cache_write: a.cache_write + b.cache_write,
-        cache_write_1h: match (a.cache_write_1h, b.cache_write_1h) {
-            (None, None) => None,
-            (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
-        },
-        reasoning: match (a.reasoning, b.reasoning) {
-            (None, None) => None,
-            (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
-        },
+        cache_write_1h: add_known(a.cache_write_1h, b.cache_write_1h),
+        reasoning: add_known(a.reasoning, b.reasoning),
         total_tokens: a.total_tokens + b.total_tokens,
         cost: crate::protocol::Cost {
             input: a.cost.input + b.cost.input,
