@@ -35,14 +35,6 @@ fn fifo(path: &Path) {
     mkfifo(path, Mode::from_bits_truncate(0o644)).unwrap();
 }
 
-fn answer(nova: &mut Nova, request: &Value, approved: bool) {
-    nova.request_ok(json!({
-        "type": "permission_response",
-        "requestId": request["requestId"],
-        "approved": approved,
-    }));
-}
-
 /// The reported escape: `edit` opens `dir/file`, a FIFO, and waits; the `bash` call beside it
 /// swaps `dir` for a link to a directory outside the workspace and only then feeds the FIFO, so
 /// the edit's write comes exactly after the swap. Nothing outside may change, and nothing may
@@ -115,13 +107,13 @@ fn an_approved_write_goes_to_the_approved_path_or_nowhere() {
     let write_request = nova.wait_for_type("permission_request", EVENT_TIMEOUT);
     assert_eq!(write_request["toolName"], "write");
     assert_eq!(write_request["command"], target.display().to_string());
-    answer(&mut nova, &bash_request, true);
+    nova.answer_permission(&bash_request, true);
     nova.wait_for(
         |e| e["type"] == "tool_execution_end" && e["toolCallId"] == "swap",
         EVENT_TIMEOUT,
     );
     assert!(fs::symlink_metadata(base.join("dir")).unwrap().is_symlink());
-    answer(&mut nova, &write_request, true);
+    nova.answer_permission(&write_request, true);
     let events = nova.events_until("agent_settled");
     assert_eq!(fs::read_to_string(&precious).unwrap(), "precious");
     let (failed, text) = result(&events, "write");

@@ -51,14 +51,6 @@ fn sandbox_state(nova: &mut Nova) -> Value {
     nova.request_ok(json!({"type": "get_state"}))["sandbox"].clone()
 }
 
-fn answer(nova: &mut Nova, request: &Value, approved: bool) {
-    nova.request_ok(json!({
-        "type": "permission_response",
-        "requestId": request["requestId"],
-        "approved": approved,
-    }));
-}
-
 #[test]
 fn workspace_write_confines_bash_writes_to_the_workspace() {
     let out = outside();
@@ -282,8 +274,8 @@ fn file_tools_ask_before_writing_outside_the_workspace_or_into_nova() {
     );
     assert!(!target.exists(), "nothing is written before approval");
 
-    answer(&mut nova, &write_request, true);
-    answer(&mut nova, &edit_request, false);
+    nova.answer_permission(&write_request, true);
+    nova.answer_permission(&edit_request, false);
     let events = nova.events_until("agent_settled");
     assert!(!result(&events, "outside").0);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "approved");
@@ -317,10 +309,10 @@ fn unsandboxed_bash_always_asks_and_then_runs_without_the_sandbox() {
     assert_eq!(request["command"], command);
     let reason = request["reason"].as_str().unwrap();
     assert!(reason.contains("without the sandbox"), "{reason}");
-    answer(&mut nova, &request, false);
+    nova.answer_permission(&request, false);
     let request = nova.wait_for_type("permission_request", EVENT_TIMEOUT);
     assert!(!target.exists(), "denied: not run");
-    answer(&mut nova, &request, true);
+    nova.answer_permission(&request, true);
     let events = nova.events_until("agent_settled");
     assert!(!result(&events, "c2").0);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "free\n");
@@ -375,7 +367,7 @@ fn where_the_sandbox_cannot_be_applied_every_command_asks() {
         reason.contains("sandbox is unavailable") && reason.contains(&why),
         "{reason}"
     );
-    answer(&mut nova, &request, true);
+    nova.answer_permission(&request, true);
     let events = nova.events_until("agent_settled");
     assert_eq!(result(&events, "c1"), (false, "hi\n".to_owned()));
 }
@@ -579,7 +571,7 @@ fn file_tools_ask_before_writing_where_git_or_nova_would_run_code() {
     let mut asked = Vec::new();
     for _ in targets {
         let request = nova.wait_for_type("permission_request", EVENT_TIMEOUT);
-        answer(&mut nova, &request, false);
+        nova.answer_permission(&request, false);
         asked.push(request);
     }
     for (path, label) in targets {

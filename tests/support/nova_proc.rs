@@ -416,6 +416,15 @@ impl Nova {
     }
 
     /// [`Nova::request`] that asserts `success: true` and returns `data` (`null` when absent).
+    /// Answers the `permission_request` event `request`.
+    pub fn answer_permission(&mut self, request: &Value, approved: bool) {
+        self.request_ok(json!({
+            "type": "permission_response",
+            "requestId": request["requestId"],
+            "approved": approved,
+        }));
+    }
+
     pub fn request_ok(&mut self, cmd: Value) -> Value {
         let r = self.request(cmd.clone());
         assert_eq!(

@@ -134,9 +134,9 @@ fn both(pi_dir: &Path, wire: Wire, replies: &[Reply], scenario: fn(&mut Rpc)) ->
 }
 
 /// The deliberate differences (`tests/pi-differences.txt`): one per line, `kind where [path]
-/// — reason`, `*` matching anything within a word.
+/// — reason`, `*` matching anything.
 struct Allowed {
-    entries: Vec<(globset::GlobMatcher, String)>,
+    entries: Vec<(nova::glob::Glob, String)>,
 }
 
 impl Allowed {
@@ -153,19 +153,10 @@ impl Allowed {
                     .unwrap_or_else(|| panic!("{}: no reason given: {line}", path.display()));
                 assert!(!reason.trim().is_empty(), "no reason given: {line}");
                 let what = what.split_whitespace().collect::<Vec<_>>().join(" ");
-                // Only `*` is a wildcard: paths are full of `[]`.
-                let pattern: String = what
-                    .chars()
-                    .map(|c| match c {
-                        '[' | ']' | '{' | '}' | '?' | '\\' => format!("[{c}]"),
-                        c => c.to_string(),
-                    })
-                    .collect();
-                let glob = globset::GlobBuilder::new(&pattern)
-                    .literal_separator(false)
-                    .build()
-                    .unwrap_or_else(|e| panic!("{line}: {e}"))
-                    .compile_matcher();
+                // A permission pattern's rules: `*` spans anything, and the `[]` the paths
+                // are full of is text.
+                let glob =
+                    nova::glob::Glob::command(&what).unwrap_or_else(|e| panic!("{line}: {e}"));
                 (glob, what)
             })
             .collect();

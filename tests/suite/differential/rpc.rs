@@ -1,5 +1,6 @@
 //! One agent in RPC mode over pipes — Pi 1.6 or nova, started the same way — recording every
-//! line it writes.
+//! line it writes. Not `support::nova_proc::Nova`: its reader holds every line to nova's own
+//! wire mirror, which Pi's lines are here to be compared with, not to pass.
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
