@@ -15,7 +15,8 @@
 //!   library code in this process: its resident set after one, two and three sessions, and the
 //!   mean over ten more)
 //!
-//! `NOVA_BENCH_BIN=<path>` measures another build of nova (an older one, say) instead.
+//! `NOVA_BENCH_BIN=<path>` measures another build of nova (an older one, say) instead, and
+//! `NOVA_BENCH_ONLY=<part>,…` (startup, reply, skip, sessions, turn) runs only those parts.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/mock_llm/mod.rs"]
@@ -460,80 +461,70 @@ impl nova::agent::EventSink for Discard {
     fn emit(&self, _: nova::protocol::Event) {}
 }
 
+type Part = fn(&MockLlm, &Value);
+
+/// The bench's parts, each printing its own figures; `NOVA_BENCH_ONLY=turn,startup` runs only
+/// those named, so one figure can be compared between two builds without the whole 15 minutes.
+const PARTS: [(&str, Part); 5] = [
+    ("startup", startup_part),
+    ("reply", reply_part),
+    ("skip", skip_part),
+    ("sessions", sessions_part),
+    ("turn", turn_part),
+];
+
 fn main() {
+    let only = std::env::var("NOVA_BENCH_ONLY").unwrap_or_default();
+    let chosen: Vec<&str> = only.split(',').filter(|p| !p.is_empty()).collect();
+    if let Some(bad) = chosen.iter().find(|c| !PARTS.iter().any(|(n, _)| n == *c)) {
+        let names: Vec<&str> = PARTS.iter().map(|(n, _)| *n).collect();
+        panic!("NOVA_BENCH_ONLY names no part `{bad}`; the parts are {names:?}");
+    }
     let mock = MockLlm::start();
     let models = models(&mock);
-    let (sessions, per_session) = session_costs(&models);
+    println!(
+        "nova rpc benchmark ({} CPUs)",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    if let Some(bin) = std::env::var_os("NOVA_BENCH_BIN") {
+        println!("  (nova binary: {})", bin.to_string_lossy());
+    }
+    for (name, part) in PARTS {
+        if chosen.is_empty() || chosen.contains(&name) {
+            part(&mock, &models);
+        }
+    }
+}
 
+fn startup_part(_: &MockLlm, models: &Value) {
     let mut startups = Vec::new();
     let mut idle = (0, 0);
     for _ in 0..20 {
         let started = Instant::now();
-        let mut p = Proc::spawn(Some(&models));
+        let mut p = Proc::spawn(Some(models));
         p.send(r#"{"id":"s","type":"get_state"}"#);
         p.until("response");
         startups.push(started.elapsed());
         idle = p.rss();
         p.finish();
     }
-
-    let baseline = median((0..5).map(|_| mock_send_time(&mock, "/api/chat")).collect());
-    let (reply, peak, reply_cpu) = reply_run(&mock, &models);
-    let anthropic_baseline = median(
-        (0..5)
-            .map(|_| mock_send_time(&mock, "/v1/messages"))
-            .collect(),
-    );
-    let (anthropic_reply, anthropic_peak, anthropic_cpu) =
-        reply_run(&mock, &anthropic_models(&mock));
-
-    let mut p = Proc::spawn(None);
-    let chunk = vec![b'x'; 1024 * 1024];
-    for _ in 0..64 {
-        p.stdin.write_all(&chunk).unwrap();
-    }
-    p.send("");
-    p.until("response");
-    p.send(r#"{"id":"s","type":"get_state"}"#);
-    p.until("response");
-    let (_, skip_peak) = p.rss();
-    p.finish();
-
-    let dir = tempfile::tempdir().unwrap();
-    let session = dir.path().join("turn.jsonl");
-    let text_bytes = write_turn_session(&session, TURN_MESSAGES);
-    let session_bytes = std::fs::metadata(&session).unwrap().len();
-    let short = dir.path().join("short.jsonl");
-    write_turn_session(&short, SHORT_MESSAGES);
-    let turns: Vec<Turn> = (0..TURN_RUNS)
-        .map(|_| turn_run(&session, TURN_MESSAGES))
-        .collect();
-    let short_turns: Vec<Turn> = (0..TURN_RUNS)
-        .map(|_| turn_run(&short, SHORT_MESSAGES))
-        .collect();
-    let latencies: Vec<Duration> = turns.iter().map(|t| t.latency).collect();
-    let body_len = turns[0].body_len as u64;
-    let median_of = |turns: &[Turn], f: fn(&Turn) -> u64| {
-        let mut v: Vec<u64> = turns.iter().map(f).collect();
-        v.sort();
-        v[v.len() / 2]
-    };
-    let before = median_of(&turns, |t| t.before);
-    let turn_growth = median_of(&turns, |t| t.peak_at_request.saturating_sub(t.before));
-    let prompt_growth = median_of(&turns, |t| t.peak.saturating_sub(t.before));
-    let short_growth = median_of(&short_turns, |t| t.peak_at_request.saturating_sub(t.before));
-    let beyond = turn_growth.saturating_sub(short_growth);
-
-    println!(
-        "nova rpc benchmark ({} CPUs)",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
     println!(
         "  startup to first get_state response   median {}  (min {})",
         ms(median(startups.clone())),
         ms(*startups.iter().min().unwrap())
     );
     println!("  idle RSS                               {}", mib(idle.0));
+}
+
+fn reply_part(mock: &MockLlm, models: &Value) {
+    let baseline = median((0..5).map(|_| mock_send_time(mock, "/api/chat")).collect());
+    let (reply, peak, reply_cpu) = reply_run(mock, models);
+    let anthropic_baseline = median(
+        (0..5)
+            .map(|_| mock_send_time(mock, "/v1/messages"))
+            .collect(),
+    );
+    let (anthropic_reply, anthropic_peak, anthropic_cpu) = reply_run(mock, &anthropic_models(mock));
     println!(
         "  20,000-chunk reply, prompt → settled   median {}",
         ms(reply)
@@ -572,10 +563,28 @@ fn main() {
         "  peak RSS during the Anthropic reply    {}",
         mib(anthropic_peak)
     );
+}
+
+fn skip_part(_: &MockLlm, _: &Value) {
+    let mut p = Proc::spawn(None);
+    let chunk = vec![b'x'; 1024 * 1024];
+    for _ in 0..64 {
+        p.stdin.write_all(&chunk).unwrap();
+    }
+    p.send("");
+    p.until("response");
+    p.send(r#"{"id":"s","type":"get_state"}"#);
+    p.until("response");
+    let (_, skip_peak) = p.rss();
+    p.finish();
     println!(
         "  peak RSS skipping a 64 MiB record      {}",
         mib(skip_peak)
     );
+}
+
+fn sessions_part(_: &MockLlm, models: &Value) {
+    let (sessions, per_session) = session_costs(models);
     println!(
         "  idle sessions in one process           RSS {} with one, +{} for the 2nd, +{} \
          for the 3rd; {} each over 12 more",
@@ -584,9 +593,33 @@ fn main() {
         mib(sessions[2].saturating_sub(sessions[1])),
         mib(per_session)
     );
-    if let Some(bin) = std::env::var_os("NOVA_BENCH_BIN") {
-        println!("  (nova binary: {})", bin.to_string_lossy());
-    }
+}
+
+fn turn_part(_: &MockLlm, _: &Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("turn.jsonl");
+    let text_bytes = write_turn_session(&session, TURN_MESSAGES);
+    let session_bytes = std::fs::metadata(&session).unwrap().len();
+    let short = dir.path().join("short.jsonl");
+    write_turn_session(&short, SHORT_MESSAGES);
+    let turns: Vec<Turn> = (0..TURN_RUNS)
+        .map(|_| turn_run(&session, TURN_MESSAGES))
+        .collect();
+    let short_turns: Vec<Turn> = (0..TURN_RUNS)
+        .map(|_| turn_run(&short, SHORT_MESSAGES))
+        .collect();
+    let latencies: Vec<Duration> = turns.iter().map(|t| t.latency).collect();
+    let body_len = turns[0].body_len as u64;
+    let median_of = |turns: &[Turn], f: fn(&Turn) -> u64| {
+        let mut v: Vec<u64> = turns.iter().map(f).collect();
+        v.sort();
+        v[v.len() / 2]
+    };
+    let before = median_of(&turns, |t| t.before);
+    let turn_growth = median_of(&turns, |t| t.peak_at_request.saturating_sub(t.before));
+    let prompt_growth = median_of(&turns, |t| t.peak.saturating_sub(t.before));
+    let short_growth = median_of(&short_turns, |t| t.peak_at_request.saturating_sub(t.before));
+    let beyond = turn_growth.saturating_sub(short_growth);
     println!(
         "  conversation for the turn figures      {TURN_MESSAGES} messages, {} of text \
          ({} session file, {} request body)",
