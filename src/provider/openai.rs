@@ -42,6 +42,7 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
     let bridge = || Msg::Assistant {
         content: Some(AssistantBody::Fixed(AFTER_TOOL_RESULTS)),
         tool_calls: None,
+        reasoning: None,
     };
     let mut run_start = 0;
     for (i, view) in prepared.iter().enumerate() {
@@ -75,9 +76,13 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
                 if content.is_none() && !calls {
                     continue;
                 }
+                let reasoning = (!compat.requires_thinking_as_text)
+                    .then(|| Reasoning::of(&a.content))
+                    .flatten();
                 messages.push(Msg::Assistant {
                     content,
                     tool_calls: calls.then_some(Calls(a)),
+                    reasoning,
                 });
             }
             View::ToolResult {
@@ -274,6 +279,8 @@ enum Msg<'a> {
         content: Option<AssistantBody<'a>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         tool_calls: Option<Calls<'a>>,
+        #[serde(flatten, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<Reasoning<'a>>,
     },
     Tool {
         tool_call_id: &'a str,
@@ -281,6 +288,46 @@ enum Msg<'a> {
         name: Option<&'a str>,
         content: ToolText<'a>,
     },
+}
+
+/// The fields a server may stream reasoning in, in the order they are looked for; the one a
+/// reply used is kept as its thinking block's signature (as Pi keeps it), so the reasoning goes
+/// back in the same field on later turns (servers such as DeepSeek's want it there).
+const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "reasoning", "reasoning_text"];
+
+/// An earlier reply's reasoning, sent back in the field it came in: `{"<field>": "<text>"}`,
+/// flattened into the assistant message.
+struct Reasoning<'a> {
+    field: &'static str,
+    text: Joined<'a, ContentBlock>,
+}
+
+impl<'a> Reasoning<'a> {
+    /// From the first thinking block that says something, if its signature names a field.
+    fn of(blocks: &'a [ContentBlock]) -> Option<Self> {
+        let first = blocks.iter().find_map(|b| match b {
+            ContentBlock::Thinking {
+                thinking,
+                thinking_signature,
+                ..
+            } if !thinking.trim().is_empty() => Some(thinking_signature.as_deref()),
+            _ => None,
+        })?;
+        let field = REASONING_FIELDS.into_iter().find(|f| first == Some(*f))?;
+        Some(Reasoning {
+            field,
+            text: Joined::nonblank_thinking(blocks),
+        })
+    }
+}
+
+impl Serialize for Reasoning<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry(self.field, &self.text)?;
+        map.end()
+    }
 }
 
 #[derive(Serialize)]
@@ -594,6 +641,8 @@ pub struct Accumulator {
     finish_reason: Option<StopReason>,
     usage: Option<Usage>,
     facts: super::ReplyFacts,
+    /// The field the open thinking block's reasoning streams in, until the block ends.
+    reasoning_field: Option<&'static str>,
     done: bool,
 }
 
@@ -616,6 +665,7 @@ impl Accumulator {
             finish_reason: None,
             usage: None,
             facts: super::ReplyFacts::default(),
+            reasoning_field: None,
             done: false,
         }
     }
@@ -718,16 +768,29 @@ impl Accumulator {
             delta.reasoning_text,
         ]
         .into_iter()
-        .flatten()
-        .find(|t| !t.is_empty());
-        if let Some(thinking) = thinking {
+        .zip(REASONING_FIELDS)
+        .find_map(|(t, field)| t.filter(|t| !t.is_empty()).map(|t| (field, t)));
+        if let Some((field, thinking)) = thinking {
+            self.reasoning_field.get_or_insert(field);
             out.push(ProviderEvent::Thinking(thinking));
         }
-        if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+        let text = delta.content.filter(|t| !t.is_empty());
+        let calls = delta.tool_calls.unwrap_or_default();
+        if text.is_some() || !calls.is_empty() {
+            self.sign_thinking(out);
+        }
+        if let Some(text) = text {
             out.push(ProviderEvent::Text(text));
         }
-        for fragment in delta.tool_calls.unwrap_or_default() {
+        for fragment in calls {
             self.tool_call(fragment, out);
+        }
+    }
+
+    /// Ends the open thinking block with the name of the field its reasoning came in.
+    fn sign_thinking(&mut self, out: &mut Vec<ProviderEvent>) {
+        if let Some(field) = self.reasoning_field.take() {
+            out.push(ProviderEvent::ThinkingSignature(field.to_owned()));
         }
     }
 
@@ -789,6 +852,7 @@ impl Accumulator {
 
     fn end(&mut self, out: &mut Vec<ProviderEvent>) {
         self.done = true;
+        self.sign_thinking(out);
         if let Some(usage) = self.usage.take() {
             out.push(ProviderEvent::Usage(usage));
         }
@@ -913,6 +977,8 @@ mod tests {
         let want = (
             vec![
                 Thinking("The user says hi".into()),
+                // The field the reasoning came in signs its block, so it goes back there.
+                ThinkingSignature("reasoning_content".into()),
                 Text("Hello".into()),
                 Text(" there ✓".into()),
                 usage(),
@@ -943,6 +1009,7 @@ mod tests {
                 vec![
                     Thinking("a".into()),
                     Thinking("b".into()),
+                    ThinkingSignature("reasoning".into()),
                     Text("c".into()),
                     Finish(StopReason::Length)
                 ],
@@ -1056,6 +1123,58 @@ mod tests {
         assert_eq!(
             endpoint("http://127.0.0.1:8000/v1/"),
             "http://127.0.0.1:8000/v1/chat/completions"
+        );
+    }
+
+    #[test]
+    fn reasoning_goes_back_in_the_field_it_came_in() {
+        let m = model("openai-completions", true);
+        let thinking = |text: &str, sig: Option<&str>| ContentBlock::Thinking {
+            thinking: text.into(),
+            thinking_signature: sig.map(Into::into),
+            redacted: None,
+        };
+        let messages: Vec<Arc<Message>> = [
+            user_text("hi"),
+            assistant(
+                vec![
+                    thinking("  ", None),
+                    thinking("first", Some("reasoning_content")),
+                    thinking("second", Some("reasoning_content")),
+                    ContentBlock::text("Hello"),
+                ],
+                StopReason::Stop,
+            ),
+            user_text("again"),
+            // Another provider's signature is not a field name: nothing goes back.
+            assistant(
+                vec![
+                    thinking("opaque", Some("EqQBCkYIBxgC")),
+                    ContentBlock::text("Hi"),
+                ],
+                StopReason::Stop,
+            ),
+            user_text("bye"),
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+        let req = Request {
+            model: &m,
+            system_prompt: "",
+            messages: &messages,
+            tools: &[],
+            max_tokens: None,
+            thinking: None,
+        };
+        let body = body_of(&req);
+        assert_eq!(
+            body["messages"][1],
+            json!({"role": "assistant", "content": "Hello", "reasoning_content": "first\nsecond"})
+        );
+        assert_eq!(
+            body["messages"][3],
+            json!({"role": "assistant", "content": "Hi"})
         );
     }
 

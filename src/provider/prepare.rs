@@ -256,6 +256,19 @@ impl<'a> Joined<'a, ContentBlock> {
             },
         }
     }
+
+    /// The thinking blocks of a reply that say something, as Pi sends reasoning back.
+    pub fn nonblank_thinking(blocks: &'a [ContentBlock]) -> Self {
+        Joined {
+            items: blocks,
+            text_of: |b| match b {
+                ContentBlock::Thinking { thinking, .. } if !thinking.trim().is_empty() => {
+                    Some(thinking)
+                }
+                _ => None,
+            },
+        }
+    }
 }
 
 impl<'a, T> Joined<'a, T> {

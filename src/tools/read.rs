@@ -55,7 +55,14 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
 }
 
 fn read(args: &Args, abs: &Path, cancel: &CancellationToken) -> ToolResult {
-    let mut file = safe_open::open_regular(abs).map_err(|e| error_text(&e, "open", abs))?;
+    let mut file = safe_open::open_regular(abs).map_err(|e| {
+        // Pi checks that the file is readable before it opens it, and words these two so.
+        let op = match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => "access",
+            _ => "open",
+        };
+        error_text(&e, op, abs)
+    })?;
     let mut head = Vec::with_capacity(image::SNIFF_BYTES);
     (&mut file)
         .take(image::SNIFF_BYTES as u64)
@@ -400,7 +407,7 @@ mod tests {
         assert_eq!(
             text,
             format!(
-                "ENOENT: no such file or directory, open '{}'",
+                "ENOENT: no such file or directory, access '{}'",
                 abs.display()
             )
         );

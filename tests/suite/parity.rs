@@ -253,7 +253,7 @@ fn openai_requests_carry_reasoning_effort_and_read_reasoning_back_as_thinking() 
         .unwrap();
     assert_eq!(
         end["message"]["content"][0],
-        json!({"type": "thinking", "thinking": "pondering"})
+        json!({"type": "thinking", "thinking": "pondering", "thinkingSignature": "reasoning"})
     );
     let mut sent = vec![
         mock.chat_requests()[0]
@@ -269,6 +269,13 @@ fn openai_requests_carry_reasoning_effort_and_read_reasoning_back_as_thinking() 
         sent.push(body.get("reasoning_effort").cloned());
     }
     assert_eq!(sent, [Some(json!("low")), None, Some(json!("high")), None]);
+    // The same model gets its reasoning back in the field it came in, as Pi sends it.
+    let second = &mock.chat_requests()[1].body;
+    assert_eq!(
+        second["messages"][2],
+        json!({"role": "assistant", "content": "answer", "reasoning": "pondering"}),
+        "{second}"
+    );
     mock.assert_no_violations();
     finish(nova);
 }

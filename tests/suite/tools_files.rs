@@ -57,7 +57,7 @@ fn read_text_with_offsets_limits_and_notices() {
     assert_eq!(
         ran.outcome("missing").err(),
         format!(
-            "ENOENT: no such file or directory, open '{}'",
+            "ENOENT: no such file or directory, access '{}'",
             abs(&ran.nova, "missing.txt")
         )
     );
