@@ -1051,6 +1051,12 @@ pub enum Event {
         messages: Vec<Arc<Message>>,
         will_retry: bool,
     },
+    /// An entry nova appended to the session on its own (the `context_edit` that takes a
+    /// retried reply out of the context), as written to the file: entries are the session
+    /// format's, kept as JSON here so the protocol does not depend on the session module.
+    EntryAppended {
+        entry: Value,
+    },
     AgentSettled {
         aborted: bool,
     },
@@ -1100,9 +1106,10 @@ pub enum Event {
     CompactionStart {
         reason: CompactionReason,
     },
-    /// `result` is `null` when the compaction failed or was aborted.
+    /// `result` is left out when the compaction failed or was aborted, as Pi leaves it out.
     CompactionEnd {
         reason: CompactionReason,
+        #[serde(skip_serializing_if = "Option::is_none")]
         result: Option<CompactionResult>,
         aborted: bool,
         will_retry: bool,

@@ -136,6 +136,14 @@ impl Assembler {
                 self.push_tool_call(index, id, name, arguments, out);
             }
             ProviderEvent::Usage(usage) => self.message.usage = usage,
+            ProviderEvent::Start { response_id, usage } => {
+                if response_id.is_some() {
+                    self.message.response_id = response_id;
+                }
+                if let Some(usage) = usage {
+                    self.message.usage = usage;
+                }
+            }
             ProviderEvent::Finish(reason) => self.finish = Some(reason),
         }
     }
@@ -299,6 +307,11 @@ impl Assembler {
     }
 
     /// The reply's usage as far as the provider has reported it.
+    /// The message as it stands.
+    pub fn message(&self) -> &AssistantMessage {
+        &self.message
+    }
+
     pub fn usage(&self) -> &crate::protocol::Usage {
         &self.message.usage
     }

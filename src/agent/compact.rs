@@ -61,7 +61,7 @@ pub(super) async fn compact(
             will_retry: false,
             error_message: Some(match reason {
                 _ if aborted => CompactError::Aborted.to_string(),
-                CompactionReason::Manual => e.to_string(),
+                CompactionReason::Manual => format!("Compaction failed: {e}"),
                 CompactionReason::Threshold => format!("Auto-compaction failed: {e}"),
                 CompactionReason::Overflow => format!("Context overflow recovery failed: {e}"),
             }),

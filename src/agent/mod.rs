@@ -585,14 +585,15 @@ impl Agent {
         });
     }
 
-    /// Takes queued messages with `take` and reports the queue change, if any.
+    /// Takes queued messages with `take`; the turn that delivers them reports the queue change
+    /// ([`Agent::report_queue`]), after its `turn_start`, as Pi does.
     fn take_queued(&self, take: impl FnOnce(&mut Queue) -> Vec<UserMessage>) -> Vec<UserMessage> {
-        let mut state = self.state();
-        let taken = take(&mut state.queue);
-        if !taken.is_empty() {
-            self.emit(state.queue.update_event());
-        }
-        taken
+        take(&mut self.state().queue)
+    }
+
+    fn report_queue(&self) {
+        let state = self.state();
+        self.emit(state.queue.update_event());
     }
 
     /// Ends the run. Clearing `run` and emitting the last two events under one lock means a

@@ -15,7 +15,7 @@ use crate::protocol::{
     AssistantMessage, CompactionReason, Event, Message, StopReason, UserMessage,
 };
 use crate::provider::http::Transport;
-use crate::provider::{self, ErrorKind, ProviderError, Request};
+use crate::provider::{self, ErrorKind, ProviderError, ProviderEvent, Request};
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -206,8 +206,10 @@ impl Agent {
         }
         state.messages.pop();
         state.usage_from = state.usage_from.min(state.messages.len());
-        if let Err(e) = state.session.omit_last_message(&last) {
-            self.report_session_error(&e);
+        match state.session.omit_last_message(&last) {
+            Ok(Some(entry)) => self.emit(Event::EntryAppended { entry }),
+            Ok(None) => {}
+            Err(e) => self.report_session_error(&e),
         }
     }
 }
@@ -220,8 +222,14 @@ async fn turns(
     retries: &mut Retries,
 ) -> Outcome {
     let mut turn_index = 0;
+    // The first turn's messages are the prompt's; later ones come off the queue.
+    let mut queued = false;
     loop {
         agent.emit(Event::TurnStart);
+        if queued && !pending.is_empty() {
+            agent.report_queue();
+        }
+        queued = true;
         for message in pending.drain(..) {
             agent.append(Message::User(message));
         }
@@ -297,15 +305,15 @@ async fn stream_reply(
         Some(m) => AssistantMessage::pending(m.api.as_str(), &m.provider, &m.id, now_ms()),
         None => AssistantMessage::pending("", "", "", now_ms()),
     };
-    agent.emit(Event::MessageStart {
-        message: Message::Assistant(empty.clone()),
-    });
     let call_deltas = match model.as_ref().map(|m| m.api) {
         Some(crate::protocol::Api::OpenAiCompletions) => CallDeltas::Every,
         _ => CallDeltas::AfterOpening,
     };
     let mut assembler = Assembler::new(empty, call_deltas);
     let mut updates = Vec::new();
+    // Whether `message_start` is out: Pi announces a reply when the server begins it, so a
+    // request that fails first announces the failed message itself.
+    let mut announced = false;
 
     let mut failure = None;
     let outcome = match &model {
@@ -335,7 +343,14 @@ async fn stream_reply(
                         &request,
                         cancel,
                         |event| {
+                            let start = matches!(event, ProviderEvent::Start { .. });
+                            if !announced && !start {
+                                announced = announce(agent, assembler.message());
+                            }
                             assembler.push(event, &mut updates);
+                            if !announced && start {
+                                announced = announce(agent, assembler.message());
+                            }
                             for update in updates.drain(..) {
                                 agent.emit(Event::MessageUpdate {
                                     assistant_message_event: update,
@@ -375,6 +390,9 @@ async fn stream_reply(
         message.thinking_level = Some(thinking.as_str().to_owned());
         message.duration_ms = Some(started.elapsed().as_millis().try_into().unwrap_or(u64::MAX));
     }
+    if !announced {
+        announce(agent, &message);
+    }
     for update in updates {
         agent.emit(Event::MessageUpdate {
             assistant_message_event: update,
@@ -383,6 +401,14 @@ async fn stream_reply(
     }
     agent.append(Message::Assistant(message.clone()));
     (message, failure)
+}
+
+/// Emits the reply's `message_start`; always `true`, for the caller's flag.
+fn announce(agent: &Agent, message: &AssistantMessage) -> bool {
+    agent.emit(Event::MessageStart {
+        message: Message::Assistant(message.clone()),
+    });
+    true
 }
 
 const ABORTED: &str = "Request was aborted";

@@ -632,10 +632,14 @@ impl Accumulator {
         match kind {
             "message_start" => {
                 if let Some(message) = frame.message {
-                    self.facts.response_id = message.id;
+                    self.facts.response_id.clone_from(&message.id);
                     if let Some(usage) = message.usage {
                         self.count(usage);
                     }
+                    out.push(ProviderEvent::Start {
+                        response_id: message.id,
+                        usage: self.tokens.map(|t| super::priced(&self.model, t)),
+                    });
                 }
             }
             "content_block_start" => {

@@ -121,7 +121,9 @@ impl Meter {
             }
             ProviderEvent::Finish(_) => out(ProviderEvent::Usage(self.completed(req))),
             // Opaque to the model's output count: Anthropic always reports usage anyway.
-            ProviderEvent::ThinkingSignature(_) | ProviderEvent::RedactedThinking(_) => {}
+            ProviderEvent::ThinkingSignature(_)
+            | ProviderEvent::RedactedThinking(_)
+            | ProviderEvent::Start { .. } => {}
         }
         out(event);
     }

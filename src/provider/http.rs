@@ -193,6 +193,15 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         let warnings = transport.warnings;
         forward(events, &mut meter, req, api, warnings, &mut on_event, &pace).await
     };
+    // A reply begins with its response, as Pi has it; Anthropic's begins with its own
+    // `message_start`, which carries the reply's id and input usage.
+    if api != Api::AnthropicMessages {
+        events.push(ProviderEvent::Start {
+            response_id: None,
+            usage: None,
+        });
+        hand_on(&mut events).await?;
+    }
     loop {
         tokio::select! {
             biased;
@@ -678,6 +687,13 @@ pub(crate) mod tests {
         };
         let mut events = Vec::new();
         let result = stream(&transport, &req, cancel, |e| events.push(e)).await;
+        // Every reply that got through begins with its start, which the tests below leave out.
+        if !events.is_empty() {
+            assert!(
+                matches!(events.remove(0), ProviderEvent::Start { .. }),
+                "a reply must begin with its start"
+            );
+        }
         (events, result)
     }
 

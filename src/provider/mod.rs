@@ -49,6 +49,12 @@ pub enum ProviderEvent {
     },
     Usage(Usage),
     Finish(StopReason),
+    /// The server has begun the reply (its response arrived, or Anthropic's `message_start`):
+    /// the moment Pi announces the message, with what the server has said of it so far.
+    Start {
+        response_id: Option<String>,
+        usage: Option<Usage>,
+    },
 }
 
 pub use crate::protocol::Api;

@@ -288,17 +288,24 @@ impl Session {
     /// Takes `message`, when it is the newest entry, out of the conversation (a failed reply
     /// that is being retried) while keeping it in the file, as Pi 1.6 does with a
     /// `context_edit`.
-    pub fn omit_last_message(&mut self, message: &Arc<Message>) -> Result<(), SessionError> {
+    /// Returns the `context_edit` entry appended, as written, for `entry_appended`.
+    pub fn omit_last_message(
+        &mut self,
+        message: &Arc<Message>,
+    ) -> Result<Option<Value>, SessionError> {
         let target = match self.leaf.map(|i| &self.entries[i]) {
             Some(Entry {
                 id,
                 body: Body::Message(m),
                 ..
             }) if Arc::ptr_eq(m, message) => id.clone(),
-            _ => return Ok(()),
+            _ => return Ok(None),
         };
-        self.append(Body::ContextOmit { target_id: target })
-            .map(drop)
+        self.append(Body::ContextOmit { target_id: target })?;
+        Ok(self
+            .entries
+            .last()
+            .and_then(|e| serde_json::to_value(e).ok()))
     }
 
     /// Adds `body` as a child of the leaf and moves the leaf to it. The entry is on disk (when

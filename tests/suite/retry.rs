@@ -73,6 +73,7 @@ fn a_503_is_retried_with_pi_s_events_and_the_failed_reply_leaves_the_context() {
             "turn_end",
             "agent_end",
             "auto_retry_start",
+            "entry_appended",
             "agent_start",
             "turn_start",
             "message_start(assistant)",
@@ -209,6 +210,9 @@ fn abort_ends_the_wait_and_answers_once_settled() {
     let mut nova = start(&mock, json!({"baseDelayMs": 30_000}));
     nova.request_ok(json!({"type": "prompt", "message": "hi"}));
     nova.wait_for_type("auto_retry_start", LONG);
+    // The failed reply leaves the context through an entry, reported as Pi reports it.
+    let appended = nova.wait_for_type("entry_appended", LONG);
+    assert_eq!(appended["entry"]["type"], "context_edit", "{appended}");
     let started = Instant::now();
     nova.send(&json!({"id": "a", "type": "abort"}));
     let rest = nova.events_until("response");
@@ -268,6 +272,7 @@ fn abort_retry_ends_the_wait_without_aborting_the_run() {
     nova.request_ok(json!({"type": "abort_retry"}));
     nova.request_ok(json!({"type": "prompt", "message": "hi"}));
     nova.wait_for_type("auto_retry_start", LONG);
+    nova.wait_for_type("entry_appended", LONG);
     nova.send(&json!({"id": "r", "type": "abort_retry"}));
     let until_answer = nova.events_until("response");
     assert_eq!(labels(&until_answer)[0], "auto_retry_end");

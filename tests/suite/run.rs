@@ -79,10 +79,11 @@ fn steering_mid_stream_is_delivered_as_a_new_turn_in_the_same_run() {
     let first_turn_end = kinds.iter().position(|k| k == "turn_end").unwrap();
     assert_eq!(
         &kinds[first_turn_end..first_turn_end + 5],
+        // Pi reports the queue change as the message it took is delivered, after `turn_start`.
         [
             "turn_end",
-            "queue_update",
             "turn_start",
+            "queue_update",
             "message_start:user",
             "message_end:user"
         ]

@@ -792,6 +792,10 @@ pub enum Event {
     AgentSettled {
         aborted: bool,
     },
+    /// An entry nova appended on its own (a retry's `context_edit`), as Pi 1.6 reports it.
+    EntryAppended {
+        entry: Value,
+    },
     TurnStart {},
     TurnEnd {
         turn_index: usize,

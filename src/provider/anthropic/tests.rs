@@ -10,13 +10,36 @@ use std::sync::Arc;
 fn run(chunks: &[&[u8]]) -> Outcome {
     let mut acc = Accumulator::new(&model("anthropic-messages", true));
     let mut events = Vec::new();
+    let mut err = None;
     for c in chunks {
         if let Err(e) = acc.push(c, &mut events) {
-            return (events, Some(e));
+            err = Some(e);
+            break;
         }
     }
-    let err = acc.finish(&mut events).err();
+    if err.is_none() {
+        err = acc.finish(&mut events).err();
+    }
+    // The reply's start is checked once, in `the_start_carries_the_id_and_input_usage`.
+    events.retain(|e| !matches!(e, Start { .. }));
     (events, err)
+}
+
+#[test]
+fn the_start_carries_the_id_and_input_usage() {
+    let mut acc = Accumulator::new(&model("anthropic-messages", true));
+    let mut events = Vec::new();
+    acc.push(sse(&[message_start()]).as_bytes(), &mut events)
+        .unwrap();
+    let [Start { response_id, usage }] = &events[..] else {
+        panic!("one start, not {events:?}");
+    };
+    assert_eq!(response_id.as_deref(), Some("msg_01"));
+    let usage = usage.as_ref().unwrap();
+    assert_eq!(
+        (usage.input, usage.output, usage.cache_read),
+        (1200, 1, 4000)
+    );
 }
 
 /// Frames each payload as Anthropic does: `event: <its type>`, `data: <payload>`, blank line.

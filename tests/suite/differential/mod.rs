@@ -21,6 +21,10 @@ fn is_event(ty: &str) -> impl Fn(&Value) -> bool + '_ {
     move |v| v["type"] == ty
 }
 
+fn is_text_delta(v: &Value) -> bool {
+    v["type"] == "message_update" && v["assistantMessageEvent"]["type"] == "text_delta"
+}
+
 /// Sends `command` (its `id` is its type) and records up to its response.
 fn ask(rpc: &mut Rpc, command: Value) {
     let ty = command["type"].as_str().unwrap().to_owned();
@@ -80,6 +84,54 @@ fn run_bash(rpc: &mut Rpc) {
     ask(rpc, json!({"type": "get_messages"}));
 }
 
+/// A conversation too short to compact: the refusal, as both word it.
+fn run_compact(rpc: &mut Rpc) {
+    prompt(rpc, "hello");
+    ask(rpc, json!({"type": "compact"}));
+    ask(rpc, json!({"type": "get_messages"}));
+    ask(rpc, json!({"type": "get_state"}));
+}
+
+/// A reply that fails with a 503 and is retried: the run ends with the second attempt.
+fn run_retry(rpc: &mut Rpc) {
+    rpc.send(&json!({"id": "p", "type": "prompt", "message": "hello"}));
+    rpc.until("agent_settled", is_event("agent_settled"));
+    ask(rpc, json!({"type": "get_state"}));
+    ask(rpc, json!({"type": "get_messages"}));
+}
+
+/// A follow-up sent while the reply streams runs as the next turn of the same run.
+fn run_follow_up(rpc: &mut Rpc) {
+    rpc.send(&json!({"id": "p", "type": "prompt", "message": "first"}));
+    rpc.until("the first text delta", is_text_delta);
+    ask(rpc, json!({"type": "follow_up", "message": "and then"}));
+    rpc.until("agent_end", is_event("agent_end"));
+    ask(rpc, json!({"type": "get_state"}));
+    ask(rpc, json!({"type": "get_messages"}));
+}
+
+/// An abort while the reply stalls mid-stream.
+fn run_abort(rpc: &mut Rpc) {
+    rpc.send(&json!({"id": "p", "type": "prompt", "message": "go"}));
+    rpc.until("the first text delta", is_text_delta);
+    rpc.send(&json!({"id": "abort", "type": "abort"}));
+    rpc.until("agent_end", is_event("agent_end"));
+    ask(rpc, json!({"type": "get_state"}));
+    ask(rpc, json!({"type": "get_messages"}));
+}
+
+fn run_image(rpc: &mut Rpc) {
+    rpc.send(
+        &json!({"id": "p", "type": "prompt", "message": "what is this?",
+        "images": [{"type": "image", "data": TINY_PNG, "mimeType": "image/png"}]}),
+    );
+    rpc.until("agent_end", is_event("agent_end"));
+    ask(rpc, json!({"type": "get_messages"}));
+}
+
+/// A 1×1 PNG.
+const TINY_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
 struct Run {
     transcript: Vec<Value>,
     paths: Vec<(String, &'static str)>,
@@ -110,6 +162,9 @@ fn both(pi_dir: &Path, wire: Wire, replies: &[Reply], scenario: fn(&mut Rpc)) ->
             "models": [{"id": "test-model", "name": "Test model", "contextWindow": 128000,
                         "maxTokens": 4096, "input": ["text"], "reasoning": false}]}}});
         std::fs::write(agent.path().join("models.json"), models.to_string()).unwrap();
+        // Retries after a short wait, so the retry scenario takes no seconds.
+        let settings = json!({"retry": {"baseDelayMs": 20}});
+        std::fs::write(agent.path().join("settings.json"), settings.to_string()).unwrap();
         std::fs::write(cwd.path().join("notes.txt"), "line one\nline two\n").unwrap();
         let mut rpc = Rpc::start(
             side,
@@ -211,6 +266,44 @@ fn scenarios() -> Vec<Scenario> {
             Wire::Anthropic,
             vec![thinking()],
             run_text,
+        ),
+        (
+            "compact",
+            Wire::OpenAi,
+            vec![Reply::text("hi there").usage(12, 5)],
+            run_compact,
+        ),
+        (
+            "retry",
+            Wire::OpenAi,
+            vec![
+                Reply::http_error(503, r#"{"error":{"message":"overloaded"}}"#),
+                Reply::text("recovered"),
+            ],
+            run_retry,
+        ),
+        (
+            "follow_up",
+            Wire::OpenAi,
+            vec![
+                Reply::text("one two three")
+                    .text_chunks(3)
+                    .delay_per_frame(std::time::Duration::from_millis(150)),
+                Reply::text("second"),
+            ],
+            run_follow_up,
+        ),
+        (
+            "abort",
+            Wire::OpenAi,
+            vec![Reply::text("a partial reply").text_chunks(4).stall_after(2)],
+            run_abort,
+        ),
+        (
+            "image",
+            Wire::OpenAi,
+            vec![Reply::text("a pixel")],
+            run_image,
         ),
         ("commands", Wire::OpenAi, Vec::new(), run_commands),
         ("bash", Wire::OpenAi, Vec::new(), run_bash),

@@ -13,6 +13,9 @@ pub struct Normalizer {
 }
 
 /// Keys whose value is a moment or a measured duration.
+/// Keys whose value is a session entry's id.
+const ENTRY_ID_KEYS: &[&str] = &["id", "parentId", "targetId"];
+
 const CLOCK_KEYS: &[&str] = &[
     "timestamp",
     "durationMs",
@@ -43,6 +46,14 @@ impl Normalizer {
                             Value::Number(_) if CLOCK_KEYS.contains(&k.as_str()) => {
                                 Value::String("<clock>".into())
                             }
+                            // An entry id of digits alone reads as a number anywhere else.
+                            Value::String(s)
+                                if ENTRY_ID_KEYS.contains(&k.as_str())
+                                    && s.len() == 8
+                                    && s.bytes().all(|c| c.is_ascii_hexdigit()) =>
+                            {
+                                Value::String(self.id(s))
+                            }
                             _ => self.value(v),
                         };
                         (k.clone(), v)
@@ -59,6 +70,15 @@ impl Normalizer {
         }
     }
 
+    /// The placeholder of `found`, the same for every occurrence.
+    fn id(&mut self, found: &str) -> String {
+        let n = self.ids.len() + 1;
+        self.ids
+            .entry(found.to_owned())
+            .or_insert_with(|| format!("<id{n}>"))
+            .clone()
+    }
+
     fn text(&mut self, s: &str) -> String {
         let mut out = s.to_owned();
         for (path, name) in &self.paths {
@@ -70,14 +90,7 @@ impl Normalizer {
             result.push_str(&rest[..start]);
             let found = &rest[start..start + len];
             match kind {
-                Variable::Id => {
-                    let n = self.ids.len() + 1;
-                    let placeholder = self
-                        .ids
-                        .entry(found.to_owned())
-                        .or_insert_with(|| format!("<id{n}>"));
-                    result.push_str(placeholder);
-                }
+                Variable::Id => result.push_str(&self.id(found)),
                 Variable::Time => result.push_str("<time>"),
             }
             rest = &rest[start + len..];
