@@ -429,7 +429,8 @@ impl Stream<'_> {
         self.dirty = false;
         self.last_update = Some(Instant::now());
         let snapshot = self.output.snapshot();
-        let details = details(&snapshot);
+        // Pi's updates with output always carry details, `{}` when there is nothing to say.
+        let details = details(&snapshot).or_else(|| Some(ToolDetails::none()));
         on_update(ToolResultPayload {
             content: vec![ContentBlock::text(snapshot.truncation.content)],
             details,
