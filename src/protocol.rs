@@ -317,6 +317,8 @@ pub enum Api {
     Ollama,
     #[serde(rename = "openai-completions")]
     OpenAiCompletions,
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
     #[serde(rename = "anthropic-messages")]
     AnthropicMessages,
 }
@@ -326,6 +328,7 @@ impl Api {
         match self {
             Api::Ollama => "ollama",
             Api::OpenAiCompletions => "openai-completions",
+            Api::OpenAiResponses => "openai-responses",
             Api::AnthropicMessages => "anthropic-messages",
         }
     }

@@ -127,6 +127,17 @@ impl Assembler {
                 });
                 self.open = Some(index);
             }
+            ProviderEvent::TextSignature(signature) => {
+                // Only an open text block takes one: a signature for no text has nothing to
+                // identify.
+                if let Some(i) = self.open
+                    && let Some(ContentBlock::Text { text_signature, .. }) =
+                        self.message.content.get_mut(i)
+                {
+                    *text_signature = Some(signature);
+                    self.close(out);
+                }
+            }
             ProviderEvent::ToolCall {
                 index,
                 id,

@@ -357,8 +357,12 @@ impl Registry {
 
 fn parse_api(provider: &str, api: &str) -> Result<Api, String> {
     Api::parse(api).ok_or_else(|| {
+        let known: Vec<String> = <Api as strum::IntoEnumIterator>::iter()
+            .map(|a| format!("\"{}\"", a.as_str()))
+            .collect();
         format!(
-            "provider \"{provider}\": unknown api \"{api}\" (nova speaks \"ollama\", \"openai-completions\" and \"anthropic-messages\")"
+            "provider \"{provider}\": unknown api \"{api}\" (nova speaks {})",
+            known.join(", ")
         )
     })
 }

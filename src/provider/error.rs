@@ -84,6 +84,9 @@ const TRANSIENT_PHRASES: &[&str] = &[
     "overloaded_error",
     "rate_limit_error",
     "(api_error)",
+    // OpenAI's error codes, named in Responses error events.
+    "server_error",
+    "rate_limit_exceeded",
 ];
 
 /// Phrases in a server's answer that mean the credentials were refused.

@@ -120,9 +120,10 @@ impl Meter {
                 return;
             }
             ProviderEvent::Finish(_) => out(ProviderEvent::Usage(self.completed(req))),
-            // Opaque to the model's output count: Anthropic always reports usage anyway.
+            // Opaque to the model's output count: the servers that send them report usage.
             ProviderEvent::ThinkingSignature(_)
             | ProviderEvent::RedactedThinking(_)
+            | ProviderEvent::TextSignature(_)
             | ProviderEvent::Start { .. } => {}
         }
         out(event);

@@ -3,7 +3,9 @@
 //! timeout, so a hung server or an abort never leaves the agent waiting.
 
 use super::estimate::Meter;
-use super::{Api, ProviderError, ProviderEvent, Request, anthropic, ollama, openai};
+use super::{
+    Api, ProviderError, ProviderEvent, Request, anthropic, ollama, openai, openai_responses,
+};
 use crate::pace::Pacer;
 use crate::protocol::{ContentBlock, Message, UserContent};
 use crate::warnings::Warnings;
@@ -123,6 +125,10 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             openai::endpoint(&req.model.base_url),
             Decoder::OpenAi(openai::Accumulator::new(req.model)),
         ),
+        Api::OpenAiResponses => (
+            openai_responses::endpoint(&req.model.base_url),
+            Decoder::Responses(openai_responses::Accumulator::new(req.model)),
+        ),
         Api::AnthropicMessages => (
             anthropic::endpoint(&req.model.base_url),
             Decoder::Anthropic(anthropic::Accumulator::new(req.model)),
@@ -149,7 +155,7 @@ pub async fn stream_paced<F: Future<Output = ()>>(
                 builder = builder.header("x-api-key", key);
             }
         }
-        Api::Ollama | Api::OpenAiCompletions => {
+        Api::Ollama | Api::OpenAiCompletions | Api::OpenAiResponses => {
             if let Some(key) = key {
                 builder = builder.bearer_auth(key);
             }
@@ -233,6 +239,7 @@ async fn build_body(api: Api, req: &Request<'_>) -> Result<Vec<u8>, String> {
     let build = move |req: &Request<'_>| match api {
         Api::Ollama => ollama::build_body(req),
         Api::OpenAiCompletions => openai::build_body(req),
+        Api::OpenAiResponses => openai_responses::build_body(req),
         Api::AnthropicMessages => anthropic::build_body(req),
     };
     if body_size_hint(req) < INLINE_BODY_BYTES {
@@ -442,6 +449,7 @@ async fn json_reply<T: serde::de::DeserializeOwned>(
 enum Decoder {
     Ollama(ollama::Accumulator),
     OpenAi(openai::Accumulator),
+    Responses(openai_responses::Accumulator),
     Anthropic(anthropic::Accumulator),
 }
 
@@ -450,6 +458,7 @@ impl Decoder {
         match self {
             Decoder::Ollama(a) => a.push(bytes, out),
             Decoder::OpenAi(a) => a.push(bytes, out),
+            Decoder::Responses(a) => a.push(bytes, out),
             Decoder::Anthropic(a) => a.push(bytes, out),
         }
     }
@@ -458,6 +467,7 @@ impl Decoder {
         match self {
             Decoder::Ollama(a) => a.facts(),
             Decoder::OpenAi(a) => a.facts(),
+            Decoder::Responses(a) => a.facts(),
             Decoder::Anthropic(a) => a.facts(),
         }
     }
@@ -466,6 +476,7 @@ impl Decoder {
         match self {
             Decoder::Ollama(a) => a.finish(out),
             Decoder::OpenAi(a) => a.finish(out),
+            Decoder::Responses(a) => a.finish(out),
             Decoder::Anthropic(a) => a.finish(out),
         }
     }

@@ -1,4 +1,5 @@
-//! LLM providers: each wire format ([`ollama`], [`openai`], [`anthropic`]) is a pure state machine
+//! LLM providers: each wire format ([`ollama`], [`openai`], [`openai_responses`], [`anthropic`])
+//! is a pure state machine
 //! (`build_body` + an `Accumulator` that turns body bytes into [`ProviderEvent`]s) behind thin
 //! HTTP glue in [`http`]. Each serialises its request body straight from the borrowed view
 //! [`prepare::request_messages`] makes of the shared conversation, so the body is the only copy
@@ -17,6 +18,7 @@ pub mod http;
 pub mod lines;
 pub mod ollama;
 pub mod openai;
+pub mod openai_responses;
 mod overflow;
 pub mod prepare;
 
@@ -38,6 +40,9 @@ pub enum ProviderEvent {
     ThinkingSignature(String),
     /// A whole thinking block the provider encrypted: its opaque payload, to be sent back as is.
     RedactedThinking(String),
+    /// What identifies the open text block to the provider when it is sent back (a Responses
+    /// message item's id); it closes that block to further text.
+    TextSignature(String),
     /// A fragment of tool call number `index` (0-based within the reply). `id` and `name` are set
     /// on the fragment that introduces them; `arguments` is a piece of the JSON argument text.
     /// The first fragment of every call carries an id, invented when the server gave none.

@@ -180,7 +180,14 @@ fn anthropic_chat(mock: &MockLlm) -> RawResponse {
     request(mock.port(), "POST", "/v1/messages", Some(&body), LONG)
 }
 
-/// Anthropic SSE events as `(event name, data)`; the name must match the data's `type`.
+fn responses_chat(mock: &MockLlm) -> RawResponse {
+    let body = json!({"model": "gpt-test", "stream": true, "store": false,
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "hello"}]}]});
+    request(mock.port(), "POST", "/v1/responses", Some(&body), LONG)
+}
+
+/// Anthropic (and Responses) SSE events as `(event name, data)`; the name must match the data's
+/// `type`.
 fn anthropic_events(r: &RawResponse) -> Vec<(String, Value)> {
     let text = r.text();
     assert!(text.ends_with("\n\n"), "SSE body ends mid-event: {text:?}");
@@ -487,6 +494,7 @@ fn split_writes_reassemble_to_the_same_bytes() {
         WireFormat::Ollama,
         WireFormat::OpenAi,
         WireFormat::Anthropic,
+        WireFormat::Responses,
     ] {
         mock.push(reply());
         mock.push(reply().split_writes());
@@ -497,6 +505,7 @@ fn split_writes_reassemble_to_the_same_bytes() {
                 openai_chat(&mock, hello(), true),
             ),
             WireFormat::Anthropic => (anthropic_chat(&mock), anthropic_chat(&mock)),
+            WireFormat::Responses => (responses_chat(&mock), responses_chat(&mock)),
         };
         assert!(whole.complete && split.complete);
         assert!(
@@ -512,6 +521,18 @@ fn split_writes_reassemble_to_the_same_bytes() {
                 let events = |r: &RawResponse| {
                     let mut events = anthropic_events(r);
                     events[0].1["message"]["id"] = json!("");
+                    events
+                };
+                assert_eq!(events(&whole), events(&split));
+            }
+            WireFormat::Responses => {
+                let events = |r: &RawResponse| {
+                    let mut events = anthropic_events(r);
+                    for (_, data) in &mut events {
+                        if let Some(response) = data.get_mut("response") {
+                            response["id"] = json!("");
+                        }
+                    }
                     events
                 };
                 assert_eq!(events(&whole), events(&split));

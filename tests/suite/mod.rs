@@ -15,6 +15,7 @@ mod mcp_servers;
 mod mock_llm;
 mod nova_proc;
 mod oneshot;
+mod openai_responses;
 mod orphans;
 mod parity;
 mod permission;

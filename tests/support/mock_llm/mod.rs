@@ -1,6 +1,6 @@
 //! A scripted LLM server that speaks Ollama's native `/api/chat` (NDJSON), the
-//! OpenAI-compatible `/v1/chat/completions` (SSE) and Anthropic's `/v1/messages` (SSE) byte for
-//! byte, on 127.0.0.1.
+//! OpenAI-compatible `/v1/chat/completions` (SSE), OpenAI's `/v1/responses` (SSE) and
+//! Anthropic's `/v1/messages` (SSE) byte for byte, on 127.0.0.1.
 //!
 //! Hand-written on `tokio::net::TcpListener` so that it can misbehave the way real servers do:
 //! split a frame across many writes, cut a stream without the terminating chunk, stall, send a
@@ -32,6 +32,7 @@ use tokio::sync::{oneshot, watch};
 mod anthropic_checks;
 mod reply;
 mod requests;
+mod responses_checks;
 
 pub use reply::Reply;
 use requests::route_format;
@@ -370,6 +371,10 @@ impl MockLlm {
                         let id = format!("msg_mock_{index}");
                         (reply.anthropic_frames(model, &id), "text/event-stream")
                     }
+                    WireFormat::Responses => {
+                        let id = format!("resp_mock_{index}");
+                        (reply.responses_frames(model, &id), "text/event-stream")
+                    }
                 };
                 Action::Stream {
                     reply: Box::new(reply),
@@ -625,6 +630,9 @@ async fn stream_frames(
                 WireFormat::OpenAi => b"data: {\"id\":\"chatcmpl-mock\",oops, not json\n\n",
                 WireFormat::Anthropic => {
                     b"event: content_block_delta\ndata: {\"type\":oops, not json\n\n"
+                }
+                WireFormat::Responses => {
+                    b"event: response.output_text.delta\ndata: {\"type\":oops, not json\n\n"
                 }
             };
             write_frame(wr, garbage, reply.split_writes).await?;

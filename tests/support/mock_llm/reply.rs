@@ -36,10 +36,11 @@ pub struct Reply {
     thinking_chunks: usize,
     arg_fragments: usize,
     usage: (u64, u64),
-    /// Anthropic's prompt-cache counts: read, written.
+    /// Anthropic's prompt-cache counts: read, written. Responses: cached input, and the
+    /// second number as reasoning tokens.
     cache: (u64, u64),
     /// Anthropic: after this many frames, an `error` event of this type and message ends the
-    /// stream.
+    /// stream (Responses: an `error` event with this code).
     error_event: Option<(usize, String, String)>,
     finish: Option<String>,
     reasoning_field: String,
@@ -418,7 +419,7 @@ impl Reply {
     /// and `message_stop`.
     pub(super) fn anthropic_frames(&self, model: &str, id: &str) -> Vec<Vec<u8>> {
         let mut frames = vec![
-            anthropic_event(&json!({"type": "message_start", "message": {
+            named_event(&json!({"type": "message_start", "message": {
                 "id": id, "type": "message", "role": "assistant", "model": model,
                 "content": [], "stop_reason": null, "stop_sequence": null,
                 "usage": {
@@ -428,16 +429,16 @@ impl Reply {
                     "output_tokens": 1,
                 },
             }})),
-            anthropic_event(&json!({"type": "ping"})),
+            named_event(&json!({"type": "ping"})),
         ];
         for (index, seg) in self.segments.iter().enumerate() {
             let start = |block: Value| {
-                anthropic_event(&json!({
+                named_event(&json!({
                     "type": "content_block_start", "index": index, "content_block": block,
                 }))
             };
             let delta = |delta: Value| {
-                anthropic_event(&json!({
+                named_event(&json!({
                     "type": "content_block_delta", "index": index, "delta": delta,
                 }))
             };
@@ -477,7 +478,7 @@ impl Reply {
                     }
                 }
             }
-            frames.push(anthropic_event(
+            frames.push(named_event(
                 &json!({"type": "content_block_stop", "index": index}),
             ));
         }
@@ -488,15 +489,15 @@ impl Reply {
                 "end_turn".into()
             }
         });
-        frames.push(anthropic_event(&json!({
+        frames.push(named_event(&json!({
             "type": "message_delta",
             "delta": {"stop_reason": finish, "stop_sequence": null},
             "usage": {"output_tokens": self.usage.1},
         })));
-        frames.push(anthropic_event(&json!({"type": "message_stop"})));
+        frames.push(named_event(&json!({"type": "message_stop"})));
         if let Some((n, kind, message)) = &self.error_event {
             frames.truncate(*n);
-            frames.push(anthropic_event(&json!({
+            frames.push(named_event(&json!({
                 "type": "error", "error": {"type": kind, "message": message},
             })));
         }
@@ -504,8 +505,123 @@ impl Reply {
     }
 }
 
-/// One Anthropic SSE event: `event:` named after the payload's `type`.
-fn anthropic_event(v: &Value) -> Vec<u8> {
+impl Reply {
+    /// The encrypted content the mock gives a reasoning item whose summary is `summary`: the
+    /// conversation check expects exactly this back with it.
+    pub fn encrypted_of(summary: &str) -> String {
+        format!("enc-{}", Reply::signature_of(summary))
+    }
+
+    /// The frames of this reply in OpenAI's Responses SSE format: `response.created`, each
+    /// segment as one output item (thinking as a reasoning item with its summary and
+    /// [`Reply::encrypted_of`], text as a message, each tool call as a function call whose
+    /// arguments stream in fragments), then `response.completed` (or `response.incomplete` for
+    /// a `length` finish) with usage; an error event, when scripted, replaces the tail.
+    pub(super) fn responses_frames(&self, model: &str, id: &str) -> Vec<Vec<u8>> {
+        let response = |status: &str| {
+            json!({"id": id, "object": "response", "model": model,
+                                             "status": status, "output": []})
+        };
+        let mut frames = vec![named_event(
+            &json!({"type": "response.created", "response": response("in_progress")}),
+        )];
+        for (index, seg) in self.segments.iter().enumerate() {
+            let event = |mut v: Value| {
+                v["output_index"] = json!(index);
+                named_event(&v)
+            };
+            match seg {
+                Segment::Thinking(t) => {
+                    let item_id = format!("rs_{index}");
+                    frames.push(event(json!({"type": "response.output_item.added",
+                        "item": {"type": "reasoning", "id": item_id, "summary": []}})));
+                    frames.push(event(
+                        json!({"type": "response.reasoning_summary_part.added",
+                        "summary_index": 0, "part": {"type": "summary_text", "text": ""}}),
+                    ));
+                    for piece in split_even(t, self.thinking_chunks) {
+                        frames.push(event(
+                            json!({"type": "response.reasoning_summary_text.delta",
+                            "item_id": item_id, "summary_index": 0, "delta": piece}),
+                        ));
+                    }
+                    frames.push(event(json!({"type": "response.output_item.done",
+                        "item": {"type": "reasoning", "id": item_id,
+                                 "summary": [{"type": "summary_text", "text": t}],
+                                 "encrypted_content": Reply::encrypted_of(t)}})));
+                }
+                Segment::Text(t) => {
+                    let item_id = format!("msg_{index}");
+                    frames.push(event(json!({"type": "response.output_item.added",
+                        "item": {"type": "message", "id": item_id, "role": "assistant",
+                                 "status": "in_progress", "content": []}})));
+                    for piece in split_even(t, self.text_chunks) {
+                        frames.push(event(json!({"type": "response.output_text.delta",
+                            "item_id": item_id, "content_index": 0, "delta": piece})));
+                    }
+                    frames.push(event(json!({"type": "response.output_item.done",
+                        "item": {"type": "message", "id": item_id, "role": "assistant",
+                                 "status": "completed",
+                                 "content": [{"type": "output_text", "text": t,
+                                              "annotations": []}]}})));
+                }
+                Segment::ToolCall { id, name, args } => {
+                    let item = |arguments: &str, status: &str| {
+                        json!({"type": "function_call",
+                        "id": format!("fc_{id}"), "call_id": id, "name": name,
+                        "arguments": arguments, "status": status})
+                    };
+                    frames.push(event(json!({"type": "response.output_item.added",
+                        "item": item("", "in_progress")})));
+                    let text = serde_json::to_string(args).unwrap();
+                    for frag in split_even(&text, self.arg_fragments) {
+                        frames.push(event(json!({
+                            "type": "response.function_call_arguments.delta", "delta": frag})));
+                    }
+                    frames.push(event(
+                        json!({"type": "response.function_call_arguments.done",
+                        "arguments": text}),
+                    ));
+                    frames.push(event(json!({"type": "response.output_item.done",
+                        "item": item(&text, "completed")})));
+                }
+                Segment::Redacted(_) => {}
+            }
+        }
+        let mut last = response(if self.finish.as_deref() == Some("length") {
+            "incomplete"
+        } else {
+            "completed"
+        });
+        if self.finish.as_deref() == Some("length") {
+            last["incomplete_details"] = json!({"reason": "max_output_tokens"});
+        }
+        last["usage"] = json!({
+            "input_tokens": self.usage.0 + self.cache.0,
+            "input_tokens_details": {"cached_tokens": self.cache.0},
+            "output_tokens": self.usage.1,
+            "output_tokens_details": {"reasoning_tokens": self.cache.1},
+            "total_tokens": self.usage.0 + self.cache.0 + self.usage.1,
+        });
+        let kind = if last["status"] == "incomplete" {
+            "response.incomplete"
+        } else {
+            "response.completed"
+        };
+        frames.push(named_event(&json!({"type": kind, "response": last})));
+        if let Some((n, code, message)) = &self.error_event {
+            frames.truncate(*n);
+            frames.push(named_event(&json!({
+                "type": "error", "code": code, "message": message, "param": null,
+            })));
+        }
+        frames
+    }
+}
+
+/// One SSE event as Anthropic and OpenAI's Responses send them: `event:` named after the
+/// payload's `type`.
+fn named_event(v: &Value) -> Vec<u8> {
     let mut out = format!("event: {}\ndata: ", v["type"].as_str().unwrap()).into_bytes();
     out.extend(serde_json::to_vec(v).unwrap());
     out.extend(b"\n\n");

@@ -11,6 +11,8 @@ pub enum WireFormat {
     Ollama,
     OpenAi,
     Anthropic,
+    /// OpenAI Responses, `/v1/responses`.
+    Responses,
 }
 
 /// One request as the mock received it. Header names are lower-cased. `body` is the parsed JSON
@@ -53,6 +55,8 @@ pub(super) fn route_format(path: &str) -> Option<WireFormat> {
         Some(WireFormat::OpenAi)
     } else if path == "/v1/messages" {
         Some(WireFormat::Anthropic)
+    } else if path.ends_with("/responses") {
+        Some(WireFormat::Responses)
     } else {
         None
     }
@@ -88,8 +92,10 @@ fn calls_of(m: &Value) -> &[Value] {
 /// directly after the assistant message; a user message (for example carrying the tools'
 /// images) may follow them.
 pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
-    if format == WireFormat::Anthropic {
-        return super::anthropic_checks::check(body);
+    match format {
+        WireFormat::Anthropic => return super::anthropic_checks::check(body),
+        WireFormat::Responses => return super::responses_checks::check(body),
+        WireFormat::Ollama | WireFormat::OpenAi => {}
     }
     let mut out = Vec::new();
     let Some(msgs) = body["messages"].as_array() else {
@@ -101,7 +107,7 @@ pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
                 out.push("request has `stream: false`; the mock only streams".into());
             }
         }
-        WireFormat::OpenAi | WireFormat::Anthropic => {
+        WireFormat::OpenAi | WireFormat::Anthropic | WireFormat::Responses => {
             if body.get("stream") != Some(&Value::Bool(true)) {
                 out.push("request does not set `stream: true`".into());
             }
@@ -132,7 +138,7 @@ pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
                 } else {
                     match format {
                         WireFormat::Ollama => check_ollama_results(i, calls, results, &mut out),
-                        WireFormat::OpenAi | WireFormat::Anthropic => {
+                        WireFormat::OpenAi | WireFormat::Anthropic | WireFormat::Responses => {
                             check_openai_results(i, calls, results, &mut out)
                         }
                     }
