@@ -121,7 +121,10 @@ fn thinking<'a>(req: &Request<'a>) -> (Option<Thinking>, Option<OutputConfig<'a>
         .rev()
         .find(|(l, _)| *l <= level)
         .map_or(MIN_ANSWER_TOKENS, |(_, b)| *b);
-    let max_tokens = max_tokens.saturating_add(wanted).min(req.model.max_tokens);
+    let max_tokens = super::fit_to_context(
+        req,
+        max_tokens.saturating_add(wanted).min(req.model.max_tokens),
+    );
     // The API's smallest budget, when the model leaves no room for more.
     let budget = wanted
         .min(max_tokens.saturating_sub(MIN_ANSWER_TOKENS))

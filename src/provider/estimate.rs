@@ -47,6 +47,54 @@ fn blocks_chars(blocks: &[ContentBlock]) -> usize {
         .sum()
 }
 
+/// How full the context is, as Pi counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ContextEstimate {
+    pub tokens: u64,
+    /// What the provider reported for the last successful reply (0 when there is none).
+    pub usage_tokens: u64,
+    /// The estimate of the messages after that reply (all of them when there is none).
+    pub trailing_tokens: u64,
+}
+
+/// The last successful reply's reported usage plus an estimate of every message after it.
+///
+/// Failed and aborted replies are passed over: their usage, if any, describes a request that did
+/// not complete. So is a reply whose usage is all zeros (a server that reports none), which
+/// would otherwise make a full context look empty. Usage is only taken from messages at index
+/// `usage_from` or later: replies kept through a compaction measured the context before it.
+pub fn context_tokens<M: AsRef<Message>>(messages: &[M], usage_from: usize) -> ContextEstimate {
+    let last_usage = messages
+        .iter()
+        .enumerate()
+        .skip(usage_from)
+        .rev()
+        .find_map(|(i, m)| match m.as_ref() {
+            Message::Assistant(a) if !a.is_failed() => {
+                Some((i, usage_tokens(&a.usage))).filter(|(_, t)| *t > 0)
+            }
+            _ => None,
+        });
+    let (usage_tokens, trailing) = match last_usage {
+        Some((i, tokens)) => (tokens, &messages[i + 1..]),
+        None => (0, messages),
+    };
+    let trailing_tokens = trailing.iter().map(|m| estimate_tokens(m.as_ref())).sum();
+    ContextEstimate {
+        tokens: usage_tokens + trailing_tokens,
+        usage_tokens,
+        trailing_tokens,
+    }
+}
+
+fn usage_tokens(usage: &Usage) -> u64 {
+    if usage.total_tokens > 0 {
+        usage.total_tokens
+    } else {
+        usage.input + usage.output + usage.cache_read + usage.cache_write
+    }
+}
+
 /// Estimated tokens of everything a request sends: the system prompt, the tool definitions and
 /// the conversation.
 pub fn request_tokens(req: &Request) -> u64 {

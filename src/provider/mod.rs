@@ -89,13 +89,44 @@ pub struct Request<'a> {
     pub thinking: Option<ThinkingLevel>,
 }
 
-/// Pi caps every request's output budget at this, whatever the model allows, so one runaway
-/// reply cannot eat the context window.
-const MAX_OUTPUT_TOKENS: u64 = 32_000;
+/// Room Pi 1.6 leaves in the window beyond its estimate of the input: the estimate may count
+/// lower than the server does (OpenRouter's tokenizer counts prose up to 12% higher).
+const CONTEXT_SAFETY_TOKENS: u64 = 4096;
+const CONTEXT_SAFETY_RATIO: f64 = 0.15;
+/// The proportional margin is kept only while it leaves this much output; below that only the
+/// fixed one is, and output is capped at this size.
+const MIN_OUTPUT_WITH_RATIO_MARGIN: u64 = 32_768;
 
+/// The request's output budget: what it asks for (the model's `maxTokens` unless a side request
+/// asks for less), fitted into the window the conversation leaves, as Pi 1.6 sends it.
 fn max_output_tokens(req: &Request) -> u64 {
-    let cap = req.model.max_tokens.min(MAX_OUTPUT_TOKENS);
-    req.max_tokens.map_or(cap, |n| n.min(cap))
+    let wanted = req
+        .max_tokens
+        .map_or(req.model.max_tokens, |n| n.min(req.model.max_tokens));
+    fit_to_context(req, wanted)
+}
+
+/// `wanted`, or less when the window has no room for it after the input (never below 1).
+fn fit_to_context(req: &Request, wanted: u64) -> u64 {
+    let window = i128::from(req.model.context_window);
+    if window == 0 {
+        return wanted.max(1);
+    }
+    // Replies before a compaction summary measured the context before it.
+    let usage_from = req
+        .messages
+        .iter()
+        .rposition(|m| matches!(**m, Message::CompactionSummary(_)))
+        .map_or(0, |i| i + 1);
+    let input = i128::from(estimate::context_tokens(req.messages, usage_from).tokens);
+    let ratio_margin = (input as f64 * CONTEXT_SAFETY_RATIO).ceil() as i128;
+    let margin = i128::from(CONTEXT_SAFETY_TOKENS).max(ratio_margin);
+    let mut room = window - input - margin;
+    let floor = i128::from(MIN_OUTPUT_WITH_RATIO_MARGIN);
+    if room < floor {
+        room = floor.min(window - input - i128::from(CONTEXT_SAFETY_TOKENS));
+    }
+    u64::try_from(room.max(1)).map_or(wanted, |room| wanted.min(room))
 }
 
 /// `body`, written from `prepared` for `req`, as JSON. Its buffer is allocated once, for the

@@ -654,7 +654,7 @@ mod tests {
                 "model": "m1",
                 "stream": true,
                 "think": true,
-                "options": {"num_predict": 32000},
+                "options": {"num_predict": 64000},
                 "messages": [
                     {"role": "system", "content": "You are nova."},
                     {"role": "user", "content": "What is in\nthis picture?", "images": ["aW1n"]},

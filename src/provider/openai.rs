@@ -1261,7 +1261,7 @@ mod tests {
                 "stream": true,
                 "stream_options": {"include_usage": true},
                 "store": false,
-                "max_completion_tokens": 32000,
+                "max_completion_tokens": 64000,
                 "messages": [
                     {"role": "system", "content": "You are nova."},
                     {"role": "user", "content": [{"type": "text", "text": "What is this?"}, png_part]},

@@ -101,7 +101,8 @@ fn text_usage_cost_and_headers() {
     assert_eq!(r.header("x-proxy-tag"), Some("nova-test"));
     assert_eq!(r.header("authorization"), None);
     assert_eq!(r.body["model"], "test-model");
-    assert_eq!(r.body["max_tokens"], 32000);
+    // The model's whole output budget, as Pi 1.6 asks for it (the conversation leaves room).
+    assert_eq!(r.body["max_tokens"], 64000);
     assert_eq!(
         r.body["system"][0]["cache_control"],
         json!({"type": "ephemeral"})
@@ -225,7 +226,8 @@ fn thinking_signatures_go_back() {
         reqs[0].body["thinking"],
         json!({"type": "enabled", "budget_tokens": 16384, "display": "summarized"})
     );
-    assert_eq!(reqs[0].body["max_tokens"], 32000 + 16384);
+    // The thinking budget fits inside the model's output budget, as in Pi 1.6.
+    assert_eq!(reqs[0].body["max_tokens"], 64000);
     assert_eq!(
         reqs[1].messages()[1]["content"],
         json!([

@@ -385,7 +385,7 @@ fn body() {
         body_of(&request(&m, &messages, &tools)),
         json!({
             "model": "m1",
-            "max_tokens": 32000,
+            "max_tokens": 64000,
             "stream": true,
             "system": [{"type": "text", "text": "You are nova.", "cache_control": cache}],
             "messages": [
@@ -455,10 +455,19 @@ fn thinking_levels() {
         b["thinking"],
         json!({"type": "enabled", "budget_tokens": 8192, "display": "summarized"})
     );
-    assert_eq!(b["max_tokens"], 32_000 + 8192);
+    // Pi 1.6 asks for the model's whole output budget, the thinking budget inside it.
+    assert_eq!(b["max_tokens"], 64_000);
     let b = body(&budget, Some(ThinkingLevel::Max));
     assert_eq!(b["thinking"]["budget_tokens"], 16_384);
-    assert_eq!(b["max_tokens"], 48_384);
+    assert_eq!(b["max_tokens"], 64_000);
+    // A conversation that fills most of the window leaves less: 128,000 minus ~100,000 of
+    // input and Pi's 4,096 margin (the 15% one would leave under 32,768).
+    let long = [Arc::new(user_text(&"word ".repeat(80_000)))];
+    let b = body_of(&Request {
+        thinking: Some(ThinkingLevel::Medium),
+        ..request(&budget, &long, &[])
+    });
+    assert_eq!(b["max_tokens"], 128_000 - 100_000 - 4096);
     // A small model's budget leaves room for the answer.
     let small = Model {
         max_tokens: 4096,
@@ -494,7 +503,7 @@ fn thinking_levels() {
         json!({"type": "adaptive", "display": "summarized"})
     );
     assert_eq!(b["output_config"], json!({"effort": "low"}));
-    assert_eq!(b["max_tokens"], 32_000);
+    assert_eq!(b["max_tokens"], 64_000);
     adaptive.thinking_level_map = Some(
         [
             (ThinkingLevel::Off, None),
