@@ -359,8 +359,11 @@ fn a_small_window_compacts_only_when_it_can_cut() {
         .unwrap_or_else(|| panic!("no compaction: {events:#?}"));
     assert_eq!(end["reason"], "threshold");
     assert!(end.get("errorMessage").is_none_or(Value::is_null), "{end}");
-    // The summary was asked for within the scaled reserve (0.8 × 2,048).
+    // The summary was asked for within the scaled reserve (0.8 × 2,048), and within what the
+    // window leaves after the conversation it summarises (Pi's margins).
     let summary_request = mock.chat_requests().pop().unwrap();
-    assert_eq!(summary_request.body["options"]["num_predict"], 1638);
+    let asked = summary_request.body["options"]["num_predict"].as_u64().unwrap();
+    assert!((1..=1638).contains(&asked), "{asked}");
+    assert!(asked < 1638, "an 8,192-token window full of conversation leaves less: {asked}");
     mock.assert_no_violations();
 }

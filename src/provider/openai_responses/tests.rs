@@ -388,7 +388,7 @@ fn body_sends_back_reasoning_items_messages_and_calls() {
             "model": "m1",
             "stream": true,
             "store": false,
-            "max_output_tokens": 32000,
+            "max_output_tokens": 64000,
             "reasoning": {"effort": "high", "summary": "auto"},
             "include": ["reasoning.encrypted_content"],
             "input": [
