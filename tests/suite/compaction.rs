@@ -362,8 +362,13 @@ fn a_small_window_compacts_only_when_it_can_cut() {
     // The summary was asked for within the scaled reserve (0.8 × 2,048), and within what the
     // window leaves after the conversation it summarises (Pi's margins).
     let summary_request = mock.chat_requests().pop().unwrap();
-    let asked = summary_request.body["options"]["num_predict"].as_u64().unwrap();
+    let asked = summary_request.body["options"]["num_predict"]
+        .as_u64()
+        .unwrap();
     assert!((1..=1638).contains(&asked), "{asked}");
-    assert!(asked < 1638, "an 8,192-token window full of conversation leaves less: {asked}");
+    assert!(
+        asked < 1638,
+        "an 8,192-token window full of conversation leaves less: {asked}"
+    );
     mock.assert_no_violations();
 }
