@@ -233,6 +233,19 @@ fn arguments_text(arguments: &Value) -> String {
     }
 }
 
+/// [`arguments_text`] as a request body field, written without an intermediate string.
+struct ArgumentsText<'a>(&'a Value);
+
+impl Serialize for ArgumentsText<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::String(s) => serializer.serialize_str(s),
+            Value::Null => serializer.serialize_str("{}"),
+            other => serializer.collect_str(other),
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod test_support {
     use super::{ProviderError, ProviderEvent};

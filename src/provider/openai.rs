@@ -6,7 +6,7 @@
 use super::compat::{Compat, MaxTokensField, ThinkingFormat};
 use super::lines::SseDecoder;
 use super::prepare::{self, Joined, Part, View};
-use super::{ProviderError, ProviderEvent, Request};
+use super::{ArgumentsText, ProviderError, ProviderEvent, Request};
 use crate::protocol::{
     AssistantMessage, ContentBlock, Model, StopReason, ThinkingLevel, ToolSpec, Usage,
 };
@@ -492,20 +492,6 @@ struct Call<'a> {
 struct Function<'a> {
     name: &'a str,
     arguments: ArgumentsText<'a>,
-}
-
-/// Arguments as the JSON text the wire format wants (see [`super::arguments_text`]), written
-/// without an intermediate string.
-struct ArgumentsText<'a>(&'a Value);
-
-impl Serialize for ArgumentsText<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Value::String(s) => serializer.serialize_str(s),
-            Value::Null => serializer.serialize_str("{}"),
-            other => serializer.collect_str(other),
-        }
-    }
 }
 
 struct Tools<'a> {

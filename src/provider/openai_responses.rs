@@ -14,7 +14,7 @@
 
 use super::lines::SseDecoder;
 use super::prepare::{self, Joined, Part, View};
-use super::{ProviderError, ProviderEvent, Request, Tokens};
+use super::{ArgumentsText, ProviderError, ProviderEvent, Request, Tokens};
 use crate::protocol::{AssistantMessage, ContentBlock, Model, StopReason, ThinkingLevel, ToolSpec};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
@@ -422,20 +422,6 @@ impl Serialize for DataUrl<'_> {
             "data:{};base64,{}",
             self.mime_type, self.data
         ))
-    }
-}
-
-/// Arguments as JSON text (see [`super::arguments_text`]), written without an intermediate
-/// string.
-struct ArgumentsText<'a>(&'a Value);
-
-impl Serialize for ArgumentsText<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Value::String(s) => serializer.serialize_str(s),
-            Value::Null => serializer.serialize_str("{}"),
-            other => serializer.collect_str(other),
-        }
     }
 }
 
