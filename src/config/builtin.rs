@@ -1,25 +1,131 @@
-//! Providers nova knows without a models.json entry, as Pi's built-in model list does: the
-//! `anthropic` provider with the current Claude models, enabled by `ANTHROPIC_API_KEY` (or an
-//! `apiKey` for `anthropic` in models.json). models.json can change the provider and add or
-//! replace its models; see [`super::Registry::add_builtin`].
+//! Providers nova knows without a models.json entry, as Pi's built-in catalog does: one table,
+//! [`CATALOG`], of each provider Pi 1.6 enables from one environment variable (its name, that
+//! variable, its API and base URL) and its headline models (facts from Pi's catalog). A provider
+//! is enabled by its variable, or by an `apiKey` for it in models.json; models.json can change
+//! the provider and add or replace its models; see [`super::Registry::add_builtin`].
 
 use super::models::ProviderConfig;
 use crate::protocol::{LoadOptions, Model, ModelCost, ThinkingLevel, ThinkingLevelMap};
 use crate::provider::Api;
 use ThinkingLevel::*;
 
-pub const ANTHROPIC: &str = "anthropic";
-/// Where the `anthropic` provider reads its key when models.json gives none.
-pub const ANTHROPIC_KEY_VAR: &str = "ANTHROPIC_API_KEY";
-const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
-const ANTHROPIC_API: &str = "anthropic-messages";
+/// A built-in provider: its name, the variable holding its key, how it is reached, its models.
+pub struct Builtin {
+    pub name: &'static str,
+    pub key_var: &'static str,
+    pub api: Api,
+    pub base_url: &'static str,
+    /// The default model comes first.
+    models: &'static [Row],
+}
+
+/// Every built-in provider, in the order their models are listed. Google is left out until
+/// nova speaks Gemini's API; Mistral goes through its chat completions endpoint (Pi uses its
+/// conversations API).
+pub const CATALOG: &[Builtin] = &[
+    Builtin {
+        name: "anthropic",
+        key_var: "ANTHROPIC_API_KEY",
+        api: Api::AnthropicMessages,
+        base_url: "https://api.anthropic.com",
+        models: CLAUDE,
+    },
+    Builtin {
+        name: "openai",
+        key_var: "OPENAI_API_KEY",
+        api: Api::OpenAiResponses,
+        base_url: "https://api.openai.com/v1",
+        models: OPENAI,
+    },
+    Builtin {
+        name: "openrouter",
+        key_var: "OPENROUTER_API_KEY",
+        api: Api::OpenAiCompletions,
+        base_url: "https://openrouter.ai/api/v1",
+        models: OPENROUTER,
+    },
+    Builtin {
+        name: "groq",
+        key_var: "GROQ_API_KEY",
+        api: Api::OpenAiCompletions,
+        base_url: "https://api.groq.com/openai/v1",
+        models: GROQ,
+    },
+    Builtin {
+        name: "deepseek",
+        key_var: "DEEPSEEK_API_KEY",
+        api: Api::OpenAiCompletions,
+        base_url: "https://api.deepseek.com",
+        models: DEEPSEEK,
+    },
+    Builtin {
+        name: "mistral",
+        key_var: "MISTRAL_API_KEY",
+        api: Api::OpenAiCompletions,
+        base_url: "https://api.mistral.ai/v1",
+        models: MISTRAL,
+    },
+    Builtin {
+        name: "xai",
+        key_var: "XAI_API_KEY",
+        api: Api::OpenAiResponses,
+        base_url: "https://api.x.ai/v1",
+        models: XAI,
+    },
+    Builtin {
+        name: "cerebras",
+        key_var: "CEREBRAS_API_KEY",
+        api: Api::OpenAiCompletions,
+        base_url: "https://api.cerebras.ai/v1",
+        models: CEREBRAS,
+    },
+    Builtin {
+        name: "together",
+        key_var: "TOGETHER_API_KEY",
+        api: Api::OpenAiCompletions,
+        base_url: "https://api.together.ai/v1",
+        models: TOGETHER,
+    },
+    Builtin {
+        name: "fireworks",
+        key_var: "FIREWORKS_API_KEY",
+        api: Api::OpenAiCompletions,
+        base_url: "https://api.fireworks.ai/inference/v1",
+        models: FIREWORKS,
+    },
+    Builtin {
+        name: "huggingface",
+        key_var: "HF_TOKEN",
+        api: Api::OpenAiCompletions,
+        base_url: "https://router.huggingface.co/v1",
+        models: HUGGINGFACE,
+    },
+    Builtin {
+        name: "moonshotai",
+        key_var: "MOONSHOT_API_KEY",
+        api: Api::OpenAiCompletions,
+        base_url: "https://api.moonshot.ai/v1",
+        models: MOONSHOTAI,
+    },
+];
+
+/// The built-in provider called `name`.
+pub fn find(name: &str) -> Option<&'static Builtin> {
+    CATALOG.iter().find(|b| b.name == name)
+}
 
 /// The api and base URL a models.json entry for a built-in provider inherits.
 pub fn defaults(provider: &str) -> Option<(&'static str, &'static str)> {
-    (provider == ANTHROPIC).then_some((ANTHROPIC_API, ANTHROPIC_BASE_URL))
+    find(provider).map(|b| (b.api.as_str(), b.base_url))
 }
 
-/// One Claude model as Pi 1.6's catalogue describes it; every one reasons and takes images.
+/// The key in the built-in provider's variable, when it is set and not empty.
+pub fn env_key(provider: &str) -> Option<String> {
+    let var = find(provider)?.key_var;
+    std::env::var(var).ok().filter(|k| !k.is_empty())
+}
+
+/// One model as Pi 1.6's catalog describes it.
 struct Row {
     id: &'static str,
     name: &'static str,
@@ -27,7 +133,9 @@ struct Row {
     cost: [f64; 4],
     context_window: u64,
     max_tokens: u64,
-    /// Thinks with an effort level instead of a token budget.
+    reasoning: bool,
+    images: bool,
+    /// Thinks with an effort level instead of a token budget (Anthropic's `forceAdaptiveThinking`).
     adaptive: bool,
     /// The thinking level map; `None` marks a level the model does not offer.
     levels: &'static [(ThinkingLevel, Option<&'static str>)],
@@ -41,6 +149,8 @@ const CLAUDE: &[Row] = &[
         cost: [4.0, 20.0, 0.2, 5.0],
         context_window: 1_000_000,
         max_tokens: 128_000,
+        reasoning: true,
+        images: true,
         adaptive: true,
         levels: &[
             (Off, None),
@@ -58,6 +168,8 @@ const CLAUDE: &[Row] = &[
         cost: [10.0, 50.0, 1.0, 12.5],
         context_window: 1_000_000,
         max_tokens: 128_000,
+        reasoning: true,
+        images: true,
         adaptive: true,
         levels: &[(Off, None), (Xhigh, Some("xhigh")), (Max, Some("max"))],
     },
@@ -67,6 +179,8 @@ const CLAUDE: &[Row] = &[
         cost: [10.0, 50.0, 0.25, 12.5],
         context_window: 1_000_000,
         max_tokens: 128_000,
+        reasoning: true,
+        images: true,
         adaptive: true,
         levels: &[(Off, None), (Xhigh, Some("xhigh")), (Max, Some("max"))],
     },
@@ -76,6 +190,8 @@ const CLAUDE: &[Row] = &[
         cost: [8.0, 40.0, 0.2, 10.0],
         context_window: 1_000_000,
         max_tokens: 128_000,
+        reasoning: true,
+        images: true,
         adaptive: true,
         levels: &[(Off, None), (Xhigh, Some("xhigh")), (Max, Some("max"))],
     },
@@ -85,6 +201,8 @@ const CLAUDE: &[Row] = &[
         cost: [1.0, 5.0, 0.1, 1.25],
         context_window: 200_000,
         max_tokens: 64_000,
+        reasoning: true,
+        images: true,
         adaptive: false,
         levels: &[],
     },
@@ -94,6 +212,8 @@ const CLAUDE: &[Row] = &[
         cost: [1.0, 5.0, 0.1, 1.25],
         context_window: 200_000,
         max_tokens: 64_000,
+        reasoning: true,
+        images: true,
         adaptive: false,
         levels: &[],
     },
@@ -103,6 +223,8 @@ const CLAUDE: &[Row] = &[
         cost: [0.1, 0.5, 0.01, 0.125],
         context_window: 1_000_000,
         max_tokens: 128_000,
+        reasoning: true,
+        images: true,
         adaptive: true,
         levels: &[
             (Minimal, None),
@@ -119,6 +241,8 @@ const CLAUDE: &[Row] = &[
         cost: [5.0, 25.0, 0.5, 6.25],
         context_window: 200_000,
         max_tokens: 64_000,
+        reasoning: true,
+        images: true,
         adaptive: false,
         levels: &[],
     },
@@ -128,6 +252,8 @@ const CLAUDE: &[Row] = &[
         cost: [5.0, 25.0, 0.5, 6.25],
         context_window: 200_000,
         max_tokens: 64_000,
+        reasoning: true,
+        images: true,
         adaptive: false,
         levels: &[],
     },
@@ -137,6 +263,8 @@ const CLAUDE: &[Row] = &[
         cost: [5.0, 25.0, 0.5, 6.25],
         context_window: 1_000_000,
         max_tokens: 128_000,
+        reasoning: true,
+        images: true,
         adaptive: true,
         levels: &[(Max, Some("max"))],
     },
@@ -146,6 +274,8 @@ const CLAUDE: &[Row] = &[
         cost: [5.0, 25.0, 0.5, 6.25],
         context_window: 1_000_000,
         max_tokens: 128_000,
+        reasoning: true,
+        images: true,
         adaptive: true,
         levels: &[(Xhigh, Some("xhigh")), (Max, Some("max"))],
     },
@@ -155,6 +285,8 @@ const CLAUDE: &[Row] = &[
         cost: [5.0, 25.0, 0.5, 6.25],
         context_window: 1_000_000,
         max_tokens: 128_000,
+        reasoning: true,
+        images: true,
         adaptive: true,
         levels: &[(Xhigh, Some("xhigh")), (Max, Some("max"))],
     },
@@ -164,6 +296,8 @@ const CLAUDE: &[Row] = &[
         cost: [5.0, 25.0, 0.5, 6.25],
         context_window: 1_000_000,
         max_tokens: 128_000,
+        reasoning: true,
+        images: true,
         adaptive: true,
         levels: &[(Xhigh, Some("xhigh")), (Max, Some("max"))],
     },
@@ -173,6 +307,8 @@ const CLAUDE: &[Row] = &[
         cost: [3.0, 15.0, 0.3, 3.75],
         context_window: 200_000,
         max_tokens: 64_000,
+        reasoning: true,
+        images: true,
         adaptive: false,
         levels: &[],
     },
@@ -182,6 +318,8 @@ const CLAUDE: &[Row] = &[
         cost: [3.0, 15.0, 0.3, 3.75],
         context_window: 200_000,
         max_tokens: 64_000,
+        reasoning: true,
+        images: true,
         adaptive: false,
         levels: &[],
     },
@@ -191,6 +329,8 @@ const CLAUDE: &[Row] = &[
         cost: [3.0, 15.0, 0.3, 3.75],
         context_window: 1_000_000,
         max_tokens: 128_000,
+        reasoning: true,
+        images: true,
         adaptive: true,
         levels: &[(Max, Some("max"))],
     },
@@ -200,6 +340,8 @@ const CLAUDE: &[Row] = &[
         cost: [2.0, 10.0, 0.2, 2.5],
         context_window: 1_000_000,
         max_tokens: 128_000,
+        reasoning: true,
+        images: true,
         adaptive: true,
         levels: &[(Xhigh, Some("xhigh")), (Max, Some("max"))],
     },
@@ -209,6 +351,8 @@ const CLAUDE: &[Row] = &[
         cost: [2.0, 10.0, 0.1, 2.5],
         context_window: 1_000_000,
         max_tokens: 128_000,
+        reasoning: true,
+        images: true,
         adaptive: true,
         levels: &[
             (Off, None),
@@ -222,21 +366,23 @@ const CLAUDE: &[Row] = &[
     },
 ];
 
-/// The built-in `anthropic` provider and its models.
-pub fn anthropic() -> (ProviderConfig, Vec<Model>) {
-    let provider = ProviderConfig {
-        name: ANTHROPIC.to_owned(),
-        api: Api::AnthropicMessages,
-        base_url: ANTHROPIC_BASE_URL.to_owned(),
-        api_key: None,
-        headers: vec![],
-        model_headers: Default::default(),
-    };
-    let models = CLAUDE.iter().map(model).collect();
-    (provider, models)
+impl Builtin {
+    /// The provider as the registry holds it, and its models.
+    pub fn provider_and_models(&self) -> (ProviderConfig, Vec<Model>) {
+        let provider = ProviderConfig {
+            name: self.name.to_owned(),
+            api: self.api,
+            base_url: self.base_url.to_owned(),
+            api_key: None,
+            headers: vec![],
+            model_headers: Default::default(),
+        };
+        let models = self.models.iter().map(|row| model(self, row)).collect();
+        (provider, models)
+    }
 }
 
-fn model(row: &Row) -> Model {
+fn model(provider: &Builtin, row: &Row) -> Model {
     let [input, output, cache_read, cache_write] = row.cost;
     let map: ThinkingLevelMap = row
         .levels
@@ -246,11 +392,15 @@ fn model(row: &Row) -> Model {
     Model {
         id: row.id.to_owned(),
         name: row.name.to_owned(),
-        api: Api::AnthropicMessages,
-        provider: ANTHROPIC.to_owned(),
-        base_url: ANTHROPIC_BASE_URL.to_owned(),
-        reasoning: true,
-        input: vec!["text".to_owned(), "image".to_owned()],
+        api: provider.api,
+        provider: provider.name.to_owned(),
+        base_url: provider.base_url.to_owned(),
+        reasoning: row.reasoning,
+        input: if row.images {
+            vec!["text".to_owned(), "image".to_owned()]
+        } else {
+            vec!["text".to_owned()]
+        },
         cost: ModelCost {
             input,
             output,
@@ -267,6 +417,896 @@ fn model(row: &Row) -> Model {
     }
 }
 
+const OPENAI: &[Row] = &[
+    Row {
+        id: "gpt-5.5",
+        name: "GPT-5.5",
+        cost: [5.0, 30.0, 0.5, 0.0],
+        context_window: 272000,
+        max_tokens: 128000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, Some("none")),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "gpt-5.4",
+        name: "GPT-5.4",
+        cost: [2.5, 15.0, 0.25, 0.0],
+        context_window: 272000,
+        max_tokens: 128000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, Some("none")),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "gpt-5.4-mini",
+        name: "GPT-5.4 mini",
+        cost: [0.75, 4.5, 0.075, 0.0],
+        context_window: 400000,
+        max_tokens: 128000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, Some("none")),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "gpt-5",
+        name: "GPT-5",
+        cost: [1.25, 10.0, 0.125, 0.0],
+        context_window: 400000,
+        max_tokens: 128000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, Some("minimal")),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "gpt-5-mini",
+        name: "GPT-5 Mini",
+        cost: [0.25, 2.0, 0.025, 0.0],
+        context_window: 400000,
+        max_tokens: 128000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, Some("minimal")),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "gpt-4.1",
+        name: "GPT-4.1",
+        cost: [2.0, 8.0, 0.5, 0.0],
+        context_window: 1047576,
+        max_tokens: 32768,
+        reasoning: false,
+        images: true,
+        adaptive: false,
+        levels: &[],
+    },
+];
+const OPENROUTER: &[Row] = &[
+    Row {
+        id: "aion-labs/aion-2.0",
+        name: "AionLabs: Aion-2.0",
+        cost: [0.8, 1.6, 0.2, 0.0],
+        context_window: 131072,
+        max_tokens: 32768,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[(Off, None)],
+    },
+    Row {
+        id: "aion-labs/aion-3.0",
+        name: "AionLabs: Aion-3.0",
+        cost: [3.0, 6.0, 0.75, 0.0],
+        context_window: 131072,
+        max_tokens: 32768,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[(Off, None)],
+    },
+    Row {
+        id: "aion-labs/aion-3.0-mini",
+        name: "AionLabs: Aion-3.0-Mini",
+        cost: [0.7, 1.4, 0.18, 0.0],
+        context_window: 131072,
+        max_tokens: 32768,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[(Off, None)],
+    },
+    Row {
+        id: "aion-labs/aion-3.5",
+        name: "AionLabs: Aion 3.5",
+        cost: [3.0, 6.0, 0.75, 0.0],
+        context_window: 262144,
+        max_tokens: 32768,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "aion-labs/aion-3.5-mini",
+        name: "AionLabs: Aion 3.5 Mini",
+        cost: [0.7, 1.4, 0.18, 0.0],
+        context_window: 262144,
+        max_tokens: 32768,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "amazon/nova-2-lite-v1",
+        name: "Amazon: Nova 2 Lite",
+        cost: [0.3, 2.5, 0.0, 0.0],
+        context_window: 1000000,
+        max_tokens: 65535,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[],
+    },
+];
+const GROQ: &[Row] = &[
+    Row {
+        id: "llama-3.1-8b-instant",
+        name: "Llama 3.1 8B",
+        cost: [0.05, 0.08, 0.0, 0.0],
+        context_window: 131072,
+        max_tokens: 131072,
+        reasoning: false,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "llama-3.3-70b-versatile",
+        name: "Llama 3.3 70B",
+        cost: [0.59, 0.79, 0.0, 0.0],
+        context_window: 131072,
+        max_tokens: 32768,
+        reasoning: false,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "openai/gpt-oss-120b",
+        name: "GPT OSS 120B",
+        cost: [0.15, 0.6, 0.075, 0.0],
+        context_window: 131072,
+        max_tokens: 65536,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "openai/gpt-oss-20b",
+        name: "GPT OSS 20B",
+        cost: [0.075, 0.3, 0.0375, 0.0],
+        context_window: 131072,
+        max_tokens: 65536,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "openai/gpt-oss-safeguard-20b",
+        name: "Safety GPT OSS 20B",
+        cost: [0.075, 0.3, 0.0375, 0.0],
+        context_window: 131072,
+        max_tokens: 65536,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "qwen/qwen3.6-27b",
+        name: "Qwen3.6 27B",
+        cost: [0.6, 3.0, 0.3, 0.0],
+        context_window: 131072,
+        max_tokens: 16384,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, Some("none")),
+            (Minimal, None),
+            (Low, None),
+            (Medium, None),
+            (High, Some("default")),
+            (Xhigh, None),
+            (Max, None),
+        ],
+    },
+];
+const DEEPSEEK: &[Row] = &[
+    Row {
+        id: "deepseek-flash",
+        name: "DeepSeek V4.1 Flash",
+        cost: [0.3, 1.2, 0.006, 0.0],
+        context_window: 1000000,
+        max_tokens: 384000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "deepseek-v4-pro",
+        name: "DeepSeek V4 Pro",
+        cost: [1.32, 3.96, 0.044, 0.0],
+        context_window: 1000000,
+        max_tokens: 384000,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[
+            (Minimal, None),
+            (Low, None),
+            (Medium, None),
+            (High, Some("high")),
+            (Max, Some("max")),
+        ],
+    },
+];
+const XAI: &[Row] = &[
+    Row {
+        id: "grok-4.3",
+        name: "Grok 4.3",
+        cost: [1.25, 2.5, 0.2, 0.0],
+        context_window: 1000000,
+        max_tokens: 30000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, Some("none")),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "grok-4.5",
+        name: "Grok 4.5",
+        cost: [2.0, 6.0, 0.3, 0.0],
+        context_window: 500000,
+        max_tokens: 500000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "grok-4.6",
+        name: "Grok 4.6",
+        cost: [2.0, 6.0, 0.5, 0.0],
+        context_window: 500000,
+        max_tokens: 500000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "grok-4.7",
+        name: "Grok 4.7",
+        cost: [2.0, 6.0, 0.5, 0.0],
+        context_window: 500000,
+        max_tokens: 500000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, None),
+        ],
+    },
+];
+const CEREBRAS: &[Row] = &[
+    Row {
+        id: "gpt-oss-120b",
+        name: "GPT OSS 120B",
+        cost: [0.35, 0.75, 0.35, 0.0],
+        context_window: 131072,
+        max_tokens: 40960,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "qwen-3.8-27b",
+        name: "Qwen3.8 27B",
+        cost: [0.99, 1.49, 0.99, 0.0],
+        context_window: 131072,
+        max_tokens: 40960,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, Some("none")),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, None),
+        ],
+    },
+];
+const TOGETHER: &[Row] = &[
+    Row {
+        id: "deepseek-ai/DeepSeek-V4-Pro-0813",
+        name: "DeepSeek V4 Pro 0813",
+        cost: [1.32, 3.96, 0.13, 0.0],
+        context_window: 1048576,
+        max_tokens: 384000,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[
+            (Minimal, None),
+            (Low, None),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+        ],
+    },
+    Row {
+        id: "deepseek-ai/DeepSeek-V4.1-Flash",
+        name: "DeepSeek V4.1 Flash",
+        cost: [0.3, 1.2, 0.006, 0.0],
+        context_window: 1048576,
+        max_tokens: 384000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[(Minimal, None), (Low, None), (Medium, None)],
+    },
+    Row {
+        id: "meta-models/Muse-Spark-Open-816B-A42B",
+        name: "Muse Spark Open",
+        cost: [1.25, 4.25, 0.15, 0.0],
+        context_window: 1048576,
+        max_tokens: 131072,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[(Minimal, None), (Low, None), (Medium, None)],
+    },
+    Row {
+        id: "MiniMaxAI/MiniMax-M3",
+        name: "MiniMax-M3",
+        cost: [0.3, 1.2, 0.06, 0.0],
+        context_window: 524288,
+        max_tokens: 524288,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[(Minimal, None), (Low, None), (Medium, None)],
+    },
+    Row {
+        id: "moonshotai/Kimi-K3",
+        name: "Kimi K3",
+        cost: [3.0, 15.0, 0.3, 0.0],
+        context_window: 1048576,
+        max_tokens: 1048576,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[(Minimal, None), (Low, None), (Medium, None)],
+    },
+    Row {
+        id: "moonshotai/Kimi-K3.1-Pro",
+        name: "Kimi K3.1 Pro",
+        cost: [2.0, 10.0, 0.2, 0.0],
+        context_window: 1048576,
+        max_tokens: 1048576,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[(Minimal, None), (Low, None), (Medium, None)],
+    },
+];
+const FIREWORKS: &[Row] = &[
+    Row {
+        id: "accounts/fireworks/models/glm-5p3",
+        name: "GLM 5.3",
+        cost: [1.4, 4.4, 0.26, 0.0],
+        context_window: 1048573,
+        max_tokens: 262144,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "accounts/fireworks/models/glm-5p3-flash",
+        name: "GLM 5.3 Flash",
+        cost: [0.15, 0.5, 0.03, 0.0],
+        context_window: 1048573,
+        max_tokens: 131072,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "accounts/fireworks/models/kimi-k3",
+        name: "Kimi K3",
+        cost: [3.0, 15.0, 0.3, 0.0],
+        context_window: 1048576,
+        max_tokens: 1048576,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "accounts/fireworks/models/kimi-k3p1-pro",
+        name: "Kimi K3.1 Pro",
+        cost: [2.0, 10.0, 0.2, 0.0],
+        context_window: 1048576,
+        max_tokens: 1048576,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "accounts/fireworks/routers/glm-5p3-fast",
+        name: "GLM 5.3 Fast",
+        cost: [2.1, 6.6, 0.39, 0.0],
+        context_window: 1048572,
+        max_tokens: 262144,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "accounts/fireworks/routers/glm-5p3-spot",
+        name: "GLM 5.3 Spot",
+        cost: [0.7, 2.2, 0.13, 0.0],
+        context_window: 1048573,
+        max_tokens: 262144,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+];
+const HUGGINGFACE: &[Row] = &[
+    Row {
+        id: "deepseek-ai/DeepSeek-R1",
+        name: "DeepSeek-R1",
+        cost: [0.7, 2.5, 0.0, 0.0],
+        context_window: 64000,
+        max_tokens: 32768,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "deepseek-ai/DeepSeek-R1-0528",
+        name: "DeepSeek-R1-0528",
+        cost: [3.0, 5.0, 0.0, 0.0],
+        context_window: 163840,
+        max_tokens: 32768,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "deepseek-ai/DeepSeek-V3",
+        name: "DeepSeek-V3",
+        cost: [0.4, 1.3, 0.0, 0.0],
+        context_window: 64000,
+        max_tokens: 8192,
+        reasoning: false,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "deepseek-ai/DeepSeek-V3-0324",
+        name: "DeepSeek V3 0324",
+        cost: [0.27, 1.12, 0.0, 0.0],
+        context_window: 163840,
+        max_tokens: 163840,
+        reasoning: false,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "deepseek-ai/DeepSeek-V3.1",
+        name: "DeepSeek-V3.1",
+        cost: [0.27, 1.0, 0.0, 0.0],
+        context_window: 131072,
+        max_tokens: 8192,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "deepseek-ai/DeepSeek-V3.2",
+        name: "DeepSeek-V3.2",
+        cost: [0.28, 0.4, 0.0, 0.0],
+        context_window: 163840,
+        max_tokens: 65536,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+];
+const MOONSHOTAI: &[Row] = &[
+    Row {
+        id: "kimi-k2.6",
+        name: "Kimi K2.6",
+        cost: [0.95, 4.0, 0.16, 0.0],
+        context_window: 262144,
+        max_tokens: 262144,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "kimi-k2.7-code",
+        name: "Kimi K2.7 Code",
+        cost: [0.95, 4.0, 0.19, 0.0],
+        context_window: 262144,
+        max_tokens: 262144,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[(Off, None)],
+    },
+    Row {
+        id: "kimi-k2.7-code-highspeed",
+        name: "Kimi K2.7 Code HighSpeed",
+        cost: [1.9, 8.0, 0.38, 0.0],
+        context_window: 262144,
+        max_tokens: 262144,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[(Off, None)],
+    },
+    Row {
+        id: "kimi-k3",
+        name: "Kimi K3",
+        cost: [3.0, 15.0, 0.3, 0.0],
+        context_window: 1048576,
+        max_tokens: 1048576,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "kimi-k3.1-pro",
+        name: "Kimi K3.1 Pro",
+        cost: [2.0, 10.0, 0.2, 0.0],
+        context_window: 1048576,
+        max_tokens: 1048576,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "kimi-k3.1-pro-highspeed",
+        name: "Kimi K3.1 Pro Highspeed",
+        cost: [4.0, 20.0, 0.2, 0.0],
+        context_window: 1048576,
+        max_tokens: 1048576,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+];
+
+const MISTRAL: &[Row] = &[
+    Row {
+        id: "devstral-latest",
+        name: "Devstral 2",
+        cost: [0.4, 2.0, 0.04, 0.0],
+        context_window: 262144,
+        max_tokens: 262144,
+        reasoning: false,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "devstral-medium-latest",
+        name: "Devstral 2 (latest)",
+        cost: [0.4, 2.0, 0.04, 0.0],
+        context_window: 262144,
+        max_tokens: 262144,
+        reasoning: false,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "codestral-latest",
+        name: "Codestral (latest)",
+        cost: [0.3, 0.9, 0.03, 0.0],
+        context_window: 256000,
+        max_tokens: 4096,
+        reasoning: false,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "mistral-large-latest",
+        name: "Mistral Large (latest)",
+        cost: [0.7, 2.1, 0.07, 0.0],
+        context_window: 1048576,
+        max_tokens: 262144,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "mistral-medium-latest",
+        name: "Mistral Medium (latest)",
+        cost: [1.5, 7.5, 0.15, 0.0],
+        context_window: 262144,
+        max_tokens: 262144,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, Some("none")),
+            (Minimal, None),
+            (Low, None),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, None),
+        ],
+    },
+    Row {
+        id: "mistral-small-latest",
+        name: "Mistral Small (latest)",
+        cost: [0.15, 0.6, 0.015, 0.0],
+        context_window: 262144,
+        max_tokens: 256000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, Some("none")),
+            (Minimal, None),
+            (Low, None),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, None),
+        ],
+    },
+];
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -274,18 +1314,37 @@ mod tests {
 
     #[test]
     fn the_table_is_sound() {
-        let (provider, models) = anthropic();
+        let mut names: Vec<&str> = CATALOG.iter().map(|b| b.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), CATALOG.len(), "provider names are unique");
+        for builtin in CATALOG {
+            let (provider, models) = builtin.provider_and_models();
+            assert!(!models.is_empty(), "{}", provider.name);
+            assert!(builtin.key_var.ends_with("_KEY") || builtin.key_var.ends_with("_TOKEN"));
+            let mut ids: Vec<&str> = models.iter().map(|m| m.id.as_str()).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            assert_eq!(
+                ids.len(),
+                models.len(),
+                "ids are unique in {}",
+                provider.name
+            );
+            for m in &models {
+                assert!(m.max_tokens <= m.context_window, "{}", m.id);
+                assert!(m.cost.cache_read <= m.cost.input, "{}", m.id);
+                assert_eq!(m.api, builtin.api);
+            }
+        }
+        let (provider, models) = find("anthropic").unwrap().provider_and_models();
         assert_eq!(provider.api, Api::AnthropicMessages);
         assert_eq!(models[0].id, "claude-opus-5-5");
-        let mut ids: Vec<&str> = models.iter().map(|m| m.id.as_str()).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        assert_eq!(ids.len(), models.len(), "ids are unique");
-        for m in &models {
-            assert!(m.max_tokens < m.context_window, "{}", m.id);
-            assert!(m.cost.cache_read < m.cost.input, "{}", m.id);
-            assert!(m.accepts_images() && m.reasoning, "{}", m.id);
-        }
+        assert!(models.iter().all(|m| m.accepts_images() && m.reasoning));
+        assert_eq!(
+            defaults("openai"),
+            Some(("openai-responses", "https://api.openai.com/v1"))
+        );
         let sonnet = models.iter().find(|m| m.id == "claude-sonnet-4-5").unwrap();
         assert!(!sonnet.adaptive_thinking());
         assert_eq!(sonnet.thinking_levels().last(), Some(&High));

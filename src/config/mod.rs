@@ -167,8 +167,12 @@ pub async fn load_process(
             discover_ollama(discover, max_context).await
         }
     };
-    if anthropic_enabled(&registry) {
-        let (provider, models) = builtin::anthropic();
+    let enabled: Vec<&builtin::Builtin> = builtin::CATALOG
+        .iter()
+        .filter(|b| builtin_enabled(&registry, b))
+        .collect();
+    for builtin in enabled {
+        let (provider, models) = builtin.provider_and_models();
         registry.add_builtin(provider, models);
     }
     registry.set_keep_alive(user_settings.ollama.keep_alive.as_ref());
@@ -321,13 +325,13 @@ fn mcp_config(
     }
 }
 
-/// Pi lists a built-in provider's models once it has a key: `ANTHROPIC_API_KEY`, or an
-/// `apiKey` given to the `anthropic` provider in models.json.
-fn anthropic_enabled(registry: &Registry) -> bool {
+/// Pi lists a built-in provider's models once it has a key: its variable (`OPENAI_API_KEY`, …),
+/// or an `apiKey` given to the provider of that name in models.json.
+fn builtin_enabled(registry: &Registry, builtin: &builtin::Builtin) -> bool {
     let configured = registry
-        .provider(builtin::ANTHROPIC)
+        .provider(builtin.name)
         .is_some_and(|p| p.api_key.is_some());
-    configured || std::env::var(builtin::ANTHROPIC_KEY_VAR).is_ok_and(|k| !k.is_empty())
+    configured || builtin::env_key(builtin.name).is_some()
 }
 
 async fn discover_ollama(

@@ -314,9 +314,7 @@ impl Registry {
             return Ok((None, vec![]));
         };
         let key = match &provider.api_key {
-            None if provider.name == builtin::ANTHROPIC => {
-                std::env::var(builtin::ANTHROPIC_KEY_VAR).ok()
-            }
+            None => builtin::env_key(&provider.name),
             Some(raw) => {
                 Some(
                     self.resolve_value(raw)
@@ -328,7 +326,6 @@ impl Registry {
                         })?,
                 )
             }
-            None => None,
         };
         let own = provider.model_headers.get(&model.id).into_iter().flatten();
         let mut headers: Vec<(String, String)> = Vec::with_capacity(provider.headers.len());
@@ -511,7 +508,7 @@ mod tests {
             &mut Vec::new(),
         )
         .unwrap();
-        let (provider, models) = builtin::anthropic();
+        let (provider, models) = builtin::find("anthropic").unwrap().provider_and_models();
         let builtin_count = models.len();
         r.add_builtin(provider, models);
         let mine = r.find("anthropic", "my-claude").unwrap();
@@ -562,14 +559,14 @@ mod tests {
     #[tokio::test]
     async fn anthropic_reads_its_key_from_the_environment() {
         let mut r = Registry::default();
-        let (provider, models) = builtin::anthropic();
+        let (provider, models) = builtin::find("anthropic").unwrap().provider_and_models();
         r.add_builtin(provider, models);
         let model = r.models()[0].clone();
         assert_eq!(model.base_url, "https://api.anthropic.com");
         let (key, _) = r.credentials(&model).await.unwrap();
         assert_eq!(
             key,
-            std::env::var(builtin::ANTHROPIC_KEY_VAR)
+            std::env::var(builtin::find("anthropic").unwrap().key_var)
                 .ok()
                 .filter(|k| !k.is_empty())
         );

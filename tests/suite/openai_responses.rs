@@ -262,3 +262,48 @@ fn a_context_overflow_event_reads_as_overflow() {
     assert_eq!(compaction["reason"], "overflow");
     mock.assert_no_violations();
 }
+
+#[test]
+fn the_builtin_catalog_lists_only_providers_with_a_key() {
+    let mock = MockLlm::start();
+    let override_only = json!({"providers": {"openai": {"baseUrl": mock.base_url_openai()}}});
+    let providers = |nova: &mut Nova| {
+        let list = nova.request_ok(json!({"type": "get_available_models"}));
+        let mut names: Vec<String> = list["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["provider"].as_str().unwrap().to_owned())
+            .collect();
+        names.dedup();
+        names
+    };
+    let mut without = Nova::builder().models_json(override_only.clone()).spawn();
+    assert_eq!(
+        providers(&mut without),
+        Vec::<String>::new(),
+        "no key, no models"
+    );
+
+    let mut nova = Nova::builder()
+        .models_json(override_only.clone())
+        .env("OPENAI_API_KEY", "sk-openai-env")
+        .env("GROQ_API_KEY", "gsk-env")
+        .args(["--model", "openai/gpt-5.5", "--thinking", "low"])
+        .spawn();
+    assert_eq!(providers(&mut nova), ["openai", "groq"]);
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    assert_eq!(state["model"]["api"], "openai-responses");
+    assert_eq!(state["model"]["baseUrl"], mock.base_url_openai());
+    assert_eq!(state["model"]["contextWindow"], 272000);
+
+    mock.push(Reply::text("from the catalog"));
+    let events = nova.run_prompt("hi");
+    assert_eq!(text_of(&last_assistant(&events)), "from the catalog");
+    let r = &mock.chat_requests()[0];
+    assert_eq!(r.path, "/v1/responses");
+    assert_eq!(r.header("authorization"), Some("Bearer sk-openai-env"));
+    assert_eq!(r.body["model"], "gpt-5.5");
+    assert_eq!(r.body["reasoning"]["effort"], "low");
+    mock.assert_no_violations();
+}

@@ -227,12 +227,15 @@ impl NovaBuilder {
             .env("NOVA_AGENT_DIR", agent)
             .env("HOME", self.home.path())
             .env_remove("PI_CODING_AGENT_DIR")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OLLAMA_HOST")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // Every built-in provider's key, from the catalog itself, so a developer's real keys
+        // never reach a test (nor enable providers it does not expect).
+        for builtin in nova::config::builtin::CATALOG {
+            cmd.env_remove(builtin.key_var);
+        }
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
