@@ -47,6 +47,10 @@ pub struct Cli {
     /// Startup model: `<id>` or `<provider>/<id>`.
     #[arg(long)]
     pub model: Option<String>,
+    /// API key for the startup model's provider (`--provider`, else the provider of `--model`,
+    /// else the first model's), over every other key, as Pi's flag is.
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
     /// Models that `cycle_model` goes through, comma-separated: ids, `provider/id`s or globs,
     /// each optionally ending in `:<thinking level>`.
     #[arg(long, value_delimiter = ',', value_name = "PATTERNS")]

@@ -1,6 +1,7 @@
 //! Flags, agent dir, `models.json` and `settings.json` → what the process shares
 //! ([`Process`]), then one validated [`Config`] per session ([`Process::session`]).
 
+pub mod auth;
 pub mod builtin;
 pub mod cli;
 mod error;
@@ -167,6 +168,16 @@ pub async fn load_process(
             discover_ollama(discover, max_context).await
         }
     };
+    registry.set_auth(auth::load(&agent_dir.join("auth.json"), &mut warnings));
+    // A key on the command line for a provider named there (`--provider`, or a built-in one
+    // in `--model provider/id`) is that provider's, and enables it when it is built in.
+    let named = cli.provider.clone().or_else(|| {
+        let (provider, _) = cli.model.as_deref()?.split_once('/')?;
+        builtin::find(provider).map(|b| b.name.to_owned())
+    });
+    if let (Some(key), Some(provider)) = (&cli.api_key, &named) {
+        registry.set_runtime_key(provider.clone(), key.clone());
+    }
     let enabled: Vec<&builtin::Builtin> = builtin::CATALOG
         .iter()
         .filter(|b| builtin_enabled(&registry, b))
@@ -174,6 +185,17 @@ pub async fn load_process(
     for builtin in enabled {
         let (provider, models) = builtin.provider_and_models();
         registry.add_builtin(provider, models);
+    }
+    if let Some(key) = cli.api_key.as_ref().filter(|_| named.is_none()) {
+        let target = cli
+            .model
+            .as_deref()
+            .and_then(|m| registry.resolve(None, m))
+            .or_else(|| registry.models().first())
+            .map(|m| m.provider.clone());
+        if let Some(provider) = target {
+            registry.set_runtime_key(provider, key.clone());
+        }
     }
     registry.set_keep_alive(user_settings.ollama.keep_alive.as_ref());
     Ok(Process {
@@ -331,7 +353,7 @@ fn builtin_enabled(registry: &Registry, builtin: &builtin::Builtin) -> bool {
     let configured = registry
         .provider(builtin.name)
         .is_some_and(|p| p.api_key.is_some());
-    configured || builtin::env_key(builtin.name).is_some()
+    configured || registry.has_stored_key(builtin.name) || builtin::env_key(builtin.name).is_some()
 }
 
 async fn discover_ollama(

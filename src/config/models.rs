@@ -36,6 +36,10 @@ pub struct Registry {
     models: Vec<Model>,
     /// Output of `!command` values, run once per process as Pi caches them.
     command_cache: secret::CommandCache,
+    /// Keys from auth.json, as written.
+    auth: super::auth::AuthKeys,
+    /// The command line's `--api-key`, for the provider it applies to.
+    runtime_key: Option<(String, String)>,
 }
 
 #[derive(Deserialize)]
@@ -91,7 +95,28 @@ impl Registry {
             providers,
             models,
             command_cache: secret::CommandCache::default(),
+            auth: Default::default(),
+            runtime_key: None,
         }
+    }
+
+    /// The keys of auth.json, used before models.json's `apiKey` as Pi uses them.
+    pub fn set_auth(&mut self, auth: super::auth::AuthKeys) {
+        self.auth = auth;
+    }
+
+    /// The command line's `--api-key` for `provider`: it wins over every other key.
+    pub fn set_runtime_key(&mut self, provider: String, key: String) {
+        self.runtime_key = Some((provider, key));
+    }
+
+    /// Whether `provider` has a key from the command line or auth.json (the sources that
+    /// enable a built-in provider beside its variable and models.json).
+    pub fn has_stored_key(&self, provider: &str) -> bool {
+        self.runtime_key
+            .as_ref()
+            .is_some_and(|(p, _)| p == provider)
+            || self.auth.get(provider).is_some()
     }
 
     /// Parses a models.json. `Ok(None)` when the file does not exist.
@@ -313,9 +338,30 @@ impl Registry {
         let Some(provider) = self.provider(&model.provider) else {
             return Ok((None, vec![]));
         };
-        let key = match &provider.api_key {
-            None => builtin::env_key(&provider.name),
+        let runtime = self
+            .runtime_key
+            .as_ref()
+            .filter(|(p, _)| *p == provider.name)
+            .map(|(_, key)| key.clone());
+        // Pi's order: the command line, auth.json, models.json's `apiKey`, the environment.
+        let stored = match self.auth.get(&provider.name).filter(|_| runtime.is_none()) {
             Some(raw) => {
+                Some(
+                    self.resolve_value(raw)
+                        .await
+                        .map_err(|reason| ConfigError::Secret {
+                            what: "auth.json key".to_owned(),
+                            provider: provider.name.clone(),
+                            reason,
+                        })?,
+                )
+            }
+            None => runtime,
+        };
+        let key = match (&stored, &provider.api_key) {
+            (Some(_), _) => stored,
+            (None, None) => builtin::env_key(&provider.name),
+            (None, Some(raw)) => {
                 Some(
                     self.resolve_value(raw)
                         .await

@@ -1,6 +1,7 @@
 //! The integration suite, one file per capability.
 
 mod anthropic;
+mod auth;
 mod backpressure;
 mod bounds;
 mod cli;

@@ -1,0 +1,138 @@
+//! `auth.json` in the agent dir, in Pi 1.6's format: `{"<provider>": {"type": "api_key", "key":
+//! "…"}}`, the key literal, `$VAR` or `!command` (resolved by [`crate::secret`] when a request
+//! first needs it, a command's output cached for the process). OAuth entries are recognised
+//! and reported as not supported yet. The file holds secrets, so a mode looser than 0600 is
+//! warned about, and nothing read from it is ever echoed.
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The `api_key` entries of an auth.json: provider name to the key as written.
+#[derive(Debug, Default, Clone)]
+pub struct AuthKeys(BTreeMap<String, String>);
+
+impl AuthKeys {
+    pub fn get(&self, provider: &str) -> Option<&str> {
+        self.0.get(provider).map(String::as_str)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Entry {
+    ApiKey {
+        #[serde(default)]
+        key: Option<String>,
+    },
+    #[serde(rename = "oauth")]
+    OAuth {},
+}
+
+/// Reads `path`; a missing file is no keys. Problems are warnings naming the provider, never
+/// the key.
+pub fn load(path: &Path, warnings: &mut Vec<String>) -> AuthKeys {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return AuthKeys::default(),
+        Err(e) => {
+            warnings.push(format!("ignoring {}: {e}", path.display()));
+            return AuthKeys::default();
+        }
+    };
+    warn_if_readable_by_others(path, warnings);
+    let entries: BTreeMap<String, Value> = match serde_json::from_str(&text) {
+        Ok(entries) => entries,
+        Err(e) => {
+            // serde's message quotes no input, so it cannot leak a key.
+            warnings.push(format!(
+                "ignoring {}: not a JSON object of providers: {e}",
+                path.display()
+            ));
+            return AuthKeys::default();
+        }
+    };
+    let mut keys = BTreeMap::new();
+    for (provider, value) in entries {
+        match serde_json::from_value::<Entry>(value) {
+            Ok(Entry::ApiKey { key: Some(key) }) if !key.is_empty() => {
+                keys.insert(provider, key);
+            }
+            Ok(Entry::ApiKey { .. }) => warnings.push(format!(
+                "auth.json: provider \"{provider}\" has an api_key entry without a key"
+            )),
+            Ok(Entry::OAuth {}) => warnings.push(format!(
+                "auth.json: provider \"{provider}\" is logged in with OAuth, which nova does not \
+                 support yet; give it an API key (\"type\": \"api_key\") to use it"
+            )),
+            Err(_) => warnings.push(format!(
+                "auth.json: provider \"{provider}\" has an entry nova cannot read (expected \
+                 \"type\": \"api_key\" with a \"key\")"
+            )),
+        }
+    }
+    AuthKeys(keys)
+}
+
+#[cfg(unix)]
+fn warn_if_readable_by_others(path: &Path, warnings: &mut Vec<String>) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(path) {
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            warnings.push(format!(
+                "{} holds keys but its mode is {mode:04o}; make it private with `chmod 600 {}`",
+                path.display(),
+                path.display()
+            ));
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn warn_if_readable_by_others(_path: &Path, _warnings: &mut Vec<String>) {}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_oauth_and_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("auth.json");
+        let mut warnings = Vec::new();
+        assert!(load(&path, &mut warnings).get("openai").is_none());
+        assert!(warnings.is_empty());
+        std::fs::write(
+            &path,
+            r#"{"openai": {"type": "api_key", "key": "sk-literal"},
+                "groq": {"type": "api_key", "key": "$GROQ_KEY", "env": {}},
+                "anthropic": {"type": "oauth", "access": "tok-secret", "refresh": "r", "expires": 1},
+                "odd": {"type": "cookie", "value": "tok-secret"}}"#,
+        )
+        .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        let keys = load(&path, &mut warnings);
+        assert_eq!(keys.get("openai"), Some("sk-literal"));
+        assert_eq!(keys.get("groq"), Some("$GROQ_KEY"));
+        assert_eq!(keys.get("anthropic"), None);
+        let all = warnings.join("\n");
+        assert!(
+            all.contains("\"anthropic\" is logged in with OAuth"),
+            "{all}"
+        );
+        assert!(all.contains("\"odd\""), "{all}");
+        assert!(
+            !all.contains("secret") && !all.contains("sk-literal"),
+            "{all}"
+        );
+        #[cfg(unix)]
+        assert!(all.contains("mode is 0644"), "{all}");
+    }
+}

@@ -1,0 +1,108 @@
+//! auth.json in Pi 1.6's format: its keys (literal, `$VAR`, `!command`) reach the provider in
+//! Pi's order (`--api-key`, auth.json, models.json's `apiKey`, the environment), enable built-in
+//! providers, and appear nowhere else: not on stdout, stderr, in the session file or an export.
+//! An OAuth entry and a loose file mode are warned about.
+
+use super::providers::{last_assistant, text_of};
+use crate::support::mock_llm::{MockLlm, Reply};
+use crate::support::nova_proc::Nova;
+use serde_json::json;
+
+const SECRET: &str = "sk-auth-json-7f3a9c";
+
+fn auth_json() -> String {
+    json!({
+        "openai": {"type": "api_key", "key": format!("!printf {SECRET}")},
+        "anthropic": {"type": "oauth", "access": "at-secret", "refresh": "rt-secret",
+                      "expires": 1},
+    })
+    .to_string()
+}
+
+#[test]
+fn auth_json_keys_reach_only_the_provider() {
+    let mock = MockLlm::start();
+    // models.json names a key too: auth.json's comes first, as in Pi.
+    let models = json!({"providers": {"openai": {"baseUrl": mock.base_url_openai(),
+        "apiKey": "sk-models-json"}}});
+    let mut nova = Nova::builder()
+        .models_json(models.clone())
+        .agent_file("auth.json", auth_json())
+        .env("OPENAI_API_KEY", "sk-from-env")
+        .args(["--model", "openai/gpt-5.5"])
+        .spawn();
+    mock.push(Reply::text("keyed"));
+    let events = nova.run_prompt("hi");
+    assert_eq!(text_of(&last_assistant(&events)), "keyed");
+    let r = &mock.chat_requests()[0];
+    assert_eq!(
+        r.header("authorization"),
+        Some(format!("Bearer {SECRET}").as_str())
+    );
+
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    let session = std::fs::read_to_string(state["sessionFile"].as_str().unwrap()).unwrap();
+    let page = nova.request_ok(json!({"type": "export_html"}));
+    let html = std::fs::read_to_string(page["path"].as_str().unwrap()).unwrap();
+    let stderr = nova.stderr_with("OAuth");
+    assert!(
+        stderr.contains("\"anthropic\" is logged in with OAuth, which nova does not support yet"),
+        "{stderr}"
+    );
+    #[cfg(unix)]
+    assert!(stderr.contains("chmod 600"), "{stderr}");
+    let stdout: String = nova.log().iter().map(|l| l.raw.clone() + "\n").collect();
+    for (what, text) in [
+        ("stdout", &stdout),
+        ("stderr", &stderr),
+        ("session", &session),
+        ("export", &html),
+    ] {
+        for secret in [SECRET, "at-secret", "rt-secret"] {
+            assert!(!text.contains(secret), "{secret} in {what}");
+        }
+    }
+    // The OAuth entry did not enable the built-in Anthropic provider.
+    let list = nova.request_ok(json!({"type": "get_available_models"}));
+    assert!(
+        list["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["provider"] == "openai"),
+        "{list}"
+    );
+
+    // The command line's key wins over auth.json.
+    let mut flagged = Nova::builder()
+        .models_json(models)
+        .agent_file("auth.json", auth_json())
+        .args(["--model", "openai/gpt-5.5", "--api-key", "sk-flag"])
+        .spawn();
+    mock.push(Reply::text("flagged"));
+    flagged.run_prompt("hi");
+    let r = &mock.chat_requests()[1];
+    assert_eq!(r.header("authorization"), Some("Bearer sk-flag"));
+    mock.assert_no_violations();
+}
+
+#[test]
+fn a_key_only_in_auth_json_enables_the_builtin_provider() {
+    let mock = MockLlm::start();
+    let mut nova = Nova::builder()
+        .models_json(json!({"providers": {"groq": {"baseUrl": mock.base_url_openai()}}}))
+        .agent_file(
+            "auth.json",
+            json!({"groq": {"type": "api_key", "key": "gsk-literal"}}).to_string(),
+        )
+        .spawn();
+    let list = nova.request_ok(json!({"type": "get_available_models"}));
+    let models = list["models"].as_array().unwrap();
+    assert!(!models.is_empty() && models.iter().all(|m| m["provider"] == "groq"));
+    mock.push(Reply::text("hello"));
+    nova.run_prompt("hi");
+    assert_eq!(
+        mock.chat_requests()[0].header("authorization"),
+        Some("Bearer gsk-literal")
+    );
+}
