@@ -12,7 +12,8 @@ mod compat;
 mod details;
 pub use compat::{CompatFlags, MaxTokensField, ModelCompat, ThinkingFormat};
 pub use details::{
-    EditDetails, McpDetails, OutputDetails, ToolDetails, TruncatedBy, TruncationDetails,
+    COMMAND_OUTPUT_MAX_BYTES, CommandOutcome, EditDetails, McpDetails, OutputDetails, ToolDetails,
+    TruncatedBy, TruncationDetails,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1040,6 +1041,9 @@ pub struct ToolResultPayload {
     pub content: Vec<ContentBlock>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub details: Option<ToolDetails>,
+    /// Only on a finished call's result, and only from tools that report one (`bash`).
+    #[serde(rename = "structuredContent", skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Box<CommandOutcome>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -295,6 +295,7 @@ fn end(agent: &Agent, call: &Call, ran: Ran) -> Message {
         result: ToolResultPayload {
             content: output.content.clone(),
             details: details.clone(),
+            structured_content: output.structured,
         },
         is_error: output.is_error,
         duration_ms,

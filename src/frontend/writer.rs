@@ -294,6 +294,7 @@ mod tests {
             partial_result: ToolResultPayload {
                 content: Vec::new(),
                 details: Some(serde_json::json!(text).into()),
+                structured_content: None,
             },
         }
     }

@@ -85,6 +85,7 @@ pub fn to_output(server: &str, tool: &str, result: CallToolResult, limits: Limit
         content,
         details: Some(ToolDetails::Mcp(details)),
         is_error,
+        structured: None,
     }
 }
 

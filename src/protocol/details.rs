@@ -180,3 +180,20 @@ mod tests {
         }
     }
 }
+
+/// What a command produced, for programs rather than the model (Pi 1.6's `structuredContent` of
+/// `bash`): the whole output where the model sees only its tail, up to
+/// [`COMMAND_OUTPUT_MAX_BYTES`] (beyond that its first and last halves around a note of what was
+/// left out), the exit code and the wall time. Pi's field names.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommandOutcome {
+    pub output: String,
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_output_path: Option<String>,
+    pub exit_code: i32,
+    pub wall_time_seconds: f64,
+}
+
+/// How much of a command's output [`CommandOutcome`] carries, as Pi 1.6 caps it.
+pub const COMMAND_OUTPUT_MAX_BYTES: usize = 1024 * 1024;

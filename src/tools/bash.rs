@@ -9,8 +9,12 @@
 
 use super::output::{MAX_FILE_BYTES, Output, OutputFiles, Snapshot};
 use super::truncate::{Limits, MAX_BYTES, TruncatedBy, format_size};
+use super::utf8::Lossy;
 use super::{ToolContext, ToolOutput, ToolResult, UpdateFn};
-use crate::protocol::{ContentBlock, OutputDetails, ToolDetails, ToolResultPayload, ToolSpec};
+use crate::protocol::{
+    COMMAND_OUTPUT_MAX_BYTES, CommandOutcome, ContentBlock, OutputDetails, ToolDetails,
+    ToolResultPayload, ToolSpec,
+};
 use crate::sandbox::{GroupStop, Placeholders, Sandbox, kept};
 use nix::sys::signal::Signal;
 use serde::Deserialize;
@@ -135,6 +139,7 @@ async fn execute(
         on_update(ToolResultPayload {
             content: Vec::new(),
             details: None,
+            structured_content: None,
         });
     }
     let (reader, mut child, placeholders) =
@@ -233,6 +238,7 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
     let progress = Progress::Snapshots(&ctx.on_update);
     let sandbox = (args.sandbox != Some(false) && ctx.sandbox.wraps_commands())
         .then_some(ctx.sandbox.as_ref());
+    let started = Instant::now();
     let (ending, mut output) = execute(
         &args.command,
         &ctx.cwd,
@@ -267,12 +273,20 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         status.code(),
         std::os::unix::process::ExitStatusExt::signal(&status),
     ) {
-        (Some(0), _) => Ok(ToolOutput::text(text, details)),
+        (Some(0), _) => Ok(ToolOutput {
+            structured: Some(Box::new(outcome(&snapshot, 0, started.elapsed()).await)),
+            ..ToolOutput::text(text, details)
+        }),
         (Some(code), _) => {
             let failed = with_status(&text, &format!("Command exited with code {code}"));
-            Err(match sandbox.and_then(|s| s.refusal_note(&text)) {
+            let failed = match sandbox.and_then(|s| s.refusal_note(&text)) {
                 Some(note) => format!("{failed}\n\n{note}"),
                 None => failed,
+            };
+            // A failed result like any other, with what the command produced for programs.
+            Ok(ToolOutput {
+                structured: Some(Box::new(outcome(&snapshot, code, started.elapsed()).await)),
+                ..ToolOutput::error(failed)
             })
         }
         (None, Some(sig)) => {
@@ -284,6 +298,65 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         }
         (None, None) => Ok(ToolOutput::text(text, details)),
     }
+}
+
+/// What a command that exited produced, for programs: the whole output where the model was
+/// shown its tail (read back from the full-output file), as Pi 1.6 reports it.
+async fn outcome(snapshot: &Snapshot, exit_code: i32, took: Duration) -> CommandOutcome {
+    let shown = &snapshot.truncation;
+    let whole = match (&snapshot.full_output_path, shown.truncated) {
+        (Some(path), true) => {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || read_output_file(&path))
+                .await
+                .ok()
+                .flatten()
+        }
+        (_, false) => Some((shown.content.clone(), false)),
+        (None, true) => None,
+    };
+    let (output, cut) = whole.unwrap_or_else(|| (shown.content.clone(), true));
+    let truncated = cut || (snapshot.full_output_path.is_some() && snapshot.full_output_cut);
+    CommandOutcome {
+        output,
+        truncated,
+        full_output_path: snapshot
+            .full_output_path
+            .as_ref()
+            .filter(|_| truncated)
+            .map(|p| p.display().to_string()),
+        exit_code,
+        wall_time_seconds: (took.as_secs_f64() * 10.0).round() / 10.0,
+    }
+}
+
+/// The file's text, whole up to [`COMMAND_OUTPUT_MAX_BYTES`], else its first and last halves
+/// around a note of how much was left out (cut at character boundaries); and whether any was.
+fn read_output_file(path: &Path) -> Option<(String, bool)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).ok()?;
+    let size = file.metadata().ok()?.len();
+    let max = COMMAND_OUTPUT_MAX_BYTES as u64;
+    if size <= max {
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).ok()?;
+        return Some((String::from_utf8_lossy(&bytes).into_owned(), false));
+    }
+    let half = max / 2;
+    let mut head = vec![0; usize::try_from(half).ok()?];
+    file.read_exact(&mut head).ok()?;
+    let mut tail = vec![0; usize::try_from(max - half).ok()?];
+    file.seek(SeekFrom::Start(size - (max - half))).ok()?;
+    file.read_exact(&mut tail).ok()?;
+    // The head holds back a character it cuts; the tail skips the rest of one.
+    let head = Lossy::default().push(&head);
+    let start = tail.iter().take_while(|b| *b & 0xC0 == 0x80).count();
+    let tail = String::from_utf8_lossy(&tail[start..]);
+    let omitted = size - max;
+    Some((
+        format!("{head}\n\n[... {omitted} bytes omitted ...]\n\n{tail}"),
+        true,
+    ))
 }
 
 fn with_status(text: &str, status: &str) -> String {
@@ -434,6 +507,7 @@ impl Stream<'_> {
         on_update(ToolResultPayload {
             content: vec![ContentBlock::text(snapshot.truncation.content)],
             details,
+            structured_content: None,
         });
     }
 }

@@ -24,7 +24,7 @@ mod write;
 mod zoom;
 
 use crate::protocol::ToolSpec;
-use crate::protocol::{ContentBlock, ToolDetails, ToolResultPayload};
+use crate::protocol::{CommandOutcome, ContentBlock, ToolDetails, ToolResultPayload};
 use crate::sandbox::Sandbox;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -85,6 +85,8 @@ pub struct ToolOutput {
     pub content: Vec<ContentBlock>,
     pub details: Option<ToolDetails>,
     pub is_error: bool,
+    /// What a finished command produced, for programs (`bash` only).
+    pub structured: Option<Box<CommandOutcome>>,
 }
 
 #[cfg(test)]
@@ -117,6 +119,7 @@ impl ToolOutput {
             content: vec![ContentBlock::text(text)],
             details: None,
             is_error: true,
+            structured: None,
         }
     }
 
@@ -125,6 +128,7 @@ impl ToolOutput {
             content: vec![ContentBlock::text(text)],
             details,
             is_error: false,
+            structured: None,
         }
     }
 }

@@ -175,6 +175,7 @@ fn read_image(src: image::Loaded, cancel: &CancellationToken) -> ToolResult {
         ],
         details: None,
         is_error: false,
+        structured: None,
     })
 }
 

@@ -52,6 +52,7 @@ fn view(shown: &str, abs: &Path, cancel: &CancellationToken) -> ToolResult {
         ],
         details: None,
         is_error: false,
+        structured: None,
     })
 }
 

@@ -125,6 +125,7 @@ fn zoom(args: &Args, scale: i64, abs: &Path, cancel: &CancellationToken) -> Tool
         ],
         details: None,
         is_error: false,
+        structured: None,
     })
 }
 

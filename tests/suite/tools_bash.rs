@@ -168,3 +168,61 @@ fn bash_counts_lines_as_a_person_would() {
     );
     assert_eq!(shown, format!("{}\n", "x".repeat(50 * 1024 - 1)));
 }
+
+#[test]
+fn bash_reports_the_whole_output_to_programs_as_pi_does() {
+    let mock = MockLlm::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let builder =
+        nova_on(&mock, Api::OpenAi, "text-model").env("TMPDIR", tmp.path().display().to_string());
+    let ran = run_calls(
+        mock,
+        builder,
+        Api::OpenAi,
+        vec![
+            ("lines", "bash", json!({"command": "seq 1 30000"})),
+            (
+                "big",
+                "bash",
+                json!({"command": "head -c 3000000 /dev/zero | tr '\\0' a; echo"}),
+            ),
+            ("fail", "bash", json!({"command": "echo out; exit 3"})),
+            ("slow", "bash", json!({"command": "sleep 5", "timeout": 1})),
+        ],
+    );
+    let structured = |id| ran.outcome(id).end["result"]["structuredContent"].clone();
+
+    // The model saw the last 2,000 lines; a program gets all of them.
+    let lines = structured("lines");
+    let full: String = (1..=30000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(lines["output"], full);
+    assert_eq!(lines["truncated"], false);
+    assert_eq!(lines["exit_code"], 0);
+    assert!(lines.get("full_output_path").is_none(), "{lines}");
+    assert!(lines["wall_time_seconds"].as_f64().unwrap() >= 0.0);
+
+    // Beyond 1 MiB: the first and last halves around what was left out, and the file's path.
+    let big = structured("big");
+    let output = big["output"].as_str().unwrap();
+    let omitted = 3_000_001 - 1024 * 1024;
+    let note = format!("\n\n[... {omitted} bytes omitted ...]\n\n");
+    let (head, tail) = output.split_once(&note).unwrap();
+    assert_eq!(head, "a".repeat(512 * 1024));
+    assert_eq!(tail, format!("{}\n", "a".repeat(512 * 1024 - 1)));
+    assert_eq!(big["truncated"], true);
+    let path = big["full_output_path"].as_str().unwrap();
+    assert!(Path::new(path).starts_with(tmp.path()), "{path}");
+
+    // A failing command reports its code too; one that never exited reports nothing.
+    let fail = ran.outcome("fail");
+    assert!(fail.is_error());
+    assert_eq!(structured("fail")["exit_code"], 3);
+    assert_eq!(structured("fail")["output"], "out\n");
+    assert!(structured("slow").is_null());
+    // The conversation keeps what the model saw, not this.
+    assert!(
+        fail.sent.get("structuredContent").is_none(),
+        "{}",
+        fail.sent
+    );
+}

@@ -762,6 +762,24 @@ pub struct ToolResultPayload {
     pub content: Vec<MediaBlock>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
+    #[serde(
+        default,
+        rename = "structuredContent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub structured_content: Option<CommandOutcome>,
+}
+
+/// Pi 1.6's `structuredContent` of a finished `bash` call (snake_case, as Pi names it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandOutcome {
+    pub output: String,
+    pub truncated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_output_path: Option<String>,
+    pub exit_code: i32,
+    pub wall_time_seconds: f64,
 }
 
 impl ToolResultPayload {
