@@ -589,19 +589,39 @@ mod tests {
 
     #[tokio::test]
     async fn empty_output_and_exit_codes() {
+        // What the model is shown, and the exit code a program is told.
+        let shown_and_code = |out: ToolOutput| {
+            let code = out.structured.as_ref().map(|s| s.exit_code);
+            (
+                ToolOutput {
+                    structured: None,
+                    ..out
+                },
+                code,
+            )
+        };
         let out = bash(json!({"command": "true"})).await;
-        assert_eq!(out, ToolOutput::text("(no output)", None));
+        assert_eq!(
+            shown_and_code(out),
+            (ToolOutput::text("(no output)", None), Some(0))
+        );
 
         let out = bash(json!({"command": "echo oops; exit 3"})).await;
         assert_eq!(
-            out,
-            ToolOutput::error("oops\n\n\nCommand exited with code 3")
+            shown_and_code(out),
+            (
+                ToolOutput::error("oops\n\n\nCommand exited with code 3"),
+                Some(3)
+            )
         );
 
         let out = bash(json!({"command": "exit 1"})).await;
         assert_eq!(
-            out,
-            ToolOutput::error("(no output)\n\nCommand exited with code 1")
+            shown_and_code(out),
+            (
+                ToolOutput::error("(no output)\n\nCommand exited with code 1"),
+                Some(1)
+            )
         );
     }
 
