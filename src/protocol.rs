@@ -629,11 +629,56 @@ pub enum Command {
     ExtensionUiResponse {},
     /// Every configured MCP server and its status (nova's addition).
     GetMcpServers {},
+    /// What this nova speaks and can do (nova's addition; Pi #6345).
+    GetCapabilities {},
 }
 
 // ---------------------------------------------------------------------------------------------
 // Responses
 // ---------------------------------------------------------------------------------------------
+
+/// What `get_capabilities` reports: nova's version, the Pi protocol it matches, the commands
+/// and events it speaks (read off [`Command`] and [`Event`], so the list cannot drift) and its
+/// optional features.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    pub version: &'static str,
+    /// The Pi release whose RPC mode nova answers as.
+    pub protocol: &'static str,
+    pub commands: &'static [&'static str],
+    pub events: &'static [&'static str],
+    pub features: Features,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Features {
+    /// The sandbox in force and whether this kernel enforces it, as `get_state` reports it.
+    pub sandbox: SandboxState,
+    pub mcp: bool,
+    pub extensions: bool,
+    /// Whether `--mode acp` exists in this build.
+    pub acp: bool,
+}
+
+impl Capabilities {
+    pub fn of(sandbox: SandboxState) -> Capabilities {
+        use strum::VariantNames;
+        Capabilities {
+            version: env!("CARGO_PKG_VERSION"),
+            protocol: "pi-1.6",
+            commands: Command::VARIANTS,
+            events: Event::VARIANTS,
+            features: Features {
+                sandbox,
+                mcp: true,
+                extensions: false,
+                acp: false,
+            },
+        }
+    }
+}
 
 /// The answer to one command. `id` is echoed when the request had one.
 #[derive(Debug, Clone, Serialize)]
@@ -705,6 +750,7 @@ pub enum ResponseData {
     Bash(Box<BashResult>),
     /// `cycle_model` and `cycle_thinking_level` when there was nothing to cycle to.
     Null,
+    Capabilities(Box<Capabilities>),
     McpServers {
         servers: Vec<McpServer>,
     },
@@ -1046,12 +1092,13 @@ pub struct ToolResultPayload {
     pub structured_content: Option<Box<CommandOutcome>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, strum::VariantNames)]
 #[serde(
     tag = "type",
     rename_all = "snake_case",
     rename_all_fields = "camelCase"
 )]
+#[strum(serialize_all = "snake_case")]
 pub enum Event {
     AgentStart,
     AgentEnd {

@@ -212,6 +212,9 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
             "extension_ui_response: nova has no extensions, so it never sends \
              extension_ui_request and has no dialog to answer",
         )),
+        Command::GetCapabilities {} => Ok(Some(ResponseData::Capabilities(Box::new(
+            crate::protocol::Capabilities::of(agent.wire_state().sandbox),
+        )))),
         Command::GetMcpServers {} => Ok(Some(ResponseData::McpServers {
             servers: agent.mcp_servers(),
         })),

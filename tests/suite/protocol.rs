@@ -255,3 +255,48 @@ fn idle_commands_answer_with_pi_shapes() {
     nova.close_stdin();
     assert!(nova.wait_exit(Duration::from_secs(10)).success());
 }
+
+#[test]
+fn get_capabilities_names_the_protocol_its_commands_events_and_features() {
+    let mut nova = idle_nova();
+    let caps = nova.request_ok(json!({"type": "get_capabilities"}));
+    assert_eq!(caps["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(caps["protocol"], "pi-1.6");
+    let names = |key: &str| -> Vec<String> {
+        caps[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let commands = names("commands");
+    for c in [
+        "prompt",
+        "get_state",
+        "bash",
+        "get_mcp_servers",
+        "get_capabilities",
+    ] {
+        assert!(commands.iter().any(|n| n == c), "{c} in {commands:?}");
+    }
+    // Every command it lists is one it answers (an unknown one is refused by name).
+    for c in &commands {
+        let r = nova.request(json!({"type": c}));
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(!error.contains("Unknown command"), "{c}: {r}");
+    }
+    let events = names("events");
+    for e in [
+        "agent_start",
+        "message_update",
+        "entry_appended",
+        "permission_request",
+    ] {
+        assert!(events.iter().any(|n| n == e), "{e} in {events:?}");
+    }
+    let features = &caps["features"];
+    assert!(features["sandbox"]["enforced"].is_boolean(), "{features}");
+    assert_eq!(features["mcp"], true);
+    assert_eq!(features["extensions"], false);
+}
