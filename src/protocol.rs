@@ -631,6 +631,13 @@ pub enum Command {
     GetMcpServers {},
     /// What this nova speaks and can do (nova's addition; Pi #6345).
     GetCapabilities {},
+    /// Every tool nova could offer now, with its schema and whether it is active (nova's
+    /// addition; Pi #7432).
+    GetTools {},
+    /// The exact set of tools the next request offers, recorded in the session.
+    SetActiveTools {
+        tools: Vec<String>,
+    },
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -753,6 +760,9 @@ pub enum ResponseData {
     Capabilities(Box<Capabilities>),
     McpServers {
         servers: Vec<McpServer>,
+    },
+    Tools {
+        tools: Vec<ToolInfo>,
     },
     /// Views of the session file (`get_entries`, `get_tree`) in the file's own entry shapes,
     /// which the session store defines; it encodes them once, off the runtime thread.
@@ -1226,9 +1236,26 @@ pub enum Event {
 
 /// A tool as the model sees it: declared by the tools (static text) or by an MCP server (known
 /// only at run time), sent by every wire format.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolSpec {
     pub name: std::borrow::Cow<'static, str>,
     pub description: std::borrow::Cow<'static, str>,
     pub parameters: Value,
+}
+
+/// One tool in `get_tools`: its spec, where it comes from, and whether the next request
+/// offers it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolInfo {
+    #[serde(flatten)]
+    pub spec: ToolSpec,
+    pub source: ToolSource,
+    pub active: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolSource {
+    Builtin,
+    Mcp,
 }

@@ -38,6 +38,8 @@ pub enum CommandError {
          from your own shell."
     )]
     Unchecked { reason: String },
+    #[error("Unknown tool(s): {names}. Tools nova can offer now: {known}")]
+    UnknownTools { names: String, known: String },
     #[error("Model not found: {provider}/{id}")]
     ModelNotFound { provider: String, id: String },
     /// A Pi command for a feature nova does not have; the text says which and why.

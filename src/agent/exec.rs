@@ -48,9 +48,9 @@ pub(super) async fn run_tools(
     if calls.is_empty() {
         return Vec::new();
     }
-    let (skip, active) = {
+    let (skip, tools) = {
         let state = agent.state();
-        (state.queue.has_steering(), state.tools.active.clone())
+        (state.queue.has_steering(), state.tools.clone())
     };
     let running = Arc::new(Semaphore::new(MAX_CONCURRENT_TOOLS));
     let mut pacer = Pacer::default();
@@ -65,14 +65,17 @@ pub(super) async fn run_tools(
             tool_name: name.clone(),
             args: args.clone(),
         });
-        let tool = Tool::from_name(name).filter(|t| active.contains(t));
+        let tool = Tool::from_name(name).filter(|t| tools.active.contains(t));
         let mut write_target = None;
         let slot = match tool {
             _ if skip => Slot::Done(ToolOutput::error(SKIPPED)),
             _ if index >= MAX_CALLS_PER_REPLY => {
                 Slot::Done(ToolOutput::error(over_the_cap(index, calls.len())))
             }
-            None => super::mcp::prepare(agent, cancel, call)
+            None => tools
+                .offers_mcp(name)
+                .then(|| super::mcp::prepare(agent, cancel, call))
+                .flatten()
                 .unwrap_or_else(|| Slot::Done(ToolOutput::error(format!("Tool {name} not found")))),
             Some(tool) => match gate(agent, tool, call, &mut write_target) {
                 Permission::Refused(text) => Slot::Done(ToolOutput::error(text)),

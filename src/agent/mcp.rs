@@ -4,6 +4,7 @@
 
 use super::exec::{Call, Ran, Slot};
 use super::permission::{self, Permission, Question, answered};
+use super::toolset::Tools;
 use super::{Agent, Sink};
 use crate::mcp::{McpConfig, Servers, Verdict};
 use crate::protocol::ToolSpec;
@@ -53,13 +54,15 @@ impl Agent {
         }
     }
 
-    /// The built-in tools' specs followed by those of the MCP servers that are ready now.
-    pub(super) fn tool_specs(&self, builtin: &Arc<[ToolSpec]>) -> Arc<[ToolSpec]> {
+    /// The built-in tools' specs followed by those of the MCP servers that are ready now and
+    /// that the tool set offers.
+    pub(super) fn tool_specs(&self, tools: &Tools) -> Arc<[ToolSpec]> {
         match &self.inner.mcp {
-            None => builtin.clone(),
-            Some(servers) => builtin
+            None => tools.specs.clone(),
+            Some(servers) => tools
+                .specs
                 .iter()
-                .chain(servers.specs().iter())
+                .chain(servers.specs().iter().filter(|s| tools.offers_mcp(&s.name)))
                 .cloned()
                 .collect(),
         }

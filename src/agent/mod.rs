@@ -19,6 +19,7 @@ mod run;
 pub mod runtime;
 mod sessions;
 mod sink;
+mod toolset;
 mod user_bash;
 
 pub use error::CommandError;
@@ -30,14 +31,12 @@ pub use sink::{EventSink, Sink};
 
 use crate::config::{Config, Registry, RetrySettings, ScopedModel, ToolSelection};
 use crate::context::PromptSource;
-use crate::protocol::ToolSpec;
 use crate::protocol::{
     CompactionReason, CompactionResult, ContentBlock, Event, Message, Model, QueueMode,
     SlashCommand, State as WireState, StreamingBehavior, ThinkingLevel, UserContent, UserMessage,
 };
 use crate::provider::http::SharedClient;
 use crate::session::{Session, SessionError};
-use crate::tools::Tool;
 use crate::tools::permission::Gate;
 use crate::warnings::Warnings;
 use compaction::CompactionSettings;
@@ -47,6 +46,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use toolset::Tools;
 
 /// How `prompt` was taken: a new run (not yet started, so the caller can answer the command
 /// before the run's first event), or a message queued for the current run.
@@ -151,25 +151,6 @@ impl State {
     }
 }
 
-/// The active tools with the system prompt that describes them, shared cheaply with each turn.
-#[derive(Clone)]
-struct Tools {
-    active: Arc<[Tool]>,
-    specs: Arc<[ToolSpec]>,
-    system_prompt: Arc<str>,
-}
-
-impl Tools {
-    fn for_model(selection: &ToolSelection, source: &PromptSource, model: Option<&Model>) -> Self {
-        let active = selection.active(model);
-        Tools {
-            specs: active.iter().map(|t| t.spec()).collect(),
-            system_prompt: source.render(&active).into(),
-            active: active.into(),
-        }
-    }
-}
-
 /// A pending retry's wait: `abort_retry` cancels it and waits for `done` to close, which
 /// happens once the run has reported the cancellation.
 struct RetryWait {
@@ -202,7 +183,8 @@ impl Agent {
             .filter(|_| !config.model_explicit)
             .and_then(|(provider, id)| config.registry.find(provider, id).cloned());
         let model = restored.or(config.model);
-        let tools = Tools::for_model(&config.tools, &prompt_source, model.as_ref());
+        let named = context.active_tools.clone().map(Arc::from);
+        let tools = Tools::new(&config.tools, named, &prompt_source, model.as_ref());
         let usage_from = usage_floor(&context.messages);
         let thinking_level = models::startup_level(
             model.as_ref(),

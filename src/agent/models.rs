@@ -3,7 +3,7 @@
 //! level it does not offer is clamped to the nearest one it does, and a change is recorded in
 //! the session and announced with `thinking_level_changed`.
 
-use super::{Agent, CommandError, State, Tools};
+use super::{Agent, CommandError, State};
 use crate::config::scope::same;
 use crate::protocol::{CycledModel, Event, Model, ThinkingLevel};
 
@@ -63,11 +63,7 @@ impl Agent {
     /// Makes `model` current with the level Pi picks for a switch: the scope's level for it,
     /// else `defaultThinkingLevel`, else the level in force; clamped to what it offers.
     fn switch_model(&self, state: &mut State, model: Model, scoped: Option<ThinkingLevel>) {
-        state.tools = Tools::for_model(
-            &self.inner.tool_selection,
-            &self.inner.prompt_source,
-            Some(&model),
-        );
+        self.retool(state, Some(&model));
         let wanted = scoped
             .or(self.inner.default_thinking_level)
             .unwrap_or(state.thinking_level);

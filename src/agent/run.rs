@@ -328,7 +328,7 @@ async fn stream_reply(
                         model,
                         system_prompt: &tools.system_prompt,
                         messages: &history,
-                        tools: &agent.tool_specs(&tools.specs),
+                        tools: &agent.tool_specs(&tools),
                         max_tokens: None,
                         thinking: Some(thinking),
                     };

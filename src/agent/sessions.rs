@@ -1,7 +1,7 @@
 //! The agent's session commands: where sessions are opened, started, switched, forked and
 //! cloned, and the read-only views of the session file (stats, entries, tree, export).
 
-use super::{Agent, CommandError, State, Tools, models};
+use super::{Agent, CommandError, State, models};
 use crate::config::{Config, Resume};
 use crate::export::{ExportMeta, render_html};
 use crate::protocol::{
@@ -82,6 +82,7 @@ impl Agent {
         if let Err(e) = recorded {
             self.report_session_error(&e);
         }
+        self.record_tools(&mut state);
     }
 
     /// Makes `session` the current one: its conversation, its model when still declared.
@@ -92,12 +93,13 @@ impl Agent {
             .as_ref()
             .and_then(|(provider, id)| self.inner.registry.find(provider, id))
         {
-            state.tools = Tools::for_model(
-                &self.inner.tool_selection,
-                &self.inner.prompt_source,
-                Some(model),
-            );
             state.model = Some(model.clone());
+        }
+        // Like the model, the tool set stays unless the session recorded one.
+        let model = state.model.clone();
+        match context.active_tools.clone() {
+            Some(named) => state.tools = self.tools_for(Some(named.into()), model.as_ref()),
+            None => self.retool(state, model.as_ref()),
         }
         state.thinking_level = models::startup_level(
             state.model.as_ref(),

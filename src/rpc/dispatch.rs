@@ -218,6 +218,12 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
         Command::GetMcpServers {} => Ok(Some(ResponseData::McpServers {
             servers: agent.mcp_servers(),
         })),
+        Command::GetTools {} => Ok(Some(ResponseData::Tools {
+            tools: agent.tools(),
+        })),
+        Command::SetActiveTools { tools } => agent
+            .set_active_tools(tools)
+            .map(|tools| Some(ResponseData::Tools { tools })),
         Command::PermissionResponse {
             request_id,
             approved,

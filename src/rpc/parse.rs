@@ -127,7 +127,7 @@ mod tests {
         let args = json!({
             "message": "m", "provider": "p", "modelId": "m", "mode": "all",
             "requestId": 1, "approved": true, "sessionId": "s", "name": "n", "entryId": "e", "enabled": true,
-            "level": "high", "command": "true"
+            "level": "high", "command": "true", "tools": ["read"]
         });
         for t in <Command as strum::VariantNames>::VARIANTS {
             let mut obj = args.clone();

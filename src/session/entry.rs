@@ -37,6 +37,14 @@ impl Header {
     }
 }
 
+/// The `customType` of nova's [`Body::ActiveTools`] entries.
+pub const ACTIVE_TOOLS: &str = "nova.active_tools";
+
+#[derive(Serialize, Deserialize)]
+struct ActiveToolsData<T> {
+    tools: T,
+}
+
 /// One node of the session tree.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
@@ -75,6 +83,11 @@ pub enum Body {
     ContextOmit {
         target_id: String,
     },
+    /// The tools a client chose with `set_active_tools`, as a Pi `custom` entry (which Pi keeps
+    /// out of the model's context) of type [`ACTIVE_TOOLS`].
+    ActiveTools {
+        tools: Vec<String>,
+    },
     /// An entry nova does not model (Pi's `custom`, `label`, `branch_summary`, a message with a
     /// role nova lacks…), kept whole so that it is written back unchanged.
     Other(Value),
@@ -89,6 +102,7 @@ impl Body {
             Body::Compaction { .. } => "compaction",
             Body::SessionInfo { .. } => "session_info",
             Body::ContextOmit { .. } => "context_edit",
+            Body::ActiveTools { .. } => "custom",
             Body::Other(_) => "",
         }
     }
@@ -144,6 +158,10 @@ impl Serialize for Entry {
                 m.serialize_entry("targetId", target_id)?;
                 m.serialize_entry("replacement", &Value::Null)?;
             }
+            Body::ActiveTools { tools } => {
+                m.serialize_entry("customType", ACTIVE_TOOLS)?;
+                m.serialize_entry("data", &ActiveToolsData { tools })?;
+            }
             Body::Other(_) => {}
         }
         m.end()
@@ -174,6 +192,8 @@ struct Line {
     target_id: Option<String>,
     /// Absent and `null` both read as `None`: an omission either way.
     replacement: Option<Value>,
+    custom_type: Option<String>,
+    data: Option<Value>,
 }
 
 impl Line {
@@ -198,6 +218,11 @@ impl Line {
             "session_info" => Body::SessionInfo { name: self.name },
             "context_edit" if self.replacement.is_none() => Body::ContextOmit {
                 target_id: self.target_id?,
+            },
+            "custom" if self.custom_type.as_deref() == Some(ACTIVE_TOOLS) => Body::ActiveTools {
+                tools: ActiveToolsData::<Vec<String>>::deserialize(self.data?)
+                    .ok()?
+                    .tools,
             },
             _ => return None,
         };
@@ -262,6 +287,7 @@ fn is_modelled(kind: &str) -> bool {
             | "compaction"
             | "session_info"
             | "context_edit"
+            | "custom"
     )
 }
 

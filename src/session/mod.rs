@@ -261,6 +261,12 @@ impl Session {
         })
     }
 
+    pub fn append_active_tools(&mut self, tools: &[String]) -> Result<String, SessionError> {
+        self.append(Body::ActiveTools {
+            tools: tools.to_vec(),
+        })
+    }
+
     pub fn append_session_info(&mut self, name: &str) -> Result<String, SessionError> {
         self.append(Body::SessionInfo {
             name: Some(name.trim().into()),

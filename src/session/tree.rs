@@ -17,6 +17,8 @@ pub struct Context {
     pub model: Option<(String, String)>,
     /// From the last `thinking_level_change` on the path.
     pub thinking_level: Option<String>,
+    /// From the last `set_active_tools` entry on the path; `None` keeps the startup tools.
+    pub active_tools: Option<Vec<String>>,
     pub name: Option<String>,
 }
 
@@ -150,6 +152,7 @@ impl Session {
     pub fn context(&self) -> Context {
         let mut model = None;
         let mut thinking_level = None;
+        let mut active_tools = None;
         for i in self.path_to(self.leaf) {
             match &self.entries[i].body {
                 Body::ModelChange { provider, model_id } => {
@@ -161,6 +164,7 @@ impl Session {
                     }
                 }
                 Body::ThinkingLevelChange { thinking_level: t } => thinking_level = Some(t.clone()),
+                Body::ActiveTools { tools } => active_tools = Some(tools.clone()),
                 _ => {}
             }
         }
@@ -175,6 +179,7 @@ impl Session {
             messages,
             model,
             thinking_level,
+            active_tools,
             name: self.name().map(str::to_owned),
         }
     }

@@ -308,3 +308,36 @@ fn rules_in_the_servers_own_spelling_match_and_rules_that_match_nothing_are_repo
     let log = std::fs::read_to_string(nova.cwd().join("server.log")).unwrap();
     assert!(!log.contains("call "), "nothing reached the server:\n{log}");
 }
+
+#[test]
+fn set_active_tools_names_mcp_tools_too_and_a_tool_left_out_is_not_found() {
+    let Some(server) = test_server() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "mcp__faulty__echo", json!({"text": "hi"})));
+    mock.push(Reply::text("done"));
+    let mut nova = with_faulty(&mock, &server, json!({})).spawn();
+    wait_status(&mut nova, "faulty", "ready");
+    let listed = nova.request_ok(json!({"type": "get_tools"}));
+    let echo = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp__faulty__echo")
+        .unwrap();
+    assert_eq!(echo["source"], "mcp");
+    assert_eq!(echo["active"], true);
+    assert_eq!(echo["description"], "Echo the text back.");
+
+    nova.request_ok(json!({"type": "set_active_tools", "tools": ["read", "mcp__faulty__fail"]}));
+    let events = nova.run_prompt("echo something");
+    let ends = tool_ends(&events);
+    assert_eq!(ends[0]["isError"], true, "{}", ends[0]);
+    assert_eq!(text(ends[0]), "Tool mcp__faulty__echo not found");
+    let requests = mock.wait_requests(2, EVENT_TIMEOUT);
+    assert_eq!(
+        offered_tools(&requests[0].body),
+        ["read", "mcp__faulty__fail"]
+    );
+    let log = std::fs::read_to_string(nova.cwd().join("server.log")).unwrap_or_default();
+    assert!(!log.contains("call echo"), "{log}");
+}

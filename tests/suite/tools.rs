@@ -7,6 +7,7 @@
 //! or with bad arguments. Each tool family has its own file: `tools_files` (read, write, edit),
 //! `tools_bash`, `tools_search` (grep, find, ls) and `tools_images` (view_image, zoom).
 
+use crate::support::mcp::wait_file_contains;
 use crate::support::mock_llm::{MockLlm, Recorded, Reply};
 use crate::support::nova_proc::{Nova, NovaBuilder};
 use base64::Engine;
@@ -592,4 +593,95 @@ fn invalid_arguments_name_every_problem_and_unknown_tools_are_not_found() {
             .unwrap();
         assert_eq!(start["args"], json!({"to": "mars"}));
     }
+}
+
+fn sorted_names(listed: &Value) -> Vec<String> {
+    let mut names = active_names(listed);
+    names.sort();
+    names
+}
+
+fn active_names(listed: &Value) -> Vec<String> {
+    listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["active"] == true)
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect::<Vec<_>>()
+}
+
+#[test]
+fn get_tools_lists_every_tool_and_set_active_tools_changes_the_next_request_and_the_session() {
+    let mock = MockLlm::start();
+    for text in ["one", "two"] {
+        mock.push(Reply::text(text));
+    }
+    let mut nova = nova_on(&mock, Api::OpenAi, "text-model").spawn();
+
+    let listed = nova.request_ok(json!({"type": "get_tools"}));
+    let all = listed["tools"].as_array().unwrap();
+    assert_eq!(all.len(), 9, "every built-in tool: {listed}");
+    let read = all.iter().find(|t| t["name"] == "read").unwrap();
+    assert_eq!(read["source"], "builtin");
+    assert_eq!(read["parameters"]["required"], json!(["path"]));
+    assert!(!read["description"].as_str().unwrap().is_empty());
+    assert_eq!(
+        sorted_names(&listed),
+        sorted(&TEXT_TOOLS),
+        "the startup set"
+    );
+
+    let refused = nova.request(json!({"type": "set_active_tools", "tools": ["ls", "nope", "rm"]}));
+    assert_eq!(refused["success"], false, "{refused}");
+    let error = refused["error"].as_str().unwrap();
+    assert!(
+        error.contains("nope, rm") && error.contains("read, write"),
+        "{error}"
+    );
+    let unchanged = nova.request_ok(json!({"type": "get_tools"}));
+    assert_eq!(sorted_names(&unchanged), sorted(&TEXT_TOOLS));
+
+    let set = nova.request_ok(json!({"type": "set_active_tools", "tools": ["ls", "read", "ls"]}));
+    assert_eq!(active_names(&set), ["read", "ls"]);
+    nova.run_prompt("first");
+    nova.request_ok(json!({"type": "set_active_tools", "tools": []}));
+    nova.run_prompt("second");
+    let requests = mock.chat_requests();
+    assert_eq!(tool_names(&requests[0]), sorted(&["ls", "read"]));
+    assert!(
+        requests[1]
+            .body
+            .get("tools")
+            .is_none_or(|t| t == &json!([])),
+        "{}",
+        requests[1].body
+    );
+
+    // The set is recorded like a model change, so the session brings it back.
+    let file = nova.request_ok(json!({"type": "get_state"}))["sessionFile"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Written by the session's writer thread, so wait for the last one.
+    let text = wait_file_contains(
+        std::path::Path::new(&file),
+        r#""customType":"nova.active_tools","data":{"tools":[]}}"#,
+        RUN_TIMEOUT,
+    );
+    let first = r#"{"type":"custom","#;
+    let data = r#""customType":"nova.active_tools","data":{"tools":["ls","read"]}}"#;
+    assert!(text.contains(first) && text.contains(data), "{text}");
+    nova.request_ok(json!({"type": "new_session"}));
+    assert!(
+        active_names(&nova.request_ok(json!({"type": "get_tools"}))).is_empty(),
+        "a new session keeps the set"
+    );
+    nova.request_ok(json!({"type": "set_active_tools", "tools": ["bash"]}));
+    nova.request_ok(json!({"type": "switch_session", "sessionPath": file}));
+    assert!(
+        active_names(&nova.request_ok(json!({"type": "get_tools"}))).is_empty(),
+        "the file's last set"
+    );
+    mock.assert_no_violations();
 }
