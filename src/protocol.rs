@@ -322,6 +322,8 @@ pub enum Api {
     OpenAiResponses,
     #[serde(rename = "anthropic-messages")]
     AnthropicMessages,
+    #[serde(rename = "google-generative-ai")]
+    GoogleGenerativeAi,
 }
 
 impl Api {
@@ -331,6 +333,7 @@ impl Api {
             Api::OpenAiCompletions => "openai-completions",
             Api::OpenAiResponses => "openai-responses",
             Api::AnthropicMessages => "anthropic-messages",
+            Api::GoogleGenerativeAi => "google-generative-ai",
         }
     }
 

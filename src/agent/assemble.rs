@@ -146,6 +146,18 @@ impl Assembler {
             } => {
                 self.push_tool_call(index, id, name, arguments, out);
             }
+            ProviderEvent::ToolCallSignature { index, signature } => {
+                let block = self
+                    .by_provider_index
+                    .get(&index)
+                    .map(|&c| self.calls[c].block);
+                if let Some(ContentBlock::ToolCall {
+                    thought_signature, ..
+                }) = block.and_then(|b| self.message.content.get_mut(b))
+                {
+                    *thought_signature = Some(signature);
+                }
+            }
             ProviderEvent::Usage(usage) => self.message.usage = usage,
             ProviderEvent::Start { response_id, usage } => {
                 if response_id.is_some() {

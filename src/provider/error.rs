@@ -87,6 +87,11 @@ const TRANSIENT_PHRASES: &[&str] = &[
     // OpenAI's error codes, named in Responses error events.
     "server_error",
     "rate_limit_exceeded",
+    // Google's error statuses, named after a Gemini stream's error message.
+    "(resource_exhausted)",
+    "(unavailable)",
+    "(internal)",
+    "(deadline_exceeded)",
 ];
 
 /// Phrases in a server's answer that mean the credentials were refused.
@@ -97,6 +102,9 @@ const AUTH_PHRASES: &[&str] = &[
     "unauthorized",
     "authentication_error",
     "permission_error",
+    // Google answers a bad key with a 400 naming it.
+    "api key not valid",
+    "api_key_invalid",
 ];
 
 /// What the agent should make of an error: each kind has its own remedy.

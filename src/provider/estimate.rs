@@ -172,6 +172,7 @@ impl Meter {
             ProviderEvent::ThinkingSignature(_)
             | ProviderEvent::RedactedThinking(_)
             | ProviderEvent::TextSignature(_)
+            | ProviderEvent::ToolCallSignature { .. }
             | ProviderEvent::Start { .. } => {}
         }
         out(event);

@@ -4,7 +4,7 @@
 
 use super::estimate::Meter;
 use super::{
-    Api, ProviderError, ProviderEvent, Request, anthropic, ollama, openai, openai_responses,
+    Api, ProviderError, ProviderEvent, Request, anthropic, google, ollama, openai, openai_responses,
 };
 use crate::pace::Pacer;
 use crate::protocol::{ContentBlock, Message, UserContent};
@@ -133,6 +133,10 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             anthropic::endpoint(&req.model.base_url),
             Decoder::Anthropic(anthropic::Accumulator::new(req.model)),
         ),
+        Api::GoogleGenerativeAi => (
+            google::endpoint(&req.model.base_url, &req.model.id),
+            Decoder::Google(google::Accumulator::new(req.model)),
+        ),
     };
 
     let body = build_body(api, req)
@@ -153,6 +157,11 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             builder = builder.header("anthropic-version", anthropic::VERSION);
             if let Some(key) = key {
                 builder = builder.header("x-api-key", key);
+            }
+        }
+        Api::GoogleGenerativeAi => {
+            if let Some(key) = key {
+                builder = builder.header("x-goog-api-key", key);
             }
         }
         Api::Ollama | Api::OpenAiCompletions | Api::OpenAiResponses => {
@@ -190,6 +199,11 @@ pub async fn stream_paced<F: Future<Output = ()>>(
                  (set baseUrl to the new address if it is right)"
             );
         }
+        // Gemini says when to retry in the body rather than in a header.
+        let retry_after = retry_after.or_else(|| match api {
+            Api::GoogleGenerativeAi => google::retry_delay(&body),
+            _ => None,
+        });
         return Err(ProviderError::http(status.as_u16(), &url, &body).with_retry_after(retry_after));
     }
 
@@ -241,6 +255,7 @@ async fn build_body(api: Api, req: &Request<'_>) -> Result<Vec<u8>, String> {
         Api::OpenAiCompletions => openai::build_body(req),
         Api::OpenAiResponses => openai_responses::build_body(req),
         Api::AnthropicMessages => anthropic::build_body(req),
+        Api::GoogleGenerativeAi => google::build_body(req),
     };
     if body_size_hint(req) < INLINE_BODY_BYTES {
         return build(req).map_err(|e| e.to_string());
@@ -451,6 +466,7 @@ enum Decoder {
     OpenAi(openai::Accumulator),
     Responses(openai_responses::Accumulator),
     Anthropic(anthropic::Accumulator),
+    Google(google::Accumulator),
 }
 
 impl Decoder {
@@ -460,6 +476,7 @@ impl Decoder {
             Decoder::OpenAi(a) => a.push(bytes, out),
             Decoder::Responses(a) => a.push(bytes, out),
             Decoder::Anthropic(a) => a.push(bytes, out),
+            Decoder::Google(a) => a.push(bytes, out),
         }
     }
 
@@ -469,6 +486,7 @@ impl Decoder {
             Decoder::OpenAi(a) => a.facts(),
             Decoder::Responses(a) => a.facts(),
             Decoder::Anthropic(a) => a.facts(),
+            Decoder::Google(a) => a.facts(),
         }
     }
 
@@ -478,6 +496,7 @@ impl Decoder {
             Decoder::OpenAi(a) => a.finish(out),
             Decoder::Responses(a) => a.finish(out),
             Decoder::Anthropic(a) => a.finish(out),
+            Decoder::Google(a) => a.finish(out),
         }
     }
 }

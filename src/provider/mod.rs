@@ -1,5 +1,5 @@
-//! LLM providers: each wire format ([`ollama`], [`openai`], [`openai_responses`], [`anthropic`])
-//! is a pure state machine
+//! LLM providers: each wire format ([`ollama`], [`openai`], [`openai_responses`], [`anthropic`],
+//! [`google`]) is a pure state machine
 //! (`build_body` + an `Accumulator` that turns body bytes into [`ProviderEvent`]s) behind thin
 //! HTTP glue in [`http`]. Each serialises its request body straight from the borrowed view
 //! [`prepare::request_messages`] makes of the shared conversation, so the body is the only copy
@@ -14,6 +14,7 @@ pub mod anthropic;
 pub mod compat;
 pub mod error;
 pub mod estimate;
+pub mod google;
 pub mod http;
 pub mod lines;
 pub mod ollama;
@@ -51,6 +52,12 @@ pub enum ProviderEvent {
         id: Option<String>,
         name: Option<String>,
         arguments: String,
+    },
+    /// The signature that lets tool call number `index` be sent back on later turns (Gemini's
+    /// `thoughtSignature` on a function call).
+    ToolCallSignature {
+        index: usize,
+        signature: String,
     },
     Usage(Usage),
     Finish(StopReason),

@@ -186,6 +186,24 @@ fn responses_chat(mock: &MockLlm) -> RawResponse {
     request(mock.port(), "POST", "/v1/responses", Some(&body), LONG)
 }
 
+fn google_chat(mock: &MockLlm) -> RawResponse {
+    let body = json!({"contents": [{"role": "user", "parts": [{"text": "hello"}]}]});
+    let path = "/v1beta/models/gemini-test:streamGenerateContent?alt=sse";
+    request(mock.port(), "POST", path, Some(&body), LONG)
+}
+
+/// Gemini's SSE payloads, each a bare CRLF-terminated `data:` line.
+fn google_payloads(r: &RawResponse) -> Vec<Value> {
+    let text = r.text();
+    assert!(
+        text.ends_with("\r\n\r\n"),
+        "SSE body ends mid-event: {text:?}"
+    );
+    text.split_terminator("\r\n\r\n")
+        .map(|ev| serde_json::from_str(ev.strip_prefix("data: ").expect("data: prefix")).unwrap())
+        .collect()
+}
+
 /// Anthropic (and Responses) SSE events as `(event name, data)`; the name must match the data's
 /// `type`.
 fn anthropic_events(r: &RawResponse) -> Vec<(String, Value)> {
@@ -495,6 +513,7 @@ fn split_writes_reassemble_to_the_same_bytes() {
         WireFormat::OpenAi,
         WireFormat::Anthropic,
         WireFormat::Responses,
+        WireFormat::Google,
     ] {
         mock.push(reply());
         mock.push(reply().split_writes());
@@ -506,6 +525,7 @@ fn split_writes_reassemble_to_the_same_bytes() {
             ),
             WireFormat::Anthropic => (anthropic_chat(&mock), anthropic_chat(&mock)),
             WireFormat::Responses => (responses_chat(&mock), responses_chat(&mock)),
+            WireFormat::Google => (google_chat(&mock), google_chat(&mock)),
         };
         assert!(whole.complete && split.complete);
         assert!(
@@ -537,8 +557,53 @@ fn split_writes_reassemble_to_the_same_bytes() {
                 };
                 assert_eq!(events(&whole), events(&split));
             }
+            WireFormat::Google => {
+                let payloads = |r: &RawResponse| {
+                    let mut payloads = google_payloads(r);
+                    for p in &mut payloads {
+                        p["responseId"] = json!("");
+                    }
+                    payloads
+                };
+                assert_eq!(payloads(&whole), payloads(&split));
+            }
         }
     }
+}
+
+#[test]
+fn google_frames_carry_thoughts_text_whole_calls_signatures_and_the_finish() {
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::text("hi")
+            .thinking("plan")
+            .tool_call("c1", "read", json!({"path": "a"}))
+            .tool_call("c2", "read", json!({"path": "b"}))
+            .usage(10, 5),
+    );
+    let r = google_chat(&mock);
+    assert!(r.complete);
+    let payloads = google_payloads(&r);
+    let parts: Vec<&Value> = payloads
+        .iter()
+        .flat_map(|p| p["candidates"][0]["content"]["parts"].as_array().unwrap())
+        .collect();
+    assert_eq!(parts[0]["thought"], true);
+    assert_eq!(
+        parts[0]["thoughtSignature"],
+        Reply::google_signature_of("plan")
+    );
+    assert_eq!(parts[1]["text"], "hi");
+    assert_eq!(parts[2]["functionCall"]["args"], json!({"path": "a"}));
+    assert_eq!(
+        parts[2]["thoughtSignature"],
+        Reply::google_signature_of("c1")
+    );
+    assert!(parts[3].get("thoughtSignature").is_none());
+    let last = payloads.last().unwrap();
+    assert_eq!(last["candidates"][0]["finishReason"], "STOP");
+    assert_eq!(last["usageMetadata"]["candidatesTokenCount"], 5);
+    assert_eq!(last["modelVersion"], "gemini-test");
 }
 
 #[test]

@@ -9,6 +9,7 @@ mod compaction;
 mod crash;
 mod differential;
 mod export;
+mod google;
 mod mcp;
 mod mcp_faults;
 mod mcp_isolation;

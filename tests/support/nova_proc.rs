@@ -42,6 +42,18 @@ pub fn anthropic_models(mock: &MockLlm) -> Value {
     )
 }
 
+/// A models.json with one Gemini provider `mock-google` serving `gemini-3-flash-preview`, a
+/// model id that makes nova send call ids as Gemini 3 wants them.
+pub fn google_models(mock: &MockLlm) -> Value {
+    let mut models = models_json(
+        "mock-google",
+        "google-generative-ai",
+        &mock.base_url_google(),
+    );
+    models["providers"]["mock-google"]["models"][0]["id"] = json!("gemini-3-flash-preview");
+    models
+}
+
 fn models_json(provider: &str, api: &str, base_url: &str) -> Value {
     json!({
         "providers": {

@@ -1,6 +1,7 @@
 //! A scripted LLM server that speaks Ollama's native `/api/chat` (NDJSON), the
-//! OpenAI-compatible `/v1/chat/completions` (SSE), OpenAI's `/v1/responses` (SSE) and
-//! Anthropic's `/v1/messages` (SSE) byte for byte, on 127.0.0.1.
+//! OpenAI-compatible `/v1/chat/completions` (SSE), OpenAI's `/v1/responses` (SSE),
+//! Anthropic's `/v1/messages` (SSE) and Gemini's
+//! `/v1beta/models/<model>:streamGenerateContent?alt=sse` (SSE) byte for byte, on 127.0.0.1.
 //!
 //! Hand-written on `tokio::net::TcpListener` so that it can misbehave the way real servers do:
 //! split a frame across many writes, cut a stream without the terminating chunk, stall, send a
@@ -30,6 +31,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{oneshot, watch};
 
 mod anthropic_checks;
+mod google_checks;
 mod reply;
 mod requests;
 mod responses_checks;
@@ -206,6 +208,12 @@ impl MockLlm {
         format!("http://{}", self.addr)
     }
 
+    /// `http://127.0.0.1:PORT/v1beta` (Gemini's base URL: requests go to
+    /// `/v1beta/models/<model>:streamGenerateContent?alt=sse`).
+    pub fn base_url_google(&self) -> String {
+        format!("http://{}/v1beta", self.addr)
+    }
+
     /// Queue a reply for the next chat request.
     pub fn push(&self, reply: Reply) -> &Self {
         lock(&self.shared.state).replies.push_back(reply);
@@ -374,6 +382,18 @@ impl MockLlm {
                     WireFormat::Responses => {
                         let id = format!("resp_mock_{index}");
                         (reply.responses_frames(model, &id), "text/event-stream")
+                    }
+                    WireFormat::Google => {
+                        // Gemini names the model in the path, not the body.
+                        let model = req
+                            .path
+                            .split('?')
+                            .next()
+                            .and_then(|p| p.rsplit_once("/models/"))
+                            .and_then(|(_, m)| m.strip_suffix(":streamGenerateContent"))
+                            .unwrap_or(model);
+                        let id = format!("gemini-mock-{index}");
+                        (reply.google_frames(model, &id), "text/event-stream")
                     }
                 };
                 Action::Stream {
@@ -634,6 +654,7 @@ async fn stream_frames(
                 WireFormat::Responses => {
                     b"event: response.output_text.delta\ndata: {\"type\":oops, not json\n\n"
                 }
+                WireFormat::Google => b"data: {\"candidates\":oops, not json\r\n\r\n",
             };
             write_frame(wr, garbage, reply.split_writes).await?;
         }

@@ -619,6 +619,103 @@ impl Reply {
     }
 }
 
+impl Reply {
+    /// The `thoughtSignature` the mock gives a Gemini thought (by its whole text) or function
+    /// call (by its id): base64, as the API's are, and expected back on the same part.
+    pub fn google_signature_of(key: &str) -> String {
+        let hash = Reply::signature_of(key);
+        let hex = hash.trim_start_matches("mock-signature-");
+        format!("Z2VtaW5p{hex}")
+    }
+
+    /// The frames of this reply as Gemini's `streamGenerateContent?alt=sse` sends them: one
+    /// `GenerateContentResponse` per piece of thinking (`thought: true`, the signature on the
+    /// last piece) or text, one per function call (whole, with its id; the first call of the
+    /// reply carries a signature, as Gemini signs the first call of a step), each with the
+    /// running usage, then a last one with the finish reason and the final usage. A scripted
+    /// error event replaces the tail with an `{"error": …}` payload.
+    pub(super) fn google_frames(&self, model: &str, id: &str) -> Vec<Vec<u8>> {
+        let usage = |final_: bool| {
+            let mut u = json!({
+                "promptTokenCount": self.usage.0 + self.cache.0,
+                "candidatesTokenCount": if final_ { self.usage.1 } else { 0 },
+                "totalTokenCount": self.usage.0 + self.cache.0 + if final_ { self.usage.1 + self.cache.1 } else { 0 },
+            });
+            if self.cache.0 > 0 {
+                u["cachedContentTokenCount"] = json!(self.cache.0);
+            }
+            if final_ && self.cache.1 > 0 {
+                u["thoughtsTokenCount"] = json!(self.cache.1);
+            }
+            u
+        };
+        let response = |parts: Vec<Value>, finish: Option<&str>| {
+            let mut candidate = json!({"content": {"role": "model", "parts": parts}, "index": 0});
+            if let Some(f) = finish {
+                candidate["finishReason"] = json!(f);
+            }
+            google_sse(&json!({
+                "candidates": [candidate],
+                "usageMetadata": usage(finish.is_some()),
+                "modelVersion": model,
+                "responseId": id,
+            }))
+        };
+        let mut frames = Vec::new();
+        let mut signed_a_call = false;
+        for seg in &self.segments {
+            match seg {
+                Segment::Thinking(t) => {
+                    let pieces = split_even(t, self.thinking_chunks);
+                    let last = pieces.len() - 1;
+                    for (i, piece) in pieces.into_iter().enumerate() {
+                        let mut part = json!({"text": piece, "thought": true});
+                        if i == last {
+                            part["thoughtSignature"] = json!(Reply::google_signature_of(t));
+                        }
+                        frames.push(response(vec![part], None));
+                    }
+                }
+                Segment::Text(t) => {
+                    for piece in split_even(t, self.text_chunks) {
+                        frames.push(response(vec![json!({"text": piece})], None));
+                    }
+                }
+                Segment::ToolCall { id, name, args } => {
+                    let mut part = json!({"functionCall": {"id": id, "name": name, "args": args}});
+                    if !signed_a_call {
+                        part["thoughtSignature"] = json!(Reply::google_signature_of(id));
+                        signed_a_call = true;
+                    }
+                    frames.push(response(vec![part], None));
+                }
+                Segment::Redacted(_) => {}
+            }
+        }
+        let finish = match self.finish.as_deref() {
+            None => "STOP",
+            Some("length") => "MAX_TOKENS",
+            Some(other) => other,
+        };
+        frames.push(response(Vec::new(), Some(finish)));
+        if let Some((n, status, message)) = &self.error_event {
+            frames.truncate(*n);
+            frames.push(google_sse(&json!({
+                "error": {"code": 503, "message": message, "status": status},
+            })));
+        }
+        frames
+    }
+}
+
+/// One SSE event as Gemini sends it: a bare `data:` line, CRLF-terminated.
+fn google_sse(v: &Value) -> Vec<u8> {
+    let mut out = b"data: ".to_vec();
+    out.extend(serde_json::to_vec(v).unwrap());
+    out.extend(b"\r\n\r\n");
+    out
+}
+
 /// One SSE event as Anthropic and OpenAI's Responses send them: `event:` named after the
 /// payload's `type`.
 fn named_event(v: &Value) -> Vec<u8> {

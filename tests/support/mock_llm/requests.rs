@@ -13,6 +13,8 @@ pub enum WireFormat {
     Anthropic,
     /// OpenAI Responses, `/v1/responses`.
     Responses,
+    /// Gemini, `/v1beta/models/<model>:streamGenerateContent`.
+    Google,
 }
 
 /// One request as the mock received it. Header names are lower-cased. `body` is the parsed JSON
@@ -57,6 +59,8 @@ pub(super) fn route_format(path: &str) -> Option<WireFormat> {
         Some(WireFormat::Anthropic)
     } else if path.ends_with("/responses") {
         Some(WireFormat::Responses)
+    } else if path.ends_with(":streamGenerateContent") {
+        Some(WireFormat::Google)
     } else {
         None
     }
@@ -95,6 +99,7 @@ pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
     match format {
         WireFormat::Anthropic => return super::anthropic_checks::check(body),
         WireFormat::Responses => return super::responses_checks::check(body),
+        WireFormat::Google => return super::google_checks::check(body),
         WireFormat::Ollama | WireFormat::OpenAi => {}
     }
     let mut out = Vec::new();
@@ -107,7 +112,7 @@ pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
                 out.push("request has `stream: false`; the mock only streams".into());
             }
         }
-        WireFormat::OpenAi | WireFormat::Anthropic | WireFormat::Responses => {
+        WireFormat::OpenAi | WireFormat::Anthropic | WireFormat::Responses | WireFormat::Google => {
             if body.get("stream") != Some(&Value::Bool(true)) {
                 out.push("request does not set `stream: true`".into());
             }
@@ -138,9 +143,10 @@ pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
                 } else {
                     match format {
                         WireFormat::Ollama => check_ollama_results(i, calls, results, &mut out),
-                        WireFormat::OpenAi | WireFormat::Anthropic | WireFormat::Responses => {
-                            check_openai_results(i, calls, results, &mut out)
-                        }
+                        WireFormat::OpenAi
+                        | WireFormat::Anthropic
+                        | WireFormat::Responses
+                        | WireFormat::Google => check_openai_results(i, calls, results, &mut out),
                     }
                 }
                 i = j;
