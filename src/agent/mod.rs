@@ -103,6 +103,8 @@ struct Inner {
     /// Where new session files go; `None` with `--no-session`.
     session_files: Option<PathBuf>,
     idle_timeout: Duration,
+    /// `--max-turns` / `maxTurns`: the most good replies one prompt's run may take.
+    max_turns: Option<u32>,
     client: SharedClient,
     /// How many user `bash` commands are running.
     bash_running: user_bash::Running,
@@ -246,6 +248,7 @@ impl Agent {
                 agent_dir: config.agent_dir,
                 cwd: config.cwd,
                 idle_timeout: config.settings.stream_idle_timeout,
+                max_turns: config.max_turns,
                 client,
                 bash_running: watch::Sender::new(0),
                 outputs: Arc::default(),

@@ -32,9 +32,18 @@ pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMe
     pending.extend(agent.take_queued(|q| q.take_steering()));
     let mut overflow_retried = false;
     let mut retries = Retries::new(agent.inner.retry);
+    // Good replies so far, across the retries and compactions of this run.
+    let mut replies = 0;
     loop {
         agent.emit(Event::AgentStart);
-        let outcome = turns(agent, &cancel, std::mem::take(&mut pending), &mut retries).await;
+        let outcome = turns(
+            agent,
+            &cancel,
+            std::mem::take(&mut pending),
+            &mut retries,
+            &mut replies,
+        )
+        .await;
         let mut schedule_retry = || {
             let error = outcome.error.as_ref()?;
             retries.schedule(agent.state().auto_retry, error)
@@ -214,12 +223,14 @@ impl Agent {
     }
 }
 
-/// The turns of one `agent_start`…`agent_end` span.
+/// The turns of one `agent_start`…`agent_end` span. `replies` counts the run's good replies
+/// for the turn limit.
 async fn turns(
     agent: &Agent,
     cancel: &CancellationToken,
     mut pending: Vec<UserMessage>,
     retries: &mut Retries,
+    replies: &mut u32,
 ) -> Outcome {
     let mut turn_index = 0;
     // The first turn's messages are the prompt's; later ones come off the queue.
@@ -233,7 +244,11 @@ async fn turns(
         for message in pending.drain(..) {
             agent.append(Message::User(message));
         }
-        let (reply, error) = stream_reply(agent, cancel).await;
+        let limit = agent.inner.max_turns.filter(|max| *replies >= *max);
+        let (reply, error) = stream_reply(agent, cancel, limit).await;
+        if !reply.is_failed() {
+            *replies += 1;
+        }
         // A good reply ends the retries that led to it (Pi reports that before the tools run).
         if !reply.is_failed()
             && let Some(attempt) = retries.finish()
@@ -286,9 +301,12 @@ async fn turns(
 /// Streams one assistant reply, emitting `message_start`, the updates and `message_end`.
 /// Every failure ends up in the returned message (`stopReason` error or aborted), never as a
 /// lost turn. The provider's error comes back too, for the agent to decide what to do next.
+/// With `turn_limit` (the run has had that many replies) no request is sent: the reply is the
+/// error that says so, which ends the run as a failed request would, without a retry.
 async fn stream_reply(
     agent: &Agent,
     cancel: &CancellationToken,
+    turn_limit: Option<u32>,
 ) -> (AssistantMessage, Option<ProviderError>) {
     let (model, history, tools, thinking, auto_retry) = {
         let state = agent.state();
@@ -318,6 +336,7 @@ async fn stream_reply(
     let mut failure = None;
     let outcome = match &model {
         _ if cancel.is_cancelled() => Err((StopReason::Aborted, ABORTED.to_owned())),
+        _ if let Some(n) = turn_limit => Err((StopReason::Error, turn_limit_text(n))),
         None => Err((StopReason::Error, super::CommandError::NoModel.to_string())),
         Some(model) => {
             let inner = &agent.inner;
@@ -412,3 +431,11 @@ fn announce(agent: &Agent, message: &AssistantMessage) -> bool {
 }
 
 const ABORTED: &str = "Request was aborted";
+
+fn turn_limit_text(n: u32) -> String {
+    let replies = if n == 1 { "reply" } else { "replies" };
+    format!(
+        "Stopped: the turn limit was reached after {n} {replies} (--max-turns or the maxTurns \
+         setting); the model wanted another turn"
+    )
+}

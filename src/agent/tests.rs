@@ -70,6 +70,7 @@ fn config(base: &str, dir: &std::path::Path) -> Config {
         system_prompt: None,
         append_system_prompt: None,
         no_session: true,
+        max_turns: None,
         session_dir: None,
         resume: crate::config::Resume::New,
         warnings: Vec::new(),

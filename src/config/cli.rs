@@ -58,6 +58,10 @@ pub struct Cli {
     /// Startup thinking level: off, minimal, low, medium, high, xhigh or max.
     #[arg(long, value_name = "LEVEL", value_parser = parse_thinking_level)]
     pub thinking: Option<ThinkingLevel>,
+    /// The most replies one prompt may take before its run stops with an error (over the
+    /// maxTurns setting); for unattended runs, whose model may repeat itself for ever.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: Option<u32>,
     /// Keep the session in memory only; write nothing.
     #[arg(long)]
     pub no_session: bool,

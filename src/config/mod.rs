@@ -52,6 +52,8 @@ pub struct Config {
     pub system_prompt: Option<String>,
     pub append_system_prompt: Option<String>,
     pub no_session: bool,
+    /// `--max-turns`, else the `maxTurns` setting.
+    pub max_turns: Option<u32>,
     pub session_dir: Option<PathBuf>,
     /// Which conversation it starts with.
     pub resume: Resume,
@@ -284,6 +286,7 @@ impl Process {
             system_prompt: self.system_prompt.clone(),
             append_system_prompt: self.append_system_prompt.clone(),
             no_session: cli.no_session,
+            max_turns: cli.max_turns.or(settings.max_turns),
             model_explicit: named.is_some(),
             thinking_level,
             scope,

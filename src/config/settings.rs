@@ -47,6 +47,8 @@ pub struct Settings {
     pub mcp_permissions: Result<McpPermissions, String>,
     /// `mcpStartupWaitSeconds`: how long the first prompt waits for MCP servers still starting.
     pub mcp_startup_wait: Duration,
+    /// `maxTurns`: the most replies one prompt may take (none: no limit, as in Pi).
+    pub max_turns: Option<u32>,
     /// Whether the project's safety settings were taken as they are.
     pub project_trusted: bool,
     /// `skills`: more places to load skills from.
@@ -80,6 +82,7 @@ impl Default for Settings {
             sandbox: Ok(SandboxSettings::default()),
             mcp_permissions: Ok(McpPermissions::default()),
             mcp_startup_wait: Duration::from_secs(10),
+            max_turns: None,
             project_trusted: false,
             skills: Vec::new(),
             prompts: Vec::new(),
@@ -401,6 +404,12 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     let project_sandbox = project.remove("sandbox");
     let user_retry = user.remove("retry");
     let project_retry = project.remove("retry");
+    let max_turns = max_turns(
+        user.remove("maxTurns"),
+        project.remove("maxTurns"),
+        project_trusted,
+        warnings,
+    );
     let mut listed = |key: &str, warnings: &mut Vec<String>| {
         let mut paths = listed_paths(&mut user, key, sources.user, SourceScope::User, warnings);
         if let Some(file) = sources.project {
@@ -422,6 +431,7 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     let file: File = serde_json::from_value(Value::Object(merged)).unwrap_or_default();
     let mut s = Settings {
         project_trusted,
+        max_turns,
         skills,
         prompts,
         ..Settings::default()
@@ -540,6 +550,39 @@ fn retry(
             settings.tightened_by(wanted, warnings)
         }
         None => settings,
+    }
+}
+
+/// `maxTurns`, a positive whole number. A limit keeps an unattended run from looping, so an
+/// untrusted project may lower the user's but not raise or remove it.
+fn max_turns(
+    user: Option<Value>,
+    project: Option<Value>,
+    trusted: bool,
+    warnings: &mut Vec<String>,
+) -> Option<u32> {
+    let read = |value: Option<Value>, warnings: &mut Vec<String>| {
+        let value = value.filter(|v| !v.is_null())?;
+        match value.as_u64().filter(|n| *n > 0) {
+            Some(n) => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+            None => {
+                warnings.push(format!(
+                    "settings: \"maxTurns\" must be a whole number above 0, not {value}; ignored"
+                ));
+                None
+            }
+        }
+    };
+    let user = read(user, warnings);
+    let project = read(project, warnings);
+    match (user, project) {
+        (_, None) => user,
+        (_, Some(p)) if trusted => Some(p),
+        (Some(u), Some(p)) if p > u => {
+            warn_untightened("maxTurns", &["a higher limit"], warnings);
+            Some(u)
+        }
+        (_, Some(p)) => Some(p),
     }
 }
 

@@ -350,3 +350,37 @@ fn ollama_settings() {
     assert!(warnings[0].contains("ollama.maxDiscoveredContext"));
     assert!(warnings[1].contains("\"ollama.keepAlive\" is true"));
 }
+
+#[test]
+fn max_turns_is_a_positive_number_an_untrusted_project_may_only_lower() {
+    let max = |user: Option<&str>, project: Option<&str>, trusted: bool| {
+        let (s, warnings) = Files::new(user, project).load(trusted);
+        (s.max_turns, warnings)
+    };
+    assert_eq!(max(None, None, false), (None, vec![]));
+    assert_eq!(max(Some(r#"{"maxTurns":8}"#), None, false).0, Some(8));
+    assert_eq!(max(None, Some(r#"{"maxTurns":3}"#), false).0, Some(3));
+    assert_eq!(
+        max(Some(r#"{"maxTurns":8}"#), Some(r#"{"maxTurns":3}"#), false).0,
+        Some(3)
+    );
+    let (limit, warnings) = max(Some(r#"{"maxTurns":8}"#), Some(r#"{"maxTurns":50}"#), false);
+    assert_eq!(limit, Some(8));
+    assert!(
+        warnings[0].contains("may only tighten maxTurns"),
+        "{warnings:?}"
+    );
+    assert_eq!(
+        max(Some(r#"{"maxTurns":8}"#), Some(r#"{"maxTurns":50}"#), true).0,
+        Some(50)
+    );
+    for bad in [
+        r#"{"maxTurns":0}"#,
+        r#"{"maxTurns":-2}"#,
+        r#"{"maxTurns":"5"}"#,
+    ] {
+        let (limit, warnings) = max(Some(bad), None, false);
+        assert_eq!(limit, None, "{bad}");
+        assert!(warnings[0].contains("\"maxTurns\""), "{warnings:?}");
+    }
+}

@@ -592,3 +592,54 @@ fn an_mcp_call_a_rule_asks_about_is_refused_when_nobody_can_answer() {
     let calls = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(!calls.contains("call echo"), "the tool ran: {calls}");
 }
+
+/// A model that runs the same command turn after turn, as a small model stuck in a loop does.
+fn looping_model(mock: &MockLlm, turns: usize) {
+    for i in 0..turns {
+        mock.push(Reply::new().tool_call(format!("c{i}"), "bash", json!({"command": "true"})));
+    }
+}
+
+#[test]
+fn max_turns_ends_a_looping_run_with_an_error_and_exit_1() {
+    let mock = MockLlm::start();
+    looping_model(&mock, 5);
+    let shell = Shell::new(&mock);
+    let done = shell.run(&["-p", "--max-turns", "2", "run true"], "");
+    assert_eq!(done.code, Some(1), "{done:?}");
+    assert_eq!(done.stdout, "");
+    assert!(
+        done.stderr
+            .contains("turn limit was reached after 2 replies"),
+        "{}",
+        done.stderr
+    );
+    assert_eq!(mock.chat_requests().len(), 2, "no request past the limit");
+
+    // JSON mode: the limit is an error reply, as a failed request is; `maxTurns` in settings
+    // does the same, and the flag wins over it.
+    shell.settings(json!({"maxTurns": 1}));
+    let done = shell.run(&["--mode", "json", "run true"], "");
+    assert_eq!(done.code, Some(1), "{done:?}");
+    let ends: Vec<Value> = done
+        .lines()
+        .into_iter()
+        .filter(|l| l["type"] == "message_end" && l["message"]["role"] == "assistant")
+        .map(|l| l["message"].clone())
+        .collect();
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert_eq!(ends[1]["stopReason"], "error");
+    assert!(
+        ends[1]["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("after 1 reply"),
+        "{}",
+        ends[1]
+    );
+    assert_eq!(mock.chat_requests().len(), 3);
+
+    let usage = shell.run(&["-p", "--max-turns", "0", "x"], "");
+    assert_eq!(usage.code, Some(2), "{usage:?}");
+    assert!(usage.stderr.contains("--max-turns"), "{}", usage.stderr);
+}
