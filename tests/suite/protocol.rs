@@ -300,3 +300,71 @@ fn get_capabilities_names_the_protocol_its_commands_events_and_features() {
     assert_eq!(features["mcp"], true);
     assert_eq!(features["extensions"], false);
 }
+
+/// A burst of commands with ids, `tag`-prefixed: reads, a setter, a prompt the busy agent
+/// refuses, an unknown command and one with a bad field, over and over.
+fn flood(nova: &mut Nova, tag: &str, n: usize) -> Vec<Value> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let id = if i % 7 == 3 {
+            json!(i + 100_000 * tag.len())
+        } else {
+            json!(format!("{tag}-{i}"))
+        };
+        let mut cmd = match i % 6 {
+            0 => json!({"type": "get_state"}),
+            1 => json!({"type": "get_messages"}),
+            2 => json!({"type": "set_thinking_level", "level": "low"}),
+            3 => json!({"type": "prompt", "message": "while busy"}),
+            4 => json!({"type": "no_such_command"}),
+            _ => json!({"type": "set_auto_retry", "enabled": "yes"}),
+        };
+        cmd["id"] = id.clone();
+        nova.send(&cmd);
+        ids.push(id);
+    }
+    ids
+}
+
+#[test]
+fn every_id_gets_exactly_one_response_while_a_run_streams_aborts_and_retries() {
+    let mock = MockLlm::start();
+    mock.push(Reply::many_chunks(3000, "x ").delay_per_frame(Duration::from_millis(1)));
+    let mut nova = Nova::builder()
+        .ollama(&mock)
+        .settings(json!({"retry": {"baseDelayMs": 300}}))
+        .spawn();
+    let mut ids = vec![json!("p1")];
+    nova.send(&json!({"type": "prompt", "message": "stream", "id": "p1"}));
+    nova.wait_for_type("message_update", EVENT_TIMEOUT);
+    ids.extend(flood(&mut nova, "a", 150));
+    nova.send(&json!({"type": "abort", "id": "abort-1"}));
+    ids.push(json!("abort-1"));
+    ids.extend(flood(&mut nova, "bb", 60));
+    nova.events_until("agent_settled");
+
+    // A 503 is retried after a wait; commands keep coming through the stream and the wait.
+    mock.push(Reply::http_error(503, "busy"));
+    mock.push(Reply::many_chunks(200, "y").delay_per_frame(Duration::from_millis(1)));
+    nova.send(&json!({"type": "prompt", "message": "again", "id": 7}));
+    ids.push(json!(7));
+    ids.extend(flood(&mut nova, "ccc", 150));
+    let events = nova.events_until("agent_settled");
+    assert!(
+        events.iter().any(|e| e["type"] == "auto_retry_start"),
+        "the second run retried"
+    );
+    nova.request_ok(json!({"type": "get_state", "id": "last"}));
+    ids.push(json!("last"));
+
+    let mut counts = std::collections::HashMap::new();
+    for line in nova.log() {
+        if line.value["type"] == "response" {
+            *counts.entry(line.value["id"].to_string()).or_insert(0) += 1;
+        }
+    }
+    for id in &ids {
+        assert_eq!(counts.remove(&id.to_string()), Some(1), "responses to {id}");
+    }
+    assert!(counts.is_empty(), "responses to ids never sent: {counts:?}");
+}
