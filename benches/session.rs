@@ -3,6 +3,7 @@
 //! - resume: `Session::open` + `context()` of a 100,000-entry (~100 MB) file, time and peak RSS
 //!   (VmHWM, reset just before) next to the file size; targets ≤ 1 s and ≤ 3× the file size
 //! - the mean time of `append_message` on a session that is already on disk
+//! - `list_sessions` over 10,000 session files of 20 entries each (~10 KB); target ≤ 200 ms
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use nova::protocol::{
@@ -19,6 +20,7 @@ use std::time::Instant;
 
 const ENTRIES: usize = 100_000;
 const APPENDS: usize = 1_000;
+const LISTED: usize = 10_000;
 
 /// A deterministic xorshift, enough to vary sizes without a dependency.
 struct Rng(u64);
@@ -242,4 +244,42 @@ fn main() {
         "append_message mean (1 KB, flushed)",
         append_mean.as_secs_f64() * 1e6
     );
+    let (listed, took) = list_many(dir.path());
+    println!(
+        "{:<34} {:>11.0} ms   (target ≤ 200)",
+        format!("list_sessions, {listed} files"),
+        took.as_secs_f64() * 1000.0
+    );
+}
+
+/// Writes [`LISTED`] small sessions into one directory and times listing them (the files were
+/// just written, so they are in the page cache, as a user's recent sessions are).
+fn list_many(dir: &Path) -> (usize, std::time::Duration) {
+    use nova::session::paths::Scope;
+    let sessions = dir.join("many");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for n in 0..LISTED {
+        let path = sessions.join(format!("2026-01-01T00-00-00-000Z_{n:08}.jsonl"));
+        let mut out = BufWriter::new(File::create(path).unwrap());
+        let header = json!({"type": "session", "version": 3, "id": format!("0190list-{n:08}"),
+            "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/bench"});
+        writeln!(out, "{header}").unwrap();
+        for i in 0..20 {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            let entry = json!({"type": "message", "id": format!("{i:08x}"), "parentId": null,
+                "timestamp": "2026-01-01T00:00:01.000Z", "message": {"role": role,
+                "content": [{"type": "text", "text": text(&mut rng, 200, 600)}], "timestamp": i}});
+            writeln!(out, "{entry}").unwrap();
+        }
+        out.flush().unwrap();
+    }
+    let scope = Scope {
+        agent_dir: dir,
+        cwd: Path::new("/bench"),
+        session_dir: Some(&sessions),
+    };
+    let started = Instant::now();
+    let listed = nova::session::list(scope, false);
+    (listed.len(), started.elapsed())
 }

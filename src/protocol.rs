@@ -641,6 +641,12 @@ pub enum Command {
     SetActiveTools {
         tools: Vec<String>,
     },
+    /// The sessions of the cwd's session directory, or of every one with `all` (nova's
+    /// addition; Pi #7712).
+    ListSessions {
+        #[serde(default)]
+        all: bool,
+    },
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -705,6 +711,28 @@ pub struct Response {
     pub error: Option<String>,
 }
 
+/// One session in `list_sessions`: what its header, its `session_info` and its first user
+/// message say, without loading it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionListing {
+    pub id: String,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub cwd: String,
+    /// The header's timestamp.
+    pub created: String,
+    /// The file's modification time.
+    pub modified: String,
+    /// Every message entry in the file, on every branch.
+    pub message_count: usize,
+    /// The first user message on one line, cut at 200 characters ("" before the first).
+    pub first_message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+}
+
 /// A response's `data`: one type per command that answers with any. The conversation stays as
 /// shared messages until the stdout writer encodes it, so answering `get_messages` on a long
 /// session never builds a second copy of it.
@@ -735,6 +763,9 @@ pub enum ResponseData {
     },
     Commands {
         commands: Vec<SlashCommand>,
+    },
+    Sessions {
+        sessions: Vec<SessionListing>,
     },
     SessionStats(Box<SessionStats>),
     ForkMessages {

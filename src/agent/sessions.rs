@@ -5,7 +5,8 @@ use super::{Agent, CommandError, State, models};
 use crate::config::{Config, Resume};
 use crate::export::{ExportMeta, render_html};
 use crate::protocol::{
-    ContextUsage, Event, ForkMessage, Message, ResponseData, SessionStats, TokenTotals, Usage,
+    ContextUsage, Event, ForkMessage, Message, ResponseData, SessionListing, SessionStats,
+    TokenTotals, Usage,
 };
 use crate::session::{Body, Session, SessionError, paths};
 use crate::tools::{fs, safe_open};
@@ -135,6 +136,26 @@ impl Agent {
         self.record_settings_if_new();
         Ok(false)
     }
+    /// Where this session looks for other sessions.
+    fn session_scope(&self) -> paths::Scope<'_> {
+        paths::Scope {
+            agent_dir: &self.inner.agent_dir,
+            cwd: &self.inner.cwd,
+            session_dir: self.inner.session_dir_flag.as_deref(),
+        }
+    }
+
+    /// `list_sessions`: the sessions of this cwd's directory, or of all of them, read off the
+    /// runtime thread (thousands of files take a while).
+    pub async fn list_sessions(&self, all: bool) -> Result<Vec<SessionListing>, CommandError> {
+        let agent = self.clone();
+        tokio::task::spawn_blocking(move || crate::session::list(agent.session_scope(), all))
+            .await
+            .map_err(|e| CommandError::Crashed {
+                what: "listing the sessions",
+                detail: Some(e.to_string()),
+            })
+    }
 
     /// `switch_session {sessionId}` (or Pi's `sessionPath`). Answers whether it was cancelled
     /// (never, in nova).
@@ -149,14 +170,7 @@ impl Agent {
         let query = session_id.or(session_path).ok_or_else(|| {
             CommandError::Invalid("switch_session needs \"sessionId\" (or \"sessionPath\")".into())
         })?;
-        let path = paths::resolve(
-            &query,
-            paths::Scope {
-                agent_dir: &self.inner.agent_dir,
-                cwd: &self.inner.cwd,
-                session_dir: self.inner.session_dir_flag.as_deref(),
-            },
-        )?;
+        let path = paths::resolve(&query, self.session_scope())?;
         // Loading a large file takes a while: off the runtime thread, without the state.
         let (session, warnings) = tokio::task::spawn_blocking(move || Session::open(&path))
             .await

@@ -221,6 +221,10 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
         Command::GetTools {} => Ok(Some(ResponseData::Tools {
             tools: agent.tools(),
         })),
+        Command::ListSessions { all } => agent
+            .list_sessions(all)
+            .await
+            .map(|sessions| Some(ResponseData::Sessions { sessions })),
         Command::SetActiveTools { tools } => agent
             .set_active_tools(tools)
             .map(|tools| Some(ResponseData::Tools { tools })),

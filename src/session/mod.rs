@@ -10,12 +10,14 @@
 
 mod entry;
 mod error;
+mod list;
 mod load;
 pub mod paths;
 mod tree;
 
 pub use entry::{Body, Entry, Header};
 pub use error::SessionError;
+pub use list::list;
 pub use tree::{Context, EntriesSince, Tree, TreeNode};
 
 use crate::protocol::{Message, Usage, UserContent};

@@ -101,7 +101,8 @@ fn by_id(query: &str, prefix: bool, scope: Scope<'_>) -> Result<PathBuf, Session
     Err(SessionError::NoSuchId(query.to_owned()))
 }
 
-fn search_dirs(scope: Scope<'_>) -> Vec<PathBuf> {
+/// The session dir when one is given; else the cwd's directory first, then every other one.
+pub(super) fn search_dirs(scope: Scope<'_>) -> Vec<PathBuf> {
     if let Some(dir) = scope.session_dir {
         return vec![dir.to_path_buf()];
     }
@@ -119,7 +120,7 @@ fn search_dirs(scope: Scope<'_>) -> Vec<PathBuf> {
     dirs
 }
 
-fn session_files(dir: &Path) -> Vec<PathBuf> {
+pub(super) fn session_files(dir: &Path) -> Vec<PathBuf> {
     let Ok(read) = fs::read_dir(dir) else {
         return Vec::new();
     };

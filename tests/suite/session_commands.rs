@@ -309,3 +309,68 @@ fn get_entries_and_tree_of_a_fresh_session() {
     assert!(!dirs.agent().join("sessions").exists());
     finish(nova);
 }
+
+#[test]
+fn list_sessions_summarises_the_cwd_s_sessions_or_all_of_them_newest_first() {
+    let mock = MockLlm::start();
+    let dirs = Dirs::new();
+    let (first_id, first_path, _) = make_session(&dirs, &mock);
+
+    // A second session in this cwd, named, whose first message is long and spans lines.
+    let long = format!("line one\n{}", "word ".repeat(100));
+    mock.push(Reply::text("ok"));
+    let mut nova = dirs.nova(&mock, &[]);
+    nova.run_prompt(&long);
+    nova.request_ok(json!({"type": "set_session_name", "name": "Second"}));
+    let second_id = state(&mut nova)["sessionId"].as_str().unwrap().to_owned();
+
+    // Another cwd's session (a Pi file), and files that are not sessions.
+    let other_dir = dirs.agent().join("sessions").join("--elsewhere--");
+    fs::create_dir_all(&other_dir).unwrap();
+    fs::copy(
+        "src/session/testdata/pi-branched.jsonl",
+        other_dir.join("2026-01-06T09-00-00-000Z_pi.jsonl"),
+    )
+    .unwrap();
+    fs::write(dirs.session_dir().join("notes.jsonl"), "not a session\n").unwrap();
+    fs::write(dirs.session_dir().join("empty.jsonl"), "").unwrap();
+
+    let listed = nova.request_ok(json!({"type": "list_sessions"}))["sessions"].clone();
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    let (second, first) = (&listed[0], &listed[1]);
+    assert_eq!(second["id"], second_id.as_str(), "newest first");
+    assert_eq!(second["name"], "Second");
+    assert_eq!(second["messageCount"], 2);
+    let preview = second["firstMessage"].as_str().unwrap();
+    assert!(preview.starts_with("line one word word"), "{preview}");
+    assert_eq!(
+        preview.chars().count(),
+        201,
+        "200 characters and an ellipsis"
+    );
+    assert!(preview.ends_with('…'));
+
+    assert_eq!(first["id"], first_id.as_str());
+    assert_eq!(first["path"], first_path.to_str().unwrap());
+    assert_eq!(first["cwd"], dirs.cwd().to_str().unwrap());
+    assert_eq!(first["messageCount"], 6);
+    assert_eq!(first["firstMessage"], "first question");
+    assert!(first.get("name").is_none());
+    assert!(first.get("parentSession").is_none());
+    for key in ["created", "modified"] {
+        let t = first[key].as_str().unwrap();
+        assert!(t.starts_with("20") && t.ends_with('Z'), "{key}: {t}");
+    }
+
+    let all = nova.request_ok(json!({"type": "list_sessions", "all": true}))["sessions"].clone();
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len(), 3, "{all:?}");
+    let pi = all.iter().find(|s| s["cwd"] == "/home/u/project").unwrap();
+    assert_eq!(pi["firstMessage"], "Write a poem");
+    assert!(pi["parentSession"].as_str().unwrap().ends_with(".jsonl"));
+
+    let r = nova.request(json!({"type": "list_sessions", "all": "yes"}));
+    assert_eq!(r["success"], false, "{r}");
+    finish(nova);
+}
