@@ -816,8 +816,15 @@ impl Accumulator {
         if let Some(error) = &frame.error {
             return Err(stream_error(error));
         }
-        if self.facts.response_id.is_none() {
-            self.facts.response_id = frame.response_id.filter(|id| !id.is_empty());
+        if self.facts.response_id.is_none()
+            && let Some(id) = frame.response_id.filter(|id| !id.is_empty())
+        {
+            self.facts.response_id = Some(id.clone());
+            // Announced at once, so a reply cut short still carries it.
+            out.push(ProviderEvent::Start {
+                response_id: Some(id),
+                usage: None,
+            });
         }
         if let Some(reason) = frame
             .prompt_feedback

@@ -708,8 +708,13 @@ impl Accumulator {
         if let Some(error) = chunk.error {
             return Err(ProviderError::Api(value_message(&error)));
         }
-        if self.facts.response_id.is_none() {
-            self.facts.response_id = chunk.id;
+        if self.facts.response_id.is_none() && chunk.id.is_some() {
+            self.facts.response_id.clone_from(&chunk.id);
+            // Announced at once, so a reply cut short still carries it.
+            out.push(ProviderEvent::Start {
+                response_id: chunk.id,
+                usage: None,
+            });
         }
         // Some servers repeat a running total in every chunk; the last one wins.
         if let Some(u) = chunk.usage {
@@ -889,6 +894,14 @@ mod tests {
         serde_json::from_slice(&build_body(req).unwrap()).unwrap()
     }
 
+    /// The event that carries the server's response id, as soon as it is read.
+    fn start(id: &str) -> ProviderEvent {
+        ProviderEvent::Start {
+            response_id: Some(id.into()),
+            usage: None,
+        }
+    }
+
     fn run(chunks: &[&[u8]]) -> Outcome {
         let mut acc = Accumulator::with_id_prefix(&model("openai-completions", true), "t".into());
         let mut events = Vec::new();
@@ -962,6 +975,7 @@ mod tests {
         ]);
         let want = (
             vec![
+                start("chatcmpl-9"),
                 Thinking("The user says hi".into()),
                 // The field the reasoning came in signs its block, so it goes back there.
                 ThinkingSignature("reasoning_content".into()),
@@ -1027,6 +1041,7 @@ mod tests {
             check(&stream),
             (
                 vec![
+                    start("chatcmpl-1"),
                     Text("Let me look.".into()),
                     frag(0, Some("call_a"), Some("read"), ""),
                     frag(0, None, None, "{\"pa"),

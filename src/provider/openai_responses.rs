@@ -616,8 +616,15 @@ impl Accumulator {
             serde_json::from_str(data).map_err(|e| ProviderError::invalid_json(data, &e))?;
         match frame.kind.as_str() {
             "response.created" | "response.in_progress" => {
-                if let Some(id) = frame.response.and_then(|r| r.id) {
-                    self.facts.response_id = Some(id);
+                if let Some(id) = frame.response.and_then(|r| r.id)
+                    && self.facts.response_id.as_ref() != Some(&id)
+                {
+                    self.facts.response_id = Some(id.clone());
+                    // Announced at once, so a reply cut short still carries it.
+                    out.push(ProviderEvent::Start {
+                        response_id: Some(id),
+                        usage: None,
+                    });
                 }
             }
             "response.output_item.added" => {

@@ -16,6 +16,14 @@ fn gemini(id: &str) -> Model {
     }
 }
 
+/// The event carrying the response id of [`response`]'s frames, sent as soon as it is read.
+fn start() -> ProviderEvent {
+    Start {
+        response_id: Some("resp-1".into()),
+        usage: None,
+    }
+}
+
 fn run(chunks: &[&[u8]]) -> Outcome {
     let mut acc = Accumulator::with_id_prefix(&gemini("gemini-2.5-flash"), "t".into());
     let mut events = Vec::new();
@@ -90,6 +98,7 @@ fn thoughts_text_and_usage_with_signatures_on_their_blocks() {
     assert_eq!(
         events,
         [
+            start(),
             Thinking("Planning".into()),
             Thinking(" more.".into()),
             ThinkingSignature("dGhpbms=".into()),
@@ -127,6 +136,7 @@ fn parallel_calls_whole_with_ids_and_signatures() {
     assert_eq!(
         events,
         [
+            start(),
             Text("Let me look.".into()),
             call(0, "call_t_0", "read", r#"{"path":"a.rs"}"#),
             ToolCallSignature {
@@ -159,7 +169,7 @@ fn finish_reasons_and_blocked_prompts() {
     );
 
     let (events, err) = ending("SAFETY");
-    assert_eq!(events, [Text("Hi".into())]);
+    assert_eq!(events, [start(), Text("Hi".into())]);
     let err = err.unwrap();
     assert_eq!(
         err.to_string(),
@@ -198,7 +208,7 @@ fn finish_reasons_and_blocked_prompts() {
 
     // Cut before any finish reason.
     let (events, err) = check(std::slice::from_ref(&text));
-    assert_eq!(events, [Text("Hi".into())]);
+    assert_eq!(events, [start(), Text("Hi".into())]);
     assert_eq!(err, Some(ProviderError::EndedEarly));
 }
 
@@ -210,7 +220,7 @@ fn errors_in_the_stream_and_bad_frames() {
         text.clone(),
         failure(503, "UNAVAILABLE", "The model is overloaded."),
     ]);
-    assert_eq!(events, [Text("par".into())]);
+    assert_eq!(events, [start(), Text("par".into())]);
     let err = err.unwrap();
     assert_eq!(
         err,
@@ -243,9 +253,10 @@ fn errors_in_the_stream_and_bad_frames() {
         Some("STOP"),
     )]);
     assert_eq!(err, None);
-    assert_eq!(events[0], Text("42".into()));
+    assert_eq!(events[0], start());
+    assert_eq!(events[1], Text("42".into()));
     assert_eq!(
-        events[1],
+        events[2],
         ToolCall {
             index: 0,
             id: Some("call_t_0".into()),

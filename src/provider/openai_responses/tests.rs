@@ -124,6 +124,10 @@ fn reasoning_text_and_usage() {
     assert_eq!(
         events,
         [
+            Start {
+                response_id: Some("resp_1".into()),
+                usage: None,
+            },
             Thinking(String::new()),
             Thinking("Think".into()),
             Thinking("ing.".into()),
