@@ -172,6 +172,7 @@ say "nova exited $status after $(($(date +%s) - start)) s"
 if [ -f "$work/fizz.py" ]; then
     say "fizz.py as written:"
     cat "$work/fizz.py"
+    echo
     say "running it again here:"
     python3 "$work/fizz.py" | tr '\n' ' '
     echo
