@@ -3,7 +3,8 @@
 
 use super::{ConfigError, builtin};
 use crate::protocol::{LoadOptions, Model, ModelCompat, ModelCost, ThinkingLevelMap};
-use crate::provider::{Api, aws, compat};
+use crate::provider::http::Route;
+use crate::provider::{Api, aws, azure, compat};
 use crate::secret;
 use serde::Deserialize;
 use serde_json::Value;
@@ -35,8 +36,8 @@ pub struct ProviderConfig {
 pub struct Credentials {
     pub api_key: Option<String>,
     pub headers: Vec<(String, String)>,
-    /// Where a Bedrock request goes and how it is signed.
-    pub aws: Option<aws::Target>,
+    /// Where a Bedrock or Azure request goes (and how a Bedrock one is signed).
+    pub route: Option<Route>,
 }
 
 #[derive(Debug, Default)]
@@ -125,7 +126,7 @@ impl Registry {
         self.runtime_key
             .as_ref()
             .is_some_and(|(p, _)| p == provider)
-            || self.auth.get(provider).is_some()
+            || self.auth.has(provider)
     }
 
     /// Parses a models.json. `Ok(None)` when the file does not exist.
@@ -350,19 +351,31 @@ impl Registry {
             .as_ref()
             .filter(|(p, _)| *p == provider.name)
             .map(|(_, key)| key.clone());
+        // The entry's `env` applies over the process environment, for this provider only.
+        let scoped = self.auth.env(&provider.name);
+        let var = |name: &str| {
+            scoped
+                .and_then(|env| env.get(name))
+                .filter(|v| !v.is_empty())
+                .cloned()
+                .or_else(|| std::env::var(name).ok())
+        };
         // Pi's order: the command line, auth.json, models.json's `apiKey`, the environment.
-        let stored = match self.auth.get(&provider.name).filter(|_| runtime.is_none()) {
-            Some(raw) => {
-                Some(
-                    self.resolve_value(raw)
-                        .await
-                        .map_err(|reason| ConfigError::Secret {
-                            what: "auth.json key".to_owned(),
-                            provider: provider.name.clone(),
-                            reason,
-                        })?,
+        let stored = match self.auth.key(&provider.name).filter(|_| runtime.is_none()) {
+            Some(raw) => Some(
+                secret::resolve_in(
+                    raw,
+                    secret::Syntax::WholeValue,
+                    Some(&self.command_cache),
+                    var,
                 )
-            }
+                .await
+                .map_err(|reason| ConfigError::Secret {
+                    what: "auth.json key".to_owned(),
+                    provider: provider.name.clone(),
+                    reason,
+                })?,
+            ),
             None => runtime,
         };
         let key = match (&stored, &provider.api_key) {
@@ -382,21 +395,30 @@ impl Registry {
             }
         };
         let key = key.filter(|k| !k.is_empty());
-        let aws = if model.api == Api::BedrockConverseStream {
-            let var = |name: &str| std::env::var(name).ok();
-            let sources = aws::Sources {
-                var: &var,
-                home: std::env::var_os("HOME").map(Into::into),
-            };
-            let target = aws::target(&model.id, &model.base_url, key.as_deref(), &sources)
-                .map_err(|reason| ConfigError::Secret {
-                    what: "AWS credentials".to_owned(),
-                    provider: provider.name.clone(),
-                    reason,
-                })?;
-            Some(target)
-        } else {
-            None
+        let unresolved = |reason| ConfigError::Secret {
+            what: match model.api {
+                Api::BedrockConverseStream => "the AWS credentials",
+                _ => "the address",
+            }
+            .to_owned(),
+            provider: provider.name.clone(),
+            reason,
+        };
+        let route = match model.api {
+            Api::BedrockConverseStream => {
+                let sources = aws::Sources {
+                    var: &var,
+                    home: std::env::var_os("HOME").map(Into::into),
+                    stored_profile: scoped.is_some_and(|env| env.contains_key("AWS_PROFILE")),
+                };
+                let target = aws::target(&model.id, &model.base_url, key.as_deref(), &sources)
+                    .map_err(unresolved)?;
+                Some(Route::Aws(target))
+            }
+            Api::AzureOpenAiResponses => Some(Route::Azure(
+                azure::target(&model.id, &model.base_url, &var).map_err(unresolved)?,
+            )),
+            _ => None,
         };
         let own = provider.model_headers.get(&model.id).into_iter().flatten();
         let mut headers: Vec<(String, String)> = Vec::with_capacity(provider.headers.len());
@@ -414,9 +436,9 @@ impl Registry {
             headers.push((name.clone(), value));
         }
         Ok(Credentials {
-            api_key: key.filter(|_| aws.is_none()),
+            api_key: key.filter(|_| !matches!(route, Some(Route::Aws(_)))),
             headers,
-            aws,
+            route,
         })
     }
 
