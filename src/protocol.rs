@@ -339,6 +339,10 @@ pub enum Api {
     AnthropicMessages,
     #[serde(rename = "google-generative-ai")]
     GoogleGenerativeAi,
+    #[serde(rename = "bedrock-converse-stream")]
+    BedrockConverseStream,
+    #[serde(rename = "azure-openai-responses")]
+    AzureOpenAiResponses,
 }
 
 impl Api {
@@ -349,6 +353,8 @@ impl Api {
             Api::OpenAiResponses => "openai-responses",
             Api::AnthropicMessages => "anthropic-messages",
             Api::GoogleGenerativeAi => "google-generative-ai",
+            Api::BedrockConverseStream => "bedrock-converse-stream",
+            Api::AzureOpenAiResponses => "azure-openai-responses",
         }
     }
 

@@ -4,7 +4,8 @@
 
 use super::estimate::Meter;
 use super::{
-    Api, ProviderError, ProviderEvent, Request, anthropic, google, ollama, openai, openai_responses,
+    Api, ProviderError, ProviderEvent, Request, anthropic, aws, azure, bedrock, google, ollama,
+    openai, openai_responses,
 };
 use crate::pace::Pacer;
 use crate::protocol::{ContentBlock, Message, UserContent};
@@ -91,7 +92,17 @@ pub struct Transport<'a> {
     pub idle_timeout: Duration,
     pub api_key: Option<String>,
     pub headers: Vec<(String, String)>,
+    /// Where a request goes when the provider's environment decides it (Bedrock, Azure);
+    /// `None` for every other API.
+    pub route: Option<Route>,
     pub warnings: &'a Warnings,
+}
+
+/// An address, and for Bedrock a credential, resolved from the provider's environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    Aws(aws::Target),
+    Azure(azure::Target),
 }
 
 /// Streams one reply: sends `req` in the wire format its model's `api` names and calls
@@ -137,14 +148,47 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             google::endpoint(&req.model.base_url, &req.model.id),
             Decoder::Google(google::Accumulator::new(req.model)),
         ),
+        Api::BedrockConverseStream => (
+            bedrock::endpoint(
+                match &transport.route {
+                    Some(Route::Aws(target)) => &target.base_url,
+                    _ => &req.model.base_url,
+                },
+                &req.model.id,
+            ),
+            Decoder::Bedrock(bedrock::Accumulator::new(req.model)),
+        ),
+        Api::AzureOpenAiResponses => (
+            match &transport.route {
+                Some(Route::Azure(target)) => azure::endpoint(target),
+                _ => openai_responses::endpoint(&req.model.base_url),
+            },
+            Decoder::Responses(openai_responses::Accumulator::new(req.model)),
+        ),
+    };
+    let unrouted = |what: &str| ProviderError::InvalidRequest {
+        url: url.clone(),
+        message: format!("no {what} was resolved for this request"),
+    };
+    let deployment = match (api, &transport.route) {
+        (Api::AzureOpenAiResponses, Some(Route::Azure(target))) => Some(target.deployment.clone()),
+        (Api::AzureOpenAiResponses, _) => return Err(unrouted("Azure OpenAI address")),
+        _ => None,
     };
 
-    let body = build_body(api, req)
-        .await
-        .map_err(|message| ProviderError::InvalidRequest {
+    let body = build_body(api, req, deployment).await.map_err(|message| {
+        ProviderError::InvalidRequest {
             url: url.clone(),
             message,
-        })?;
+        }
+    })?;
+    let signed = match (api, &transport.route) {
+        (Api::BedrockConverseStream, Some(Route::Aws(target))) => {
+            bedrock_auth(target, &url, &body)?
+        }
+        (Api::BedrockConverseStream, _) => return Err(unrouted("AWS region or credential")),
+        _ => Vec::new(),
+    };
     let mut builder = transport
         .client
         .get()?
@@ -153,6 +197,11 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         .body(body);
     let key = transport.api_key.as_deref().filter(|k| !k.is_empty());
     match api {
+        Api::BedrockConverseStream => {
+            for (name, value) in &signed {
+                builder = builder.header(name.as_str(), value.as_str());
+            }
+        }
         Api::AnthropicMessages => {
             builder = builder.header("anthropic-version", anthropic::VERSION);
             if let Some(key) = key {
@@ -164,6 +213,11 @@ pub async fn stream_paced<F: Future<Output = ()>>(
                 builder = builder.header("x-goog-api-key", key);
             }
         }
+        Api::AzureOpenAiResponses => {
+            if let Some(key) = key {
+                builder = builder.header("api-key", key);
+            }
+        }
         Api::Ollama | Api::OpenAiCompletions | Api::OpenAiResponses => {
             if let Some(key) = key {
                 builder = builder.bearer_auth(key);
@@ -171,6 +225,12 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         }
     }
     for (name, value) in &transport.headers {
+        // The signature and the endpoint own these; a configured header must not replace them.
+        let lower = name.to_ascii_lowercase();
+        let reserved = lower == "authorization" || lower == "host" || lower.starts_with("x-amz-");
+        if api == Api::BedrockConverseStream && reserved {
+            continue;
+        }
         builder = builder.header(name.as_str(), value.as_str());
     }
 
@@ -191,7 +251,15 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             .then(|| response.headers().get(reqwest::header::LOCATION))
             .flatten()
             .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
+        let error_type = response
+            .headers()
+            .get("x-amzn-errortype")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let mut body = read_error_body(&mut response, &guard).await?;
+        if api == Api::BedrockConverseStream {
+            body = bedrock::http_error_text(error_type.as_deref(), &body);
+        }
         if let Some(location) = location {
             body = format!(
                 "redirected to {location}, another server: nova does not follow a provider's \
@@ -249,13 +317,21 @@ pub async fn stream_paced<F: Future<Output = ()>>(
 /// Serialises the request body; a long conversation (a reply of a hundred thousand tool calls
 /// and their results) is serialised on a blocking thread, since it takes long enough to stall the
 /// runtime's one thread. The messages are shared, so the copy handed over is a list of pointers.
-async fn build_body(api: Api, req: &Request<'_>) -> Result<Vec<u8>, String> {
+async fn build_body(
+    api: Api,
+    req: &Request<'_>,
+    deployment: Option<String>,
+) -> Result<Vec<u8>, String> {
     let build = move |req: &Request<'_>| match api {
         Api::Ollama => ollama::build_body(req),
         Api::OpenAiCompletions => openai::build_body(req),
         Api::OpenAiResponses => openai_responses::build_body(req),
         Api::AnthropicMessages => anthropic::build_body(req),
         Api::GoogleGenerativeAi => google::build_body(req),
+        Api::BedrockConverseStream => bedrock::build_body(req),
+        Api::AzureOpenAiResponses => {
+            openai_responses::build_body_for(req, deployment.as_deref().unwrap_or(&req.model.id))
+        }
     };
     if body_size_hint(req) < INLINE_BODY_BYTES {
         return build(req).map_err(|e| e.to_string());
@@ -467,6 +543,7 @@ enum Decoder {
     Responses(openai_responses::Accumulator),
     Anthropic(anthropic::Accumulator),
     Google(google::Accumulator),
+    Bedrock(bedrock::Accumulator),
 }
 
 impl Decoder {
@@ -477,6 +554,7 @@ impl Decoder {
             Decoder::Responses(a) => a.push(bytes, out),
             Decoder::Anthropic(a) => a.push(bytes, out),
             Decoder::Google(a) => a.push(bytes, out),
+            Decoder::Bedrock(a) => a.push(bytes, out),
         }
     }
 
@@ -487,6 +565,7 @@ impl Decoder {
             Decoder::Responses(a) => a.facts(),
             Decoder::Anthropic(a) => a.facts(),
             Decoder::Google(a) => a.facts(),
+            Decoder::Bedrock(a) => a.facts(),
         }
     }
 
@@ -497,7 +576,35 @@ impl Decoder {
             Decoder::Responses(a) => a.finish(out),
             Decoder::Anthropic(a) => a.finish(out),
             Decoder::Google(a) => a.finish(out),
+            Decoder::Bedrock(a) => a.finish(out),
         }
+    }
+}
+
+/// The headers that authenticate a Bedrock request: a bearer token, or a SigV4 signature over
+/// the URL, the content type and the body.
+fn bedrock_auth(
+    target: &aws::Target,
+    url: &str,
+    body: &[u8],
+) -> Result<Vec<(String, String)>, ProviderError> {
+    match &target.credential {
+        aws::Credential::Bearer(token) => Ok(vec![(
+            "authorization".to_owned(),
+            format!("Bearer {token}"),
+        )]),
+        aws::Credential::Keys(keys) => aws::sign(
+            keys,
+            &target.region,
+            url,
+            &[("content-type", "application/json")],
+            body,
+            std::time::SystemTime::now(),
+        )
+        .map_err(|message| ProviderError::InvalidRequest {
+            url: url.to_owned(),
+            message,
+        }),
     }
 }
 
@@ -713,6 +820,7 @@ pub(crate) mod tests {
             idle_timeout: Duration::from_millis(idle_ms),
             api_key: Some("sk-test".into()),
             headers: vec![("X-Extra".into(), "yes".into())],
+            route: None,
             warnings: &warnings,
         };
         let mut events = Vec::new();

@@ -3,6 +3,7 @@
 mod anthropic;
 mod auth;
 mod backpressure;
+mod bedrock;
 mod bounds;
 mod cli;
 mod compaction;
