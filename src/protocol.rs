@@ -324,6 +324,8 @@ pub enum Api {
     AnthropicMessages,
     #[serde(rename = "google-generative-ai")]
     GoogleGenerativeAi,
+    #[serde(rename = "bedrock-converse-stream")]
+    BedrockConverseStream,
 }
 
 impl Api {
@@ -334,6 +336,7 @@ impl Api {
             Api::OpenAiResponses => "openai-responses",
             Api::AnthropicMessages => "anthropic-messages",
             Api::GoogleGenerativeAi => "google-generative-ai",
+            Api::BedrockConverseStream => "bedrock-converse-stream",
         }
     }
 

@@ -130,7 +130,7 @@ async fn summarize_and_record(
     let cut = find_cut_point(&entries, settings.keep_recent_tokens)
         .ok_or(CompactError::NothingToCompact)?;
     let messages: Vec<Arc<Message>> = entries.into_iter().map(|(_, m)| m).collect();
-    let (api_key, headers) = inner
+    let credentials = inner
         .registry
         .credentials(&model)
         .await
@@ -138,8 +138,9 @@ async fn summarize_and_record(
     let transport = Transport {
         client: &inner.client,
         idle_timeout: inner.idle_timeout,
-        api_key,
-        headers,
+        api_key: credentials.api_key,
+        headers: credentials.headers,
+        aws: credentials.aws,
         warnings: &inner.warnings,
     };
     let job = SummaryJob {

@@ -342,7 +342,7 @@ async fn stream_reply(
             let inner = &agent.inner;
             match inner.registry.credentials(model).await {
                 Err(e) => Err((StopReason::Error, e.to_string())),
-                Ok((api_key, headers)) => {
+                Ok(credentials) => {
                     let request = Request {
                         model,
                         system_prompt: &tools.system_prompt,
@@ -355,8 +355,9 @@ async fn stream_reply(
                         &Transport {
                             client: &inner.client,
                             idle_timeout: inner.idle_timeout,
-                            api_key,
-                            headers,
+                            api_key: credentials.api_key,
+                            headers: credentials.headers,
+                            aws: credentials.aws,
                             warnings: &inner.warnings,
                         },
                         &request,

@@ -113,6 +113,14 @@ pub const CATALOG: &[Builtin] = &[
         base_url: "https://api.moonshot.ai/v1",
         models: MOONSHOTAI,
     },
+    // Also enabled by AWS credentials (see `aws_enabled`); the key is a Bedrock bearer token.
+    Builtin {
+        name: "amazon-bedrock",
+        key_var: "AWS_BEARER_TOKEN_BEDROCK",
+        api: Api::BedrockConverseStream,
+        base_url: "https://bedrock-runtime.us-east-1.amazonaws.com",
+        models: BEDROCK,
+    },
 ];
 
 /// The built-in provider called `name`.
@@ -123,6 +131,13 @@ pub fn find(name: &str) -> Option<&'static Builtin> {
 /// The api and base URL a models.json entry for a built-in provider inherits.
 pub fn defaults(provider: &str) -> Option<(&'static str, &'static str)> {
     find(provider).map(|b| (b.api.as_str(), b.base_url))
+}
+
+/// Whether the environment holds AWS credentials Bedrock can use without a bearer token (a
+/// profile, or access keys), which enable `amazon-bedrock` as they do in Pi.
+pub fn aws_enabled(var: impl Fn(&str) -> Option<String>) -> bool {
+    let set = |name: &str| var(name).is_some_and(|v| !v.is_empty());
+    set("AWS_PROFILE") || (set("AWS_ACCESS_KEY_ID") && set("AWS_SECRET_ACCESS_KEY"))
 }
 
 /// The key in the built-in provider's variable, when it is set and not empty.
@@ -1482,6 +1497,99 @@ const MISTRAL: &[Row] = &[
     },
 ];
 
+/// Amazon Bedrock's headline models from Pi's catalog: the global inference profiles of
+/// Anthropic's and OpenAI's models, and Amazon's own.
+const BEDROCK: &[Row] = &[
+    Row {
+        id: "global.anthropic.claude-opus-5-5",
+        name: "Claude Opus 5.5 (Global)",
+        cost: [4.0, 20.0, 0.2, 5.0],
+        context_window: 1_000_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: true,
+        levels: &[(Xhigh, Some("xhigh")), (Max, Some("max"))],
+    },
+    Row {
+        id: "global.anthropic.claude-sonnet-5-5",
+        name: "Claude Sonnet 5.5 (Global)",
+        cost: [2.0, 10.0, 0.1, 2.5],
+        context_window: 1_000_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: true,
+        levels: &[(Xhigh, Some("xhigh")), (Max, Some("max"))],
+    },
+    Row {
+        id: "global.anthropic.claude-haiku-5-5",
+        name: "Claude Haiku 5.5 (Global)",
+        cost: [0.1, 0.5, 0.01, 0.125],
+        context_window: 1_000_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: true,
+        levels: &[(Xhigh, Some("xhigh")), (Max, Some("max"))],
+    },
+    Row {
+        id: "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        name: "Claude Sonnet 4.5 (Global)",
+        cost: [3.0, 15.0, 0.3, 3.75],
+        context_window: 200_000,
+        max_tokens: 64_000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "global.openai.gpt-6-luna",
+        name: "GPT-6 Luna (Global)",
+        cost: [0.1, 0.5, 0.01, 0.125],
+        context_window: 1_050_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[(Xhigh, Some("xhigh"))],
+    },
+    Row {
+        id: "amazon.nova-2-lite-v1:0",
+        name: "Nova 2 Lite",
+        cost: [0.33, 2.75, 0.0825, 0.0],
+        context_window: 1_000_000,
+        max_tokens: 65_535,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "amazon.nova-pro-v1:0",
+        name: "Nova Pro",
+        cost: [0.8, 3.2, 0.2, 0.0],
+        context_window: 300_000,
+        max_tokens: 10_000,
+        reasoning: false,
+        images: true,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "deepseek.v3.2",
+        name: "DeepSeek V3.2",
+        cost: [0.62, 1.85, 0.0, 0.0],
+        context_window: 163_840,
+        max_tokens: 81_920,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+];
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -1496,7 +1604,7 @@ mod tests {
         for builtin in CATALOG {
             let (provider, models) = builtin.provider_and_models();
             assert!(!models.is_empty(), "{}", provider.name);
-            assert!(builtin.key_var.ends_with("_KEY") || builtin.key_var.ends_with("_TOKEN"));
+            assert!(builtin.key_var.contains("_KEY") || builtin.key_var.contains("_TOKEN"));
             let mut ids: Vec<&str> = models.iter().map(|m| m.id.as_str()).collect();
             ids.sort_unstable();
             ids.dedup();

@@ -354,12 +354,18 @@ fn mcp_config(
 }
 
 /// Pi lists a built-in provider's models once it has a key: its variable (`OPENAI_API_KEY`, …),
-/// or an `apiKey` given to the provider of that name in models.json.
+/// or an `apiKey` given to the provider of that name in models.json; Bedrock's also once AWS
+/// credentials are in the environment.
 fn builtin_enabled(registry: &Registry, builtin: &builtin::Builtin) -> bool {
     let configured = registry
         .provider(builtin.name)
         .is_some_and(|p| p.api_key.is_some());
-    configured || registry.has_stored_key(builtin.name) || builtin::env_key(builtin.name).is_some()
+    let aws = builtin.api == crate::provider::Api::BedrockConverseStream
+        && builtin::aws_enabled(|name| std::env::var(name).ok());
+    configured
+        || aws
+        || registry.has_stored_key(builtin.name)
+        || builtin::env_key(builtin.name).is_some()
 }
 
 async fn discover_ollama(

@@ -3,7 +3,7 @@
 
 use super::{ConfigError, builtin};
 use crate::protocol::{LoadOptions, Model, ModelCompat, ModelCost, ThinkingLevelMap};
-use crate::provider::{Api, compat};
+use crate::provider::{Api, aws, compat};
 use crate::secret;
 use serde::Deserialize;
 use serde_json::Value;
@@ -28,6 +28,15 @@ pub struct ProviderConfig {
     /// A model's own `headers`, by model id: sent after the provider's, a model's winning
     /// where both name one, as Pi sends them.
     pub model_headers: BTreeMap<String, Vec<(String, String)>>,
+}
+
+/// What a request to a model needs to be let in, secrets resolved.
+#[derive(Debug, Default)]
+pub struct Credentials {
+    pub api_key: Option<String>,
+    pub headers: Vec<(String, String)>,
+    /// Where a Bedrock request goes and how it is signed.
+    pub aws: Option<aws::Target>,
 }
 
 #[derive(Debug, Default)]
@@ -330,13 +339,11 @@ impl Registry {
         self.providers.iter().find(|p| p.name == name)
     }
 
-    /// The API key and headers for a request to `model`, secrets resolved.
-    pub async fn credentials(
-        &self,
-        model: &Model,
-    ) -> Result<(Option<String>, Vec<(String, String)>), ConfigError> {
+    /// The API key, headers and (for Bedrock) AWS target for a request to `model`, secrets
+    /// resolved.
+    pub async fn credentials(&self, model: &Model) -> Result<Credentials, ConfigError> {
         let Some(provider) = self.provider(&model.provider) else {
-            return Ok((None, vec![]));
+            return Ok(Credentials::default());
         };
         let runtime = self
             .runtime_key
@@ -360,6 +367,7 @@ impl Registry {
         };
         let key = match (&stored, &provider.api_key) {
             (Some(_), _) => stored,
+            (None, None) if model.api == Api::BedrockConverseStream => None,
             (None, None) => builtin::env_key(&provider.name),
             (None, Some(raw)) => {
                 Some(
@@ -372,6 +380,23 @@ impl Registry {
                         })?,
                 )
             }
+        };
+        let key = key.filter(|k| !k.is_empty());
+        let aws = if model.api == Api::BedrockConverseStream {
+            let var = |name: &str| std::env::var(name).ok();
+            let sources = aws::Sources {
+                var: &var,
+                home: std::env::var_os("HOME").map(Into::into),
+            };
+            let target = aws::target(&model.id, &model.base_url, key.as_deref(), &sources)
+                .map_err(|reason| ConfigError::Secret {
+                    what: "AWS credentials".to_owned(),
+                    provider: provider.name.clone(),
+                    reason,
+                })?;
+            Some(target)
+        } else {
+            None
         };
         let own = provider.model_headers.get(&model.id).into_iter().flatten();
         let mut headers: Vec<(String, String)> = Vec::with_capacity(provider.headers.len());
@@ -388,7 +413,11 @@ impl Registry {
             headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
             headers.push((name.clone(), value));
         }
-        Ok((key.filter(|k| !k.is_empty()), headers))
+        Ok(Credentials {
+            api_key: key.filter(|_| aws.is_none()),
+            headers,
+            aws,
+        })
     }
 
     /// A configured secret, as Pi reads models.json ([`secret::Syntax::WholeValue`]); each
@@ -586,7 +615,12 @@ mod tests {
             "headers":{"X-A":"provider","X-B":"provider"},
             "models":[{"id":"own","headers":{"x-b":"model","X-C":"model"}},{"id":"plain"}]}}}"#;
         let r = Registry::from_json(json, &mut Vec::new()).unwrap();
-        let headers = async |id: &str| r.credentials(r.find("p", id).unwrap()).await.unwrap().1;
+        let headers = async |id: &str| {
+            r.credentials(r.find("p", id).unwrap())
+                .await
+                .unwrap()
+                .headers
+        };
         let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
             list.iter()
                 .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
@@ -609,7 +643,7 @@ mod tests {
         r.add_builtin(provider, models);
         let model = r.models()[0].clone();
         assert_eq!(model.base_url, "https://api.anthropic.com");
-        let (key, _) = r.credentials(&model).await.unwrap();
+        let key = r.credentials(&model).await.unwrap().api_key;
         assert_eq!(
             key,
             std::env::var(builtin::find("anthropic").unwrap().key_var)

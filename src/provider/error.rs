@@ -92,6 +92,8 @@ const TRANSIENT_PHRASES: &[&str] = &[
     "(unavailable)",
     "(internal)",
     "(deadline_exceeded)",
+    // Bedrock's throttling exception, as its errors are worded.
+    "throttling error",
 ];
 
 /// Phrases in a server's answer that mean the credentials were refused.
@@ -105,6 +107,9 @@ const AUTH_PHRASES: &[&str] = &[
     // Google answers a bad key with a 400 naming it.
     "api key not valid",
     "api_key_invalid",
+    // AWS refusing a signature's keys.
+    "security token included in the request is invalid",
+    "the request signature we calculated does not match",
 ];
 
 /// What the agent should make of an error: each kind has its own remedy.

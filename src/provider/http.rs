@@ -4,7 +4,8 @@
 
 use super::estimate::Meter;
 use super::{
-    Api, ProviderError, ProviderEvent, Request, anthropic, google, ollama, openai, openai_responses,
+    Api, ProviderError, ProviderEvent, Request, anthropic, aws, bedrock, google, ollama, openai,
+    openai_responses,
 };
 use crate::pace::Pacer;
 use crate::protocol::{ContentBlock, Message, UserContent};
@@ -91,6 +92,8 @@ pub struct Transport<'a> {
     pub idle_timeout: Duration,
     pub api_key: Option<String>,
     pub headers: Vec<(String, String)>,
+    /// Where a Bedrock request goes and how it is signed; `None` for every other API.
+    pub aws: Option<aws::Target>,
     pub warnings: &'a Warnings,
 }
 
@@ -137,6 +140,16 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             google::endpoint(&req.model.base_url, &req.model.id),
             Decoder::Google(google::Accumulator::new(req.model)),
         ),
+        Api::BedrockConverseStream => (
+            bedrock::endpoint(
+                transport
+                    .aws
+                    .as_ref()
+                    .map_or(&req.model.base_url, |t| &t.base_url),
+                &req.model.id,
+            ),
+            Decoder::Bedrock(bedrock::Accumulator::new(req.model)),
+        ),
     };
 
     let body = build_body(api, req)
@@ -145,6 +158,16 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             url: url.clone(),
             message,
         })?;
+    let signed = match (api, &transport.aws) {
+        (Api::BedrockConverseStream, Some(target)) => bedrock_auth(target, &url, &body)?,
+        (Api::BedrockConverseStream, None) => {
+            return Err(ProviderError::InvalidRequest {
+                url,
+                message: "no AWS region or credentials were resolved for Bedrock".to_owned(),
+            });
+        }
+        _ => Vec::new(),
+    };
     let mut builder = transport
         .client
         .get()?
@@ -153,6 +176,11 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         .body(body);
     let key = transport.api_key.as_deref().filter(|k| !k.is_empty());
     match api {
+        Api::BedrockConverseStream => {
+            for (name, value) in &signed {
+                builder = builder.header(name.as_str(), value.as_str());
+            }
+        }
         Api::AnthropicMessages => {
             builder = builder.header("anthropic-version", anthropic::VERSION);
             if let Some(key) = key {
@@ -171,6 +199,12 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         }
     }
     for (name, value) in &transport.headers {
+        // The signature and the endpoint own these; a configured header must not replace them.
+        let lower = name.to_ascii_lowercase();
+        let reserved = lower == "authorization" || lower == "host" || lower.starts_with("x-amz-");
+        if api == Api::BedrockConverseStream && reserved {
+            continue;
+        }
         builder = builder.header(name.as_str(), value.as_str());
     }
 
@@ -191,7 +225,15 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             .then(|| response.headers().get(reqwest::header::LOCATION))
             .flatten()
             .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
+        let error_type = response
+            .headers()
+            .get("x-amzn-errortype")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let mut body = read_error_body(&mut response, &guard).await?;
+        if api == Api::BedrockConverseStream {
+            body = bedrock::http_error_text(error_type.as_deref(), &body);
+        }
         if let Some(location) = location {
             body = format!(
                 "redirected to {location}, another server: nova does not follow a provider's \
@@ -256,6 +298,7 @@ async fn build_body(api: Api, req: &Request<'_>) -> Result<Vec<u8>, String> {
         Api::OpenAiResponses => openai_responses::build_body(req),
         Api::AnthropicMessages => anthropic::build_body(req),
         Api::GoogleGenerativeAi => google::build_body(req),
+        Api::BedrockConverseStream => bedrock::build_body(req),
     };
     if body_size_hint(req) < INLINE_BODY_BYTES {
         return build(req).map_err(|e| e.to_string());
@@ -467,6 +510,7 @@ enum Decoder {
     Responses(openai_responses::Accumulator),
     Anthropic(anthropic::Accumulator),
     Google(google::Accumulator),
+    Bedrock(bedrock::Accumulator),
 }
 
 impl Decoder {
@@ -477,6 +521,7 @@ impl Decoder {
             Decoder::Responses(a) => a.push(bytes, out),
             Decoder::Anthropic(a) => a.push(bytes, out),
             Decoder::Google(a) => a.push(bytes, out),
+            Decoder::Bedrock(a) => a.push(bytes, out),
         }
     }
 
@@ -487,6 +532,7 @@ impl Decoder {
             Decoder::Responses(a) => a.facts(),
             Decoder::Anthropic(a) => a.facts(),
             Decoder::Google(a) => a.facts(),
+            Decoder::Bedrock(a) => a.facts(),
         }
     }
 
@@ -497,7 +543,35 @@ impl Decoder {
             Decoder::Responses(a) => a.finish(out),
             Decoder::Anthropic(a) => a.finish(out),
             Decoder::Google(a) => a.finish(out),
+            Decoder::Bedrock(a) => a.finish(out),
         }
+    }
+}
+
+/// The headers that authenticate a Bedrock request: a bearer token, or a SigV4 signature over
+/// the URL, the content type and the body.
+fn bedrock_auth(
+    target: &aws::Target,
+    url: &str,
+    body: &[u8],
+) -> Result<Vec<(String, String)>, ProviderError> {
+    match &target.credential {
+        aws::Credential::Bearer(token) => Ok(vec![(
+            "authorization".to_owned(),
+            format!("Bearer {token}"),
+        )]),
+        aws::Credential::Keys(keys) => aws::sign(
+            keys,
+            &target.region,
+            url,
+            &[("content-type", "application/json")],
+            body,
+            std::time::SystemTime::now(),
+        )
+        .map_err(|message| ProviderError::InvalidRequest {
+            url: url.to_owned(),
+            message,
+        }),
     }
 }
 
@@ -713,6 +787,7 @@ pub(crate) mod tests {
             idle_timeout: Duration::from_millis(idle_ms),
             api_key: Some("sk-test".into()),
             headers: vec![("X-Extra".into(), "yes".into())],
+            aws: None,
             warnings: &warnings,
         };
         let mut events = Vec::new();

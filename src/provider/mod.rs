@@ -1,5 +1,5 @@
 //! LLM providers: each wire format ([`ollama`], [`openai`], [`openai_responses`], [`anthropic`],
-//! [`google`]) is a pure state machine
+//! [`google`], [`bedrock`]) is a pure state machine
 //! (`build_body` + an `Accumulator` that turns body bytes into [`ProviderEvent`]s) behind thin
 //! HTTP glue in [`http`]. Each serialises its request body straight from the borrowed view
 //! [`prepare::request_messages`] makes of the shared conversation, so the body is the only copy
@@ -11,6 +11,8 @@
 //! [`ProviderError`] instead, after whatever it delivered.
 
 pub mod anthropic;
+pub mod aws;
+pub mod bedrock;
 pub mod compat;
 pub mod error;
 pub mod estimate;

@@ -50,8 +50,14 @@ const REJECTION_PHRASES: &[&str] = &[
 ];
 
 /// Texts that read like overflow but mean "slow down" ("too many tokens per minute").
-const NOT_OVERFLOW_PHRASES: &[&str] = &["rate limit", "too many requests", "per minute"];
-const NOT_OVERFLOW_PREFIXES: &[&str] = &["throttling error:", "service unavailable:"];
+const NOT_OVERFLOW_PHRASES: &[&str] = &[
+    "rate limit",
+    "too many requests",
+    "per minute",
+    // Bedrock's throttling, quoted inside an HTTP error.
+    "throttling error:",
+];
+const NOT_OVERFLOW_PREFIXES: &[&str] = &["service unavailable:"];
 
 /// Whether an error text says the request was too long for the model's context window.
 pub(super) fn is_overflow_text(error: &str) -> bool {

@@ -192,6 +192,17 @@ fn google_chat(mock: &MockLlm) -> RawResponse {
     request(mock.port(), "POST", path, Some(&body), LONG)
 }
 
+fn bedrock_chat(mock: &MockLlm) -> RawResponse {
+    let body = json!({"messages": [{"role": "user", "content": [{"text": "hello"}]}]});
+    request(
+        mock.port(),
+        "POST",
+        "/model/m1/converse-stream",
+        Some(&body),
+        LONG,
+    )
+}
+
 /// Gemini's SSE payloads, each a bare CRLF-terminated `data:` line.
 fn google_payloads(r: &RawResponse) -> Vec<Value> {
     let text = r.text();
@@ -514,6 +525,7 @@ fn split_writes_reassemble_to_the_same_bytes() {
         WireFormat::Anthropic,
         WireFormat::Responses,
         WireFormat::Google,
+        WireFormat::Bedrock,
     ] {
         mock.push(reply());
         mock.push(reply().split_writes());
@@ -526,6 +538,7 @@ fn split_writes_reassemble_to_the_same_bytes() {
             WireFormat::Anthropic => (anthropic_chat(&mock), anthropic_chat(&mock)),
             WireFormat::Responses => (responses_chat(&mock), responses_chat(&mock)),
             WireFormat::Google => (google_chat(&mock), google_chat(&mock)),
+            WireFormat::Bedrock => (bedrock_chat(&mock), bedrock_chat(&mock)),
         };
         assert!(whole.complete && split.complete);
         assert!(
@@ -535,7 +548,7 @@ fn split_writes_reassemble_to_the_same_bytes() {
             whole.chunks
         );
         match format {
-            WireFormat::Ollama => assert_eq!(whole.body, split.body),
+            WireFormat::Ollama | WireFormat::Bedrock => assert_eq!(whole.body, split.body),
             WireFormat::OpenAi => assert_eq!(without_ids(whole.sse()), without_ids(split.sse())),
             WireFormat::Anthropic => {
                 let events = |r: &RawResponse| {

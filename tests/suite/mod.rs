@@ -4,6 +4,7 @@ mod acp;
 mod anthropic;
 mod auth;
 mod backpressure;
+mod bedrock;
 mod bounds;
 mod cli;
 mod compaction;

@@ -180,6 +180,11 @@ impl NovaBuilder {
         ])
     }
 
+    /// The HOME nova runs with (a fresh directory per test): where `~/.aws` goes.
+    pub fn home(&self) -> &Path {
+        self.home.path()
+    }
+
     pub fn agent_dir(&self) -> &Path {
         match &self.dirs {
             Some((agent, _)) => agent,
@@ -247,6 +252,20 @@ impl NovaBuilder {
         // never reach a test (nor enable providers it does not expect).
         for builtin in nova::config::builtin::CATALOG {
             cmd.env_remove(builtin.key_var);
+        }
+        // AWS credentials and settings enable and steer Bedrock without a catalog variable.
+        for var in [
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_PROFILE",
+            "AWS_REGION",
+            "AWS_DEFAULT_REGION",
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "AWS_CONFIG_FILE",
+            "AWS_BEDROCK_SKIP_AUTH",
+        ] {
+            cmd.env_remove(var);
         }
         for (k, v) in &self.env {
             cmd.env(k, v);

@@ -1,7 +1,8 @@
 //! A scripted LLM server that speaks Ollama's native `/api/chat` (NDJSON), the
 //! OpenAI-compatible `/v1/chat/completions` (SSE), OpenAI's `/v1/responses` (SSE),
-//! Anthropic's `/v1/messages` (SSE) and Gemini's
-//! `/v1beta/models/<model>:streamGenerateContent?alt=sse` (SSE) byte for byte, on 127.0.0.1.
+//! Anthropic's `/v1/messages` (SSE), Gemini's
+//! `/v1beta/models/<model>:streamGenerateContent?alt=sse` (SSE) and Bedrock's
+//! `/model/<modelId>/converse-stream` (AWS's binary event stream) byte for byte, on 127.0.0.1.
 //!
 //! Hand-written on `tokio::net::TcpListener` so that it can misbehave the way real servers do:
 //! split a frame across many writes, cut a stream without the terminating chunk, stall, send a
@@ -31,6 +32,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{oneshot, watch};
 
 mod anthropic_checks;
+mod bedrock_checks;
 mod google_checks;
 mod reply;
 mod requests;
@@ -342,7 +344,11 @@ impl MockLlm {
                 }
             }
             ("POST", _, Some(format)) => {
-                for v in check_conversation(format, &body) {
+                let mut problems = check_conversation(format, &body);
+                if format == WireFormat::Bedrock {
+                    problems.extend(bedrock_checks::check_auth(&st.requests[index]));
+                }
+                for v in problems {
                     st.violations
                         .push(format!("request #{index} ({}): {v}", req.path));
                 }
@@ -394,6 +400,9 @@ impl MockLlm {
                             .unwrap_or(model);
                         let id = format!("gemini-mock-{index}");
                         (reply.google_frames(model, &id), "text/event-stream")
+                    }
+                    WireFormat::Bedrock => {
+                        (reply.bedrock_frames(), "application/vnd.amazon.eventstream")
                     }
                 };
                 Action::Stream {
@@ -645,6 +654,13 @@ async fn stream_frames(
             }
         }
         if reply.invalid_json_after == Some(i) {
+            let bedrock_garbage = reply::bedrock_message(
+                &[
+                    (":message-type", "event"),
+                    (":event-type", "contentBlockDelta"),
+                ],
+                b"{\"contentBlockIndex\":oops, not json".to_vec(),
+            );
             let garbage: &[u8] = match format {
                 WireFormat::Ollama => b"{\"model\":\"test-model\",\"message\":{oops, not json\n",
                 WireFormat::OpenAi => b"data: {\"id\":\"chatcmpl-mock\",oops, not json\n\n",
@@ -655,6 +671,7 @@ async fn stream_frames(
                     b"event: response.output_text.delta\ndata: {\"type\":oops, not json\n\n"
                 }
                 WireFormat::Google => b"data: {\"candidates\":oops, not json\r\n\r\n",
+                WireFormat::Bedrock => &bedrock_garbage,
             };
             write_frame(wr, garbage, reply.split_writes).await?;
         }

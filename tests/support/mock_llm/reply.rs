@@ -756,3 +756,115 @@ fn split_even(s: &str, n: usize) -> Vec<String> {
     }
     out
 }
+
+impl Reply {
+    /// The frames of this reply as Bedrock's ConverseStream sends them, binary event-stream
+    /// messages encoded by AWS's own crate: `messageStart`, each segment as one content block
+    /// (reasoning with its [`Reply::signature_of`] as a last delta, encrypted reasoning as its
+    /// bytes, a tool call opened by `contentBlockStart` with its input in fragments), then
+    /// `messageStop` and `metadata` with the usage (cache counts as read and written). A
+    /// scripted error event replaces the tail with an exception of that type.
+    pub(super) fn bedrock_frames(&self) -> Vec<Vec<u8>> {
+        let mut frames = vec![bedrock_event("messageStart", &json!({"role": "assistant"}))];
+        let delta = |index: usize, delta: Value| {
+            bedrock_event(
+                "contentBlockDelta",
+                &json!({"contentBlockIndex": index, "delta": delta}),
+            )
+        };
+        let stop =
+            |index: usize| bedrock_event("contentBlockStop", &json!({"contentBlockIndex": index}));
+        let mut calls = false;
+        for (index, seg) in self.segments.iter().enumerate() {
+            match seg {
+                Segment::Thinking(t) => {
+                    for piece in split_even(t, self.thinking_chunks) {
+                        frames.push(delta(index, json!({"reasoningContent": {"text": piece}})));
+                    }
+                    let signature = Reply::signature_of(t);
+                    frames.push(delta(
+                        index,
+                        json!({"reasoningContent": {"signature": signature}}),
+                    ));
+                }
+                Segment::Redacted(data) => {
+                    use base64::Engine as _;
+                    let bytes = base64::engine::general_purpose::STANDARD.encode(data);
+                    frames.push(delta(
+                        index,
+                        json!({"reasoningContent": {"redactedContent": bytes}}),
+                    ));
+                }
+                Segment::Text(t) => {
+                    for piece in split_even(t, self.text_chunks) {
+                        frames.push(delta(index, json!({"text": piece})));
+                    }
+                }
+                Segment::ToolCall { id, name, args } => {
+                    calls = true;
+                    frames.push(bedrock_event(
+                        "contentBlockStart",
+                        &json!({"contentBlockIndex": index,
+                                "start": {"toolUse": {"toolUseId": id, "name": name}}}),
+                    ));
+                    for piece in split_even(&args.to_string(), self.arg_fragments) {
+                        frames.push(delta(index, json!({"toolUse": {"input": piece}})));
+                    }
+                }
+            }
+            frames.push(stop(index));
+        }
+        let reason = match self.finish.as_deref() {
+            None if calls => "tool_use",
+            None => "end_turn",
+            Some("length") => "max_tokens",
+            Some(other) => other,
+        };
+        frames.push(bedrock_event("messageStop", &json!({"stopReason": reason})));
+        let (input, output) = self.usage;
+        let (read, write) = self.cache;
+        frames.push(bedrock_event(
+            "metadata",
+            &json!({"usage": {"inputTokens": input, "outputTokens": output,
+                              "totalTokens": input + output + read + write,
+                              "cacheReadInputTokens": read, "cacheWriteInputTokens": write},
+                    "metrics": {"latencyMs": 42}}),
+        ));
+        if let Some((n, kind, message)) = &self.error_event {
+            frames.truncate(*n);
+            frames.push(bedrock_message(
+                &[(":message-type", "exception"), (":exception-type", kind)],
+                serde_json::to_vec(&json!({"message": message})).unwrap(),
+            ));
+        }
+        frames
+    }
+}
+
+/// One Bedrock event: its type, and its payload as JSON.
+fn bedrock_event(kind: &str, payload: &Value) -> Vec<u8> {
+    bedrock_message(
+        &[(":message-type", "event"), (":event-type", kind)],
+        serde_json::to_vec(payload).unwrap(),
+    )
+}
+
+/// One event-stream message with these string headers, as AWS's encoder writes it.
+pub(super) fn bedrock_message(headers: &[(&str, &str)], payload: Vec<u8>) -> Vec<u8> {
+    use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+    let mut all: Vec<Header> = headers
+        .iter()
+        .map(|(k, v)| Header::new(k.to_string(), HeaderValue::String(v.to_string().into())))
+        .collect();
+    all.push(Header::new(
+        ":content-type",
+        HeaderValue::String("application/json".into()),
+    ));
+    let mut out = Vec::new();
+    aws_smithy_eventstream::frame::write_message_to(
+        &Message::new_from_parts(all, payload),
+        &mut out,
+    )
+    .unwrap();
+    out
+}

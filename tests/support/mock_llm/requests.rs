@@ -15,6 +15,8 @@ pub enum WireFormat {
     Responses,
     /// Gemini, `/v1beta/models/<model>:streamGenerateContent`.
     Google,
+    /// Bedrock, `/model/<modelId>/converse-stream` (binary event stream).
+    Bedrock,
 }
 
 /// One request as the mock received it. Header names are lower-cased. `body` is the parsed JSON
@@ -61,6 +63,8 @@ pub(super) fn route_format(path: &str) -> Option<WireFormat> {
         Some(WireFormat::Responses)
     } else if path.ends_with(":streamGenerateContent") {
         Some(WireFormat::Google)
+    } else if path.starts_with("/model/") && path.ends_with("/converse-stream") {
+        Some(WireFormat::Bedrock)
     } else {
         None
     }
@@ -100,6 +104,7 @@ pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
         WireFormat::Anthropic => return super::anthropic_checks::check(body),
         WireFormat::Responses => return super::responses_checks::check(body),
         WireFormat::Google => return super::google_checks::check(body),
+        WireFormat::Bedrock => return super::bedrock_checks::check(body),
         WireFormat::Ollama | WireFormat::OpenAi => {}
     }
     let mut out = Vec::new();
@@ -112,7 +117,11 @@ pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
                 out.push("request has `stream: false`; the mock only streams".into());
             }
         }
-        WireFormat::OpenAi | WireFormat::Anthropic | WireFormat::Responses | WireFormat::Google => {
+        WireFormat::OpenAi
+        | WireFormat::Anthropic
+        | WireFormat::Responses
+        | WireFormat::Google
+        | WireFormat::Bedrock => {
             if body.get("stream") != Some(&Value::Bool(true)) {
                 out.push("request does not set `stream: true`".into());
             }
@@ -146,7 +155,8 @@ pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
                         WireFormat::OpenAi
                         | WireFormat::Anthropic
                         | WireFormat::Responses
-                        | WireFormat::Google => check_openai_results(i, calls, results, &mut out),
+                        | WireFormat::Google
+                        | WireFormat::Bedrock => check_openai_results(i, calls, results, &mut out),
                     }
                 }
                 i = j;
