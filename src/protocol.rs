@@ -326,6 +326,8 @@ pub enum Api {
     GoogleGenerativeAi,
     #[serde(rename = "bedrock-converse-stream")]
     BedrockConverseStream,
+    #[serde(rename = "azure-openai-responses")]
+    AzureOpenAiResponses,
 }
 
 impl Api {
@@ -337,6 +339,7 @@ impl Api {
             Api::AnthropicMessages => "anthropic-messages",
             Api::GoogleGenerativeAi => "google-generative-ai",
             Api::BedrockConverseStream => "bedrock-converse-stream",
+            Api::AzureOpenAiResponses => "azure-openai-responses",
         }
     }
 

@@ -140,7 +140,7 @@ async fn summarize_and_record(
         idle_timeout: inner.idle_timeout,
         api_key: credentials.api_key,
         headers: credentials.headers,
-        aws: credentials.aws,
+        route: credentials.route,
         warnings: &inner.warnings,
     };
     let job = SummaryJob {

@@ -357,7 +357,7 @@ async fn stream_reply(
                             idle_timeout: inner.idle_timeout,
                             api_key: credentials.api_key,
                             headers: credentials.headers,
-                            aws: credentials.aws,
+                            route: credentials.route,
                             warnings: &inner.warnings,
                         },
                         &request,

@@ -3,7 +3,8 @@
 
 use super::{ConfigError, builtin};
 use crate::protocol::{LoadOptions, Model, ModelCompat, ModelCost, ThinkingLevelMap};
-use crate::provider::{Api, aws, compat};
+use crate::provider::http::Route;
+use crate::provider::{Api, aws, azure, compat};
 use crate::secret;
 use serde::Deserialize;
 use serde_json::Value;
@@ -35,8 +36,8 @@ pub struct ProviderConfig {
 pub struct Credentials {
     pub api_key: Option<String>,
     pub headers: Vec<(String, String)>,
-    /// Where a Bedrock request goes and how it is signed.
-    pub aws: Option<aws::Target>,
+    /// Where a Bedrock or Azure request goes (and how a Bedrock one is signed).
+    pub route: Option<Route>,
 }
 
 #[derive(Debug, Default)]
@@ -382,21 +383,30 @@ impl Registry {
             }
         };
         let key = key.filter(|k| !k.is_empty());
-        let aws = if model.api == Api::BedrockConverseStream {
-            let var = |name: &str| std::env::var(name).ok();
-            let sources = aws::Sources {
-                var: &var,
-                home: std::env::var_os("HOME").map(Into::into),
-            };
-            let target = aws::target(&model.id, &model.base_url, key.as_deref(), &sources)
-                .map_err(|reason| ConfigError::Secret {
-                    what: "AWS credentials".to_owned(),
-                    provider: provider.name.clone(),
-                    reason,
-                })?;
-            Some(target)
-        } else {
-            None
+        let var = |name: &str| std::env::var(name).ok();
+        let unresolved = |reason| ConfigError::Secret {
+            what: match model.api {
+                Api::BedrockConverseStream => "the AWS credentials",
+                _ => "the address",
+            }
+            .to_owned(),
+            provider: provider.name.clone(),
+            reason,
+        };
+        let route = match model.api {
+            Api::BedrockConverseStream => {
+                let sources = aws::Sources {
+                    var: &var,
+                    home: std::env::var_os("HOME").map(Into::into),
+                };
+                let target = aws::target(&model.id, &model.base_url, key.as_deref(), &sources)
+                    .map_err(unresolved)?;
+                Some(Route::Aws(target))
+            }
+            Api::AzureOpenAiResponses => Some(Route::Azure(
+                azure::target(&model.id, &model.base_url, &var).map_err(unresolved)?,
+            )),
+            _ => None,
         };
         let own = provider.model_headers.get(&model.id).into_iter().flatten();
         let mut headers: Vec<(String, String)> = Vec::with_capacity(provider.headers.len());
@@ -414,9 +424,9 @@ impl Registry {
             headers.push((name.clone(), value));
         }
         Ok(Credentials {
-            api_key: key.filter(|_| aws.is_none()),
+            api_key: key.filter(|_| !matches!(route, Some(Route::Aws(_)))),
             headers,
-            aws,
+            route,
         })
     }
 

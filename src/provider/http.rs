@@ -4,8 +4,8 @@
 
 use super::estimate::Meter;
 use super::{
-    Api, ProviderError, ProviderEvent, Request, anthropic, aws, bedrock, google, ollama, openai,
-    openai_responses,
+    Api, ProviderError, ProviderEvent, Request, anthropic, aws, azure, bedrock, google, ollama,
+    openai, openai_responses,
 };
 use crate::pace::Pacer;
 use crate::protocol::{ContentBlock, Message, UserContent};
@@ -92,9 +92,17 @@ pub struct Transport<'a> {
     pub idle_timeout: Duration,
     pub api_key: Option<String>,
     pub headers: Vec<(String, String)>,
-    /// Where a Bedrock request goes and how it is signed; `None` for every other API.
-    pub aws: Option<aws::Target>,
+    /// Where a request goes when the provider's environment decides it (Bedrock, Azure);
+    /// `None` for every other API.
+    pub route: Option<Route>,
     pub warnings: &'a Warnings,
+}
+
+/// An address, and for Bedrock a credential, resolved from the provider's environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    Aws(aws::Target),
+    Azure(azure::Target),
 }
 
 /// Streams one reply: sends `req` in the wire format its model's `api` names and calls
@@ -142,30 +150,43 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         ),
         Api::BedrockConverseStream => (
             bedrock::endpoint(
-                transport
-                    .aws
-                    .as_ref()
-                    .map_or(&req.model.base_url, |t| &t.base_url),
+                match &transport.route {
+                    Some(Route::Aws(target)) => &target.base_url,
+                    _ => &req.model.base_url,
+                },
                 &req.model.id,
             ),
             Decoder::Bedrock(bedrock::Accumulator::new(req.model)),
         ),
+        Api::AzureOpenAiResponses => (
+            match &transport.route {
+                Some(Route::Azure(target)) => azure::endpoint(target),
+                _ => openai_responses::endpoint(&req.model.base_url),
+            },
+            Decoder::Responses(openai_responses::Accumulator::new(req.model)),
+        ),
+    };
+    let unrouted = |what: &str| ProviderError::InvalidRequest {
+        url: url.clone(),
+        message: format!("no {what} was resolved for this request"),
+    };
+    let deployment = match (api, &transport.route) {
+        (Api::AzureOpenAiResponses, Some(Route::Azure(target))) => Some(target.deployment.clone()),
+        (Api::AzureOpenAiResponses, _) => return Err(unrouted("Azure OpenAI address")),
+        _ => None,
     };
 
-    let body = build_body(api, req)
-        .await
-        .map_err(|message| ProviderError::InvalidRequest {
+    let body = build_body(api, req, deployment).await.map_err(|message| {
+        ProviderError::InvalidRequest {
             url: url.clone(),
             message,
-        })?;
-    let signed = match (api, &transport.aws) {
-        (Api::BedrockConverseStream, Some(target)) => bedrock_auth(target, &url, &body)?,
-        (Api::BedrockConverseStream, None) => {
-            return Err(ProviderError::InvalidRequest {
-                url,
-                message: "no AWS region or credentials were resolved for Bedrock".to_owned(),
-            });
         }
+    })?;
+    let signed = match (api, &transport.route) {
+        (Api::BedrockConverseStream, Some(Route::Aws(target))) => {
+            bedrock_auth(target, &url, &body)?
+        }
+        (Api::BedrockConverseStream, _) => return Err(unrouted("AWS region or credential")),
         _ => Vec::new(),
     };
     let mut builder = transport
@@ -190,6 +211,11 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         Api::GoogleGenerativeAi => {
             if let Some(key) = key {
                 builder = builder.header("x-goog-api-key", key);
+            }
+        }
+        Api::AzureOpenAiResponses => {
+            if let Some(key) = key {
+                builder = builder.header("api-key", key);
             }
         }
         Api::Ollama | Api::OpenAiCompletions | Api::OpenAiResponses => {
@@ -291,7 +317,11 @@ pub async fn stream_paced<F: Future<Output = ()>>(
 /// Serialises the request body; a long conversation (a reply of a hundred thousand tool calls
 /// and their results) is serialised on a blocking thread, since it takes long enough to stall the
 /// runtime's one thread. The messages are shared, so the copy handed over is a list of pointers.
-async fn build_body(api: Api, req: &Request<'_>) -> Result<Vec<u8>, String> {
+async fn build_body(
+    api: Api,
+    req: &Request<'_>,
+    deployment: Option<String>,
+) -> Result<Vec<u8>, String> {
     let build = move |req: &Request<'_>| match api {
         Api::Ollama => ollama::build_body(req),
         Api::OpenAiCompletions => openai::build_body(req),
@@ -299,6 +329,9 @@ async fn build_body(api: Api, req: &Request<'_>) -> Result<Vec<u8>, String> {
         Api::AnthropicMessages => anthropic::build_body(req),
         Api::GoogleGenerativeAi => google::build_body(req),
         Api::BedrockConverseStream => bedrock::build_body(req),
+        Api::AzureOpenAiResponses => {
+            openai_responses::build_body_for(req, deployment.as_deref().unwrap_or(&req.model.id))
+        }
     };
     if body_size_hint(req) < INLINE_BODY_BYTES {
         return build(req).map_err(|e| e.to_string());
@@ -787,7 +820,7 @@ pub(crate) mod tests {
             idle_timeout: Duration::from_millis(idle_ms),
             api_key: Some("sk-test".into()),
             headers: vec![("X-Extra".into(), "yes".into())],
-            aws: None,
+            route: None,
             warnings: &warnings,
         };
         let mut events = Vec::new();

@@ -1,5 +1,6 @@
 //! LLM providers: each wire format ([`ollama`], [`openai`], [`openai_responses`], [`anthropic`],
-//! [`google`], [`bedrock`]) is a pure state machine
+//! [`google`], [`bedrock`]; Azure's Responses is [`openai_responses`] at an [`azure`] address) is
+//! a pure state machine
 //! (`build_body` + an `Accumulator` that turns body bytes into [`ProviderEvent`]s) behind thin
 //! HTTP glue in [`http`]. Each serialises its request body straight from the borrowed view
 //! [`prepare::request_messages`] makes of the shared conversation, so the body is the only copy
@@ -12,6 +13,7 @@
 
 pub mod anthropic;
 pub mod aws;
+pub mod azure;
 pub mod bedrock;
 pub mod compat;
 pub mod error;

@@ -38,6 +38,11 @@ const MAX_ID_CHARS: usize = 64;
 
 /// The request body, serialised straight from the prepared view of the conversation.
 pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
+    build_body_for(req, &req.model.id)
+}
+
+/// [`build_body`] naming `model` as the body's model (an Azure deployment).
+pub fn build_body_for(req: &Request, model: &str) -> serde_json::Result<Vec<u8>> {
     let prepared = prepare::request_messages(req.messages, req.model);
     let mut input: Vec<Item> = Vec::with_capacity(prepared.len() + 1);
     if !req.system_prompt.is_empty() {
@@ -89,7 +94,7 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
         .unwrap_or(false);
     super::encode_body(
         &Body {
-            model: &req.model.id,
+            model,
             input,
             stream: true,
             store: false,

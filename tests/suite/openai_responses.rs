@@ -307,3 +307,62 @@ fn the_builtin_catalog_lists_only_providers_with_a_key() {
     assert_eq!(r.body["reasoning"]["effort"], "low");
     mock.assert_no_violations();
 }
+
+/// Azure OpenAI (`azure-openai-responses`): the built-in `azure` provider, enabled by
+/// `AZURE_OPENAI_API_KEY`, sends the key as `api-key` to `<base>/responses?api-version=…` and
+/// names the deployment as the model; the reply is the Responses stream.
+#[test]
+fn azure_sends_the_deployment_and_its_api_key() {
+    let mock = MockLlm::start();
+    let base = format!("http://127.0.0.1:{}/openai/v1", mock.port());
+    mock.push(
+        Reply::text("Hello from Azure")
+            .thinking("plan")
+            .usage(30, 7),
+    );
+    mock.push(Reply::text("again"));
+    let mut nova = Nova::builder()
+        .env("AZURE_OPENAI_API_KEY", "azure-secret-key")
+        .env("AZURE_OPENAI_BASE_URL", &base)
+        .env("AZURE_OPENAI_API_VERSION", "2025-04-01-preview")
+        .env(
+            "AZURE_OPENAI_DEPLOYMENT_NAME_MAP",
+            "gpt-5=other, gpt-5.5=prod-55",
+        )
+        .args(["--model", "azure/gpt-5.5", "--thinking", "high"])
+        .spawn();
+    let events = nova.run_prompt("hi");
+    let m = last_assistant(&events);
+    assert_eq!(m["api"], "azure-openai-responses");
+    assert_eq!(m["provider"], "azure");
+    assert_eq!(m["model"], "gpt-5.5");
+    assert_eq!(text_of(&m), "Hello from Azure");
+    nova.run_prompt("again");
+    let reqs = mock.chat_requests();
+    let r = &reqs[0];
+    assert_eq!(
+        r.path,
+        "/openai/v1/responses?api-version=2025-04-01-preview"
+    );
+    assert_eq!(r.header("api-key"), Some("azure-secret-key"));
+    assert!(r.header("authorization").is_none());
+    assert_eq!(r.body["model"], "prod-55");
+    assert_eq!(r.body["reasoning"]["effort"], "high");
+    // The reasoning item goes back to the same deployment on the next turn.
+    let kinds: Vec<&str> = reqs[1].body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["type"].as_str())
+        .collect();
+    assert!(kinds.contains(&"reasoning"), "{kinds:?}");
+    mock.assert_no_violations();
+
+    // Without an address, the turn fails naming what to set.
+    let mut lost = Nova::builder()
+        .env("AZURE_OPENAI_API_KEY", "azure-secret-key")
+        .args(["--model", "azure/gpt-5.5"])
+        .spawn();
+    let msg = assert_error_turn(&lost.run_prompt("hi"));
+    assert!(msg.contains("AZURE_OPENAI_RESOURCE_NAME"), "{msg}");
+}

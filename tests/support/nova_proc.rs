@@ -253,8 +253,13 @@ impl NovaBuilder {
         for builtin in nova::config::builtin::CATALOG {
             cmd.env_remove(builtin.key_var);
         }
-        // AWS credentials and settings enable and steer Bedrock without a catalog variable.
+        // AWS credentials and settings enable and steer Bedrock without a catalog variable;
+        // Azure's settings say where its requests go.
         for var in [
+            "AZURE_OPENAI_BASE_URL",
+            "AZURE_OPENAI_RESOURCE_NAME",
+            "AZURE_OPENAI_API_VERSION",
+            "AZURE_OPENAI_DEPLOYMENT_NAME_MAP",
             "AWS_ACCESS_KEY_ID",
             "AWS_SECRET_ACCESS_KEY",
             "AWS_SESSION_TOKEN",

@@ -402,7 +402,7 @@ mod tests {
             idle_timeout: Duration::from_secs(5),
             api_key: None,
             headers: vec![],
-            aws: None,
+            route: None,
             warnings: &warnings,
         };
         let shared = |messages: &[Message]| -> Vec<Arc<Message>> {
