@@ -58,6 +58,17 @@ pub async fn resolve(
     resolve_with(raw, syntax, cache, None, |name| std::env::var(name).ok()).await
 }
 
+/// [`resolve`], reading variables through `lookup` (an auth.json entry's `env` over the
+/// process environment).
+pub async fn resolve_in(
+    raw: &str,
+    syntax: Syntax,
+    cache: Option<&CommandCache>,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    resolve_with(raw, syntax, cache, None, lookup).await
+}
+
 async fn resolve_with(
     raw: &str,
     syntax: Syntax,

@@ -1,21 +1,46 @@
 //! `auth.json` in the agent dir, in Pi 1.6's format: `{"<provider>": {"type": "api_key", "key":
-//! "…"}}`, the key literal, `$VAR` or `!command` (resolved by [`crate::secret`] when a request
-//! first needs it, a command's output cached for the process). OAuth entries are recognised
-//! and reported as not supported yet. The file holds secrets, so a mode looser than 0600 is
-//! warned about, and nothing read from it is ever echoed.
+//! "…", "env": {…}}}`, the key literal, `$VAR` or `!command` (resolved by [`crate::secret`] when
+//! a request first needs it, a command's output cached for the process). `env` holds variables
+//! that apply to that provider only, over the process environment, as Pi applies them: the
+//! key's `$VAR` reads them, and so do the provider's own settings (Bedrock's `AWS_PROFILE` and
+//! `AWS_REGION`, Azure's address). OAuth entries are recognised and reported as not supported
+//! yet. The file holds secrets, so a mode looser than 0600 is warned about, and nothing read
+//! from it is ever echoed.
 
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The `api_key` entries of an auth.json: provider name to the key as written.
+/// The `api_key` entries of an auth.json, by provider name.
 #[derive(Debug, Default, Clone)]
-pub struct AuthKeys(BTreeMap<String, String>);
+pub struct AuthKeys(BTreeMap<String, ApiKey>);
+
+/// One `api_key` entry: its key as written, and the variables it scopes to its provider.
+#[derive(Debug, Default, Clone)]
+pub struct ApiKey {
+    pub key: Option<String>,
+    pub env: BTreeMap<String, String>,
+}
 
 impl AuthKeys {
-    pub fn get(&self, provider: &str) -> Option<&str> {
-        self.0.get(provider).map(String::as_str)
+    /// The key stored for `provider`, as written.
+    pub fn key(&self, provider: &str) -> Option<&str> {
+        self.0.get(provider)?.key.as_deref()
+    }
+
+    /// The variables stored for `provider` (none when it has no entry).
+    pub fn env(&self, provider: &str) -> Option<&BTreeMap<String, String>> {
+        self.0
+            .get(provider)
+            .map(|e| &e.env)
+            .filter(|e| !e.is_empty())
+    }
+
+    /// Whether `provider` has an entry with a key or variables: a credential Pi counts as
+    /// configured.
+    pub fn has(&self, provider: &str) -> bool {
+        self.key(provider).is_some() || self.env(provider).is_some()
     }
 }
 
@@ -25,6 +50,8 @@ enum Entry {
     ApiKey {
         #[serde(default)]
         key: Option<String>,
+        #[serde(default)]
+        env: BTreeMap<String, String>,
     },
     #[serde(rename = "oauth")]
     OAuth {},
@@ -56,19 +83,23 @@ pub fn load(path: &Path, warnings: &mut Vec<String>) -> AuthKeys {
     let mut keys = BTreeMap::new();
     for (provider, value) in entries {
         match serde_json::from_value::<Entry>(value) {
-            Ok(Entry::ApiKey { key: Some(key) }) if !key.is_empty() => {
-                keys.insert(provider, key);
+            Ok(Entry::ApiKey { key, env }) => {
+                let key = key.filter(|k| !k.is_empty());
+                // Pi's Bedrock login stores an empty entry to mean "the AWS credential chain".
+                if key.is_none() && env.is_empty() && provider != "amazon-bedrock" {
+                    warnings.push(format!(
+                        "auth.json: provider \"{provider}\" has an api_key entry without a key"
+                    ));
+                }
+                keys.insert(provider, ApiKey { key, env });
             }
-            Ok(Entry::ApiKey { .. }) => warnings.push(format!(
-                "auth.json: provider \"{provider}\" has an api_key entry without a key"
-            )),
             Ok(Entry::OAuth {}) => warnings.push(format!(
                 "auth.json: provider \"{provider}\" is logged in with OAuth, which nova does not \
                  support yet; give it an API key (\"type\": \"api_key\") to use it"
             )),
             Err(_) => warnings.push(format!(
                 "auth.json: provider \"{provider}\" has an entry nova cannot read (expected \
-                 \"type\": \"api_key\" with a \"key\")"
+                 \"type\": \"api_key\" with a \"key\" and perhaps an \"env\" object of strings)"
             )),
         }
     }
@@ -103,14 +134,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("auth.json");
         let mut warnings = Vec::new();
-        assert!(load(&path, &mut warnings).get("openai").is_none());
+        assert!(load(&path, &mut warnings).key("openai").is_none());
         assert!(warnings.is_empty());
         std::fs::write(
             &path,
             r#"{"openai": {"type": "api_key", "key": "sk-literal"},
                 "groq": {"type": "api_key", "key": "$GROQ_KEY", "env": {}},
                 "anthropic": {"type": "oauth", "access": "tok-secret", "refresh": "r", "expires": 1},
-                "odd": {"type": "cookie", "value": "tok-secret"}}"#,
+                "odd": {"type": "cookie", "value": "tok-secret"},
+                "bedrock": {"type": "api_key", "env": {"AWS_PROFILE": "work"}},
+                "amazon-bedrock": {"type": "api_key"}}"#,
         )
         .unwrap();
         #[cfg(unix)]
@@ -119,15 +152,24 @@ mod tests {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         }
         let keys = load(&path, &mut warnings);
-        assert_eq!(keys.get("openai"), Some("sk-literal"));
-        assert_eq!(keys.get("groq"), Some("$GROQ_KEY"));
-        assert_eq!(keys.get("anthropic"), None);
+        assert_eq!(keys.key("openai"), Some("sk-literal"));
+        assert_eq!(keys.key("groq"), Some("$GROQ_KEY"));
+        assert_eq!(keys.key("anthropic"), None);
+        assert!(keys.has("bedrock") && keys.key("bedrock").is_none());
+        assert_eq!(
+            keys.env("bedrock")
+                .and_then(|e| e.get("AWS_PROFILE"))
+                .map(String::as_str),
+            Some("work")
+        );
+        assert!(!keys.has("amazon-bedrock"), "an empty entry adds nothing");
         let all = warnings.join("\n");
         assert!(
             all.contains("\"anthropic\" is logged in with OAuth"),
             "{all}"
         );
         assert!(all.contains("\"odd\""), "{all}");
+        assert!(!all.contains("bedrock"), "{all}");
         assert!(
             !all.contains("secret") && !all.contains("sk-literal"),
             "{all}"

@@ -126,7 +126,7 @@ impl Registry {
         self.runtime_key
             .as_ref()
             .is_some_and(|(p, _)| p == provider)
-            || self.auth.get(provider).is_some()
+            || self.auth.has(provider)
     }
 
     /// Parses a models.json. `Ok(None)` when the file does not exist.
@@ -351,19 +351,31 @@ impl Registry {
             .as_ref()
             .filter(|(p, _)| *p == provider.name)
             .map(|(_, key)| key.clone());
+        // The entry's `env` applies over the process environment, for this provider only.
+        let scoped = self.auth.env(&provider.name);
+        let var = |name: &str| {
+            scoped
+                .and_then(|env| env.get(name))
+                .filter(|v| !v.is_empty())
+                .cloned()
+                .or_else(|| std::env::var(name).ok())
+        };
         // Pi's order: the command line, auth.json, models.json's `apiKey`, the environment.
-        let stored = match self.auth.get(&provider.name).filter(|_| runtime.is_none()) {
-            Some(raw) => {
-                Some(
-                    self.resolve_value(raw)
-                        .await
-                        .map_err(|reason| ConfigError::Secret {
-                            what: "auth.json key".to_owned(),
-                            provider: provider.name.clone(),
-                            reason,
-                        })?,
+        let stored = match self.auth.key(&provider.name).filter(|_| runtime.is_none()) {
+            Some(raw) => Some(
+                secret::resolve_in(
+                    raw,
+                    secret::Syntax::WholeValue,
+                    Some(&self.command_cache),
+                    var,
                 )
-            }
+                .await
+                .map_err(|reason| ConfigError::Secret {
+                    what: "auth.json key".to_owned(),
+                    provider: provider.name.clone(),
+                    reason,
+                })?,
+            ),
             None => runtime,
         };
         let key = match (&stored, &provider.api_key) {
@@ -383,7 +395,6 @@ impl Registry {
             }
         };
         let key = key.filter(|k| !k.is_empty());
-        let var = |name: &str| std::env::var(name).ok();
         let unresolved = |reason| ConfigError::Secret {
             what: match model.api {
                 Api::BedrockConverseStream => "the AWS credentials",
@@ -398,6 +409,7 @@ impl Registry {
                 let sources = aws::Sources {
                     var: &var,
                     home: std::env::var_os("HOME").map(Into::into),
+                    stored_profile: scoped.is_some_and(|env| env.contains_key("AWS_PROFILE")),
                 };
                 let target = aws::target(&model.id, &model.base_url, key.as_deref(), &sources)
                     .map_err(unresolved)?;

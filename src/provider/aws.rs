@@ -52,6 +52,9 @@ pub struct Target {
 pub struct Sources<'a> {
     pub var: &'a dyn Fn(&str) -> Option<String>,
     pub home: Option<PathBuf>,
+    /// `AWS_PROFILE` was chosen for this provider (an auth.json entry's `env`), so the profile
+    /// wins over access keys in the environment, as Pi lets it.
+    pub stored_profile: bool,
 }
 
 impl Sources<'_> {
@@ -126,6 +129,11 @@ fn credential(
         .or_else(|| env.get("AWS_BEARER_TOKEN_BEDROCK"))
     {
         return Ok(Credential::Bearer(token));
+    }
+    if env.stored_profile
+        && let Some(keys) = profile.and_then(|name| profile_keys(env, name))
+    {
+        return Ok(Credential::Keys(keys));
     }
     if let (Some(id), Some(secret)) = (
         env.get("AWS_ACCESS_KEY_ID"),
@@ -333,6 +341,7 @@ mod tests {
         let sources = Sources {
             var: &var,
             home: home.map(Path::to_owned),
+            stored_profile: false,
         };
         target(model, base, None, &sources)
     }

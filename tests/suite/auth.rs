@@ -106,3 +106,58 @@ fn a_key_only_in_auth_json_enables_the_builtin_provider() {
         Some("Bearer gsk-literal")
     );
 }
+
+/// An entry's `env` applies to its provider only, over the process environment, as Pi applies
+/// it: the key's `$VAR` reads it, and so do Bedrock's settings, whose profile then wins over
+/// access keys in the environment.
+#[test]
+fn an_entry_s_env_scopes_variables_to_its_provider() {
+    let mock = MockLlm::start();
+    let base = format!("http://127.0.0.1:{}", mock.port());
+    let auth = json!({
+        "groq": {"type": "api_key", "key": "$GROQ_SCOPED", "env": {"GROQ_SCOPED": "gsk-scoped"}},
+        "amazon-bedrock": {"type": "api_key",
+                           "env": {"AWS_PROFILE": "work", "AWS_REGION": "eu-north-1"}},
+    });
+    let builder = Nova::builder()
+        .models_json(json!({"providers": {
+            "groq": {"baseUrl": mock.base_url_openai()},
+            "amazon-bedrock": {"baseUrl": base},
+        }}))
+        .agent_file("auth.json", auth.to_string())
+        .env("AWS_ACCESS_KEY_ID", "AKIDAMBIENT")
+        .env("AWS_SECRET_ACCESS_KEY", "ambient-secret")
+        .args(["--model", "groq/llama-3.3-70b-versatile"]);
+    let aws = builder.home().join(".aws");
+    std::fs::create_dir_all(&aws).unwrap();
+    std::fs::write(
+        aws.join("credentials"),
+        "[work]\naws_access_key_id = AKIDWORK\naws_secret_access_key = work-secret\n",
+    )
+    .unwrap();
+    let mut nova = builder.spawn();
+    mock.push(Reply::text("groq"));
+    nova.run_prompt("hi");
+    assert_eq!(
+        mock.chat_requests()[0].header("authorization"),
+        Some("Bearer gsk-scoped")
+    );
+    nova.request_ok(json!({"type": "set_model", "provider": "amazon-bedrock",
+                           "modelId": "amazon.nova-pro-v1:0"}));
+    mock.push(Reply::text("bedrock"));
+    let events = nova.run_prompt("hi");
+    assert_eq!(text_of(&last_assistant(&events)), "bedrock");
+    let r = &mock.chat_requests()[1];
+    let auth = r.header("authorization").unwrap();
+    assert!(
+        auth.contains("Credential=AKIDWORK/") && auth.contains("/eu-north-1/bedrock/"),
+        "{auth}"
+    );
+    // The scoped variables are not the process's: the other provider never sees them.
+    let stderr = nova.stderr();
+    assert!(
+        !stderr.contains("gsk-scoped") && !stderr.contains("work-secret"),
+        "{stderr}"
+    );
+    mock.assert_no_violations();
+}
