@@ -28,6 +28,8 @@ pub mod protocol;
 pub mod provider;
 pub mod rpc;
 pub mod sandbox;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub mod secret;
 pub mod session;
 pub mod tools;

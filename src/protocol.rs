@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 mod compat;
 mod details;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub use compat::{CompatFlags, MaxTokensField, ModelCompat, ThinkingFormat};
 pub use details::{
     COMMAND_OUTPUT_MAX_BYTES, CommandOutcome, EditDetails, McpDetails, OutputDetails, ToolDetails,
@@ -22,6 +24,7 @@ pub use details::{
 
 /// One block of message content, tagged by `type` as Pi does.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(
     tag = "type",
     rename_all = "camelCase",
@@ -71,6 +74,7 @@ impl ContentBlock {
 
 /// A user message's content: Pi accepts a bare string or a block list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum UserContent {
     Text(String),
@@ -108,6 +112,7 @@ pub fn joined_text(blocks: &[ContentBlock]) -> String {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum StopReason {
     /// The reply is still streaming (`message_start`); a stored message never says this.
@@ -120,6 +125,7 @@ pub enum StopReason {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Cost {
     pub input: f64,
@@ -133,6 +139,7 @@ pub struct Cost {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub input: u64,
@@ -154,6 +161,7 @@ pub struct Usage {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct UserMessage {
     pub content: UserContent,
@@ -161,6 +169,7 @@ pub struct UserMessage {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AssistantMessage {
     pub content: Vec<ContentBlock>,
@@ -227,6 +236,7 @@ impl AssistantMessage {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResultMessage {
     pub tool_call_id: String,
@@ -244,6 +254,7 @@ pub struct ToolResultMessage {
 /// What a compaction left of the conversation before its kept tail. It stands first in the
 /// rebuilt context and reaches the model as a user message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CompactionSummaryMessage {
     pub summary: String,
@@ -254,6 +265,7 @@ pub struct CompactionSummaryMessage {
 /// A shell command the user ran with the `bash` command (not the model's tool). Unless it is
 /// excluded, the next request shows it to the model as a user message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct BashExecutionMessage {
     pub command: String,
@@ -274,6 +286,7 @@ pub struct BashExecutionMessage {
 /// by the session, the agent and each request); functions that only read take any
 /// `AsRef<Message>`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "role", rename_all = "camelCase")]
 #[allow(
     clippy::large_enum_variant,
@@ -298,6 +311,7 @@ impl AsRef<Message> for Message {
 // ---------------------------------------------------------------------------------------------
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ModelCost {
     #[serde(default)]
@@ -313,6 +327,7 @@ pub struct ModelCost {
 /// The wire format a model is reached through (`api` in models.json and on [`Model`]), parsed
 /// once when the configuration is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::EnumIter)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Api {
     #[serde(rename = "ollama")]
     Ollama,
@@ -361,6 +376,7 @@ fn api_names_are_the_same_on_the_wire_and_in_models_json() {
 /// A model as Pi describes it on the wire (`get_state.model`, `set_model`,
 /// `get_available_models`). Configured headers are deliberately not echoed: they may hold keys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Model {
     pub id: String,
@@ -376,10 +392,15 @@ pub struct Model {
     /// The provider's value for each thinking level (models.json `thinkingLevelMap`); `null`
     /// marks a level the model does not support.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<std::collections::BTreeMap<String, Option<String>>>")
+    )]
     pub thinking_level_map: Option<ThinkingLevelMap>,
     /// models.json `compat` (the provider's object with the model's fields over it), read once
     /// when the registry is built; echoed as written, as Pi echoes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<Value>"))]
     pub compat: Option<ModelCompat>,
     /// How an Ollama server should hold the model. Not on the wire.
     #[serde(skip)]
@@ -461,6 +482,7 @@ impl Model {
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ThinkingLevel {
     Off,
@@ -510,6 +532,7 @@ pub type ThinkingLevelMap = std::collections::BTreeMap<ThinkingLevel, Option<Str
 
 /// An image attached to `prompt`, `steer` or `follow_up`, before validation.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ImageInput {
     #[serde(default, rename = "type")]
@@ -520,6 +543,7 @@ pub struct ImageInput {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum StreamingBehavior {
     #[serde(rename = "steer")]
     Steer,
@@ -528,6 +552,7 @@ pub enum StreamingBehavior {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum QueueMode {
     #[serde(rename = "all")]
     All,
@@ -542,8 +567,10 @@ pub enum QueueMode {
 /// `{"x":{…}}` before decoding, because serde only tracks the path of a bad field (which the
 /// error must name) through externally tagged enums. Hence every variant is a struct variant.
 #[derive(Debug, Clone, PartialEq, Deserialize, strum::VariantNames)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case", rename_all_fields = "camelCase")]
 #[strum(serialize_all = "snake_case")]
+#[cfg_attr(feature = "schema", schemars(tag = "type"))]
 pub enum Command {
     Prompt {
         message: String,
@@ -663,6 +690,7 @@ pub enum Command {
 /// and events it speaks (read off [`Command`] and [`Event`], so the list cannot drift) and its
 /// optional features.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Capabilities {
     pub version: &'static str,
@@ -674,6 +702,7 @@ pub struct Capabilities {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Features {
     /// The sandbox in force and whether this kernel enforces it, as `get_state` reports it.
@@ -704,11 +733,13 @@ impl Capabilities {
 
 /// The answer to one command. `id` is echoed when the request had one.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Response {
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "schema::request_id"))]
     pub id: Option<Value>,
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: ResponseKind,
     pub command: String,
     pub success: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -717,9 +748,18 @@ pub struct Response {
     pub error: Option<String>,
 }
 
+/// The `type` of every response line, which sets responses apart from events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ResponseKind {
+    Response,
+}
+
 /// One session in `list_sessions`: what its header, its `session_info` and its first user
 /// message say, without loading it.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionListing {
     pub id: String,
@@ -743,6 +783,7 @@ pub struct SessionListing {
 /// shared messages until the stdout writer encodes it, so answering `get_messages` on a long
 /// session never builds a second copy of it.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum ResponseData {
     Messages {
@@ -806,11 +847,15 @@ pub enum ResponseData {
     },
     /// Views of the session file (`get_entries`, `get_tree`) in the file's own entry shapes,
     /// which the session store defines; it encodes them once, off the runtime thread.
-    Encoded(Box<RawValue>),
+    Encoded(
+        #[cfg_attr(feature = "schema", schemars(schema_with = "schema::session_view"))]
+        Box<RawValue>,
+    ),
 }
 
 /// `cycle_model`'s answer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CycledModel {
     pub model: Model,
@@ -821,6 +866,7 @@ pub struct CycledModel {
 
 /// What a user's `bash` command produced (Pi's `BashResult`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct BashResult {
     /// The output, tail-truncated like the bash tool's.
@@ -837,6 +883,7 @@ pub struct BashResult {
 
 /// How `prompt`, `steer` and `follow_up` took their message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum Disposition {
     Started,
@@ -846,6 +893,7 @@ pub enum Disposition {
 /// An entry of `get_commands`: a prompt template (`name`) or a skill (`skill:<name>`), run by
 /// sending `/name …` as a prompt.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SlashCommand {
     pub name: String,
@@ -857,6 +905,7 @@ pub struct SlashCommand {
 
 /// What kind of resource a command comes from (Pi also has `extension`, which nova lacks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum CommandSource {
     Prompt,
@@ -865,6 +914,7 @@ pub enum CommandSource {
 
 /// Where a command's file was found, in Pi's shape.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SourceInfo {
     /// The file, absolute.
@@ -877,6 +927,7 @@ pub struct SourceInfo {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum DiscoveredBy {
     /// Found in one of the conventional directories.
@@ -886,6 +937,7 @@ pub enum DiscoveredBy {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum SourceScope {
     User,
@@ -896,6 +948,7 @@ pub enum SourceScope {
 
 /// Pi's packages are `package`; nova loads every resource directly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum SourceOrigin {
     #[serde(rename = "top-level")]
     TopLevel,
@@ -903,6 +956,7 @@ pub enum SourceOrigin {
 
 /// `get_session_stats`, as Pi reports it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionStats {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -920,6 +974,7 @@ pub struct SessionStats {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TokenTotals {
     pub input: u64,
@@ -930,6 +985,7 @@ pub struct TokenTotals {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContextUsage {
     pub tokens: u64,
@@ -939,6 +995,7 @@ pub struct ContextUsage {
 
 /// A user message a session can be forked at (`get_fork_messages`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ForkMessage {
     pub entry_id: String,
@@ -949,7 +1006,7 @@ impl Response {
     pub fn ok(id: Option<Value>, command: impl Into<String>, data: Option<ResponseData>) -> Self {
         Response {
             id,
-            kind: "response",
+            kind: ResponseKind::Response,
             command: command.into(),
             success: true,
             data,
@@ -960,7 +1017,7 @@ impl Response {
     pub fn error(id: Option<Value>, command: impl Into<String>, error: impl Into<String>) -> Self {
         Response {
             id,
-            kind: "response",
+            kind: ResponseKind::Response,
             command: command.into(),
             success: false,
             data: None,
@@ -970,6 +1027,7 @@ impl Response {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct State {
     /// `null` when no model is selected: RPC.md lists the field (Pi 1.6 leaves it out).
@@ -998,6 +1056,7 @@ pub struct State {
 
 /// `get_state.sandbox`: the mode, whether commands really run sandboxed, whether TCP is allowed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxState {
     pub mode: &'static str,
@@ -1011,6 +1070,7 @@ pub struct SandboxState {
 /// A configured MCP server as `get_mcp_servers`, `get_state` and `mcp_server_status` show it
 /// (nova's addition; Pi shows the same facts only in its TUI).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct McpServer {
     pub name: String,
@@ -1030,6 +1090,7 @@ pub struct McpServer {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum McpServerStatus {
     Starting,
@@ -1039,6 +1100,7 @@ pub enum McpServerStatus {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum McpTransport {
     Stdio,
@@ -1048,6 +1110,7 @@ pub enum McpTransport {
 /// `user`: `<agent dir>/mcp.json`; `project`: `.nova/mcp.json`; `claude`: Claude's `.mcp.json`;
 /// `client`: given by the front end's client for this session (ACP's `session/new`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum McpSource {
     User,
@@ -1062,6 +1125,7 @@ pub enum McpSource {
 
 /// Why a compaction ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum CompactionReason {
     /// The `compact` command.
@@ -1074,6 +1138,7 @@ pub enum CompactionReason {
 
 /// What a successful compaction did (`compaction_end.result`, the `compact` response's data).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CompactionResult {
     pub summary: String,
@@ -1088,6 +1153,7 @@ pub struct CompactionResult {
 
 /// The streaming detail inside `message_update`, with block boundaries made explicit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(
     tag = "type",
     rename_all = "snake_case",
@@ -1133,6 +1199,7 @@ pub enum AssistantMessageEvent {
 
 /// What a tool returned (or has produced so far), as carried by tool execution events.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ToolResultPayload {
     pub content: Vec<ContentBlock>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1143,6 +1210,7 @@ pub struct ToolResultPayload {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, strum::VariantNames)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(
     tag = "type",
     rename_all = "snake_case",
@@ -1159,6 +1227,7 @@ pub enum Event {
     /// retried reply out of the context), as written to the file: entries are the session
     /// format's, kept as JSON here so the protocol does not depend on the session module.
     EntryAppended {
+        #[cfg_attr(feature = "schema", schemars(schema_with = "schema::session_entry"))]
         entry: Value,
     },
     AgentSettled {
@@ -1246,6 +1315,7 @@ pub enum Event {
     /// A chunk of a user `bash` command's output; `id` is that command's.
     BashExecutionUpdate {
         #[serde(skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "schema::request_id"))]
         id: Option<Value>,
         delta: String,
     },
@@ -1277,6 +1347,7 @@ pub enum Event {
 /// A tool as the model sees it: declared by the tools (static text) or by an MCP server (known
 /// only at run time), sent by every wire format.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ToolSpec {
     pub name: std::borrow::Cow<'static, str>,
     pub description: std::borrow::Cow<'static, str>,
@@ -1286,6 +1357,7 @@ pub struct ToolSpec {
 /// One tool in `get_tools`: its spec, where it comes from, and whether the next request
 /// offers it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ToolInfo {
     #[serde(flatten)]
     pub spec: ToolSpec,
@@ -1294,6 +1366,7 @@ pub struct ToolInfo {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ToolSource {
     Builtin,

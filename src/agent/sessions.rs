@@ -245,8 +245,9 @@ impl Agent {
             ContextUsage {
                 tokens,
                 context_window: model.context_window,
+                // Pi's order of operations, so the float is the same to the last bit.
                 percent: (model.context_window > 0)
-                    .then(|| tokens as f64 * 100.0 / model.context_window as f64),
+                    .then(|| tokens as f64 / model.context_window as f64 * 100.0),
             }
         });
         SessionStats {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum ToolDetails {
     Edit(EditDetails),
@@ -34,6 +35,7 @@ impl ToolDetails {
 
 /// `edit`: the change as numbered diff lines, and where it starts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EditDetails {
     pub diff: String,
@@ -43,6 +45,7 @@ pub struct EditDetails {
 /// An MCP tool's call: which server and tool answered, its structured result, and what was cut
 /// from its text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct McpDetails {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,6 +60,7 @@ pub struct McpDetails {
 
 /// `bash`, `read`, `grep`, `find` and `ls`: what was left out of the output the model saw.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OutputDetails {
     /// `ls` stopped at this many entries.
@@ -90,6 +94,7 @@ impl OutputDetails {
 
 /// Which limit cut an output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum TruncatedBy {
     Lines,
@@ -98,6 +103,7 @@ pub enum TruncatedBy {
 
 /// Pi's `details.truncation`: how much there was, how much was kept, and the limits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TruncationDetails {
     pub first_line_exceeds_limit: bool,
@@ -186,6 +192,7 @@ mod tests {
 /// [`COMMAND_OUTPUT_MAX_BYTES`] (beyond that its first and last halves around a note of what was
 /// left out), the exit code and the wall time. Pi's field names.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CommandOutcome {
     pub output: String,
     pub truncated: bool,

@@ -168,6 +168,69 @@ impl Serialize for Entry {
     }
 }
 
+/// The lines [`Entry`]'s `Serialize` writes: one shape per modelled type, and an entry nova
+/// does not model as it was read.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Entry {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        crate::protocol::schema::SESSION_ENTRY.into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        use schemars::json_schema;
+        use serde_json::json;
+        let shape = |kind: &str, required: &[&str], properties: Value| {
+            let mut required = required.to_vec();
+            required.extend(["type", "id", "parentId", "timestamp"]);
+            let mut properties = properties;
+            properties["type"] = json!({ "const": kind });
+            properties["parentId"] = json!({ "type": ["string", "null"] });
+            properties["timestamp"] = json!({ "description": "ISO 8601", "type": "string" });
+            json!({ "type": "object", "required": required, "properties": properties })
+        };
+        let text = json!({ "type": "string" });
+        let message = generator.subschema_for::<Message>();
+        let usage = generator.subschema_for::<Usage>();
+        json_schema!({
+            "description": "A line of the session file (Pi's v3 format) after its header.",
+            "type": "object",
+            "required": ["type", "id"],
+            "properties": { "type": text, "id": text },
+            "anyOf": [
+                shape("message", &["message"], json!({ "message": message })),
+                shape("model_change", &["provider", "modelId"],
+                    json!({ "provider": text, "modelId": text })),
+                shape("thinking_level_change", &["thinkingLevel"],
+                    json!({ "thinkingLevel": text })),
+                shape("compaction", &["summary", "firstKeptEntryId", "tokensBefore"], json!({
+                    "summary": text,
+                    "firstKeptEntryId": text,
+                    "tokensBefore": { "type": "integer", "minimum": 0 },
+                    "details": {},
+                    "fromHook": { "type": "boolean" },
+                    "usage": usage
+                })),
+                shape("session_info", &[], json!({ "name": text })),
+                shape("context_edit", &["targetId", "replacement"],
+                    json!({ "targetId": text, "replacement": { "type": "null" } })),
+                shape("custom", &["customType", "data"], json!({
+                    "customType": { "const": ACTIVE_TOOLS },
+                    "data": {
+                        "type": "object",
+                        "required": ["tools"],
+                        "properties": { "tools": { "type": "array", "items": text } }
+                    }
+                })),
+                {
+                    "description": "An entry nova does not model (another type, a message \
+                        role nova lacks, a context edit that replaces content), kept as it \
+                        was read."
+                }
+            ]
+        })
+    }
+}
+
 /// Every field any modelled entry type has, so a line parses in one pass without buffering it
 /// as a tree first (an internally tagged enum would). Fields of other types are ignored here.
 #[derive(Deserialize)]

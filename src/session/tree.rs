@@ -24,6 +24,7 @@ pub struct Context {
 
 /// `get_entries` data: the entries after the cursor in file order, and the leaf.
 #[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EntriesSince<'a> {
     pub entries: &'a [Entry],
@@ -33,6 +34,7 @@ pub struct EntriesSince<'a> {
 /// `get_tree` data. Nesting follows the tree, so serializing a long linear session recurses
 /// once per entry: serialize it on a thread with a stack to match.
 #[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Tree<'a> {
     pub tree: Vec<TreeNode<'a>>,
@@ -40,6 +42,7 @@ pub struct Tree<'a> {
 }
 
 #[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TreeNode<'a> {
     pub entry: &'a Entry,

@@ -33,6 +33,7 @@ mod run;
 mod runtime;
 mod safety_files;
 mod sandbox;
+mod schema;
 mod session_commands;
 mod session_resume;
 mod sessions;

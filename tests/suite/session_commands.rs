@@ -41,7 +41,7 @@ fn session_stats_count_the_conversation() {
             "contextUsage": {
                 "tokens": 180,
                 "contextWindow": 128000,
-                "percent": 180.0 * 100.0 / 128000.0,
+                "percent": 180.0 / 128000.0 * 100.0,
             },
         })
     );

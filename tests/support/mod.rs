@@ -21,4 +21,5 @@ pub mod big_png;
 pub mod mcp;
 pub mod mock_llm;
 pub mod nova_proc;
+pub mod schema;
 pub mod wire;

@@ -1,7 +1,8 @@
 //! Mirror types for everything nova writes to stdout, written independently of
 //! `src/protocol.rs` and marked `deny_unknown_fields`, so any drift between nova's output and the
 //! expected shape (a renamed, extra or missing field, a `null` where Pi omits the field) fails
-//! loudly. [`decode_line`] is applied to every line the test driver reads.
+//! loudly. [`decode_line`] is applied to every line the test driver reads, and also checks it
+//! against the published JSON Schema (`schema/`, see [`super::schema`]).
 //!
 //! Sources: `src/protocol.rs`, `shared/spec/RPC.md` and `pi-reference.md` §§0, 4, 5 and 13.
 //! Events nova does not emit yet but the spec defines (`auto_retry_*`)
@@ -1000,12 +1001,26 @@ pub fn try_decode_line(v: &Value) -> Result<Out, String> {
     }
 }
 
-/// Decode one stdout line into the mirror types; panics with the line when it does not match.
+/// Decode one stdout line into the mirror types, and check it against the published schema;
+/// panics with the line when it does not match either.
 pub fn decode_line(v: &Value) -> Out {
-    match try_decode_line(v) {
+    let out = match try_decode_line(v) {
         Ok(out) => out,
         Err(e) => {
             panic!("nova wrote a line that does not match the wire mirror types: {e}\n  line: {v}")
         }
+    };
+    if let Err(e) = super::schema::check_line(v) {
+        let mut line = v.to_string();
+        if line.len() > 4000 {
+            let mut cut = 4000;
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            line.truncate(cut);
+            line.push_str(" …");
+        }
+        panic!("nova wrote a line that the published schema rejects: {e}\n  line: {line}");
     }
+    out
 }

@@ -19,6 +19,7 @@ const ENTRY_ID_KEYS: &[&str] = &["id", "parentId", "targetId"];
 const CLOCK_KEYS: &[&str] = &[
     "timestamp",
     "durationMs",
+    "wall_time_seconds",
     "created",
     "modified",
     "createdAt",
