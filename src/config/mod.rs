@@ -6,6 +6,7 @@ pub mod builtin;
 pub mod cli;
 mod error;
 pub mod models;
+pub mod oauth;
 pub mod scope;
 pub mod settings;
 

@@ -18,6 +18,7 @@ mod mcp_isolation;
 mod mcp_servers;
 mod mock_llm;
 mod nova_proc;
+mod oauth;
 mod oneshot;
 mod openai_responses;
 mod orphans;
