@@ -151,22 +151,42 @@ prompt="Create a file named fizz.py that prints the numbers 1 to 15, printing Fi
 say "demo in $work with $nova: $prompt"
 start=$(date +%s)
 status=0
-(cd "$work" && NOVA_AGENT_DIR="$agent_dir" "$nova" --provider local --model qwen2.5-coder-1.5b \
-    --mode json --max-turns 8 "$prompt") >"$work/events.jsonl" || status=$?
-python3 - "$work/events.jsonl" <<'PY'
-import json, sys
-for line in open(sys.argv[1], encoding="utf-8"):
+# Over RPC, standing in for the user at the permission prompt: running fizz.py is approved
+# (the model may ask to run it outside the sandbox), anything else flagged is refused.
+(cd "$work" && NOVA_AGENT_DIR="$agent_dir" python3 - "$nova" "$prompt" <<'PY') || status=$?
+import json, re, subprocess, sys
+nova, prompt = sys.argv[1], sys.argv[2]
+proc = subprocess.Popen([nova, "--mode", "rpc", "--provider", "local", "--model",
+                         "qwen2.5-coder-1.5b", "--max-turns", "8", "--no-session"],
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+def send(command):
+    proc.stdin.write(json.dumps(command) + "\n")
+    proc.stdin.flush()
+send({"type": "prompt", "message": prompt})
+for line in proc.stdout:
     event = json.loads(line)
     kind = event.get("type")
     if kind == "tool_execution_start":
-        print(f"tool call  {event['toolName']} {json.dumps(event['args'])[:200]}")
+        print(f"tool call  {event['toolName']} {json.dumps(event['args'])[:300]}", flush=True)
     elif kind == "tool_execution_end":
         text = "".join(c.get("text", "") for c in event["result"].get("content", []))
-        print(f"  result   {'error: ' if event['isError'] else ''}{text.strip()[:300]!r}")
+        print(f"  result   {'error: ' if event['isError'] else ''}{text.strip()[:300]!r}", flush=True)
+    elif kind == "permission_request":
+        approved = re.fullmatch(r"python3 (\./)?fizz\.py", event["command"].strip()) is not None
+        print(f"  asked    {event['command']!r} ({event.get('reason')}): "
+              f"{'approved' if approved else 'refused'}", flush=True)
+        send({"type": "permission_response", "requestId": event["requestId"], "approved": approved})
     elif kind == "message_end" and event["message"]["role"] == "assistant":
-        text = "".join(b.get("text", "") for b in event["message"]["content"] if b["type"] == "text")
+        message = event["message"]
+        text = "".join(b.get("text", "") for b in message["content"] if b["type"] == "text")
         if text.strip():
-            print(f"reply      {text.strip()[:400]!r}")
+            print(f"reply      {text.strip()[:400]!r}", flush=True)
+        if message.get("stopReason") == "error":
+            print(f"error      {message.get('errorMessage')}", flush=True)
+    elif kind == "agent_settled":
+        break
+proc.stdin.close()
+sys.exit(proc.wait(timeout=10))
 PY
 say "nova exited $status after $(($(date +%s) - start)) s"
 if [ -f "$work/fizz.py" ]; then
