@@ -3,18 +3,24 @@
 //! a request first needs it, a command's output cached for the process). `env` holds variables
 //! that apply to that provider only, over the process environment, as Pi applies them: the
 //! key's `$VAR` reads them, and so do the provider's own settings (Bedrock's `AWS_PROFILE` and
-//! `AWS_REGION`, Azure's address). OAuth entries are recognised and reported as not supported
-//! yet. The file holds secrets, so a mode looser than 0600 is warned about, and nothing read
+//! `AWS_REGION`, Azure's address). OAuth entries are used and refreshed ([`super::oauth`]) for
+//! the providers nova can refresh, and reported as not supported for the others. The file
+//! holds secrets, so a mode looser than 0600 is warned about, and nothing read
 //! from it is ever echoed.
 
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// The `api_key` entries of an auth.json, by provider name.
+/// The entries of an auth.json nova uses, by provider name, and where the file is (refreshed
+/// OAuth tokens are written back there).
 #[derive(Debug, Default, Clone)]
-pub struct AuthKeys(BTreeMap<String, ApiKey>);
+pub struct AuthKeys {
+    keys: BTreeMap<String, ApiKey>,
+    oauth: BTreeMap<String, super::oauth::Tokens>,
+    path: PathBuf,
+}
 
 /// One `api_key` entry: its key as written, and the variables it scopes to its provider.
 #[derive(Debug, Default, Clone)]
@@ -26,21 +32,33 @@ pub struct ApiKey {
 impl AuthKeys {
     /// The key stored for `provider`, as written.
     pub fn key(&self, provider: &str) -> Option<&str> {
-        self.0.get(provider)?.key.as_deref()
+        self.keys.get(provider)?.key.as_deref()
     }
 
     /// The variables stored for `provider` (none when it has no entry).
     pub fn env(&self, provider: &str) -> Option<&BTreeMap<String, String>> {
-        self.0
+        self.keys
             .get(provider)
             .map(|e| &e.env)
             .filter(|e| !e.is_empty())
     }
 
-    /// Whether `provider` has an entry with a key or variables: a credential Pi counts as
-    /// configured.
+    /// The OAuth login stored for `provider`, when nova can use it.
+    pub fn oauth(&self, provider: &str) -> Option<&super::oauth::Tokens> {
+        self.oauth.get(provider)
+    }
+
+    /// Where the file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether `provider` has an entry with a key, variables or a usable login: a credential
+    /// Pi counts as configured.
     pub fn has(&self, provider: &str) -> bool {
-        self.key(provider).is_some() || self.env(provider).is_some()
+        self.key(provider).is_some()
+            || self.env(provider).is_some()
+            || self.oauth.contains_key(provider)
     }
 }
 
@@ -60,12 +78,16 @@ enum Entry {
 /// Reads `path`; a missing file is no keys. Problems are warnings naming the provider, never
 /// the key.
 pub fn load(path: &Path, warnings: &mut Vec<String>) -> AuthKeys {
+    let empty = || AuthKeys {
+        path: path.to_owned(),
+        ..AuthKeys::default()
+    };
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return AuthKeys::default(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return empty(),
         Err(e) => {
             warnings.push(format!("ignoring {}: {e}", path.display()));
-            return AuthKeys::default();
+            return empty();
         }
     };
     warn_if_readable_by_others(path, warnings);
@@ -77,11 +99,13 @@ pub fn load(path: &Path, warnings: &mut Vec<String>) -> AuthKeys {
                 "ignoring {}: not a JSON object of providers: {e}",
                 path.display()
             ));
-            return AuthKeys::default();
+            return empty();
         }
     };
     let mut keys = BTreeMap::new();
+    let mut oauth = BTreeMap::new();
     for (provider, value) in entries {
+        let tokens = super::oauth::Tokens::of(&value);
         match serde_json::from_value::<Entry>(value) {
             Ok(Entry::ApiKey { key, env }) => {
                 let key = key.filter(|k| !k.is_empty());
@@ -93,9 +117,18 @@ pub fn load(path: &Path, warnings: &mut Vec<String>) -> AuthKeys {
                 }
                 keys.insert(provider, ApiKey { key, env });
             }
+            Ok(Entry::OAuth {}) if super::oauth::supported(&provider) => match tokens {
+                Some(tokens) => {
+                    oauth.insert(provider, tokens);
+                }
+                None => warnings.push(format!(
+                    "auth.json: the OAuth login of provider \"{provider}\" lacks access, \
+                     refresh or expires; log in again with `nova login {provider}`"
+                )),
+            },
             Ok(Entry::OAuth {}) => warnings.push(format!(
                 "auth.json: provider \"{provider}\" is logged in with OAuth, which nova does not \
-                 support yet; give it an API key (\"type\": \"api_key\") to use it"
+                 support yet for it; give it an API key (\"type\": \"api_key\") to use it"
             )),
             Err(_) => warnings.push(format!(
                 "auth.json: provider \"{provider}\" has an entry nova cannot read (expected \
@@ -103,7 +136,11 @@ pub fn load(path: &Path, warnings: &mut Vec<String>) -> AuthKeys {
             )),
         }
     }
-    AuthKeys(keys)
+    AuthKeys {
+        keys,
+        oauth,
+        path: path.to_owned(),
+    }
 }
 
 #[cfg(unix)]

@@ -17,6 +17,8 @@ pub struct Builtin {
     pub base_url: &'static str,
     /// The default model comes first.
     models: &'static [Row],
+    /// Pi's `compat` for every model of the provider (an OpenAI-compatible server's dialect).
+    compat: Option<&'static str>,
 }
 
 /// Every built-in provider, in the order their models are listed. Mistral goes through its chat
@@ -28,6 +30,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::AnthropicMessages,
         base_url: "https://api.anthropic.com",
         models: CLAUDE,
+        compat: None,
     },
     Builtin {
         name: "openai",
@@ -35,6 +38,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::OpenAiResponses,
         base_url: "https://api.openai.com/v1",
         models: OPENAI,
+        compat: None,
     },
     Builtin {
         name: "google",
@@ -42,6 +46,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::GoogleGenerativeAi,
         base_url: "https://generativelanguage.googleapis.com/v1beta",
         models: GEMINI,
+        compat: None,
     },
     Builtin {
         name: "openrouter",
@@ -49,6 +54,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::OpenAiCompletions,
         base_url: "https://openrouter.ai/api/v1",
         models: OPENROUTER,
+        compat: None,
     },
     Builtin {
         name: "groq",
@@ -56,6 +62,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::OpenAiCompletions,
         base_url: "https://api.groq.com/openai/v1",
         models: GROQ,
+        compat: None,
     },
     Builtin {
         name: "deepseek",
@@ -63,6 +70,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::OpenAiCompletions,
         base_url: "https://api.deepseek.com",
         models: DEEPSEEK,
+        compat: None,
     },
     Builtin {
         name: "mistral",
@@ -70,6 +78,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::OpenAiCompletions,
         base_url: "https://api.mistral.ai/v1",
         models: MISTRAL,
+        compat: None,
     },
     Builtin {
         name: "xai",
@@ -77,6 +86,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::OpenAiResponses,
         base_url: "https://api.x.ai/v1",
         models: XAI,
+        compat: None,
     },
     Builtin {
         name: "cerebras",
@@ -84,6 +94,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::OpenAiCompletions,
         base_url: "https://api.cerebras.ai/v1",
         models: CEREBRAS,
+        compat: None,
     },
     Builtin {
         name: "together",
@@ -91,6 +102,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::OpenAiCompletions,
         base_url: "https://api.together.ai/v1",
         models: TOGETHER,
+        compat: None,
     },
     Builtin {
         name: "fireworks",
@@ -98,6 +110,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::OpenAiCompletions,
         base_url: "https://api.fireworks.ai/inference/v1",
         models: FIREWORKS,
+        compat: None,
     },
     Builtin {
         name: "huggingface",
@@ -105,6 +118,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::OpenAiCompletions,
         base_url: "https://router.huggingface.co/v1",
         models: HUGGINGFACE,
+        compat: None,
     },
     Builtin {
         name: "moonshotai",
@@ -112,6 +126,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::OpenAiCompletions,
         base_url: "https://api.moonshot.ai/v1",
         models: MOONSHOTAI,
+        compat: None,
     },
     // The address comes from AZURE_OPENAI_BASE_URL or AZURE_OPENAI_RESOURCE_NAME (or a
     // models.json baseUrl): each Azure resource has its own.
@@ -121,6 +136,19 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::AzureOpenAiResponses,
         base_url: "",
         models: AZURE,
+        compat: None,
+    },
+    // Kimi Code's subscription: a key, or a login in auth.json (refreshed by `oauth`).
+    Builtin {
+        name: "kimi-coding",
+        key_var: "KIMI_API_KEY",
+        api: Api::OpenAiCompletions,
+        base_url: "https://api.kimi.com/coding/v1",
+        models: KIMI_CODING,
+        compat: Some(
+            r#"{"supportsStore": false, "supportsReasoningEffort": true, "supportsStrictMode": false,
+                "maxTokensField": "max_tokens", "thinkingFormat": "openai"}"#,
+        ),
     },
     // Also enabled by AWS credentials (see `aws_enabled`); the key is a Bedrock bearer token.
     Builtin {
@@ -129,6 +157,7 @@ pub const CATALOG: &[Builtin] = &[
         api: Api::BedrockConverseStream,
         base_url: "https://bedrock-runtime.us-east-1.amazonaws.com",
         models: BEDROCK,
+        compat: None,
     },
 ];
 
@@ -440,9 +469,14 @@ fn model(provider: &Builtin, row: &Row) -> Model {
         context_window: row.context_window,
         max_tokens: row.max_tokens,
         thinking_level_map: (!map.is_empty()).then_some(map),
-        compat: row
-            .adaptive
-            .then(|| serde_json::json!({"forceAdaptiveThinking": true}).into()),
+        compat: if row.adaptive {
+            Some(serde_json::json!({"forceAdaptiveThinking": true}).into())
+        } else {
+            provider
+                .compat
+                .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok())
+                .map(Into::into)
+        },
         load: LoadOptions::default(),
     }
 }
@@ -1506,6 +1540,67 @@ const MISTRAL: &[Row] = &[
     },
 ];
 
+/// Kimi Code's models from Pi's catalog.
+const KIMI_CODING: &[Row] = &[
+    Row {
+        id: "kimi-for-coding",
+        name: "kimi-for-coding",
+        cost: [0.95, 4.0, 0.19, 0.0],
+        context_window: 1_048_576,
+        max_tokens: 32_768,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "k3",
+        name: "Kimi K3",
+        cost: [3.0, 15.0, 0.3, 0.0],
+        context_window: 1_048_576,
+        max_tokens: 1_048_576,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "k3.1-pro",
+        name: "Kimi K3.1 Pro",
+        cost: [2.0, 10.0, 0.2, 0.0],
+        context_window: 1_048_576,
+        max_tokens: 1_048_576,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+];
+
 /// Azure OpenAI's headline models from Pi's catalog (its deployments are named after them
 /// unless AZURE_OPENAI_DEPLOYMENT_NAME_MAP says otherwise).
 const AZURE: &[Row] = &[
@@ -1722,6 +1817,9 @@ mod tests {
                 assert_eq!(m.api, builtin.api);
             }
         }
+        let (_, models) = find("kimi-coding").unwrap().provider_and_models();
+        let compat = models[0].compat.as_ref().unwrap();
+        assert_eq!(compat.flags.supports_store, Some(false));
         let (provider, models) = find("anthropic").unwrap().provider_and_models();
         assert_eq!(provider.api, Api::AnthropicMessages);
         assert_eq!(models[0].id, "claude-opus-5-5");

@@ -361,7 +361,26 @@ impl Registry {
                 .or_else(|| std::env::var(name).ok())
         };
         // Pi's order: the command line, auth.json, models.json's `apiKey`, the environment.
+        let login = self
+            .auth
+            .oauth(&provider.name)
+            .filter(|_| runtime.is_none());
         let stored = match self.auth.key(&provider.name).filter(|_| runtime.is_none()) {
+            _ if let Some(tokens) = login => {
+                let store = super::oauth::Store {
+                    path: self.auth.path(),
+                    var: &var,
+                };
+                Some(
+                    super::oauth::access_token(&provider.name, tokens, &store)
+                        .await
+                        .map_err(|reason| ConfigError::Secret {
+                            what: "the OAuth login".to_owned(),
+                            provider: provider.name.clone(),
+                            reason,
+                        })?,
+                )
+            }
             Some(raw) => Some(
                 secret::resolve_in(
                     raw,

@@ -1,5 +1,6 @@
 //! The integration suite, one file per capability.
 
+mod acp;
 mod anthropic;
 mod auth;
 mod backpressure;
@@ -17,6 +18,7 @@ mod mcp_isolation;
 mod mcp_servers;
 mod mock_llm;
 mod nova_proc;
+mod oauth;
 mod oneshot;
 mod openai_responses;
 mod orphans;
