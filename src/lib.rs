@@ -1,7 +1,7 @@
 //! nova: a coding agent that speaks Pi's RPC protocol (JSON lines on stdin/stdout).
 //!
 //! ```text
-//! stdin line ──rpc::reader──▶ rpc::parse ──rpc::dispatch──▶ agent::Agent
+//! stdin line ──frontend::reader──▶ rpc::parse ──rpc::dispatch──▶ agent::Agent
 //!    agent run ──provider::http::stream──▶ ProviderEvent (parsed from NDJSON / SSE bodies)
 //!    agent run ──tools::Tool::execute──▶ ToolOutput (one task per call)
 //!    agent emits protocol::Event ──frontend::Outbox──▶ the stdout thread ──▶ stdout line
@@ -10,10 +10,12 @@
 //! `agent::Runtime` is built once per process and prepares each session for its cwd; a front end
 //! starts the session with its own sink. Commands arrive as `protocol::Command`, the model speaks through `provider::ProviderEvent`,
 //! and everything the client sees is a `protocol::Response` or `protocol::Event`. `print` is
-//! the other front end: prompts from the command line in, the answer or the same events out.
-//! What front ends share (the stdout writer, the signal setup) is in `frontend`, which none of
-//! them owns.
+//! another front end: prompts from the command line in, the answer or the same events out;
+//! `acp` the third, the Agent Client Protocol for editors. What front ends share (the stdin
+//! record reader, the stdout writer, the signal setup) is in `frontend`, which none of them
+//! owns.
 
+pub mod acp;
 pub mod agent;
 pub mod attach;
 pub mod config;

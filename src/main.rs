@@ -8,13 +8,14 @@ use clap::error::ErrorKind;
 use nova::agent::Runtime;
 use nova::config::{Cli, Mode};
 use nova::frontend::{fatal, usage_error};
-use nova::{print, rpc};
+use nova::{acp, print, rpc};
 use std::io::Write;
 use std::process::ExitCode;
 
 /// The front end the command line asks for.
 enum Interface {
     Rpc,
+    Acp,
     OneShot {
         format: print::Format,
         stdin: Option<String>,
@@ -75,6 +76,12 @@ fn interface(cli: &Cli) -> Result<Interface, ExitCode> {
             ));
         }
         Some(Mode::Rpc) => return Ok(Interface::Rpc),
+        Some(Mode::Acp) if cli.print || !cli.prompts.is_empty() => {
+            return Err(usage_error(
+                "--mode acp takes its prompts from the editor, not as arguments or -p",
+            ));
+        }
+        Some(Mode::Acp) => return Ok(Interface::Acp),
         Some(Mode::Json) => print::Format::Json,
         None => print::Format::Text,
     };
@@ -105,6 +112,7 @@ async fn run(mut cli: Cli, interface: Interface) -> ExitCode {
     };
     match interface {
         Interface::Rpc => rpc::run(runtime).await,
+        Interface::Acp => acp::run(runtime).await,
         Interface::OneShot { format, stdin } => {
             let options = print::Options {
                 format,

@@ -1328,6 +1328,10 @@ pub enum Event {
     /// `permission_response` (nova's addition, RPC.md).
     PermissionRequest {
         request_id: u64,
+        /// The call that asks, for a front end that shows calls by id (ACP); Pi's clients have
+        /// no use for it, so RPC mode leaves it out.
+        #[serde(skip)]
+        tool_call_id: String,
         tool_name: String,
         command: String,
         /// Why the command was flagged (nova's addition, for the person deciding).

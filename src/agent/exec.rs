@@ -135,6 +135,10 @@ fn over_the_cap(index: usize, calls: usize) -> String {
     )
 }
 
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a slot lives only while its batch runs, and most slots of a long batch are Done"
+)]
 pub(super) enum Slot {
     Done(ToolOutput),
     Running(JoinHandle<Ran>),
@@ -236,6 +240,7 @@ fn as_text(value: &Value) -> Option<String> {
 /// Asks about a call of this reply (bash, or a file write), through the one permission path.
 fn ask(agent: &Agent, call: &Call, command: String, reason: String) -> Permission {
     agent.ask_permission(Question {
+        tool_call_id: call.0.clone(),
         tool_name: call.1.clone(),
         command,
         reason,

@@ -86,6 +86,7 @@ pub(super) fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call) ->
         // MCP rules match names only, so no call is left unchecked; were one, it would ask.
         Verdict::Ask { reason } | Verdict::Unchecked { reason } => {
             match agent.ask_permission(Question {
+                tool_call_id: call.0.clone(),
                 tool_name: name.clone(),
                 command: args.to_string(),
                 reason,

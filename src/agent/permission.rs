@@ -26,6 +26,8 @@ pub(super) enum Permission {
 
 /// One question to the person driving nova.
 pub(super) struct Question {
+    /// The call that asks.
+    pub tool_call_id: String,
     /// The tool, as the `permission_request` names it.
     pub tool_name: String,
     /// What would run: the command, the path written, an MCP call's arguments.
@@ -51,6 +53,7 @@ impl Agent {
         let (request_id, answer) = state.permissions.open();
         self.emit(Event::PermissionRequest {
             request_id,
+            tool_call_id: question.tool_call_id,
             tool_name: question.tool_name,
             command: question.command,
             reason: question.reason,

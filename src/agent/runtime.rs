@@ -8,7 +8,9 @@
 use super::{Agent, Sink, startup_session};
 use crate::config::{self, ConfigError, Process, SessionSpec};
 use crate::context::{self, PromptFiles, PromptSource};
+use crate::protocol::SessionListing;
 use crate::provider::{self, http::SharedClient};
+use crate::session::paths::Scope;
 use crate::session::{Header, Session, SessionError};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -73,6 +75,25 @@ impl Runtime {
     /// The session the command line asks for, in the process's working directory.
     pub fn cli_session(&self) -> Result<SessionSpec, OpenError> {
         Ok(self.process.cli_session()?)
+    }
+
+    /// The stored sessions of `cwd`'s directory, or of every directory without one, newest
+    /// first; read off the runtime thread (thousands of files take a while).
+    pub async fn list_sessions(&self, cwd: Option<PathBuf>) -> Vec<SessionListing> {
+        let agent_dir = self.process.agent_dir.clone();
+        let session_dir = self.process.session_dir.clone();
+        tokio::task::spawn_blocking(move || {
+            let all = cwd.is_none();
+            let cwd = cwd.unwrap_or_default();
+            let scope = Scope {
+                agent_dir: &agent_dir,
+                cwd: &cwd,
+                session_dir: session_dir.as_deref(),
+            };
+            crate::session::list(scope, all)
+        })
+        .await
+        .unwrap_or_default()
     }
 
     /// Resolves one session for `spec.cwd`. An `Err` names what cannot be opened (an unknown

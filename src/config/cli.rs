@@ -10,6 +10,8 @@ pub enum Mode {
     Rpc,
     /// Run the prompts, writing the session header and then every event as a JSON line.
     Json,
+    /// The Agent Client Protocol on stdin/stdout, for editors (Zed, JetBrains, Neovim, Emacs).
+    Acp,
 }
 
 #[derive(Debug, Clone, Parser)]

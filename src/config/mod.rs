@@ -83,6 +83,8 @@ pub fn agent_dir() -> PathBuf {
 #[derive(Debug)]
 pub struct Process {
     pub agent_dir: PathBuf,
+    /// `--session-dir`, which confines session lookups to itself.
+    pub session_dir: Option<PathBuf>,
     pub registry: Arc<Registry>,
     cli: Cli,
     /// `--system-prompt` and `--append-system-prompt`, already read from their files.
@@ -210,6 +212,7 @@ pub async fn load_process(
             .transpose()?,
         tools: active_tools(&cli)?,
         agent_dir,
+        session_dir: cli.session_dir.clone(),
         registry: Arc::new(registry),
         cli,
         warnings,

@@ -1,11 +1,13 @@
 //! What every front end needs, in one place none of them owns, so that a new front end imports
-//! no sibling: the stdout writer ([`writer`]), the signal setup ([`signals`]), opening the
-//! session the command line describes, and nova's lines on stderr.
+//! no sibling: the stdin record reader ([`reader`]), the stdout writer ([`writer`]), the signal
+//! setup ([`signals`]), opening the session the command line describes, and nova's lines on
+//! stderr.
 //!
 //! stderr is where the command-line front ends say what a person should know (startup and
 //! session warnings, failures); the core never writes there itself.
 
 mod events;
+pub mod reader;
 pub mod signals;
 pub mod writer;
 

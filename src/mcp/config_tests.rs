@@ -344,7 +344,7 @@ fn a_clients_servers_start_apart_from_the_project_replace_same_named_ones_and_ke
     ];
     add_client_servers(&mut servers, &given, &d.agent, &d.cwd).unwrap();
     let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["kept", "shared-name", "remote"]);
+    assert_eq!(names, ["shared-name", "kept", "remote"]);
     let replaced = by_name(&servers, "shared-name");
     assert_eq!(replaced.source, McpSource::Client);
     assert!(replaced.literal_values() && replaced.disabled.is_none());

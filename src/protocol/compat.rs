@@ -72,6 +72,8 @@ pub struct CompatFlags {
     pub requires_non_null_assistant_content: Option<bool>,
     pub supports_strict_mode: Option<bool>,
     pub force_adaptive_thinking: Option<bool>,
+    /// nova's own: recover tool calls a model wrote as text (`provider::text_calls`).
+    pub tool_calls_in_text: Option<bool>,
 }
 
 /// A `compat` object, typed; `None` fields were absent or had a bad value.
@@ -120,6 +122,7 @@ impl ModelCompat {
             "requiresThinkingAsText" => &mut flags.requires_thinking_as_text,
             "requiresNonNullAssistantContent" => &mut flags.requires_non_null_assistant_content,
             "supportsStrictMode" => &mut flags.supports_strict_mode,
+            "toolCallsInText" => &mut flags.tool_calls_in_text,
             // Anthropic's; Pi never reports a bad value of it, so neither does nova.
             "forceAdaptiveThinking" => {
                 flags.force_adaptive_thinking = value.as_bool();

@@ -166,7 +166,7 @@ mod tests {
             (json!({"matchLimitReached": 4}), "Output"),
             (json!({}), "Output"),
             (
-                json!({"server": "s", "tool": "t", "structuredContent": {"a": 1}}),
+                json!({"server": "s", "structuredContent": {"a": 1}, "tool": "t"}),
                 "Mcp",
             ),
             (json!({"diff": "x"}), "Other"),

@@ -130,6 +130,8 @@ impl Compat {
             requires_non_null_assistant_content,
             supports_strict_mode,
             force_adaptive_thinking: _,
+            // Shapes the reply, not the request: the accumulator reads it.
+            tool_calls_in_text: _,
         } = explicit.flags;
         let set = |flag: &mut bool, value: Option<bool>| *flag = value.unwrap_or(*flag);
         set(&mut self.supports_store, supports_store);

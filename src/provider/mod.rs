@@ -26,6 +26,7 @@ pub mod openai;
 pub mod openai_responses;
 mod overflow;
 pub mod prepare;
+mod text_calls;
 
 pub use error::{ErrorKind, ProviderError};
 

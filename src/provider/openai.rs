@@ -6,6 +6,7 @@
 use super::compat::{Compat, MaxTokensField, ThinkingFormat};
 use super::lines::SseDecoder;
 use super::prepare::{self, Joined, Part, View};
+use super::text_calls;
 use super::{ArgumentsText, ProviderError, ProviderEvent, Request};
 use crate::protocol::{
     AssistantMessage, ContentBlock, Model, StopReason, ThinkingLevel, ToolSpec, Usage,
@@ -629,6 +630,9 @@ pub struct Accumulator {
     facts: super::ReplyFacts,
     /// The field the open thinking block's reasoning streams in, until the block ends.
     reasoning_field: Option<&'static str>,
+    /// With `compat.toolCallsInText`: the reply's text, held back while it may be a tool call the
+    /// model wrote as text (`None` once it cannot be, or when the model is not so marked).
+    held_text: Option<String>,
     done: bool,
 }
 
@@ -652,6 +656,12 @@ impl Accumulator {
             usage: None,
             facts: super::ReplyFacts::default(),
             reasoning_field: None,
+            held_text: model
+                .compat
+                .as_ref()
+                .and_then(|c| c.flags.tool_calls_in_text)
+                .unwrap_or(false)
+                .then(String::new),
             done: false,
         }
     }
@@ -663,10 +673,16 @@ impl Accumulator {
         bytes: &[u8],
         out: &mut Vec<ProviderEvent>,
     ) -> Result<(), ProviderError> {
-        for event in self.sse.push(bytes)? {
-            self.event(&event.event, &event.data, out)?;
+        let pushed = self.sse.push(bytes).and_then(|events| {
+            events
+                .iter()
+                .try_for_each(|event| self.event(&event.event, &event.data, out))
+        });
+        if pushed.is_err() {
+            // A reply cut short keeps its text, held or not.
+            self.release_text(out);
         }
-        Ok(())
+        pushed
     }
 
     /// Ends the body. A stream that stopped after its finish reason but before `[DONE]` is
@@ -680,6 +696,7 @@ impl Accumulator {
             return Ok(());
         }
         if self.finish_reason.is_none() {
+            self.release_text(out);
             return Err(ProviderError::EndedEarly);
         }
         self.end(out);
@@ -771,10 +788,60 @@ impl Accumulator {
             self.sign_thinking(out);
         }
         if let Some(text) = text {
-            out.push(ProviderEvent::Text(text));
+            self.text(text, out);
+        }
+        if !calls.is_empty() {
+            // The server found the calls itself: whatever was held is text.
+            self.release_text(out);
         }
         for fragment in calls {
             self.tool_call(fragment, out);
+        }
+    }
+
+    fn text(&mut self, text: String, out: &mut Vec<ProviderEvent>) {
+        match &mut self.held_text {
+            Some(held) => {
+                held.push_str(&text);
+                if !text_calls::may_be_call(held) {
+                    self.release_text(out);
+                }
+            }
+            None => out.push(ProviderEvent::Text(text)),
+        }
+    }
+
+    /// Passes on the held text as text, and holds no more.
+    fn release_text(&mut self, out: &mut Vec<ProviderEvent>) {
+        if let Some(held) = self.held_text.take().filter(|t| !t.is_empty()) {
+            out.push(ProviderEvent::Text(held));
+        }
+    }
+
+    /// At the end of the reply: the held text becomes tool calls if it is nothing else.
+    fn settle_text(&mut self, out: &mut Vec<ProviderEvent>) {
+        let Some(held) = self.held_text.take() else {
+            return;
+        };
+        match text_calls::parse(&held) {
+            Some(calls) => {
+                for call in calls {
+                    let index = self.calls.len();
+                    self.calls.push(CallState {
+                        key: None,
+                        server_id: None,
+                        named: true,
+                    });
+                    out.push(ProviderEvent::ToolCall {
+                        index,
+                        id: Some(format!("call_{}_{index}", self.id_prefix)),
+                        name: Some(call.name),
+                        arguments: call.arguments,
+                    });
+                }
+            }
+            None if !held.is_empty() => out.push(ProviderEvent::Text(held)),
+            None => {}
         }
     }
 
@@ -843,6 +910,7 @@ impl Accumulator {
 
     fn end(&mut self, out: &mut Vec<ProviderEvent>) {
         self.done = true;
+        self.settle_text(out);
         self.sign_thinking(out);
         if let Some(usage) = self.usage.take() {
             out.push(ProviderEvent::Usage(usage));
@@ -1454,5 +1522,103 @@ mod tests {
         for (format, level, want) in cases {
             assert_eq!(fields(format, level), want, "{format} at {level:?}");
         }
+    }
+
+    /// A stream of `text` in pieces of `piece` bytes, ending with `finish` and `[DONE]`.
+    fn text_stream(text: &str, piece: usize, finish: &str) -> String {
+        let mut payloads: Vec<String> = text
+            .as_bytes()
+            .chunks(piece)
+            .map(|c| {
+                let delta = json!({"content": String::from_utf8_lossy(c)});
+                json!({"id": "c1", "choices": [{"index": 0, "delta": delta}]}).to_string()
+            })
+            .collect();
+        payloads.push(
+            json!({"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+                .to_string(),
+        );
+        payloads.push("[DONE]".into());
+        payloads.iter().map(|p| format!("data: {p}\n\n")).collect()
+    }
+
+    fn run_with_compat(compat: Value, stream: &str) -> Outcome {
+        let m = Model {
+            compat: Some(compat.into()),
+            ..model("openai-completions", false)
+        };
+        let mut acc = Accumulator::with_id_prefix(&m, "t".into());
+        let mut events = Vec::new();
+        if let Err(e) = acc.push(stream.as_bytes(), &mut events) {
+            return (events, Some(e));
+        }
+        let err = acc.finish(&mut events).err();
+        (events, err)
+    }
+
+    #[test]
+    fn a_call_written_as_text_becomes_a_call_when_the_model_is_marked() {
+        let written = "```json\n{\n  \"name\": \"write\",\n  \"arguments\": {\"path\": \"hello.py\", \"content\": \"print('hello')\"}\n}\n```";
+        let stream = text_stream(written, 7, "stop");
+        let (events, err) = run_with_compat(json!({"toolCallsInText": true}), &stream);
+        assert_eq!(err, None);
+        assert_eq!(
+            events,
+            vec![
+                start("c1"),
+                ToolCall {
+                    index: 0,
+                    id: Some("call_t_0".into()),
+                    name: Some("write".into()),
+                    arguments: r#"{"content":"print('hello')","path":"hello.py"}"#.into(),
+                },
+                Finish(StopReason::ToolUse),
+            ]
+        );
+        // Unmarked, the same reply is text, streamed as it came.
+        let (events, _) = run_with_compat(json!({}), &stream);
+        assert!(events.iter().all(|e| !matches!(e, ToolCall { .. })));
+        let pieces = written.len().div_ceil(7);
+        assert_eq!(
+            events.iter().filter(|e| matches!(e, Text(_))).count(),
+            pieces
+        );
+    }
+
+    #[test]
+    fn marked_text_that_is_not_a_call_is_passed_on_whole_and_prose_at_once() {
+        let json_text = r#"{"title": "not a call"}"#;
+        let (events, _) = run_with_compat(
+            json!({"toolCallsInText": true}),
+            &text_stream(json_text, 5, "stop"),
+        );
+        assert_eq!(
+            events,
+            vec![
+                start("c1"),
+                Text(json_text.into()),
+                Finish(StopReason::Stop)
+            ]
+        );
+        // Prose is recognised at its first letter and streams from there on.
+        let (events, _) = run_with_compat(
+            json!({"toolCallsInText": true}),
+            &text_stream("Hi there, friend", 4, "stop"),
+        );
+        let texts: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts, ["Hi t", "here", ", fr", "iend"]);
+        // A reply cut short keeps the text it held.
+        let cut = text_stream("{\"name\": \"a\"", 4, "stop");
+        let cut = &cut[..cut.find("finish_reason").unwrap_or(cut.len())];
+        let cut = &cut[..cut.rfind("data:").unwrap_or(0)];
+        let (events, err) = run_with_compat(json!({"toolCallsInText": true}), cut);
+        assert_eq!(err, Some(ProviderError::EndedEarly));
+        assert_eq!(events.last(), Some(&Text("{\"name\": \"a\"".into())));
     }
 }

@@ -4,7 +4,7 @@ pub mod dispatch;
 pub mod images;
 mod outbox;
 pub mod parse;
-pub mod reader;
+pub use crate::frontend::reader;
 mod salvage;
 
 pub use outbox::{Line, Outbox};

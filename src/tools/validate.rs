@@ -199,11 +199,11 @@ mod tests {
         let err = validate("edit", &schema(), &args).unwrap_err();
         let expected = "Validation failed for tool \"edit\":\n\
             \x20 - path: must have required property 'path'\n\
+            \x20 - offset: must be integer\n\
+            \x20 - timeout: must be number\n\
             \x20 - edits.0.newText: must have required property 'newText'\n\
             \x20 - edits.1: must be object\n\
             \x20 - edits.2.extra: must not have additional properties\n\
-            \x20 - offset: must be integer\n\
-            \x20 - timeout: must be number\n\
             \n\
             Received arguments:\n";
         assert!(err.starts_with(expected), "{err}");

@@ -1,5 +1,6 @@
 //! The integration suite, one file per capability.
 
+mod acp;
 mod anthropic;
 mod auth;
 mod backpressure;

@@ -35,7 +35,7 @@ exit 3"#,
     assert_eq!(nova.wait_exit(LONG).code(), Some(3));
     let stderr = nova.stderr();
     assert!(
-        stderr.contains(r#"got: {"id":"req-1","type":"get_state"}"#),
+        stderr.contains(r#"got: {"type":"get_state","id":"req-1"}"#),
         "{stderr}"
     );
 }

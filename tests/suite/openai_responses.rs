@@ -47,7 +47,7 @@ fn text_and_usage_with_cached_and_reasoning_tokens() {
     assert_eq!(m["responseId"], "resp_mock_0");
     assert_eq!(text_of(&m), text);
     assert_eq!(
-        m["content"][0]["textSignature"], r#"{"id":"msg_0","v":1}"#,
+        m["content"][0]["textSignature"], r#"{"v":1,"id":"msg_0"}"#,
         "the message item's id is kept to send back"
     );
     let u = &m["usage"];

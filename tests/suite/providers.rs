@@ -852,3 +852,47 @@ for_both_formats! {
     auth;
     unresolvable_api_key;
 }
+
+/// A small local model that writes its tool call as a fenced JSON reply instead of through the
+/// API: with `compat.toolCallsInText` the call runs; without it the reply stays text.
+#[test]
+fn a_tool_call_written_as_text_runs_when_the_model_is_marked() {
+    let written =
+        "```json\n{\"name\": \"bash\", \"arguments\": {\"command\": \"echo written\"}}\n```";
+    for marked in [true, false] {
+        let mock = MockLlm::start();
+        mock.push(Reply::text(written).text_chunks(9));
+        mock.push(Reply::text("It printed written."));
+        let mut models = crate::support::nova_proc::openai_models(&mock);
+        models["providers"]["mock-openai"]["models"][0]["compat"] =
+            json!({"toolCallsInText": marked});
+        let mut nova = Nova::builder().openai(&mock).models_json(models).spawn();
+        let events = nova.events_until_prompt("run echo written");
+        let first = of_type(&events, "message_end")
+            .into_iter()
+            .find(|v| v["message"]["role"] == "assistant")
+            .map(|v| v["message"].clone())
+            .unwrap_or_default();
+        if marked {
+            assert_eq!(first["stopReason"], "toolUse", "{first}");
+            assert_eq!(first["content"][0]["type"], "toolCall", "{first}");
+            assert_eq!(first["content"][0]["name"], "bash");
+            // Held until it was known to be a call: no text of it went out.
+            assert_eq!(deltas(&events, "text_delta"), "It printed written.");
+            let end = of_type(&events, "tool_execution_end")[0];
+            assert_eq!(end["isError"], false, "{end}");
+            assert!(
+                end["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("written")
+            );
+            assert_eq!(mock.chat_requests().len(), 2);
+        } else {
+            assert_eq!(first["stopReason"], "stop", "{first}");
+            assert_eq!(text_of(&first), written);
+            assert!(of_type(&events, "tool_execution_start").is_empty());
+            assert_eq!(mock.pending_replies(), 1);
+        }
+    }
+}

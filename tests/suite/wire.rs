@@ -152,6 +152,7 @@ fn all_events() -> Vec<p::Event> {
         },
         p::Event::PermissionRequest {
             request_id: 1,
+            tool_call_id: "call_1".into(),
             tool_name: "bash".into(),
             command: "rm -rf x".into(),
             reason: "a recursive or forced rm".into(),

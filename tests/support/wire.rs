@@ -964,7 +964,7 @@ pub struct CompactionResult {
 /// One stdout line, decoded.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Out {
-    Response(Response),
+    Response(Box<Response>),
     Event(Box<Event>),
 }
 
@@ -992,7 +992,7 @@ pub fn try_decode_line(v: &Value) -> Result<Out, String> {
     if kind == "response" {
         let r: Response = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
         r.check()?;
-        Ok(Out::Response(r))
+        Ok(Out::Response(Box::new(r)))
     } else {
         let e: Event = serde_json::from_value(v.clone()).map_err(|e| {
             format!("{e} (a new event type needs a mirror in tests/support/wire.rs)")

@@ -238,7 +238,7 @@ mod tests {
              [User]: see the screenshot\n\n\
              [Assistant thinking]: Look at main.rs\n\n\
              [Assistant]: Reading it.\n\n\
-             [Assistant tool calls]: read(offset=10, path=\"src/main.rs\"); bash(command=\"ls\"); bash(ls -la)\n\n\
+             [Assistant tool calls]: read(path=\"src/main.rs\", offset=10); bash(command=\"ls\"); bash(ls -la)\n\n\
              [Tool result]: fn main() {}"
         );
     }

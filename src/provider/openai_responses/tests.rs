@@ -136,7 +136,7 @@ fn reasoning_text_and_usage() {
             ThinkingSignature(reasoning_item(&["Thinking.", "More."]).to_string()),
             Text("Héllo".into()),
             Text(" there".into()),
-            TextSignature(r#"{"id":"msg_1","phase":"final_answer","v":1}"#.into()),
+            TextSignature(r#"{"v":1,"id":"msg_1","phase":"final_answer"}"#.into()),
             usage(),
             Finish(StopReason::Stop),
         ]
@@ -163,7 +163,7 @@ fn items_whose_text_came_only_at_the_end() {
             Thinking("All at once.".into()),
             ThinkingSignature(reasoning_item(&["All at once."]).to_string()),
             Text("I can't help with that.".into()),
-            TextSignature(r#"{"id":"msg_2","v":1}"#.into()),
+            TextSignature(r#"{"v":1,"id":"msg_2"}"#.into()),
             Finish(StopReason::Stop),
         ]
     );

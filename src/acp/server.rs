@@ -1,0 +1,672 @@
+//! The sessions one editor has open, by ACP session id (the session file's id, so a listed
+//! session can be loaded by it), and the requests that act on them. Requests that wait — a
+//! prompt's run, a permission question — do so in tasks of their own, so the connection keeps
+//! reading (a `session/cancel` must reach a running prompt).
+
+use super::Outbox;
+use super::convert;
+use super::sink::{AcpSink, FollowUp};
+use crate::agent::{Agent, CommandError, Prompted, Runtime};
+use crate::config::{Resume, SessionSpec};
+use crate::mcp::{ClientServer, ClientTransport};
+use crate::protocol::{ContentBlock, Message, ThinkingLevel};
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Client, Error};
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+const MODEL: &str = "model";
+const THOUGHT_LEVEL: &str = "thought_level";
+
+pub struct Server {
+    runtime: Runtime,
+    out: Outbox,
+    sessions: Mutex<HashMap<acp::SessionId, Arc<Open>>>,
+}
+
+/// One open session.
+struct Open {
+    agent: Agent,
+    sink: Arc<AcpSink>,
+    /// Set by `session/cancel` while a prompt runs: its answer is `cancelled`.
+    cancelled: AtomicBool,
+    /// The task that asks permission questions and reports usage.
+    follow: tokio::task::JoinHandle<()>,
+}
+
+/// Permission answers the user chose to keep for the rest of the session, by tool.
+type Remembered = Arc<Mutex<HashMap<String, bool>>>;
+
+impl Server {
+    pub fn new(runtime: Runtime, out: Outbox) -> Server {
+        Server {
+            runtime,
+            out,
+            sessions: Mutex::default(),
+        }
+    }
+
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<acp::SessionId, Arc<Open>>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn open(&self, id: &acp::SessionId) -> Result<Arc<Open>, Error> {
+        self.sessions()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| unknown_session(id))
+    }
+
+    pub fn initialize(&self, req: acp::InitializeRequest) -> acp::InitializeResponse {
+        tracing::debug!("initialize from {:?}", req.client_info);
+        // Version 1 is the one nova speaks; a client asking for a later one gets 1 and decides.
+        let version = agent_client_protocol::schema::ProtocolVersion::V1;
+        let capabilities = acp::AgentCapabilities::new()
+            .load_session(true)
+            .prompt_capabilities(
+                acp::PromptCapabilities::new()
+                    .image(true)
+                    .embedded_context(true),
+            )
+            .mcp_capabilities(acp::McpCapabilities::new().http(true))
+            .session_capabilities(
+                acp::SessionCapabilities::new()
+                    .list(acp::SessionListCapabilities::new())
+                    .resume(acp::SessionResumeCapabilities::new())
+                    .close(acp::SessionCloseCapabilities::new()),
+            );
+        // No auth methods: local models need none, and keys come from the environment,
+        // auth.json and models.json, as in every mode.
+        acp::InitializeResponse::new(version)
+            .agent_capabilities(capabilities)
+            .agent_info(acp::Implementation::new("nova", env!("CARGO_PKG_VERSION")))
+    }
+
+    pub fn authenticate(
+        &self,
+        _req: acp::AuthenticateRequest,
+    ) -> Result<acp::AuthenticateResponse, Error> {
+        Err(Error::invalid_params().data(json!(
+            "nova offers no authentication methods: keys come from the environment, auth.json or models.json"
+        )))
+    }
+
+    /// Opens a session and starts it with an ACP sink. Runs in the dispatch loop: preparing
+    /// reads only small files, and the answer must precede the session's first notification.
+    fn start(
+        &self,
+        spec: SessionSpec,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(acp::SessionId, Arc<Open>), Error> {
+        let prepared = self
+            .runtime
+            .prepare(&spec)
+            .map_err(|e| Error::invalid_params().data(json!(e.to_string())))?;
+        for warning in &prepared.warnings {
+            crate::frontend::note(&format!("warning: {warning}"));
+        }
+        let id = acp::SessionId::new(prepared.header().id.clone());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let sink = Arc::new(AcpSink::new(
+            id.clone(),
+            cx.clone(),
+            prepared.cwd().to_path_buf(),
+            self.out.clone(),
+            tx,
+        ));
+        let agent = prepared.start(sink.clone());
+        let follow = tokio::spawn(follow_up(
+            agent.clone(),
+            sink.clone(),
+            cx.clone(),
+            id.clone(),
+            rx,
+        ));
+        let open = Arc::new(Open {
+            agent,
+            sink,
+            cancelled: AtomicBool::new(false),
+            follow,
+        });
+        let replaced = self.sessions().insert(id.clone(), open.clone());
+        if let Some(old) = replaced {
+            tokio::spawn(close(old));
+        }
+        Ok((id, open))
+    }
+
+    pub fn new_session(
+        &self,
+        req: acp::NewSessionRequest,
+        responder: Responder<acp::NewSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let spec = match spec(&req.cwd, Resume::New, &req.mcp_servers) {
+            Ok(s) => s,
+            Err(e) => return responder.respond_with_error(e),
+        };
+        let (id, open) = match self.start(spec, &cx) {
+            Ok(o) => o,
+            Err(e) => return responder.respond_with_error(e),
+        };
+        responder.respond(
+            acp::NewSessionResponse::new(id).config_options(config_options(&open.agent)),
+        )?;
+        announce_commands(&open);
+        Ok(())
+    }
+
+    pub fn load_session(
+        &self,
+        req: acp::LoadSessionRequest,
+        responder: Responder<acp::LoadSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let resume = Resume::Id(req.session_id.0.to_string());
+        let opened = spec(&req.cwd, resume, &req.mcp_servers).and_then(|s| self.start(s, &cx));
+        let open = match opened {
+            Ok((_, open)) => open,
+            Err(e) => return responder.respond_with_error(e),
+        };
+        replay(&open);
+        responder
+            .respond(acp::LoadSessionResponse::new().config_options(config_options(&open.agent)))?;
+        announce_commands(&open);
+        Ok(())
+    }
+
+    pub fn resume_session(
+        &self,
+        req: acp::ResumeSessionRequest,
+        responder: Responder<acp::ResumeSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let resume = Resume::Id(req.session_id.0.to_string());
+        let opened = spec(&req.cwd, resume, &req.mcp_servers).and_then(|s| self.start(s, &cx));
+        let open = match opened {
+            Ok((_, open)) => open,
+            Err(e) => return responder.respond_with_error(e),
+        };
+        responder.respond(
+            acp::ResumeSessionResponse::new().config_options(config_options(&open.agent)),
+        )?;
+        announce_commands(&open);
+        Ok(())
+    }
+
+    pub fn list_sessions(
+        self: &Arc<Self>,
+        req: acp::ListSessionsRequest,
+        responder: Responder<acp::ListSessionsResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        if let Some(cursor) = &req.cursor {
+            return responder.respond_with_error(Error::invalid_params().data(json!(format!(
+                "unknown cursor {cursor:?}: nova lists every session in one answer"
+            ))));
+        }
+        let server = self.clone();
+        cx.spawn(async move {
+            let listed = server.runtime.list_sessions(req.cwd).await;
+            let sessions = listed
+                .into_iter()
+                .map(|s| {
+                    let title = s.name.clone().unwrap_or(s.first_message.clone());
+                    acp::SessionInfo::new(s.id, s.cwd)
+                        .title(Some(title).filter(|t| !t.is_empty()))
+                        .updated_at(s.modified)
+                })
+                .collect();
+            responder.respond(acp::ListSessionsResponse::new(sessions))
+        })
+    }
+
+    pub fn close_session(
+        &self,
+        req: acp::CloseSessionRequest,
+        responder: Responder<acp::CloseSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let Some(open) = self.sessions().remove(&req.session_id) else {
+            return responder.respond_with_error(unknown_session(&req.session_id));
+        };
+        cx.spawn(async move {
+            close(open).await;
+            responder.respond(acp::CloseSessionResponse::new())
+        })
+    }
+
+    pub fn prompt(
+        &self,
+        req: acp::PromptRequest,
+        responder: Responder<acp::PromptResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let open = match self.open(&req.session_id) {
+            Ok(o) => o,
+            Err(e) => return responder.respond_with_error(e),
+        };
+        cx.spawn(async move {
+            // Images are decoded and shrunk off the runtime thread.
+            let input = tokio::task::spawn_blocking(move || convert::input(req.prompt))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r);
+            let input = match input {
+                Ok(i) => i,
+                Err(e) => {
+                    return responder.respond_with_error(Error::invalid_params().data(json!(e)));
+                }
+            };
+            let run = match open.agent.prompt(input.text, input.images, None) {
+                Ok(Prompted::Started(run)) => run,
+                Ok(Prompted::Queued) | Err(CommandError::NeedsStreamingBehavior) => {
+                    return responder.respond_with_error(Error::invalid_request().data(json!(
+                        "this session is still answering a prompt; cancel it or wait for its answer"
+                    )));
+                }
+                Err(e) => {
+                    return responder
+                        .respond_with_error(Error::invalid_request().data(json!(e.to_string())));
+                }
+            };
+            open.cancelled.store(false, Ordering::SeqCst);
+            run.run().await;
+            let messages = open.agent.messages();
+            let last = messages.iter().rev().find_map(|m| match &**m {
+                Message::Assistant(a) => Some(a),
+                _ => None,
+            });
+            let cancelled = open.cancelled.swap(false, Ordering::SeqCst);
+            match convert::stop_reason(last, cancelled) {
+                Ok(stop) => responder.respond(acp::PromptResponse::new(stop)),
+                Err(message) => {
+                    responder.respond_with_error(Error::internal_error().data(json!(message)))
+                }
+            }
+        })
+    }
+
+    /// `session/cancel`: the run ends as RPC `abort` ends it, and its prompt answers
+    /// `cancelled`; a permission question still open is answered with a denial.
+    pub fn cancel(&self, id: &acp::SessionId) {
+        let Ok(open) = self.open(id) else {
+            tracing::debug!("session/cancel for unknown session {id}");
+            return;
+        };
+        open.cancelled.store(true, Ordering::SeqCst);
+        tokio::spawn(open.agent.abort());
+    }
+
+    pub fn set_config_option(
+        &self,
+        req: acp::SetSessionConfigOptionRequest,
+    ) -> Result<acp::SetSessionConfigOptionResponse, Error> {
+        let open = self.open(&req.session_id)?;
+        let value = match &req.value {
+            acp::SessionConfigOptionValue::ValueId { value } => value.0.to_string(),
+            other => {
+                return Err(Error::invalid_params().data(json!(format!(
+                    "{}: expected one of the option's values, got {other:?}",
+                    req.config_id
+                ))));
+            }
+        };
+        match &*req.config_id.0 {
+            MODEL => {
+                let (provider, id) = value.split_once('/').ok_or_else(|| {
+                    Error::invalid_params()
+                        .data(json!(format!("model: {value:?} is not provider/id")))
+                })?;
+                open.agent
+                    .set_model(provider, id)
+                    .map_err(|e| Error::invalid_params().data(json!(e.to_string())))?;
+            }
+            THOUGHT_LEVEL => {
+                let level = ThinkingLevel::parse(&value).ok_or_else(|| {
+                    Error::invalid_params()
+                        .data(json!(format!("thought_level: unknown level {value:?}")))
+                })?;
+                open.agent.set_thinking_level(level);
+            }
+            other => {
+                return Err(Error::invalid_params().data(json!(format!(
+                    "unknown config option {other:?} (nova has {MODEL} and {THOUGHT_LEVEL})"
+                ))));
+            }
+        }
+        Ok(acp::SetSessionConfigOptionResponse::new(config_options(
+            &open.agent,
+        )))
+    }
+
+    /// Aborts every session's run and stops their MCP servers.
+    pub async fn shutdown(&self) {
+        let open: Vec<Arc<Open>> = self.sessions().drain().map(|(_, o)| o).collect();
+        for session in open {
+            close(session).await;
+        }
+    }
+}
+
+async fn close(open: Arc<Open>) {
+    open.follow.abort();
+    let aborted = open.agent.abort();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), aborted).await;
+    open.agent.shutdown().await;
+}
+
+fn unknown_session(id: &acp::SessionId) -> Error {
+    Error::new(
+        acp::ErrorCode::ResourceNotFound,
+        format!("unknown session {id}: open it with session/new or session/load first"),
+    )
+    .data(json!({ "sessionId": id }))
+}
+
+/// The session a request describes; its cwd must be absolute, as ACP requires.
+fn spec(cwd: &Path, resume: Resume, servers: &[acp::McpServer]) -> Result<SessionSpec, Error> {
+    if !cwd.is_absolute() {
+        return Err(Error::invalid_params().data(json!(format!(
+            "cwd must be an absolute path, got {}",
+            cwd.display()
+        ))));
+    }
+    let mcp_servers = servers
+        .iter()
+        .map(client_server)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SessionSpec {
+        cwd: PathBuf::from(cwd),
+        resume,
+        model: None,
+        mcp_servers,
+    })
+}
+
+fn client_server(server: &acp::McpServer) -> Result<ClientServer, Error> {
+    match server {
+        acp::McpServer::Stdio(s) => Ok(ClientServer {
+            name: s.name.clone(),
+            transport: ClientTransport::Stdio {
+                command: s.command.to_string_lossy().into_owned(),
+                args: s.args.clone(),
+                env: s
+                    .env
+                    .iter()
+                    .map(|e| (e.name.clone(), e.value.clone()))
+                    .collect(),
+            },
+        }),
+        acp::McpServer::Http(s) => Ok(ClientServer {
+            name: s.name.clone(),
+            transport: ClientTransport::Http {
+                url: s.url.clone(),
+                headers: s
+                    .headers
+                    .iter()
+                    .map(|h| (h.name.clone(), h.value.clone()))
+                    .collect(),
+            },
+        }),
+        acp::McpServer::Sse(s) => Err(Error::invalid_params().data(json!(format!(
+            "MCP server {:?}: nova speaks stdio and streamable HTTP, not SSE",
+            s.name
+        )))),
+        _ => Err(Error::invalid_params().data(json!("an MCP server of an unknown transport"))),
+    }
+}
+
+/// The model (category `model`, which editors build their model picker from) and the thinking
+/// level, as they stand.
+fn config_options(agent: &Agent) -> Vec<acp::SessionConfigOption> {
+    let state = agent.wire_state();
+    let mut options = Vec::new();
+    let models: Vec<acp::SessionConfigSelectOption> = agent
+        .available_models()
+        .into_iter()
+        .map(|m| acp::SessionConfigSelectOption::new(format!("{}/{}", m.provider, m.id), m.name))
+        .collect();
+    if let Some(model) = &state.model {
+        let current = format!("{}/{}", model.provider, model.id);
+        options.push(
+            acp::SessionConfigOption::select(MODEL, "Model", current, models)
+                .category(acp::SessionConfigOptionCategory::Model),
+        );
+    }
+    let levels: Vec<acp::SessionConfigSelectOption> = agent
+        .available_thinking_levels()
+        .into_iter()
+        .map(|l| acp::SessionConfigSelectOption::new(l.as_str(), l.as_str()))
+        .collect();
+    options.push(
+        acp::SessionConfigOption::select(
+            THOUGHT_LEVEL,
+            "Thinking",
+            state.thinking_level.as_str(),
+            levels,
+        )
+        .category(acp::SessionConfigOptionCategory::ThoughtLevel),
+    );
+    options
+}
+
+/// The skills and prompt templates a `/` message can name.
+fn announce_commands(open: &Open) {
+    let commands = open
+        .agent
+        .commands()
+        .into_iter()
+        .map(|c| {
+            let description = c.description.unwrap_or_default();
+            acp::AvailableCommand::new(c.name, description)
+        })
+        .collect();
+    open.sink
+        .update(acp::SessionUpdate::AvailableCommandsUpdate(
+            acp::AvailableCommandsUpdate::new(commands),
+        ));
+}
+
+/// The stored conversation as the updates that would have shown it: the user's messages,
+/// replies and thoughts, and each call with its result.
+fn replay(open: &Open) {
+    let sink = &open.sink;
+    for message in open.agent.messages() {
+        match &*message {
+            Message::User(user) => {
+                for block in user.content.blocks() {
+                    if let Some(block) = user_block(block) {
+                        sink.update(acp::SessionUpdate::UserMessageChunk(
+                            acp::ContentChunk::new(block),
+                        ));
+                    }
+                }
+            }
+            Message::Assistant(reply) => {
+                for block in &reply.content {
+                    match block {
+                        ContentBlock::Text { text, .. } => {
+                            sink.update(acp::SessionUpdate::AgentMessageChunk(
+                                acp::ContentChunk::new(text.clone().into()),
+                            ))
+                        }
+                        ContentBlock::Thinking { thinking, .. } => {
+                            sink.update(acp::SessionUpdate::AgentThoughtChunk(
+                                acp::ContentChunk::new(thinking.clone().into()),
+                            ))
+                        }
+                        ContentBlock::ToolCall {
+                            id,
+                            name,
+                            arguments,
+                            ..
+                        } => sink.call_started(id, name, arguments, acp::ToolCallStatus::Pending),
+                        ContentBlock::Image { .. } => {}
+                    }
+                }
+            }
+            Message::ToolResult(result) => {
+                let payload = crate::protocol::ToolResultPayload {
+                    content: result.content.clone(),
+                    details: None,
+                    structured_content: None,
+                };
+                sink.call_ended(
+                    &result.tool_call_id,
+                    &result.tool_name,
+                    &payload,
+                    result.is_error,
+                );
+            }
+            Message::CompactionSummary(_) | Message::BashExecution(_) => {}
+        }
+    }
+}
+
+fn user_block(block: ContentBlock) -> Option<acp::ContentBlock> {
+    match block {
+        ContentBlock::Text { text, .. } => Some(text.into()),
+        ContentBlock::Image { data, mime_type } => Some(acp::ContentBlock::Image(
+            acp::ImageContent::new(data, mime_type),
+        )),
+        _ => None,
+    }
+}
+
+/// Asks the client the permission questions and reports usage, for one session, until it is
+/// closed.
+async fn follow_up(
+    agent: Agent,
+    sink: Arc<AcpSink>,
+    cx: ConnectionTo<Client>,
+    id: acp::SessionId,
+    mut rx: UnboundedReceiver<FollowUp>,
+) {
+    let remembered: Remembered = Arc::default();
+    while let Some(next) = rx.recv().await {
+        match next {
+            FollowUp::Usage => {
+                let stats = agent.session_stats();
+                if let Some(usage) = stats.context_usage {
+                    sink.update(acp::SessionUpdate::UsageUpdate(
+                        acp::UsageUpdate::new(usage.tokens, usage.context_window)
+                            .cost(acp::Cost::new(stats.cost, "USD")),
+                    ));
+                }
+            }
+            FollowUp::Permission {
+                request_id,
+                tool_call_id,
+                tool_name,
+                command,
+                reason,
+            } => {
+                let kept = remembered
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&tool_name)
+                    .copied();
+                if let Some(approved) = kept {
+                    let _ = agent.resolve_permission(request_id, approved);
+                    continue;
+                }
+                let question = Question {
+                    request_id,
+                    tool_call_id,
+                    tool_name,
+                    command,
+                    reason,
+                };
+                tokio::spawn(ask(
+                    agent.clone(),
+                    cx.clone(),
+                    id.clone(),
+                    question,
+                    remembered.clone(),
+                ));
+            }
+        }
+    }
+}
+
+struct Question {
+    request_id: u64,
+    tool_call_id: String,
+    tool_name: String,
+    command: String,
+    reason: String,
+}
+
+const ALLOW_ONCE: &str = "allow_once";
+const ALLOW_ALWAYS: &str = "allow_always";
+const REJECT_ONCE: &str = "reject_once";
+const REJECT_ALWAYS: &str = "reject_always";
+
+/// One `session/request_permission`; the answer resolves the gate's question. No answer (the
+/// client cancelled it, or the connection failed) is a denial.
+async fn ask(
+    agent: Agent,
+    cx: ConnectionTo<Client>,
+    session_id: acp::SessionId,
+    q: Question,
+    remembered: Remembered,
+) {
+    let tool = &q.tool_name;
+    let options = vec![
+        acp::PermissionOption::new(
+            ALLOW_ONCE,
+            "Allow once",
+            acp::PermissionOptionKind::AllowOnce,
+        ),
+        acp::PermissionOption::new(
+            ALLOW_ALWAYS,
+            format!("Always allow {tool} in this session"),
+            acp::PermissionOptionKind::AllowAlways,
+        ),
+        acp::PermissionOption::new(REJECT_ONCE, "Reject", acp::PermissionOptionKind::RejectOnce),
+        acp::PermissionOption::new(
+            REJECT_ALWAYS,
+            format!("Always reject {tool} in this session"),
+            acp::PermissionOptionKind::RejectAlways,
+        ),
+    ];
+    let call = acp::ToolCallUpdate::new(
+        q.tool_call_id,
+        acp::ToolCallUpdateFields::new()
+            .title(format!("{tool}: {}", q.command))
+            .content(vec![acp::ToolCallContent::Content(acp::Content::new(
+                acp::ContentBlock::from(format!("nova asks because: {}", q.reason)),
+            ))]),
+    );
+    let answer = cx
+        .send_request(acp::RequestPermissionRequest::new(
+            session_id, call, options,
+        ))
+        .block_task()
+        .await;
+    let chosen = match answer {
+        Ok(response) => match response.outcome {
+            acp::RequestPermissionOutcome::Selected(s) => Some(s.option_id.0.to_string()),
+            _ => None,
+        },
+        Err(e) => {
+            tracing::debug!("session/request_permission failed: {e}");
+            None
+        }
+    };
+    let approved = matches!(chosen.as_deref(), Some(ALLOW_ONCE | ALLOW_ALWAYS));
+    if matches!(chosen.as_deref(), Some(ALLOW_ALWAYS | REJECT_ALWAYS)) {
+        remembered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(q.tool_name.clone(), approved);
+    }
+    // An abort may have answered it already.
+    let _ = agent.resolve_permission(q.request_id, approved);
+}

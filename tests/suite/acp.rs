@@ -1,0 +1,598 @@
+//! `nova --mode acp` end to end: a real nova process over pipes, driven by the client side of
+//! the official `agent-client-protocol` crate (nobody in this project wrote it), against the
+//! mock model.
+
+use crate::support::mock_llm::{Gate, MockLlm, Reply};
+use crate::support::nova_proc::openai_models;
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tempfile::TempDir;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A temp agent dir (models.json for the mock, two models), cwd and home.
+struct Dirs {
+    agent: TempDir,
+    cwd: TempDir,
+    home: TempDir,
+}
+
+impl Dirs {
+    fn new(mock: &MockLlm) -> Dirs {
+        let dirs = Dirs {
+            agent: tempfile::tempdir().unwrap(),
+            cwd: tempfile::tempdir().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+        };
+        let mut models = openai_models(mock);
+        let mut second = models["providers"]["mock-openai"]["models"][0].clone();
+        second["id"] = json!("other-model");
+        second["name"] = json!("other-model");
+        models["providers"]["mock-openai"]["models"]
+            .as_array_mut()
+            .unwrap()
+            .push(second);
+        std::fs::write(dirs.agent.path().join("models.json"), models.to_string()).unwrap();
+        dirs
+    }
+
+    fn cwd(&self) -> PathBuf {
+        self.cwd.path().canonicalize().unwrap()
+    }
+}
+
+fn command(dirs: &Dirs) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nova"));
+    cmd.args([
+        "--mode",
+        "acp",
+        "--provider",
+        "mock-openai",
+        "--model",
+        "test-model",
+    ])
+    .current_dir(dirs.cwd.path())
+    .env("NOVA_AGENT_DIR", dirs.agent.path())
+    .env("HOME", dirs.home.path())
+    .env_remove("PI_CODING_AGENT_DIR")
+    .env_remove("OLLAMA_HOST")
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .kill_on_drop(true);
+    for builtin in nova::config::builtin::CATALOG {
+        cmd.env_remove(builtin.key_var);
+    }
+    cmd
+}
+
+/// What the client saw: every `session/update`, and each permission question with the option
+/// it chose (the next of `answers`, or a cancelled answer when there is none left).
+#[derive(Default)]
+struct Seen {
+    updates: Mutex<Vec<acp::SessionNotification>>,
+    asked: Mutex<Vec<acp::RequestPermissionRequest>>,
+    answers: Mutex<VecDeque<&'static str>>,
+}
+
+impl Seen {
+    fn updates(&self, session: &acp::SessionId) -> Vec<acp::SessionUpdate> {
+        self.updates
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| &n.session_id == session)
+            .map(|n| n.update.clone())
+            .collect()
+    }
+
+    async fn wait_for(
+        &self,
+        session: &acp::SessionId,
+        what: &str,
+        pred: impl Fn(&acp::SessionUpdate) -> bool,
+    ) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !self.updates(session).iter().any(&pred) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no {what} among {:#?}",
+                self.updates(session)
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// A nova process and the client connection driving it.
+struct Session {
+    cx: ConnectionTo<Agent>,
+    seen: Arc<Seen>,
+    child: Child,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Session {
+    async fn start(dirs: &Dirs) -> Session {
+        let mut child = command(dirs).spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let seen = Arc::new(Seen::default());
+        let (cx_tx, cx_rx) = tokio::sync::oneshot::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (on_update, on_ask) = (seen.clone(), seen.clone());
+        tokio::spawn(async move {
+            let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+            let _ = Client
+                .v1()
+                .on_receive_notification(
+                    async move |n: acp::SessionNotification, _cx| {
+                        on_update.updates.lock().unwrap().push(n);
+                        Ok(())
+                    },
+                    agent_client_protocol::on_receive_notification!(),
+                )
+                .on_receive_request(
+                    async move |req: acp::RequestPermissionRequest, responder, _cx| {
+                        on_ask.asked.lock().unwrap().push(req);
+                        let outcome = match on_ask.answers.lock().unwrap().pop_front() {
+                            Some(id) => acp::RequestPermissionOutcome::Selected(
+                                acp::SelectedPermissionOutcome::new(id),
+                            ),
+                            None => acp::RequestPermissionOutcome::Cancelled,
+                        };
+                        responder.respond(acp::RequestPermissionResponse::new(outcome))
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
+                    let _ = cx_tx.send(cx);
+                    let _ = stopped.await;
+                    Ok(())
+                })
+                .await;
+        });
+        let cx = cx_rx.await.unwrap();
+        let session = Session {
+            cx,
+            seen,
+            child,
+            stop: Some(stop),
+        };
+        let init = session
+            .cx
+            .send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
+            .block_task()
+            .await
+            .unwrap();
+        assert_eq!(init.protocol_version, ProtocolVersion::V1);
+        session
+    }
+
+    async fn new_session(&self, cwd: &Path) -> acp::NewSessionResponse {
+        self.cx
+            .send_request(acp::NewSessionRequest::new(cwd))
+            .block_task()
+            .await
+            .unwrap()
+    }
+
+    async fn prompt(
+        &self,
+        session: &acp::SessionId,
+        text: &str,
+    ) -> Result<acp::PromptResponse, agent_client_protocol::Error> {
+        let req = acp::PromptRequest::new(session.clone(), vec![text.into()]);
+        tokio::time::timeout(WAIT, self.cx.send_request(req).block_task())
+            .await
+            .expect("the prompt was not answered")
+    }
+
+    async fn end(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(WAIT, self.child.wait()).await;
+    }
+}
+
+fn text_of(chunks: &[acp::SessionUpdate], thought: bool) -> String {
+    chunks
+        .iter()
+        .filter_map(|u| match (u, thought) {
+            (acp::SessionUpdate::AgentMessageChunk(c), false)
+            | (acp::SessionUpdate::AgentThoughtChunk(c), true) => match &c.content {
+                acp::ContentBlock::Text(t) => Some(t.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+fn statuses(updates: &[acp::SessionUpdate], id: &str) -> Vec<acp::ToolCallStatus> {
+    updates
+        .iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::ToolCall(c) if &*c.tool_call_id.0 == id => Some(c.status),
+            acp::SessionUpdate::ToolCallUpdate(c) if &*c.tool_call_id.0 == id => c.fields.status,
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_prompt_streams_thoughts_text_and_tool_calls_and_ends_its_turn() {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().thinking("look at the notes").tool_call(
+        "c1",
+        "read",
+        json!({"path": "notes.txt"}),
+    ));
+    mock.push(Reply::text("The notes say hello.").text_chunks(4));
+    let dirs = Dirs::new(&mock);
+    std::fs::write(dirs.cwd.path().join("notes.txt"), "hello\n").unwrap();
+    let nova = Session::start(&dirs).await;
+    let cwd = dirs.cwd();
+    let created = nova.new_session(&cwd).await;
+    let id = created.session_id;
+    let options = created.config_options.unwrap();
+    let model = options.iter().find(|o| &*o.id.0 == "model").unwrap();
+    assert_eq!(
+        model.category,
+        Some(acp::SessionConfigOptionCategory::Model)
+    );
+
+    let answer = nova.prompt(&id, "what do the notes say?").await.unwrap();
+    assert_eq!(answer.stop_reason, acp::StopReason::EndTurn);
+    let updates = nova.seen.updates(&id);
+    assert_eq!(text_of(&updates, true), "look at the notes");
+    assert_eq!(text_of(&updates, false), "The notes say hello.");
+    assert_eq!(
+        statuses(&updates, "c1"),
+        [
+            acp::ToolCallStatus::Pending,
+            acp::ToolCallStatus::InProgress,
+            acp::ToolCallStatus::Completed
+        ]
+    );
+    let started = updates
+        .iter()
+        .find_map(|u| match u {
+            acp::SessionUpdate::ToolCallUpdate(c)
+                if c.fields.status == Some(acp::ToolCallStatus::InProgress) =>
+            {
+                Some(c.fields.clone())
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(started.kind, Some(acp::ToolKind::Read));
+    assert_eq!(
+        started.locations.unwrap()[0].path,
+        cwd.join("notes.txt"),
+        "locations are absolute"
+    );
+    assert!(
+        updates.iter().any(
+            |u| matches!(u, acp::SessionUpdate::UsageUpdate(u) if u.size == 128000 && u.used > 0)
+        ),
+        "{updates:#?}"
+    );
+    assert!(
+        updates
+            .iter()
+            .any(|u| matches!(u, acp::SessionUpdate::AvailableCommandsUpdate(_)))
+    );
+    nova.end().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_gate_asks_the_editor_and_follows_its_answers() {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call(
+        "c1",
+        "bash",
+        json!({"command": "rm -rf build && echo gone"}),
+    ));
+    mock.push(Reply::text("cleaned"));
+    mock.push(Reply::new().tool_call(
+        "c2",
+        "bash",
+        json!({"command": "rm -rf build2 && echo gone"}),
+    ));
+    mock.push(Reply::text("refused"));
+    let dirs = Dirs::new(&mock);
+    std::fs::create_dir_all(dirs.cwd.path().join("build")).unwrap();
+    std::fs::create_dir_all(dirs.cwd.path().join("build2")).unwrap();
+    let nova = Session::start(&dirs).await;
+    let id = nova.new_session(&dirs.cwd()).await.session_id;
+    nova.seen
+        .answers
+        .lock()
+        .unwrap()
+        .extend(["allow_once", "reject_once"]);
+
+    let answer = nova.prompt(&id, "clean up").await.unwrap();
+    assert_eq!(answer.stop_reason, acp::StopReason::EndTurn);
+    assert!(
+        !dirs.cwd.path().join("build").exists(),
+        "allowed, so it ran"
+    );
+    {
+        let asked = nova.seen.asked.lock().unwrap();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(&*asked[0].tool_call.tool_call_id.0, "c1");
+        let kinds: Vec<_> = asked[0].options.iter().map(|o| o.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                acp::PermissionOptionKind::AllowOnce,
+                acp::PermissionOptionKind::AllowAlways,
+                acp::PermissionOptionKind::RejectOnce,
+                acp::PermissionOptionKind::RejectAlways
+            ]
+        );
+    }
+
+    let answer = nova.prompt(&id, "clean the other").await.unwrap();
+    assert_eq!(answer.stop_reason, acp::StopReason::EndTurn);
+    assert!(
+        dirs.cwd.path().join("build2").exists(),
+        "rejected, so it did not run"
+    );
+    let updates = nova.seen.updates(&id);
+    assert_eq!(
+        statuses(&updates, "c2").last(),
+        Some(&acp::ToolCallStatus::Failed)
+    );
+    let requests = mock.chat_requests();
+    let last = requests.last().unwrap().body.to_string();
+    assert!(last.contains("denied permission"), "{last}");
+    nova.end().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn cancel_ends_the_turn_mid_stream_as_cancelled() {
+    let mock = MockLlm::start();
+    let gate = Gate::new();
+    mock.push(
+        Reply::text("a long answer")
+            .text_chunks(10)
+            .gate_after(2, &gate),
+    );
+    mock.push(Reply::text("next"));
+    let dirs = Dirs::new(&mock);
+    let nova = Session::start(&dirs).await;
+    let id = nova.new_session(&dirs.cwd()).await.session_id;
+    let req = acp::PromptRequest::new(id.clone(), vec!["talk".into()]);
+    let pending = nova.cx.send_request(req).block_task();
+    let (answer, ()) = tokio::join!(pending, async {
+        nova.seen
+            .wait_for(&id, "a first chunk", |u| {
+                matches!(u, acp::SessionUpdate::AgentMessageChunk(_))
+            })
+            .await;
+        nova.cx
+            .send_notification(acp::CancelNotification::new(id.clone()))
+            .unwrap();
+    });
+    gate.open();
+    assert_eq!(answer.unwrap().stop_reason, acp::StopReason::Cancelled);
+    // The session takes the next prompt as usual.
+    let answer = nova.prompt(&id, "again").await.unwrap();
+    assert_eq!(answer.stop_reason, acp::StopReason::EndTurn);
+    nova.end().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_stored_session_is_listed_and_loaded_with_its_history_replayed() {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "read", json!({"path": "a.txt"})));
+    mock.push(Reply::text("It says A."));
+    mock.push(Reply::text("still here"));
+    let dirs = Dirs::new(&mock);
+    std::fs::write(dirs.cwd.path().join("a.txt"), "A\n").unwrap();
+    let cwd = dirs.cwd();
+    let first = Session::start(&dirs).await;
+    let id = first.new_session(&cwd).await.session_id;
+    first.prompt(&id, "read a.txt").await.unwrap();
+    first.end().await;
+
+    let second = Session::start(&dirs).await;
+    let listed = second
+        .cx
+        .send_request(acp::ListSessionsRequest::new().cwd(cwd.clone()))
+        .block_task()
+        .await
+        .unwrap();
+    assert_eq!(listed.sessions.len(), 1, "{listed:?}");
+    assert_eq!(listed.sessions[0].session_id, id);
+    assert_eq!(listed.sessions[0].title.as_deref(), Some("read a.txt"));
+
+    second
+        .cx
+        .send_request(acp::LoadSessionRequest::new(id.clone(), cwd.clone()))
+        .block_task()
+        .await
+        .unwrap();
+    let replayed = second.seen.updates(&id);
+    let user: String = replayed
+        .iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::UserMessageChunk(acp::ContentChunk {
+                content: acp::ContentBlock::Text(t),
+                ..
+            }) => Some(t.text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(user, "read a.txt");
+    assert_eq!(text_of(&replayed, false), "It says A.");
+    assert_eq!(
+        statuses(&replayed, "c1"),
+        [acp::ToolCallStatus::Pending, acp::ToolCallStatus::Completed]
+    );
+    // The loaded conversation goes on, with its history sent to the model.
+    second.prompt(&id, "and now?").await.unwrap();
+    let last = mock.chat_requests().last().unwrap().body.to_string();
+    assert!(
+        last.contains("It says A.") && last.contains("and now?"),
+        "{last}"
+    );
+    second.end().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn switching_the_model_option_changes_the_next_request() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("one"));
+    mock.push(Reply::text("two"));
+    let dirs = Dirs::new(&mock);
+    let nova = Session::start(&dirs).await;
+    let id = nova.new_session(&dirs.cwd()).await.session_id;
+    nova.prompt(&id, "first").await.unwrap();
+    let changed = nova
+        .cx
+        .send_request(acp::SetSessionConfigOptionRequest::new(
+            id.clone(),
+            "model",
+            "mock-openai/other-model",
+        ))
+        .block_task()
+        .await
+        .unwrap();
+    let model = changed
+        .config_options
+        .iter()
+        .find(|o| &*o.id.0 == "model")
+        .unwrap();
+    let acp::SessionConfigKind::Select(select) = &model.kind else {
+        panic!("{model:?}")
+    };
+    assert_eq!(&*select.current_value.0, "mock-openai/other-model");
+    nova.prompt(&id, "second").await.unwrap();
+    let models: Vec<Value> = mock
+        .chat_requests()
+        .iter()
+        .map(|r| r.body["model"].clone())
+        .collect();
+    assert_eq!(models, [json!("test-model"), json!("other-model")]);
+    let bad = nova
+        .cx
+        .send_request(acp::SetSessionConfigOptionRequest::new(
+            id.clone(),
+            "model",
+            "nope/none",
+        ))
+        .block_task()
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code, ErrorCode::INVALID_PARAMS);
+    nova.end().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn two_sessions_on_two_cwds_share_one_process() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("for one"));
+    mock.push(Reply::text("for two"));
+    let dirs = Dirs::new(&mock);
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(dirs.cwd.path().join("AGENTS.md"), "project one").unwrap();
+    std::fs::write(other.path().join("AGENTS.md"), "project two").unwrap();
+    let nova = Session::start(&dirs).await;
+    let one = nova.new_session(&dirs.cwd()).await.session_id;
+    let two = nova
+        .new_session(&other.path().canonicalize().unwrap())
+        .await
+        .session_id;
+    assert_ne!(one, two);
+    nova.prompt(&one, "hi one").await.unwrap();
+    nova.prompt(&two, "hi two").await.unwrap();
+    assert_eq!(text_of(&nova.seen.updates(&one), false), "for one");
+    assert_eq!(text_of(&nova.seen.updates(&two), false), "for two");
+    let bodies: Vec<String> = mock
+        .chat_requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert!(bodies[0].contains("project one") && !bodies[0].contains("project two"));
+    assert!(bodies[1].contains("project two") && !bodies[1].contains("project one"));
+    nova.end().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn bad_input_gets_json_rpc_errors_and_the_process_lives_on() {
+    let mock = MockLlm::start();
+    let dirs = Dirs::new(&mock);
+    let mut child = command(&dirs).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut exchange = async |line: &str| -> Value {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        let reply = tokio::time::timeout(WAIT, lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        serde_json::from_str(&reply).unwrap()
+    };
+    let parse = exchange("this is not json").await;
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    let bad_params = exchange(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"x"}}"#,
+    )
+    .await;
+    assert_eq!(bad_params["id"], 1);
+    assert_eq!(bad_params["error"]["code"], -32602, "{bad_params}");
+    let init = exchange(
+        r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}"#,
+    )
+    .await;
+    assert_eq!(init["id"], 2);
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    assert_eq!(init["result"]["agentCapabilities"]["loadSession"], true);
+    assert_eq!(init["result"]["authMethods"], json!([]));
+    let unknown =
+        exchange(r#"{"jsonrpc":"2.0","id":3,"method":"no/such_method","params":{}}"#).await;
+    assert_eq!(unknown["id"], 3);
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    let ghost = exchange(
+        r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"ghost-1","prompt":[{"type":"text","text":"hi"}]}}"#,
+    )
+    .await;
+    assert_eq!(ghost["id"], 4);
+    assert!(
+        ghost["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ghost-1"),
+        "{ghost}"
+    );
+    let relative = exchange(
+        r#"{"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd":"not/absolute","mcpServers":[]}}"#,
+    )
+    .await;
+    assert_eq!(relative["error"]["code"], -32602, "{relative}");
+    assert!(relative.to_string().contains("absolute"), "{relative}");
+    drop(stdin);
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
