@@ -988,7 +988,8 @@ pub struct TokenTotals {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContextUsage {
-    pub tokens: u64,
+    /// `null` after a compaction until a reply has measured the smaller context.
+    pub tokens: Option<u64>,
     pub context_window: u64,
     pub percent: Option<f64>,
 }

@@ -553,9 +553,12 @@ async fn follow_up(
         match next {
             FollowUp::Usage => {
                 let stats = agent.session_stats();
-                if let Some(usage) = stats.context_usage {
+                // The size is unknown right after a compaction; the next reply reports it.
+                if let Some(usage) = stats.context_usage
+                    && let Some(tokens) = usage.tokens
+                {
                     sink.update(acp::SessionUpdate::UsageUpdate(
-                        acp::UsageUpdate::new(usage.tokens, usage.context_window)
+                        acp::UsageUpdate::new(tokens, usage.context_window)
                             .cost(acp::Cost::new(stats.cost, "USD")),
                     ));
                 }
