@@ -6,7 +6,7 @@
 use super::Outbox;
 use super::convert;
 use super::sink::{AcpSink, FollowUp};
-use crate::agent::{Agent, CommandError, Prompted, Runtime};
+use crate::agent::{Agent, Approval, CommandError, Prompted, Runtime};
 use crate::config::{Resume, SessionSpec};
 use crate::mcp::{ClientServer, ClientTransport};
 use crate::protocol::{ContentBlock, Message, ThinkingLevel};
@@ -22,6 +22,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 const MODEL: &str = "model";
 const THOUGHT_LEVEL: &str = "thought_level";
+const MODE: &str = "mode";
 
 pub struct Server {
     runtime: Runtime,
@@ -155,7 +156,9 @@ impl Server {
             Err(e) => return responder.respond_with_error(e),
         };
         responder.respond(
-            acp::NewSessionResponse::new(id).config_options(config_options(&open.agent)),
+            acp::NewSessionResponse::new(id)
+                .modes(modes(&open.agent))
+                .config_options(config_options(&open.agent)),
         )?;
         announce_commands(&open);
         Ok(())
@@ -174,8 +177,11 @@ impl Server {
             Err(e) => return responder.respond_with_error(e),
         };
         replay(&open);
-        responder
-            .respond(acp::LoadSessionResponse::new().config_options(config_options(&open.agent)))?;
+        responder.respond(
+            acp::LoadSessionResponse::new()
+                .modes(modes(&open.agent))
+                .config_options(config_options(&open.agent)),
+        )?;
         announce_commands(&open);
         Ok(())
     }
@@ -193,7 +199,9 @@ impl Server {
             Err(e) => return responder.respond_with_error(e),
         };
         responder.respond(
-            acp::ResumeSessionResponse::new().config_options(config_options(&open.agent)),
+            acp::ResumeSessionResponse::new()
+                .modes(modes(&open.agent))
+                .config_options(config_options(&open.agent)),
         )?;
         announce_commands(&open);
         Ok(())
@@ -334,15 +342,30 @@ impl Server {
                 })?;
                 open.agent.set_thinking_level(level);
             }
+            MODE => set_approval(&open, &value)?,
             other => {
                 return Err(Error::invalid_params().data(json!(format!(
-                    "unknown config option {other:?} (nova has {MODEL} and {THOUGHT_LEVEL})"
+                    "unknown config option {other:?} (nova has {MODEL}, {THOUGHT_LEVEL} and {MODE})"
                 ))));
             }
         }
         Ok(acp::SetSessionConfigOptionResponse::new(config_options(
             &open.agent,
         )))
+    }
+
+    /// `session/set_mode`, for clients that still use modes: the approval mode, as the `mode`
+    /// config option sets it.
+    pub fn set_mode(
+        &self,
+        req: acp::SetSessionModeRequest,
+    ) -> Result<acp::SetSessionModeResponse, Error> {
+        let open = self.open(&req.session_id)?;
+        set_approval(&open, &req.mode_id.0)?;
+        open.sink.update(acp::SessionUpdate::ConfigOptionUpdate(
+            acp::ConfigOptionUpdate::new(config_options(&open.agent)),
+        ));
+        Ok(acp::SetSessionModeResponse::new())
     }
 
     /// Aborts every session's run and stops their MCP servers.
@@ -352,6 +375,49 @@ impl Server {
             close(session).await;
         }
     }
+}
+
+/// Sets the approval mode and tells the client through `current_mode_update`.
+fn set_approval(open: &Open, value: &str) -> Result<(), Error> {
+    let approval = Approval::parse(value).ok_or_else(|| {
+        Error::invalid_params().data(json!(format!(
+            "mode: unknown approval mode {value:?} (ask, auto or read-only)"
+        )))
+    })?;
+    open.agent.set_approval(approval);
+    open.sink.update(acp::SessionUpdate::CurrentModeUpdate(
+        acp::CurrentModeUpdate::new(approval.as_str()),
+    ));
+    Ok(())
+}
+
+/// What each approval mode means, as an editor shows it.
+fn approval_description(approval: Approval) -> &'static str {
+    match approval {
+        Approval::Ask => "Ask before every command and every file change",
+        Approval::Auto => "Run within the sandbox; ask for flagged commands and writes outside it",
+        Approval::ReadOnly => "Read and search only: no commands, no file changes",
+    }
+}
+
+fn approval_name(approval: Approval) -> &'static str {
+    match approval {
+        Approval::Ask => "Ask",
+        Approval::Auto => "Auto",
+        Approval::ReadOnly => "Read-only",
+    }
+}
+
+/// The approval modes as ACP session modes.
+fn modes(agent: &Agent) -> acp::SessionModeState {
+    let available = Approval::ALL
+        .into_iter()
+        .map(|a| {
+            acp::SessionMode::new(a.as_str(), approval_name(a))
+                .description(approval_description(a).to_owned())
+        })
+        .collect();
+    acp::SessionModeState::new(agent.approval().as_str(), available)
 }
 
 async fn close(open: Arc<Open>) {
@@ -452,6 +518,17 @@ fn config_options(agent: &Agent) -> Vec<acp::SessionConfigOption> {
             levels,
         )
         .category(acp::SessionConfigOptionCategory::ThoughtLevel),
+    );
+    let approvals: Vec<acp::SessionConfigSelectOption> = Approval::ALL
+        .into_iter()
+        .map(|a| {
+            acp::SessionConfigSelectOption::new(a.as_str(), approval_name(a))
+                .description(approval_description(a).to_owned())
+        })
+        .collect();
+    options.push(
+        acp::SessionConfigOption::select(MODE, "Approval", agent.approval().as_str(), approvals)
+            .category(acp::SessionConfigOptionCategory::Mode),
     );
     options
 }

@@ -596,3 +596,67 @@ async fn bad_input_gets_json_rpc_errors_and_the_process_lives_on() {
         .unwrap();
     assert!(status.success(), "{status}");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn approval_modes_refuse_changes_or_ask_before_each() {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("w1", "write", json!({"path": "a.txt", "content": "A"})));
+    mock.push(Reply::text("could not"));
+    mock.push(Reply::new().tool_call("w2", "write", json!({"path": "b.txt", "content": "B"})));
+    mock.push(Reply::text("asked"));
+    let dirs = Dirs::new(&mock);
+    let nova = Session::start(&dirs).await;
+    let created = nova.new_session(&dirs.cwd()).await;
+    let id = created.session_id;
+    let modes = created.modes.unwrap();
+    assert_eq!(&*modes.current_mode_id.0, "auto");
+    let ids: Vec<&str> = modes.available_modes.iter().map(|m| &*m.id.0).collect();
+    assert_eq!(ids, ["ask", "auto", "read-only"]);
+
+    nova.cx
+        .send_request(acp::SetSessionModeRequest::new(id.clone(), "read-only"))
+        .block_task()
+        .await
+        .unwrap();
+    nova.seen
+        .wait_for(&id, "current_mode_update", |u| {
+            matches!(u, acp::SessionUpdate::CurrentModeUpdate(m) if &*m.current_mode_id.0 == "read-only")
+        })
+        .await;
+    nova.prompt(&id, "write a").await.unwrap();
+    assert!(!dirs.cwd.path().join("a.txt").exists());
+    assert_eq!(
+        statuses(&nova.seen.updates(&id), "w1").last(),
+        Some(&acp::ToolCallStatus::Failed)
+    );
+    assert!(
+        nova.seen.asked.lock().unwrap().is_empty(),
+        "read-only refuses without asking"
+    );
+
+    let set = nova
+        .cx
+        .send_request(acp::SetSessionConfigOptionRequest::new(
+            id.clone(),
+            "mode",
+            "ask",
+        ))
+        .block_task()
+        .await
+        .unwrap();
+    let mode = set
+        .config_options
+        .iter()
+        .find(|o| &*o.id.0 == "mode")
+        .unwrap();
+    assert_eq!(mode.category, Some(acp::SessionConfigOptionCategory::Mode));
+    nova.seen.answers.lock().unwrap().push_back("reject_once");
+    nova.prompt(&id, "write b").await.unwrap();
+    assert_eq!(
+        nova.seen.asked.lock().unwrap().len(),
+        1,
+        "ask mode asks even inside the sandbox"
+    );
+    assert!(!dirs.cwd.path().join("b.txt").exists());
+    nova.end().await;
+}
