@@ -24,7 +24,7 @@ mod write;
 mod zoom;
 
 use crate::protocol::ToolSpec;
-use crate::protocol::{CommandOutcome, ContentBlock, ToolDetails, ToolResultPayload};
+use crate::protocol::{ContentBlock, StructuredContent, ToolDetails, ToolResultPayload};
 use crate::sandbox::Sandbox;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -101,8 +101,8 @@ pub struct ToolOutput {
     pub content: Vec<ContentBlock>,
     pub details: Option<ToolDetails>,
     pub is_error: bool,
-    /// What a finished command produced, for programs (`bash` only).
-    pub structured: Option<Box<CommandOutcome>>,
+    /// What a finished call produced, for programs (`bash` and `read`).
+    pub structured: Option<Box<StructuredContent>>,
 }
 
 #[cfg(test)]
