@@ -23,6 +23,7 @@ pub mod context;
 pub mod export;
 pub mod frontend;
 pub mod glob;
+pub mod login;
 pub mod mcp;
 pub mod pace;
 pub mod print;

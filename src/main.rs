@@ -1,6 +1,6 @@
 //! `nova`: flags → the runtime → the front end they choose, which opens the session they
-//! describe: the RPC loop (`--mode rpc`), or the prompts on the command line run once (print
-//! mode, or `--mode json`). Exit codes: 0 success, 1 a failed run or startup, 2 a usage
+//! describe: the RPC loop (`--mode rpc`), the Agent Client Protocol for editors (`--mode acp`),
+//! or the prompts on the command line run once (print mode, or `--mode json`); or `nova login|logout <provider>`, which only edits auth.json. Exit codes: 0 success, 1 a failed run or startup, 2 a usage
 //! error.
 
 use clap::Parser;
@@ -26,6 +26,16 @@ fn main() -> ExitCode {
     // Before anything else: the launcher must still be single-threaded.
     if let Some(code) = nova::sandbox::run_if_requested() {
         return code;
+    }
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(request) = nova::login::parse(&args) {
+        return match request {
+            Ok(request) => login(request),
+            Err(code) => code,
+        };
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -113,6 +123,17 @@ async fn run(mut cli: Cli, interface: Interface) -> ExitCode {
             };
             print::run(runtime, options).await
         }
+    }
+}
+
+/// `nova login`/`nova logout`: no session, only auth.json.
+fn login(request: nova::login::Request) -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(nova::login::run(request, &nova::config::agent_dir())),
+        Err(e) => fatal(&format!("cannot start the async runtime: {e}")),
     }
 }
 

@@ -14,8 +14,8 @@ mod details;
 pub mod schema;
 pub use compat::{CompatFlags, MaxTokensField, ModelCompat, ThinkingFormat};
 pub use details::{
-    COMMAND_OUTPUT_MAX_BYTES, CommandOutcome, EditDetails, McpDetails, OutputDetails, ToolDetails,
-    TruncatedBy, TruncationDetails,
+    COMMAND_OUTPUT_MAX_BYTES, CommandOutcome, EditDetails, ImageTag, McpDetails, OutputDetails,
+    ReadImage, StructuredContent, ToolDetails, TruncatedBy, TruncationDetails,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -988,7 +988,8 @@ pub struct TokenTotals {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContextUsage {
-    pub tokens: u64,
+    /// `null` after a compaction until a reply has measured the smaller context.
+    pub tokens: Option<u64>,
     pub context_window: u64,
     pub percent: Option<f64>,
 }
@@ -1204,9 +1205,9 @@ pub struct ToolResultPayload {
     pub content: Vec<ContentBlock>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub details: Option<ToolDetails>,
-    /// Only on a finished call's result, and only from tools that report one (`bash`).
+    /// Only on a finished call's result, and only from tools that report one (`bash`, `read`).
     #[serde(rename = "structuredContent", skip_serializing_if = "Option::is_none")]
-    pub structured_content: Option<Box<CommandOutcome>>,
+    pub structured_content: Option<Box<StructuredContent>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, strum::VariantNames)]

@@ -184,6 +184,15 @@ async fn serve(
         .on_receive_request(
             {
                 let s = s.clone();
+                async move |req: acp::SetSessionModeRequest, responder, _cx| {
+                    responder.respond_with_result(s.set_mode(req))
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let s = s.clone();
                 async move |req: acp::AuthenticateRequest, responder, _cx| {
                     responder.respond_with_result(s.authenticate(req))
                 }

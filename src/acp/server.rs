@@ -6,26 +6,31 @@
 use super::Outbox;
 use super::convert;
 use super::sink::{AcpSink, FollowUp};
-use crate::agent::{Agent, CommandError, Prompted, Runtime};
+use crate::agent::{Agent, Approval, CommandError, Prompted, Runtime};
 use crate::config::{Resume, SessionSpec};
 use crate::mcp::{ClientServer, ClientTransport};
 use crate::protocol::{ContentBlock, Message, ThinkingLevel};
+use crate::tools::EditorFiles;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 const MODEL: &str = "model";
 const THOUGHT_LEVEL: &str = "thought_level";
+const MODE: &str = "mode";
 
 pub struct Server {
     runtime: Runtime,
     out: Outbox,
+    /// Whether the client offered to read and write files for nova (`initialize`).
+    client_files: AtomicBool,
     sessions: Mutex<HashMap<acp::SessionId, Arc<Open>>>,
 }
 
@@ -47,6 +52,7 @@ impl Server {
         Server {
             runtime,
             out,
+            client_files: AtomicBool::new(false),
             sessions: Mutex::default(),
         }
     }
@@ -64,6 +70,9 @@ impl Server {
 
     pub fn initialize(&self, req: acp::InitializeRequest) -> acp::InitializeResponse {
         tracing::debug!("initialize from {:?}", req.client_info);
+        let fs = &req.client_capabilities.fs;
+        self.client_files
+            .store(fs.read_text_file && fs.write_text_file, Ordering::SeqCst);
         // Version 1 is the one nova speaks; a client asking for a later one gets 1 and decides.
         let version = agent_client_protocol::schema::ProtocolVersion::V1;
         let capabilities = acp::AgentCapabilities::new()
@@ -120,6 +129,12 @@ impl Server {
             tx,
         ));
         let agent = prepared.start(sink.clone());
+        if self.client_files.load(Ordering::SeqCst) {
+            agent.set_editor_files(Arc::new(ClientFiles {
+                cx: cx.clone(),
+                session_id: id.clone(),
+            }));
+        }
         let follow = tokio::spawn(follow_up(
             agent.clone(),
             sink.clone(),
@@ -155,7 +170,9 @@ impl Server {
             Err(e) => return responder.respond_with_error(e),
         };
         responder.respond(
-            acp::NewSessionResponse::new(id).config_options(config_options(&open.agent)),
+            acp::NewSessionResponse::new(id)
+                .modes(modes(&open.agent))
+                .config_options(config_options(&open.agent)),
         )?;
         announce_commands(&open);
         Ok(())
@@ -174,8 +191,11 @@ impl Server {
             Err(e) => return responder.respond_with_error(e),
         };
         replay(&open);
-        responder
-            .respond(acp::LoadSessionResponse::new().config_options(config_options(&open.agent)))?;
+        responder.respond(
+            acp::LoadSessionResponse::new()
+                .modes(modes(&open.agent))
+                .config_options(config_options(&open.agent)),
+        )?;
         announce_commands(&open);
         Ok(())
     }
@@ -193,7 +213,9 @@ impl Server {
             Err(e) => return responder.respond_with_error(e),
         };
         responder.respond(
-            acp::ResumeSessionResponse::new().config_options(config_options(&open.agent)),
+            acp::ResumeSessionResponse::new()
+                .modes(modes(&open.agent))
+                .config_options(config_options(&open.agent)),
         )?;
         announce_commands(&open);
         Ok(())
@@ -334,15 +356,30 @@ impl Server {
                 })?;
                 open.agent.set_thinking_level(level);
             }
+            MODE => set_approval(&open, &value)?,
             other => {
                 return Err(Error::invalid_params().data(json!(format!(
-                    "unknown config option {other:?} (nova has {MODEL} and {THOUGHT_LEVEL})"
+                    "unknown config option {other:?} (nova has {MODEL}, {THOUGHT_LEVEL} and {MODE})"
                 ))));
             }
         }
         Ok(acp::SetSessionConfigOptionResponse::new(config_options(
             &open.agent,
         )))
+    }
+
+    /// `session/set_mode`, for clients that still use modes: the approval mode, as the `mode`
+    /// config option sets it.
+    pub fn set_mode(
+        &self,
+        req: acp::SetSessionModeRequest,
+    ) -> Result<acp::SetSessionModeResponse, Error> {
+        let open = self.open(&req.session_id)?;
+        set_approval(&open, &req.mode_id.0)?;
+        open.sink.update(acp::SessionUpdate::ConfigOptionUpdate(
+            acp::ConfigOptionUpdate::new(config_options(&open.agent)),
+        ));
+        Ok(acp::SetSessionModeResponse::new())
     }
 
     /// Aborts every session's run and stops their MCP servers.
@@ -352,6 +389,81 @@ impl Server {
             close(session).await;
         }
     }
+}
+
+/// The editor's files (`fs/read_text_file`, `fs/write_text_file`), for `write` and `edit`.
+struct ClientFiles {
+    cx: ConnectionTo<Client>,
+    session_id: acp::SessionId,
+}
+
+impl EditorFiles for ClientFiles {
+    fn read(&self, path: &Path) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>> {
+        let asked = self
+            .cx
+            .send_request(acp::ReadTextFileRequest::new(self.session_id.clone(), path))
+            .block_task();
+        Box::pin(async move { asked.await.map(|r| r.content).map_err(|e| e.to_string()) })
+    }
+
+    fn write(
+        &self,
+        path: &Path,
+        content: String,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> {
+        let asked = self
+            .cx
+            .send_request(acp::WriteTextFileRequest::new(
+                self.session_id.clone(),
+                path,
+                content,
+            ))
+            .block_task();
+        Box::pin(async move { asked.await.map(|_| ()).map_err(|e| e.to_string()) })
+    }
+}
+
+/// Sets the approval mode and tells the client through `current_mode_update`.
+fn set_approval(open: &Open, value: &str) -> Result<(), Error> {
+    let approval = Approval::parse(value).ok_or_else(|| {
+        Error::invalid_params().data(json!(format!(
+            "mode: unknown approval mode {value:?} (ask, auto or read-only)"
+        )))
+    })?;
+    open.agent.set_approval(approval);
+    open.sink.update(acp::SessionUpdate::CurrentModeUpdate(
+        acp::CurrentModeUpdate::new(approval.as_str()),
+    ));
+    Ok(())
+}
+
+/// What each approval mode means, as an editor shows it.
+fn approval_description(approval: Approval) -> &'static str {
+    match approval {
+        Approval::Ask => "Ask before every command and every file change",
+        Approval::Auto => "Run within the sandbox; ask for flagged commands and writes outside it",
+        Approval::ReadOnly => "Read and search only: no commands, no file changes",
+    }
+}
+
+fn approval_name(approval: Approval) -> &'static str {
+    match approval {
+        Approval::Ask => "Ask",
+        Approval::Auto => "Auto",
+        Approval::ReadOnly => "Read-only",
+    }
+}
+
+/// The approval modes as ACP session modes.
+fn modes(agent: &Agent) -> acp::SessionModeState {
+    let available = Approval::ALL
+        .into_iter()
+        .map(|a| {
+            acp::SessionMode::new(a.as_str(), approval_name(a))
+                .description(approval_description(a).to_owned())
+        })
+        .collect();
+    acp::SessionModeState::new(agent.approval().as_str(), available)
 }
 
 async fn close(open: Arc<Open>) {
@@ -453,6 +565,17 @@ fn config_options(agent: &Agent) -> Vec<acp::SessionConfigOption> {
         )
         .category(acp::SessionConfigOptionCategory::ThoughtLevel),
     );
+    let approvals: Vec<acp::SessionConfigSelectOption> = Approval::ALL
+        .into_iter()
+        .map(|a| {
+            acp::SessionConfigSelectOption::new(a.as_str(), approval_name(a))
+                .description(approval_description(a).to_owned())
+        })
+        .collect();
+    options.push(
+        acp::SessionConfigOption::select(MODE, "Approval", agent.approval().as_str(), approvals)
+            .category(acp::SessionConfigOptionCategory::Mode),
+    );
     options
 }
 
@@ -553,9 +676,12 @@ async fn follow_up(
         match next {
             FollowUp::Usage => {
                 let stats = agent.session_stats();
-                if let Some(usage) = stats.context_usage {
+                // The size is unknown right after a compaction; the next reply reports it.
+                if let Some(usage) = stats.context_usage
+                    && let Some(tokens) = usage.tokens
+                {
                     sink.update(acp::SessionUpdate::UsageUpdate(
-                        acp::UsageUpdate::new(usage.tokens, usage.context_window)
+                        acp::UsageUpdate::new(tokens, usage.context_window)
                             .cost(acp::Cost::new(stats.cost, "USD")),
                     ));
                 }

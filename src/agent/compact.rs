@@ -9,6 +9,7 @@ use super::compaction::{
 };
 use crate::config::ConfigError;
 use crate::protocol::{CompactionReason, CompactionResult, Event, Message};
+use crate::provider::estimate::prompt_tokens;
 use crate::provider::http::Transport;
 use crate::session::{Body, SessionError};
 use std::sync::Arc;
@@ -105,7 +106,7 @@ async fn summarize_and_record(
     custom_instructions: Option<&str>,
 ) -> Result<CompactionResult, CompactError> {
     let inner = &agent.inner;
-    let (model, entries, previous_details, tokens_before) = {
+    let (model, entries, previous_details, tokens_before, tools) = {
         let state = agent.state();
         let model = state.model.clone().ok_or(CompactError::NoModel)?;
         let entries = state.session.context_entries();
@@ -121,10 +122,15 @@ async fn summarize_and_record(
                 }),
             _ => None,
         };
-        // Pi's chars/4 estimate, so that it compares with `estimatedTokensAfter`.
-        let tokens_before = state.messages.iter().map(|m| estimate_tokens(m)).sum();
-        (model, entries, previous_details, tokens_before)
+        // As Pi counts it, and as the threshold does: the last reply's reported usage plus an
+        // estimate of what came after it.
+        let tokens_before = state.context_tokens();
+        let tools = state.tools.clone();
+        (model, entries, previous_details, tokens_before, tools)
     };
+    // Pi's estimate after a compaction counts its leading system message: the system prompt and
+    // the tools.
+    let prompt_tokens = prompt_tokens(&tools.system_prompt, &agent.tool_specs(&tools));
     let settings = for_window(&inner.compaction, model.context_window);
     let (entries, previous_summary) = compactable(entries);
     let cut = find_cut_point(&entries, settings.keep_recent_tokens)
@@ -179,7 +185,12 @@ async fn summarize_and_record(
         summary,
         first_kept_entry_id: cut.first_kept_id,
         tokens_before,
-        estimated_tokens_after: state.messages.iter().map(|m| estimate_tokens(m)).sum(),
+        estimated_tokens_after: prompt_tokens
+            + state
+                .messages
+                .iter()
+                .map(|m| estimate_tokens(m))
+                .sum::<u64>(),
         usage: Some(usage),
         details: Some(details),
     })

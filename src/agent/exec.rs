@@ -10,7 +10,7 @@
 //! The loops over the calls are paced ([`crate::pace`]): a reply with a hundred thousand calls
 //! must not keep `get_state` waiting.
 
-use super::permission::{self, Permission, Question};
+use super::permission::{self, Approval, Permission, Question};
 use super::{Agent, now_ms};
 use crate::pace::Pacer;
 use crate::protocol::{Event, Message, ToolDetails, ToolResultMessage, ToolResultPayload};
@@ -48,9 +48,13 @@ pub(super) async fn run_tools(
     if calls.is_empty() {
         return Vec::new();
     }
-    let (skip, tools) = {
+    let (skip, tools, editor) = {
         let state = agent.state();
-        (state.queue.has_steering(), state.tools.clone())
+        (
+            state.queue.has_steering(),
+            state.tools.clone(),
+            state.editor.clone(),
+        )
     };
     let running = Arc::new(Semaphore::new(MAX_CONCURRENT_TOOLS));
     let mut pacer = Pacer::default();
@@ -91,6 +95,7 @@ pub(super) async fn run_tools(
                         sandbox: agent.inner.sandbox.clone(),
                         outputs: agent.inner.outputs.clone(),
                         write_target: write_target.take(),
+                        editor: editor.clone(),
                     };
                     Slot::Running(tokio::spawn(run_approved(
                         tool,
@@ -171,6 +176,10 @@ impl Ran {
 /// write was checked as goes to `write_target`: the tool writes that path and no other, so a
 /// directory swapped for a symlink meanwhile (by a bash call of the same reply) cannot redirect it.
 fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBuf>) -> Permission {
+    let approval = agent.state().approval;
+    if approval == Approval::ReadOnly && matches!(tool, Tool::Write | Tool::Edit | Tool::Bash) {
+        return Permission::Refused(permission::READ_ONLY.to_owned());
+    }
     if matches!(tool, Tool::Write | Tool::Edit) {
         let refusal = as_text(&call.2["path"]).and_then(|p| {
             let abs = crate::tools::path::resolve(&p, &agent.inner.cwd);
@@ -178,9 +187,21 @@ fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBu
             *write_target = Some(target);
             refusal
         });
-        return match refusal {
-            Some(r) => ask(agent, call, r.path.display().to_string(), r.reason),
-            None => Permission::Granted,
+        return match (refusal, approval) {
+            (Some(r), _) => ask(agent, call, r.path.display().to_string(), r.reason),
+            (None, Approval::Ask) => {
+                let path = write_target
+                    .as_ref()
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_default();
+                ask(
+                    agent,
+                    call,
+                    path,
+                    "the session asks before every change".into(),
+                )
+            }
+            (None, _) => Permission::Granted,
         };
     }
     if tool != Tool::Bash {
@@ -191,7 +212,16 @@ fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBu
     };
     let unsandboxed = call.2["sandbox"] == Value::Bool(false);
     let sandbox = agent.inner.sandbox.bash_reason(unsandboxed);
-    match (classify(&command, &agent.inner.permission_rules), sandbox) {
+    let asks_all;
+    let rules = if approval == Approval::Ask {
+        let mut rules = agent.inner.permission_rules.clone();
+        rules.mode = Mode::Always;
+        asks_all = rules;
+        &asks_all
+    } else {
+        &agent.inner.permission_rules
+    };
+    match (classify(&command, rules), sandbox) {
         (Verdict::Deny { rule }, _) => Permission::Refused(permission::blocked(
             "permissions.bash",
             &rule,
@@ -205,7 +235,7 @@ fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBu
             ask(agent, call, command, format!("{reason}; {sandbox}"))
         }
         (Verdict::Unchecked { reason }, sandbox) => {
-            if agent.inner.permission_rules.mode == Mode::Never {
+            if rules.mode == Mode::Never {
                 let nobody = "permissions.bash.mode is \"never\", so nobody is asked";
                 return Permission::Refused(permission::unchecked(&reason, nobody));
             }

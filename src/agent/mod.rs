@@ -23,7 +23,7 @@ mod toolset;
 mod user_bash;
 
 pub use error::CommandError;
-pub use permission::{FlaggedCommand, Unattended};
+pub use permission::{Approval, FlaggedCommand, Unattended};
 pub use queue::QueueFull;
 pub use runtime::{OpenError, Prepared, Runtime};
 pub use sessions::startup_session;
@@ -128,6 +128,10 @@ struct State {
     permissions: permission::Pending,
     /// Set when no client can answer permission requests.
     unattended: Option<Unattended>,
+    /// How much the session asks, on top of the settings' rules.
+    approval: Approval,
+    /// The client's files, which `write` and `edit` go through when it offers them.
+    editor: Option<Arc<dyn crate::tools::EditorFiles>>,
     session: Session,
     /// A compaction is running (inside a run, or for the `compact` command).
     compacting: bool,
@@ -216,6 +220,8 @@ impl Agent {
             run: None,
             permissions: permission::Pending::default(),
             unattended: None,
+            approval: Approval::default(),
+            editor: None,
             session,
             compacting: false,
             auto_compaction: config.compaction.enabled,
@@ -473,6 +479,20 @@ impl Agent {
     /// From now on flagged commands are decided by `policy` instead of a `permission_request`.
     pub fn set_unattended(&self, policy: Unattended) {
         self.state().unattended = Some(policy);
+    }
+
+    pub fn approval(&self) -> Approval {
+        self.state().approval
+    }
+
+    /// Applies from the next call the gate sees.
+    pub fn set_approval(&self, approval: Approval) {
+        self.state().approval = approval;
+    }
+
+    /// From the next call on, `write` and `edit` read and write through `editor`.
+    pub fn set_editor_files(&self, editor: Arc<dyn crate::tools::EditorFiles>) {
+        self.state().editor = Some(editor);
     }
 
     pub fn resolve_permission(&self, request_id: u64, approved: bool) -> Result<(), CommandError> {

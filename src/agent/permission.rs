@@ -82,6 +82,40 @@ pub(super) async fn answered(
     Ok(())
 }
 
+/// How much the session asks before it acts, on top of the settings' rules: a front end's
+/// switch (ACP's session modes), for this process only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Approval {
+    /// Every bash command, `write` and `edit` asks.
+    Ask,
+    /// The settings' rules decide (by default flagged commands ask, and writes outside the
+    /// sandbox's bounds).
+    #[default]
+    Auto,
+    /// `bash`, `write` and `edit` are refused without asking; reading tools run.
+    ReadOnly,
+}
+
+impl Approval {
+    pub const ALL: [Approval; 3] = [Approval::Ask, Approval::Auto, Approval::ReadOnly];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Approval::Ask => "ask",
+            Approval::Auto => "auto",
+            Approval::ReadOnly => "read-only",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Approval> {
+        Approval::ALL.into_iter().find(|a| a.as_str() == name)
+    }
+}
+
+/// The result of a call the read-only approval mode stops.
+pub(super) const READ_ONLY: &str =
+    "The session is in read-only mode, so this call was not run; the user can switch the mode.";
+
 /// How calls that ask are decided when no one can answer a `permission_request` (the one-shot
 /// modes). `deny` and `allow` rules have already applied by then.
 #[derive(Clone)]

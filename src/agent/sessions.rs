@@ -241,13 +241,21 @@ impl Agent {
         }
         tokens.total = tokens.input + tokens.output + tokens.cache_read + tokens.cache_write;
         let context_usage = state.model.as_ref().map(|model| {
-            let tokens = state.context_tokens();
+            // After a compaction only a reply since then measured the context: until one comes,
+            // the size is unknown, as Pi reports it.
+            let estimate = super::compaction::context_tokens(&state.messages, state.usage_from);
+            let compacted = matches!(
+                state.messages.first().map(|m| &**m),
+                Some(Message::CompactionSummary(_))
+            );
+            let tokens = (!compacted || estimate.usage_tokens > 0).then_some(estimate.tokens);
             ContextUsage {
                 tokens,
                 context_window: model.context_window,
                 // Pi's order of operations, so the float is the same to the last bit.
-                percent: (model.context_window > 0)
-                    .then(|| tokens as f64 / model.context_window as f64 * 100.0),
+                percent: tokens
+                    .filter(|_| model.context_window > 0)
+                    .map(|t| t as f64 / model.context_window as f64 * 100.0),
             }
         });
         SessionStats {

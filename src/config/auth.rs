@@ -143,6 +143,24 @@ pub fn load(path: &Path, warnings: &mut Vec<String>) -> AuthKeys {
     }
 }
 
+/// Stores `entry` as `provider`'s (`None` removes it), under the lock refreshes take, keeping
+/// the other entries. Returns whether there was an entry before.
+pub async fn store(path: &Path, provider: &str, entry: Option<Value>) -> Result<bool, String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let lock = super::oauth::lock(path).await?;
+    let mut all = super::oauth::read_all(path)?;
+    let had = match entry {
+        Some(entry) => all.insert(provider.to_owned(), entry).is_some(),
+        None => all.remove(provider).is_some(),
+    };
+    super::oauth::write_all(path, &all)?;
+    drop(lock);
+    Ok(had)
+}
+
 #[cfg(unix)]
 fn warn_if_readable_by_others(path: &Path, warnings: &mut Vec<String>) {
     use std::os::unix::fs::PermissionsExt;

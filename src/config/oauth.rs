@@ -132,7 +132,7 @@ pub async fn access_token(
 
 /// Takes the lock that serialises refreshes, waiting for another process's (on a blocking
 /// thread: `flock` blocks).
-async fn lock(auth: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, String> {
+pub(super) async fn lock(auth: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, String> {
     let path = lock_path(auth);
     let taken = tokio::task::spawn_blocking(move || {
         let file = std::fs::OpenOptions::new()
@@ -153,7 +153,7 @@ fn lock_path(auth: &Path) -> PathBuf {
 }
 
 /// The file as a JSON object; a missing file is an empty one.
-fn read_all(path: &Path) -> Result<Map<String, Value>, String> {
+pub(super) fn read_all(path: &Path) -> Result<Map<String, Value>, String> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text)
             .map_err(|e| format!("{} is not a JSON object of providers: {e}", path.display())),
@@ -182,7 +182,12 @@ fn write_entry(path: &Path, provider: &str, tokens: &Tokens) -> Result<(), Strin
         fields.insert("refresh".into(), tokens.refresh.clone().into());
         fields.insert("expires".into(), tokens.expires.into());
     }
-    let text = serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?;
+    write_all(path, &all)
+}
+
+/// Replaces auth.json with `all`, through a private temporary file renamed over it.
+pub(super) fn write_all(path: &Path, all: &Map<String, Value>) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(all).map_err(|e| e.to_string())?;
     let temp = path.with_file_name(format!(".auth.json.{}.tmp", std::process::id()));
     let written = (|| {
         let mut options = std::fs::OpenOptions::new();

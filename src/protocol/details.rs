@@ -6,6 +6,7 @@
 //! Field order is alphabetical on purpose: these objects used to be built as `serde_json` maps,
 //! which sort their keys, and the bytes on the wire and in session files stay the same.
 
+use super::ContentBlock;
 use serde::{Deserialize, Deserializer, Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
@@ -185,6 +186,65 @@ mod tests {
             assert_eq!(serde_json::to_string(&details).unwrap(), text);
         }
     }
+}
+
+/// A finished call's `structuredContent` (Pi 1.6): what a tool produced, for programs rather
+/// than the model. Only `bash` and `read` report one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(untagged)]
+pub enum StructuredContent {
+    Command(CommandOutcome),
+    /// `read` of a text file: the text the model was shown.
+    Text(String),
+    Image(ReadImage),
+}
+
+impl StructuredContent {
+    /// What `read` reports beside `content`, as Pi builds it: the image with the text block as
+    /// its note, or the text alone.
+    pub fn read(content: &[ContentBlock]) -> StructuredContent {
+        let text = content
+            .iter()
+            .find_map(|b| match b {
+                ContentBlock::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .unwrap_or_default()
+            .to_owned();
+        let image = content.iter().find_map(|b| match b {
+            ContentBlock::Image { data, mime_type } => Some((data, mime_type)),
+            _ => None,
+        });
+        match image {
+            Some((data, mime_type)) => StructuredContent::Image(ReadImage {
+                kind: ImageTag::Image,
+                data: data.clone(),
+                mime_type: mime_type.clone(),
+                note: text,
+            }),
+            None => StructuredContent::Text(text),
+        }
+    }
+}
+
+/// `read` of an image: the image as the model got it and the note that went with it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ReadImage {
+    #[serde(rename = "type")]
+    pub kind: ImageTag,
+    pub data: String,
+    pub mime_type: String,
+    pub note: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ImageTag {
+    Image,
 }
 
 /// What a command produced, for programs rather than the model (Pi 1.6's `structuredContent` of

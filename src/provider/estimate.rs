@@ -4,7 +4,7 @@
 //! prompt count is checked against it to notice a prompt the server cut.
 
 use super::{ProviderEvent, Request, priced_usage};
-use crate::protocol::{ContentBlock, Message, Usage, UserContent};
+use crate::protocol::{ContentBlock, Message, ToolSpec, Usage, UserContent};
 use serde_json::Value;
 
 /// An image costs about as much context as this much text (1,200 tokens), whatever its size.
@@ -98,15 +98,20 @@ fn usage_tokens(usage: &Usage) -> u64 {
 /// Estimated tokens of everything a request sends: the system prompt, the tool definitions and
 /// the conversation.
 pub fn request_tokens(req: &Request) -> u64 {
-    let tools: usize = req
-        .tools
+    prompt_tokens(req.system_prompt, req.tools)
+        + req.messages.iter().map(|m| estimate_tokens(m)).sum::<u64>()
+}
+
+/// Estimated tokens of what every request sends before the conversation: the system prompt and
+/// the tool definitions (Pi's leading system message).
+pub fn prompt_tokens(system_prompt: &str, tools: &[ToolSpec]) -> u64 {
+    let tools: usize = tools
         .iter()
         .map(|t| {
             t.name.chars().count() + t.description.chars().count() + t.parameters.to_string().len()
         })
         .sum();
-    let fixed = (req.system_prompt.chars().count() + tools) as u64;
-    fixed.div_ceil(4) + req.messages.iter().map(|m| estimate_tokens(m)).sum::<u64>()
+    ((system_prompt.chars().count() + tools) as u64).div_ceil(4)
 }
 
 /// Watches a reply's events and makes sure its usage never reads zero: a count the server left

@@ -1570,7 +1570,7 @@ mod tests {
                     index: 0,
                     id: Some("call_t_0".into()),
                     name: Some("write".into()),
-                    arguments: r#"{"content":"print('hello')","path":"hello.py"}"#.into(),
+                    arguments: r#"{"path":"hello.py","content":"print('hello')"}"#.into(),
                 },
                 Finish(StopReason::ToolUse),
             ]

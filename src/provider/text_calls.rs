@@ -123,7 +123,7 @@ mod tests {
 
     #[test]
     fn the_forms_small_models_write_are_calls() {
-        let want = one("write", r#"{"content":"print('hello')","path":"hello.py"}"#);
+        let want = one("write", r#"{"path":"hello.py","content":"print('hello')"}"#);
         let fenced = "```json\n{\n  \"name\": \"write\",\n  \"arguments\": {\n    \"path\": \"hello.py\",\n    \"content\": \"print('hello')\"\n  }\n}\n```";
         assert_eq!(parse(fenced), Some(want));
         let bare = r#"{"name": "write", "arguments": {"path": "a.py"}}"#;

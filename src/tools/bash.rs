@@ -12,8 +12,8 @@ use super::truncate::{Limits, MAX_BYTES, TruncatedBy, format_size};
 use super::utf8::Lossy;
 use super::{ToolContext, ToolOutput, ToolResult, UpdateFn};
 use crate::protocol::{
-    COMMAND_OUTPUT_MAX_BYTES, CommandOutcome, ContentBlock, OutputDetails, ToolDetails,
-    ToolResultPayload, ToolSpec,
+    COMMAND_OUTPUT_MAX_BYTES, CommandOutcome, ContentBlock, OutputDetails, StructuredContent,
+    ToolDetails, ToolResultPayload, ToolSpec,
 };
 use crate::sandbox::{GroupStop, Placeholders, Sandbox, kept};
 use nix::sys::signal::Signal;
@@ -274,7 +274,9 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         std::os::unix::process::ExitStatusExt::signal(&status),
     ) {
         (Some(0), _) => Ok(ToolOutput {
-            structured: Some(Box::new(outcome(&snapshot, 0, started.elapsed()).await)),
+            structured: Some(Box::new(StructuredContent::Command(
+                outcome(&snapshot, 0, started.elapsed()).await,
+            ))),
             ..ToolOutput::text(text, details)
         }),
         (Some(code), _) => {
@@ -285,7 +287,9 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
             };
             // A failed result like any other, with what the command produced for programs.
             Ok(ToolOutput {
-                structured: Some(Box::new(outcome(&snapshot, code, started.elapsed()).await)),
+                structured: Some(Box::new(StructuredContent::Command(
+                    outcome(&snapshot, code, started.elapsed()).await,
+                ))),
                 ..ToolOutput::error(failed)
             })
         }
@@ -525,7 +529,7 @@ async fn read(reader: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> std::io::R
 mod tests {
     use super::super::output::{MAX_FILE_BYTES, OutputFiles};
     use super::super::{Tool, ToolContext, ToolOutput};
-    use crate::protocol::{ToolResultPayload, joined_text};
+    use crate::protocol::{StructuredContent, ToolResultPayload, joined_text};
     use serde_json::{Value, json};
     use std::path::Path;
     use std::sync::{Arc, Mutex};
@@ -544,6 +548,7 @@ mod tests {
             sandbox: Arc::new(crate::sandbox::Sandbox::off()),
             outputs: Arc::default(),
             write_target: None,
+            editor: None,
         };
         (ctx, updates)
     }
@@ -591,7 +596,10 @@ mod tests {
     async fn empty_output_and_exit_codes() {
         // What the model is shown, and the exit code a program is told.
         let shown_and_code = |out: ToolOutput| {
-            let code = out.structured.as_ref().map(|s| s.exit_code);
+            let code = match out.structured.as_deref() {
+                Some(StructuredContent::Command(outcome)) => Some(outcome.exit_code),
+                _ => None,
+            };
             (
                 ToolOutput {
                     structured: None,

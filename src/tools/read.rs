@@ -11,7 +11,7 @@ use super::{
     ToolContext, ToolOutput, ToolResult, blocking, fs::error_text, image, path, safe_open,
 };
 use crate::protocol::ToolSpec;
-use crate::protocol::{ContentBlock, OutputDetails};
+use crate::protocol::{ContentBlock, OutputDetails, StructuredContent};
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::json;
@@ -51,7 +51,12 @@ pub(super) fn spec() -> ToolSpec {
 pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
     let abs = path::resolve(&args.path, &ctx.cwd);
     let cancel = ctx.cancel.clone();
-    blocking(&ctx.cancel, move |_| read(&args, &abs, &cancel)).await
+    let mut output = blocking(&ctx.cancel, move |_| read(&args, &abs, &cancel)).await?;
+    // Pi 1.6 hands programs what was read as well: the text, or the image with its note.
+    if !output.is_error {
+        output.structured = Some(Box::new(StructuredContent::read(&output.content)));
+    }
+    Ok(output)
 }
 
 fn read(args: &Args, abs: &Path, cancel: &CancellationToken) -> ToolResult {

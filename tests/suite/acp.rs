@@ -9,7 +9,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
 use serde_json::{Value, json};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -83,6 +83,8 @@ struct Seen {
     updates: Mutex<Vec<acp::SessionNotification>>,
     asked: Mutex<Vec<acp::RequestPermissionRequest>>,
     answers: Mutex<VecDeque<&'static str>>,
+    /// The editor's buffers, for a client that offers its files.
+    buffers: Mutex<HashMap<PathBuf, String>>,
 }
 
 impl Seen {
@@ -124,6 +126,10 @@ struct Session {
 
 impl Session {
     async fn start(dirs: &Dirs) -> Session {
+        Session::start_with(dirs, acp::ClientCapabilities::new()).await
+    }
+
+    async fn start_with(dirs: &Dirs, capabilities: acp::ClientCapabilities) -> Session {
         let mut child = command(dirs).spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -131,6 +137,7 @@ impl Session {
         let (cx_tx, cx_rx) = tokio::sync::oneshot::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (on_update, on_ask) = (seen.clone(), seen.clone());
+        let (on_read, on_write) = (seen.clone(), seen.clone());
         tokio::spawn(async move {
             let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
             let _ = Client
@@ -155,6 +162,28 @@ impl Session {
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
+                .on_receive_request(
+                    async move |req: acp::ReadTextFileRequest, responder, _cx| {
+                        let text = on_read.buffers.lock().unwrap().get(&req.path).cloned();
+                        match text {
+                            Some(t) => responder.respond(acp::ReadTextFileResponse::new(t)),
+                            None => responder
+                                .respond_with_error(acp::Error::resource_not_found(None).into()),
+                        }
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |req: acp::WriteTextFileRequest, responder, _cx| {
+                        on_write
+                            .buffers
+                            .lock()
+                            .unwrap()
+                            .insert(req.path, req.content);
+                        responder.respond(acp::WriteTextFileResponse::new())
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
                 .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
                     let _ = cx_tx.send(cx);
                     let _ = stopped.await;
@@ -171,7 +200,9 @@ impl Session {
         };
         let init = session
             .cx
-            .send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
+            .send_request(
+                acp::InitializeRequest::new(ProtocolVersion::V1).client_capabilities(capabilities),
+            )
             .block_task()
             .await
             .unwrap();
@@ -595,4 +626,134 @@ async fn bad_input_gets_json_rpc_errors_and_the_process_lives_on() {
         .unwrap()
         .unwrap();
     assert!(status.success(), "{status}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn approval_modes_refuse_changes_or_ask_before_each() {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("w1", "write", json!({"path": "a.txt", "content": "A"})));
+    mock.push(Reply::text("could not"));
+    mock.push(Reply::new().tool_call("w2", "write", json!({"path": "b.txt", "content": "B"})));
+    mock.push(Reply::text("asked"));
+    let dirs = Dirs::new(&mock);
+    let nova = Session::start(&dirs).await;
+    let created = nova.new_session(&dirs.cwd()).await;
+    let id = created.session_id;
+    let modes = created.modes.unwrap();
+    assert_eq!(&*modes.current_mode_id.0, "auto");
+    let ids: Vec<&str> = modes.available_modes.iter().map(|m| &*m.id.0).collect();
+    assert_eq!(ids, ["ask", "auto", "read-only"]);
+
+    nova.cx
+        .send_request(acp::SetSessionModeRequest::new(id.clone(), "read-only"))
+        .block_task()
+        .await
+        .unwrap();
+    nova.seen
+        .wait_for(&id, "current_mode_update", |u| {
+            matches!(u, acp::SessionUpdate::CurrentModeUpdate(m) if &*m.current_mode_id.0 == "read-only")
+        })
+        .await;
+    nova.prompt(&id, "write a").await.unwrap();
+    assert!(!dirs.cwd.path().join("a.txt").exists());
+    assert_eq!(
+        statuses(&nova.seen.updates(&id), "w1").last(),
+        Some(&acp::ToolCallStatus::Failed)
+    );
+    assert!(
+        nova.seen.asked.lock().unwrap().is_empty(),
+        "read-only refuses without asking"
+    );
+
+    let set = nova
+        .cx
+        .send_request(acp::SetSessionConfigOptionRequest::new(
+            id.clone(),
+            "mode",
+            "ask",
+        ))
+        .block_task()
+        .await
+        .unwrap();
+    let mode = set
+        .config_options
+        .iter()
+        .find(|o| &*o.id.0 == "mode")
+        .unwrap();
+    assert_eq!(mode.category, Some(acp::SessionConfigOptionCategory::Mode));
+    nova.seen.answers.lock().unwrap().push_back("reject_once");
+    nova.prompt(&id, "write b").await.unwrap();
+    assert_eq!(
+        nova.seen.asked.lock().unwrap().len(),
+        1,
+        "ask mode asks even inside the sandbox"
+    );
+    assert!(!dirs.cwd.path().join("b.txt").exists());
+    nova.end().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn write_and_edit_go_through_the_editors_buffers_when_it_offers_them() {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call(
+        "w1",
+        "write",
+        json!({"path": "new.txt", "content": "fresh"}),
+    ));
+    mock.push(Reply::text("written"));
+    mock.push(Reply::new().tool_call(
+        "e1",
+        "edit",
+        json!({"path": "old.txt", "edits": [{"oldText": "unsaved", "newText": "edited"}]}),
+    ));
+    mock.push(Reply::text("edited"));
+    let dirs = Dirs::new(&mock);
+    let cwd = dirs.cwd();
+    std::fs::write(cwd.join("old.txt"), "saved on disk\n").unwrap();
+    let files = acp::FileSystemCapabilities::new()
+        .read_text_file(true)
+        .write_text_file(true);
+    let nova = Session::start_with(&dirs, acp::ClientCapabilities::new().fs(files)).await;
+    nova.seen
+        .buffers
+        .lock()
+        .unwrap()
+        .insert(cwd.join("old.txt"), "an unsaved line\n".into());
+    let id = nova.new_session(&cwd).await.session_id;
+
+    nova.prompt(&id, "write new.txt").await.unwrap();
+    assert!(
+        !cwd.join("new.txt").exists(),
+        "the editor writes it, not nova"
+    );
+    assert_eq!(
+        nova.seen
+            .buffers
+            .lock()
+            .unwrap()
+            .get(&cwd.join("new.txt"))
+            .map(String::as_str),
+        Some("fresh")
+    );
+
+    nova.prompt(&id, "edit old.txt").await.unwrap();
+    assert_eq!(
+        nova.seen
+            .buffers
+            .lock()
+            .unwrap()
+            .get(&cwd.join("old.txt"))
+            .map(String::as_str),
+        Some("an edited line\n"),
+        "the edit applies to the editor's unsaved text"
+    );
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("old.txt")).unwrap(),
+        "saved on disk\n"
+    );
+    assert_eq!(
+        statuses(&nova.seen.updates(&id), "e1").last(),
+        Some(&acp::ToolCallStatus::Completed)
+    );
+    nova.end().await;
 }

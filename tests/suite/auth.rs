@@ -161,3 +161,63 @@ fn an_entry_s_env_scopes_variables_to_its_provider() {
     );
     mock.assert_no_violations();
 }
+
+/// `nova login <provider>` stores the key read from stdin in auth.json (0600, other entries
+/// kept) and says nothing of it; `nova logout` removes the entry.
+#[test]
+fn login_and_logout_edit_auth_json() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agent");
+    let nova = |args: &[&str], stdin: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nova"))
+            .args(args)
+            .env("NOVA_AGENT_DIR", &agent)
+            .env("HOME", dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let path = agent.join("auth.json");
+    let (code, text) = nova(&["login", "groq"], "gsk-typed-secret\n");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("stored the API key of groq") && !text.contains("gsk-typed-secret"));
+    let (code, _) = nova(&["login", "openai"], "sk-other\n");
+    assert_eq!(code, Some(0));
+    let stored: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(
+        stored["groq"],
+        json!({"type": "api_key", "key": "gsk-typed-secret"})
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    let (code, text) = nova(&["logout", "groq"], "");
+    assert_eq!(code, Some(0), "{text}");
+    let stored: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(stored.get("groq").is_none() && stored["openai"]["key"] == "sk-other");
+    let (code, text) = nova(&["login", "groq"], "");
+    assert_eq!(code, Some(1));
+    assert!(text.contains("no key given"), "{text}");
+    let (code, text) = nova(&["login"], "");
+    assert_eq!(code, Some(2));
+    assert!(text.contains("usage: nova login <provider>"), "{text}");
+}

@@ -45,6 +45,14 @@ fn read_text_with_offsets_limits_and_notices() {
     );
     assert_eq!(whole.details()["truncation"]["truncatedBy"], "lines");
 
+    // Pi 1.6 hands programs the text the model was shown; a failed read has none.
+    assert_eq!(whole.end["result"]["structuredContent"], text);
+    assert!(
+        ran.outcome("past").end["result"]
+            .get("structuredContent")
+            .is_none()
+    );
+
     assert_eq!(ran.outcome("tail").ok(), "line 2498\nline 2499\nline 2500");
     assert_eq!(
         ran.outcome("at").ok(),
@@ -94,6 +102,13 @@ fn read_an_image_gives_text_then_the_image() {
     assert_eq!(out.text(), "Read image file [image/png]");
     assert_eq!(out.sent["content"], "Read image file [image/png]");
     assert_eq!(out.sent["images"], json!([out.image_data()]));
+
+    // And an image with its note, as Pi 1.6 hands programs a read image.
+    assert_eq!(
+        out.end["result"]["structuredContent"],
+        json!({"type": "image", "data": out.image_data(), "mimeType": "image/png",
+               "note": "Read image file [image/png]"})
+    );
 
     let out = ran.outcome("jpeg");
     assert_eq!(out.image("image/jpeg"), jpeg);

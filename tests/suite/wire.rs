@@ -64,13 +64,13 @@ fn all_events() -> Vec<p::Event> {
     let payload = p::ToolResultPayload {
         content: vec![ContentBlock::text("out")],
         details: None,
-        structured_content: Some(Box::new(p::CommandOutcome {
+        structured_content: Some(Box::new(p::StructuredContent::Command(p::CommandOutcome {
             output: "out".into(),
             truncated: false,
             full_output_path: None,
             exit_code: 0,
             wall_time_seconds: 0.1,
-        })),
+        }))),
     };
     let updates = [
         A::TextStart { content_index: 0 },

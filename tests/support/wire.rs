@@ -768,7 +768,33 @@ pub struct ToolResultPayload {
         rename = "structuredContent",
         skip_serializing_if = "Option::is_none"
     )]
-    pub structured_content: Option<CommandOutcome>,
+    pub structured_content: Option<StructuredContent>,
+}
+
+/// Pi 1.6's `structuredContent` of a finished call: `bash`'s outcome, or what `read` read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StructuredContent {
+    Command(CommandOutcome),
+    Text(String),
+    Image(ReadImage),
+}
+
+/// `read` of an image: the image and the note beside it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadImage {
+    #[serde(rename = "type")]
+    pub kind: ImageKind,
+    pub data: String,
+    pub mime_type: String,
+    pub note: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageKind {
+    Image,
 }
 
 /// Pi 1.6's `structuredContent` of a finished `bash` call (snake_case, as Pi names it).

@@ -92,6 +92,18 @@ fn run_compact(rpc: &mut Rpc) {
     ask(rpc, json!({"type": "get_state"}));
 }
 
+/// A conversation long enough to compact (`keepRecentTokens` is 1, see [`settings_of`]): the
+/// cut falls inside the last turn, so the turns before it and the start of that turn are
+/// summarised apart, and `tokensBefore` is the last reply's reported usage.
+fn run_compact_split(rpc: &mut Rpc) {
+    prompt(rpc, "first question");
+    prompt(rpc, "second question");
+    ask(rpc, json!({"type": "compact"}));
+    ask(rpc, json!({"type": "get_messages"}));
+    ask(rpc, json!({"type": "get_state"}));
+    ask(rpc, json!({"type": "get_session_stats"}));
+}
+
 /// A reply that fails with a 503 and is retried: the run ends with the second attempt.
 fn run_retry(rpc: &mut Rpc) {
     rpc.send(&json!({"id": "p", "type": "prompt", "message": "hello"}));
@@ -144,7 +156,21 @@ enum Wire {
     Anthropic,
 }
 
-fn both(pi_dir: &Path, wire: Wire, replies: &[Reply], scenario: fn(&mut Rpc)) -> [Run; 2] {
+/// The settings a scenario needs beyond every scenario's.
+fn settings_of(scenario: &str) -> Value {
+    match scenario {
+        "compact_split" => json!({"compaction": {"keepRecentTokens": 1}}),
+        _ => json!({}),
+    }
+}
+
+fn both(
+    pi_dir: &Path,
+    name: &str,
+    wire: Wire,
+    replies: &[Reply],
+    scenario: fn(&mut Rpc),
+) -> [Run; 2] {
     [Side::Pi, Side::Nova].map(|side| {
         // One mock each, so both see the same reply ids.
         let mock = MockLlm::start();
@@ -163,7 +189,10 @@ fn both(pi_dir: &Path, wire: Wire, replies: &[Reply], scenario: fn(&mut Rpc)) ->
                         "maxTokens": 4096, "input": ["text"], "reasoning": false}]}}});
         std::fs::write(agent.path().join("models.json"), models.to_string()).unwrap();
         // Retries after a short wait, so the retry scenario takes no seconds.
-        let settings = json!({"retry": {"baseDelayMs": 20}});
+        let mut settings = json!({"retry": {"baseDelayMs": 20}});
+        if let (Some(all), Some(own)) = (settings.as_object_mut(), settings_of(name).as_object()) {
+            all.extend(own.clone());
+        }
         std::fs::write(agent.path().join("settings.json"), settings.to_string()).unwrap();
         std::fs::write(cwd.path().join("notes.txt"), "line one\nline two\n").unwrap();
         let mut rpc = Rpc::start(
@@ -280,6 +309,18 @@ fn scenarios() -> Vec<Scenario> {
             run_compact,
         ),
         (
+            "compact_split",
+            Wire::OpenAi,
+            vec![
+                Reply::text("first answer").usage(100, 10),
+                Reply::text("second answer").usage(200, 20),
+                // The two summaries, alike: nova asks for them side by side.
+                Reply::text("The summary.").usage(50, 5),
+                Reply::text("The summary.").usage(50, 5),
+            ],
+            run_compact_split,
+        ),
+        (
             "retry",
             Wire::OpenAi,
             vec![
@@ -326,7 +367,7 @@ fn nova_answers_as_pi_does() {
     let out = std::env::var_os("NOVA_DIFF_OUT").map(std::path::PathBuf::from);
     let mut found = compare::Differences::default();
     for (name, wire, replies, scenario) in scenarios() {
-        let runs = both(Path::new(&pi_dir), wire, &replies, scenario);
+        let runs = both(Path::new(&pi_dir), name, wire, &replies, scenario);
         let [pi, nova] = runs.map(|run| {
             let paths: Vec<(&str, &str)> =
                 run.paths.iter().map(|(p, n)| (p.as_str(), *n)).collect();
