@@ -391,7 +391,8 @@ impl Server {
     }
 }
 
-/// The editor's files (`fs/read_text_file`, `fs/write_text_file`), for `write` and `edit`.
+/// The editor's files (`fs/read_text_file`, `fs/write_text_file`), for `read`, `write` and
+/// `edit`.
 struct ClientFiles {
     cx: ConnectionTo<Client>,
     session_id: acp::SessionId,

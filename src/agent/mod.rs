@@ -490,7 +490,7 @@ impl Agent {
         self.state().approval = approval;
     }
 
-    /// From the next call on, `write` and `edit` read and write through `editor`.
+    /// From the next call on, `read`, `write` and `edit` read and write text through `editor`.
     pub fn set_editor_files(&self, editor: Arc<dyn crate::tools::EditorFiles>) {
         self.state().editor = Some(editor);
     }

@@ -66,8 +66,8 @@ pub enum Tool {
 /// Called with the whole output so far each time a tool has more to show.
 pub type UpdateFn = Arc<dyn Fn(ToolResultPayload) + Send + Sync>;
 
-/// A client that holds the files open (an editor, over ACP): `write` and `edit` read and write
-/// through it, so they see unsaved changes and land in its buffers. The permission gate and the
+/// A client that holds the files open (an editor, over ACP): `read`, `write` and `edit` read
+/// and write text through it, so they see unsaved changes and land in its buffers. The permission gate and the
 /// workspace bounds apply as before; the paths are the ones the gate checked. An `Err` is the
 /// client's own word for what failed.
 pub trait EditorFiles: Send + Sync {

@@ -693,8 +693,10 @@ async fn approval_modes_refuse_changes_or_ask_before_each() {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn write_and_edit_go_through_the_editors_buffers_when_it_offers_them() {
+async fn read_write_and_edit_go_through_the_editors_buffers_when_it_offers_them() {
     let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("r1", "read", json!({"path": "old.txt"})));
+    mock.push(Reply::text("read it"));
     mock.push(Reply::new().tool_call(
         "w1",
         "write",
@@ -720,6 +722,13 @@ async fn write_and_edit_go_through_the_editors_buffers_when_it_offers_them() {
         .unwrap()
         .insert(cwd.join("old.txt"), "an unsaved line\n".into());
     let id = nova.new_session(&cwd).await.session_id;
+
+    nova.prompt(&id, "read old.txt").await.unwrap();
+    let sent = mock.chat_requests().last().unwrap().body.to_string();
+    assert!(
+        sent.contains("an unsaved line") && !sent.contains("saved on disk"),
+        "{sent}"
+    );
 
     nova.prompt(&id, "write new.txt").await.unwrap();
     assert!(
