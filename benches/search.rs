@@ -86,6 +86,7 @@ fn time_tool(
         sandbox: Arc::new(nova::sandbox::Sandbox::off()),
         outputs: Arc::default(),
         write_target: None,
+        editor: None,
     };
     let mut summary = String::new();
     let mut times = Vec::new();

@@ -1,6 +1,6 @@
 //! `nova`: flags → the runtime → the front end they choose, which opens the session they
-//! describe: the RPC loop (`--mode rpc`), or the prompts on the command line run once (print
-//! mode, or `--mode json`); or `nova login|logout <provider>`, which only edits auth.json. Exit codes: 0 success, 1 a failed run or startup, 2 a usage
+//! describe: the RPC loop (`--mode rpc`), the Agent Client Protocol for editors (`--mode acp`),
+//! or the prompts on the command line run once (print mode, or `--mode json`); or `nova login|logout <provider>`, which only edits auth.json. Exit codes: 0 success, 1 a failed run or startup, 2 a usage
 //! error.
 
 use clap::Parser;

@@ -10,12 +10,14 @@ use crate::agent::{Agent, Approval, CommandError, Prompted, Runtime};
 use crate::config::{Resume, SessionSpec};
 use crate::mcp::{ClientServer, ClientTransport};
 use crate::protocol::{ContentBlock, Message, ThinkingLevel};
+use crate::tools::EditorFiles;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -27,6 +29,8 @@ const MODE: &str = "mode";
 pub struct Server {
     runtime: Runtime,
     out: Outbox,
+    /// Whether the client offered to read and write files for nova (`initialize`).
+    client_files: AtomicBool,
     sessions: Mutex<HashMap<acp::SessionId, Arc<Open>>>,
 }
 
@@ -48,6 +52,7 @@ impl Server {
         Server {
             runtime,
             out,
+            client_files: AtomicBool::new(false),
             sessions: Mutex::default(),
         }
     }
@@ -65,6 +70,9 @@ impl Server {
 
     pub fn initialize(&self, req: acp::InitializeRequest) -> acp::InitializeResponse {
         tracing::debug!("initialize from {:?}", req.client_info);
+        let fs = &req.client_capabilities.fs;
+        self.client_files
+            .store(fs.read_text_file && fs.write_text_file, Ordering::SeqCst);
         // Version 1 is the one nova speaks; a client asking for a later one gets 1 and decides.
         let version = agent_client_protocol::schema::ProtocolVersion::V1;
         let capabilities = acp::AgentCapabilities::new()
@@ -121,6 +129,12 @@ impl Server {
             tx,
         ));
         let agent = prepared.start(sink.clone());
+        if self.client_files.load(Ordering::SeqCst) {
+            agent.set_editor_files(Arc::new(ClientFiles {
+                cx: cx.clone(),
+                session_id: id.clone(),
+            }));
+        }
         let follow = tokio::spawn(follow_up(
             agent.clone(),
             sink.clone(),
@@ -374,6 +388,39 @@ impl Server {
         for session in open {
             close(session).await;
         }
+    }
+}
+
+/// The editor's files (`fs/read_text_file`, `fs/write_text_file`), for `read`, `write` and
+/// `edit`.
+struct ClientFiles {
+    cx: ConnectionTo<Client>,
+    session_id: acp::SessionId,
+}
+
+impl EditorFiles for ClientFiles {
+    fn read(&self, path: &Path) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>> {
+        let asked = self
+            .cx
+            .send_request(acp::ReadTextFileRequest::new(self.session_id.clone(), path))
+            .block_task();
+        Box::pin(async move { asked.await.map(|r| r.content).map_err(|e| e.to_string()) })
+    }
+
+    fn write(
+        &self,
+        path: &Path,
+        content: String,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> {
+        let asked = self
+            .cx
+            .send_request(acp::WriteTextFileRequest::new(
+                self.session_id.clone(),
+                path,
+                content,
+            ))
+            .block_task();
+        Box::pin(async move { asked.await.map(|_| ()).map_err(|e| e.to_string()) })
     }
 }
 

@@ -48,9 +48,13 @@ pub(super) async fn run_tools(
     if calls.is_empty() {
         return Vec::new();
     }
-    let (skip, tools) = {
+    let (skip, tools, editor) = {
         let state = agent.state();
-        (state.queue.has_steering(), state.tools.clone())
+        (
+            state.queue.has_steering(),
+            state.tools.clone(),
+            state.editor.clone(),
+        )
     };
     let running = Arc::new(Semaphore::new(MAX_CONCURRENT_TOOLS));
     let mut pacer = Pacer::default();
@@ -91,6 +95,7 @@ pub(super) async fn run_tools(
                         sandbox: agent.inner.sandbox.clone(),
                         outputs: agent.inner.outputs.clone(),
                         write_target: write_target.take(),
+                        editor: editor.clone(),
                     };
                     Slot::Running(tokio::spawn(run_approved(
                         tool,

@@ -130,6 +130,8 @@ struct State {
     unattended: Option<Unattended>,
     /// How much the session asks, on top of the settings' rules.
     approval: Approval,
+    /// The client's files, which `write` and `edit` go through when it offers them.
+    editor: Option<Arc<dyn crate::tools::EditorFiles>>,
     session: Session,
     /// A compaction is running (inside a run, or for the `compact` command).
     compacting: bool,
@@ -219,6 +221,7 @@ impl Agent {
             permissions: permission::Pending::default(),
             unattended: None,
             approval: Approval::default(),
+            editor: None,
             session,
             compacting: false,
             auto_compaction: config.compaction.enabled,
@@ -485,6 +488,11 @@ impl Agent {
     /// Applies from the next call the gate sees.
     pub fn set_approval(&self, approval: Approval) {
         self.state().approval = approval;
+    }
+
+    /// From the next call on, `read`, `write` and `edit` read and write text through `editor`.
+    pub fn set_editor_files(&self, editor: Arc<dyn crate::tools::EditorFiles>) {
+        self.state().editor = Some(editor);
     }
 
     pub fn resolve_permission(&self, request_id: u64, approved: bool) -> Result<(), CommandError> {

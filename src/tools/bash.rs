@@ -548,6 +548,7 @@ mod tests {
             sandbox: Arc::new(crate::sandbox::Sandbox::off()),
             outputs: Arc::default(),
             write_target: None,
+            editor: None,
         };
         (ctx, updates)
     }

@@ -94,6 +94,18 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         );
     }
     let target = ctx.write_target(&args.path);
+    if let Some(editor) = &ctx.editor {
+        let text = editor
+            .read(&target)
+            .await
+            .map_err(|e| format!("Could not read {}: {e}", args.path))?;
+        let (content, output) = edited(&text, args)?;
+        editor
+            .write(&target, content)
+            .await
+            .map_err(|e| format!("Could not write {}: {e}", target.display()))?;
+        return Ok(output);
+    }
     blocking(&ctx.cancel, move |commit| {
         // The file is read and replaced through one directory handle: what is edited is what
         // was checked, whatever happens to the path meanwhile.
@@ -111,41 +123,49 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         };
         let text = String::from_utf8(raw)
             .map_err(|_| format!("Could not edit {}: the file is not valid UTF-8.", args.path))?;
-        let (bom, body) = match text.strip_prefix(BOM) {
-            Some(rest) => (BOM, rest),
-            None => ("", text.as_str()),
-        };
-        let crlf = uses_crlf(body);
-        let edits: Vec<Edit> = args
-            .edits
-            .into_iter()
-            .map(|e| Edit {
-                old_text: e.old_text,
-                new_text: e.new_text,
-            })
-            .collect();
-        let (base, edited) = edit_match::apply(&edit_match::to_lf(body), &edits, &args.path)?;
-        let restored = if crlf {
-            edited.replace('\n', "\r\n")
-        } else {
-            edited.clone()
-        };
-        file.replace(format!("{bom}{restored}").as_bytes(), commit)
+        let (content, output) = edited(&text, args)?;
+        file.replace(content.as_bytes(), commit)
             .map_err(|e| fs::error_text(&e, "write", &target))?;
-        let (diff, first_changed_line) = diff::numbered(&base, &edited);
-        Ok(ToolOutput::text(
-            format!(
-                "Successfully replaced {} block(s) in {}.",
-                edits.len(),
-                args.path
-            ),
-            Some(ToolDetails::Edit(EditDetails {
-                diff,
-                first_changed_line,
-            })),
-        ))
+        Ok(output)
     })
     .await
+}
+
+/// The file's new text after the edits (its byte-order mark and line endings kept), and the
+/// tool's answer.
+fn edited(text: &str, args: Args) -> Result<(String, ToolOutput), String> {
+    let (bom, body) = match text.strip_prefix(BOM) {
+        Some(rest) => (BOM, rest),
+        None => ("", text),
+    };
+    let crlf = uses_crlf(body);
+    let edits: Vec<Edit> = args
+        .edits
+        .into_iter()
+        .map(|e| Edit {
+            old_text: e.old_text,
+            new_text: e.new_text,
+        })
+        .collect();
+    let (base, edited) = edit_match::apply(&edit_match::to_lf(body), &edits, &args.path)?;
+    let restored = if crlf {
+        edited.replace('\n', "\r\n")
+    } else {
+        edited.clone()
+    };
+    let (diff, first_changed_line) = diff::numbered(&base, &edited);
+    let output = ToolOutput::text(
+        format!(
+            "Successfully replaced {} block(s) in {}.",
+            edits.len(),
+            args.path
+        ),
+        Some(ToolDetails::Edit(EditDetails {
+            diff,
+            first_changed_line,
+        })),
+    );
+    Ok((format!("{bom}{restored}"), output))
 }
 
 /// The file's line ending is whichever comes first; a file without newlines counts as LF.

@@ -28,7 +28,8 @@ use crate::protocol::{ContentBlock, StructuredContent, ToolDetails, ToolResultPa
 use crate::sandbox::Sandbox;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -65,6 +66,19 @@ pub enum Tool {
 /// Called with the whole output so far each time a tool has more to show.
 pub type UpdateFn = Arc<dyn Fn(ToolResultPayload) + Send + Sync>;
 
+/// A client that holds the files open (an editor, over ACP): `read`, `write` and `edit` read
+/// and write text through it, so they see unsaved changes and land in its buffers. The permission gate and the
+/// workspace bounds apply as before; the paths are the ones the gate checked. An `Err` is the
+/// client's own word for what failed.
+pub trait EditorFiles: Send + Sync {
+    fn read(&self, path: &Path) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
+    fn write(
+        &self,
+        path: &Path,
+        content: String,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+}
+
 #[derive(Clone)]
 pub struct ToolContext {
     pub cwd: PathBuf,
@@ -78,6 +92,8 @@ pub struct ToolContext {
     /// resolved). The tool acts on exactly this path, through [`safe_open`], and never resolves
     /// the model's path again. `None` outside the gate (unit tests), where the tool resolves it.
     pub write_target: Option<PathBuf>,
+    /// The editor's files, when the client offers them.
+    pub editor: Option<Arc<dyn EditorFiles>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -100,6 +116,7 @@ impl ToolContext {
             sandbox: Arc::new(Sandbox::off()),
             outputs: Arc::default(),
             write_target: None,
+            editor: None,
         }
     }
 }

@@ -51,12 +51,40 @@ pub(super) fn spec() -> ToolSpec {
 pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
     let abs = path::resolve(&args.path, &ctx.cwd);
     let cancel = ctx.cancel.clone();
-    let mut output = blocking(&ctx.cancel, move |_| read(&args, &abs, &cancel)).await?;
+    let mut output = match &ctx.editor {
+        // Text through the editor (its unsaved changes included); images from the disk.
+        Some(editor) if !image_on_disk(&abs).await => {
+            let text = editor
+                .read(&abs)
+                .await
+                .map_err(|e| format!("Could not read {}: {e}", args.path))?;
+            blocking(&ctx.cancel, move |_| {
+                let lines = scan(&[], &mut text.as_bytes(), &args, &cancel)
+                    .map_err(|e| error_text(&e, "read", &abs))?;
+                Ok(text_result(lines, &args))
+            })
+            .await?
+        }
+        _ => blocking(&ctx.cancel, move |_| read(&args, &abs, &cancel)).await?,
+    };
     // Pi 1.6 hands programs what was read as well: the text, or the image with its note.
     if !output.is_error {
         output.structured = Some(Box::new(StructuredContent::read(&output.content)));
     }
     Ok(output)
+}
+
+/// Whether `abs` is an image file, by its first bytes (read off the runtime thread).
+async fn image_on_disk(abs: &Path) -> bool {
+    let abs = abs.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let mut head = Vec::with_capacity(image::SNIFF_BYTES);
+        safe_open::open_regular(&abs)
+            .and_then(|f| f.take(image::SNIFF_BYTES as u64).read_to_end(&mut head))
+            .is_ok_and(|_| image::sniff(&head).is_some())
+    })
+    .await
+    .unwrap_or(false)
 }
 
 fn read(args: &Args, abs: &Path, cancel: &CancellationToken) -> ToolResult {

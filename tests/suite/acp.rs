@@ -9,7 +9,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
 use serde_json::{Value, json};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -83,6 +83,8 @@ struct Seen {
     updates: Mutex<Vec<acp::SessionNotification>>,
     asked: Mutex<Vec<acp::RequestPermissionRequest>>,
     answers: Mutex<VecDeque<&'static str>>,
+    /// The editor's buffers, for a client that offers its files.
+    buffers: Mutex<HashMap<PathBuf, String>>,
 }
 
 impl Seen {
@@ -124,6 +126,10 @@ struct Session {
 
 impl Session {
     async fn start(dirs: &Dirs) -> Session {
+        Session::start_with(dirs, acp::ClientCapabilities::new()).await
+    }
+
+    async fn start_with(dirs: &Dirs, capabilities: acp::ClientCapabilities) -> Session {
         let mut child = command(dirs).spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -131,6 +137,7 @@ impl Session {
         let (cx_tx, cx_rx) = tokio::sync::oneshot::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (on_update, on_ask) = (seen.clone(), seen.clone());
+        let (on_read, on_write) = (seen.clone(), seen.clone());
         tokio::spawn(async move {
             let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
             let _ = Client
@@ -155,6 +162,28 @@ impl Session {
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
+                .on_receive_request(
+                    async move |req: acp::ReadTextFileRequest, responder, _cx| {
+                        let text = on_read.buffers.lock().unwrap().get(&req.path).cloned();
+                        match text {
+                            Some(t) => responder.respond(acp::ReadTextFileResponse::new(t)),
+                            None => responder
+                                .respond_with_error(acp::Error::resource_not_found(None).into()),
+                        }
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |req: acp::WriteTextFileRequest, responder, _cx| {
+                        on_write
+                            .buffers
+                            .lock()
+                            .unwrap()
+                            .insert(req.path, req.content);
+                        responder.respond(acp::WriteTextFileResponse::new())
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
                 .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
                     let _ = cx_tx.send(cx);
                     let _ = stopped.await;
@@ -171,7 +200,9 @@ impl Session {
         };
         let init = session
             .cx
-            .send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
+            .send_request(
+                acp::InitializeRequest::new(ProtocolVersion::V1).client_capabilities(capabilities),
+            )
             .block_task()
             .await
             .unwrap();
@@ -658,5 +689,80 @@ async fn approval_modes_refuse_changes_or_ask_before_each() {
         "ask mode asks even inside the sandbox"
     );
     assert!(!dirs.cwd.path().join("b.txt").exists());
+    nova.end().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn read_write_and_edit_go_through_the_editors_buffers_when_it_offers_them() {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("r1", "read", json!({"path": "old.txt"})));
+    mock.push(Reply::text("read it"));
+    mock.push(Reply::new().tool_call(
+        "w1",
+        "write",
+        json!({"path": "new.txt", "content": "fresh"}),
+    ));
+    mock.push(Reply::text("written"));
+    mock.push(Reply::new().tool_call(
+        "e1",
+        "edit",
+        json!({"path": "old.txt", "edits": [{"oldText": "unsaved", "newText": "edited"}]}),
+    ));
+    mock.push(Reply::text("edited"));
+    let dirs = Dirs::new(&mock);
+    let cwd = dirs.cwd();
+    std::fs::write(cwd.join("old.txt"), "saved on disk\n").unwrap();
+    let files = acp::FileSystemCapabilities::new()
+        .read_text_file(true)
+        .write_text_file(true);
+    let nova = Session::start_with(&dirs, acp::ClientCapabilities::new().fs(files)).await;
+    nova.seen
+        .buffers
+        .lock()
+        .unwrap()
+        .insert(cwd.join("old.txt"), "an unsaved line\n".into());
+    let id = nova.new_session(&cwd).await.session_id;
+
+    nova.prompt(&id, "read old.txt").await.unwrap();
+    let sent = mock.chat_requests().last().unwrap().body.to_string();
+    assert!(
+        sent.contains("an unsaved line") && !sent.contains("saved on disk"),
+        "{sent}"
+    );
+
+    nova.prompt(&id, "write new.txt").await.unwrap();
+    assert!(
+        !cwd.join("new.txt").exists(),
+        "the editor writes it, not nova"
+    );
+    assert_eq!(
+        nova.seen
+            .buffers
+            .lock()
+            .unwrap()
+            .get(&cwd.join("new.txt"))
+            .map(String::as_str),
+        Some("fresh")
+    );
+
+    nova.prompt(&id, "edit old.txt").await.unwrap();
+    assert_eq!(
+        nova.seen
+            .buffers
+            .lock()
+            .unwrap()
+            .get(&cwd.join("old.txt"))
+            .map(String::as_str),
+        Some("an edited line\n"),
+        "the edit applies to the editor's unsaved text"
+    );
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("old.txt")).unwrap(),
+        "saved on disk\n"
+    );
+    assert_eq!(
+        statuses(&nova.seen.updates(&id), "e1").last(),
+        Some(&acp::ToolCallStatus::Completed)
+    );
     nova.end().await;
 }
