@@ -1137,6 +1137,15 @@ pub enum CompactionReason {
     Overflow,
 }
 
+/// What a retried summary request was for (Pi also summarises abandoned branches, which nova
+/// does not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum SummarySource {
+    Compaction,
+}
+
 /// What a successful compaction did (`compaction_end.result`, the `compact` response's data).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -1290,6 +1299,20 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
     },
+    /// A compaction's summary request failed transiently; it is sent again after `delayMs`.
+    SummarizationRetryScheduled {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        error_message: String,
+    },
+    /// The wait is over and the summary request is sent again.
+    SummarizationRetryAttemptStart {
+        source: SummarySource,
+        reason: CompactionReason,
+    },
+    /// The retries of a summary request are over, whether it then succeeded or not.
+    SummarizationRetryFinished,
     /// A reply failed transiently; the turn is sent again after `delayMs`.
     AutoRetryStart {
         attempt: u32,

@@ -4,8 +4,8 @@
 
 use super::Agent;
 use super::compaction::{
-    CompactionSettings, CutPoint, SummaryError, SummaryJob, estimate_tokens, file_lists,
-    find_cut_point, for_window, summarize,
+    CompactionSettings, CutPoint, SummaryError, SummaryJob, SummaryRetry, estimate_tokens,
+    file_lists, find_cut_point, for_window, summarize,
 };
 use crate::config::ConfigError;
 use crate::protocol::{CompactionReason, CompactionResult, Event, Message};
@@ -44,7 +44,7 @@ pub(super) async fn compact(
 ) -> Result<CompactionResult, CompactError> {
     agent.emit(Event::CompactionStart { reason });
     agent.state().compacting = true;
-    let result = summarize_and_record(agent, cancel, custom_instructions).await;
+    let result = summarize_and_record(agent, cancel, reason, custom_instructions).await;
     agent.state().compacting = false;
     let aborted = cancel.is_cancelled();
     match &result {
@@ -103,6 +103,7 @@ pub(super) fn cut_point(
 async fn summarize_and_record(
     agent: &Agent,
     cancel: &CancellationToken,
+    reason: CompactionReason,
     custom_instructions: Option<&str>,
 ) -> Result<CompactionResult, CompactError> {
     let inner = &agent.inner;
@@ -156,7 +157,14 @@ async fn summarize_and_record(
         custom_instructions,
         reserve_tokens: settings.reserve_tokens,
     };
-    let summarized = summarize(&transport, &model, &job, cancel).await;
+    let emit = |event| agent.emit(event);
+    let retry = SummaryRetry {
+        settings: inner.retry,
+        enabled: agent.state().auto_retry,
+        reason,
+        emit: &emit,
+    };
+    let summarized = summarize(&transport, &model, &job, &retry, cancel).await;
     let (summary, usage) = summarized.map_err(|e| match e {
         SummaryError::Aborted => CompactError::Aborted,
         other => CompactError::Summary(other),

@@ -174,6 +174,65 @@ fn tokens_before_is_the_last_reported_usage_plus_an_estimate_of_what_follows() {
     assert_eq!(stats["contextUsage"]["tokens"], 709, "{stats}");
 }
 
+/// A summary request that fails transiently is sent again under the `retry` settings, each
+/// retry announced as Pi 1.6 announces it.
+#[test]
+fn a_summary_request_that_fails_transiently_is_retried_and_announced() {
+    let mock = MockLlm::start();
+    let mut nova = nova(&mock, 128_000, json!({}));
+    two_exchanges(&mut nova, &mock);
+    mock.push(Reply::http_error(
+        503,
+        r#"{"error":{"message":"overloaded"}}"#,
+    ));
+    mock.push(Reply::text("SUMMARY AFTER A RETRY"));
+    let r = nova.request(json!({"type": "compact"}));
+    assert_eq!(r["success"], true, "{r}");
+    assert!(
+        r["data"]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("SUMMARY AFTER A RETRY"),
+        "{r}"
+    );
+    let events: Vec<Value> = nova.log().iter().map(|l| l.value.clone()).collect();
+    let retry: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            e["type"].as_str().is_some_and(|t| {
+                t.starts_with("summarization_retry") || t.starts_with("compaction")
+            })
+        })
+        .collect();
+    let kinds: Vec<&str> = retry.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "compaction_start",
+            "summarization_retry_scheduled",
+            "summarization_retry_attempt_start",
+            "summarization_retry_finished",
+            "compaction_end"
+        ]
+    );
+    let scheduled = retry[1];
+    assert_eq!(
+        (&scheduled["attempt"], &scheduled["maxAttempts"]),
+        (&json!(1), &json!(3)),
+        "{scheduled}"
+    );
+    assert!(
+        scheduled["errorMessage"].as_str().unwrap().contains("503"),
+        "{scheduled}"
+    );
+    assert_eq!(
+        retry[2],
+        &json!({"type": "summarization_retry_attempt_start", "source": "compaction",
+                "reason": "manual"})
+    );
+    assert_eq!(retry[3], &json!({"type": "summarization_retry_finished"}));
+}
+
 #[test]
 fn nothing_to_compact_is_a_clear_failure() {
     let mock = MockLlm::start();

@@ -50,6 +50,10 @@ fn compile(name: &'static str) -> File {
             continue;
         };
         let mut alone = branch.clone();
+        // What the root says beside its `oneOf` (a command's `id`) holds in every branch.
+        for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+            alone["properties"][name] = property.clone();
+        }
         alone["$defs"] = schema["$defs"].clone();
         alone["$schema"] = schema["$schema"].clone();
         by_type.insert(kind.to_owned(), (i, validator(&alone)));
@@ -87,13 +91,15 @@ impl File {
                 e.schema_path()
             )
         };
-        if let Some((i, branch)) = line["type"].as_str().and_then(|t| self.by_type.get(t)) {
-            branch
+        // The branches' `type` constants exclude one another, so the named branch decides.
+        match line["type"].as_str().and_then(|t| self.by_type.get(t)) {
+            Some((i, branch)) => branch
                 .validate(line)
-                .map_err(|e| fail(e, format!("/oneOf/{i}")))?;
+                .map_err(|e| fail(e, format!("/oneOf/{i}"))),
+            None => self
+                .whole
+                .validate(line)
+                .map_err(|e| fail(e, String::new())),
         }
-        self.whole
-            .validate(line)
-            .map_err(|e| fail(e, String::new()))
     }
 }

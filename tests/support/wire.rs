@@ -934,6 +934,18 @@ pub enum Event {
     McpServerStatus {
         server: McpServer,
     },
+    /// Pi 1.6's retries of a compaction's summary request.
+    SummarizationRetryScheduled {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        error_message: String,
+    },
+    SummarizationRetryAttemptStart {
+        source: SummarySource,
+        reason: CompactionReason,
+    },
+    SummarizationRetryFinished,
     /// From pi-reference §4/§11 (not yet in protocol.rs).
     AutoRetryStart {
         attempt: u32,
@@ -952,6 +964,12 @@ pub enum Event {
         )]
         final_error: Option<String>,
     },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SummarySource {
+    Compaction,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

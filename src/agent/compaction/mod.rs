@@ -17,7 +17,8 @@ mod summary;
 pub use overflow::is_silent_overflow;
 pub use serialize::{FileLists, file_lists, serialize_conversation};
 pub use summary::{
-    SUMMARY_SYSTEM_PROMPT, SummaryError, SummaryJob, summarize, summary_prompt, turn_prefix_prompt,
+    SUMMARY_SYSTEM_PROMPT, SummaryError, SummaryJob, SummaryRetry, summarize, summary_prompt,
+    turn_prefix_prompt,
 };
 
 pub use crate::config::CompactionSettings;

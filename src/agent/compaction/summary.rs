@@ -1,8 +1,12 @@
 //! The one model call of compaction: the current model, through the same provider code as a
 //! turn, reads a transcript and writes the structured summary that replaces it.
 
+use super::super::retry::Retries;
 use super::serialize_conversation;
-use crate::protocol::{Message, Model, Usage, UserContent, UserMessage};
+use crate::config::RetrySettings;
+use crate::protocol::{
+    CompactionReason, Event, Message, Model, SummarySource, Usage, UserContent, UserMessage,
+};
 use crate::provider::http::{self, Transport};
 use crate::provider::{ProviderError, ProviderEvent, Request};
 use std::sync::Arc;
@@ -192,12 +196,14 @@ pub async fn summarize(
     transport: &Transport<'_>,
     model: &Model,
     job: &SummaryJob<'_>,
+    retry: &SummaryRetry<'_>,
     cancel: &CancellationToken,
 ) -> Result<(String, Usage), SummaryError> {
     if job.to_summarize.is_empty() && job.turn_prefix.is_empty() {
         return Err(SummaryError::NothingToSummarize);
     }
-    let call = |prompt, max_tokens| ask(transport, model, prompt, max_tokens, cancel);
+    let call =
+        |prompt, max_tokens| ask_retrying(transport, model, prompt, max_tokens, retry, cancel);
 
     let history = async {
         if job.to_summarize.is_empty() {
@@ -238,6 +244,76 @@ fn failure(
         Some(ProviderError::Aborted) => SummaryError::Aborted,
         Some(e) => failed(e),
     }
+}
+
+/// How a summary request is tried again after a transient failure, as Pi 1.6 retries them: with
+/// the `retry` settings of a turn, each retry announced to `emit` (`summarization_retry_*`).
+pub struct SummaryRetry<'a> {
+    pub settings: RetrySettings,
+    /// `set_auto_retry`'s current value.
+    pub enabled: bool,
+    /// Why the compaction runs, as the announcement of each new attempt says.
+    pub reason: CompactionReason,
+    pub emit: &'a (dyn Fn(Event) + Send + Sync),
+}
+
+impl SummaryRetry<'_> {
+    /// One that never retries, for callers without a client to tell.
+    #[cfg(test)]
+    pub(crate) fn never() -> SummaryRetry<'static> {
+        SummaryRetry {
+            settings: RetrySettings {
+                max_retries: 0,
+                ..RetrySettings::default()
+            },
+            enabled: false,
+            reason: CompactionReason::Manual,
+            emit: &|_| {},
+        }
+    }
+}
+
+/// [`ask`], tried again while it fails transiently and retries are left. Once any retry was
+/// made, `summarization_retry_finished` closes them, however they ended.
+async fn ask_retrying(
+    transport: &Transport<'_>,
+    model: &Model,
+    prompt: String,
+    max_tokens: u64,
+    retry: &SummaryRetry<'_>,
+    cancel: &CancellationToken,
+) -> Result<(String, Usage), Option<ProviderError>> {
+    let mut retries = Retries::new(retry.settings);
+    let result = loop {
+        let result = ask(transport, model, prompt.clone(), max_tokens, cancel).await;
+        let scheduled = match &result {
+            Err(Some(error)) => retries
+                .schedule(retry.enabled, error)
+                .map(|scheduled| (scheduled, error.to_string())),
+            _ => None,
+        };
+        let Some((scheduled, error_message)) = scheduled else {
+            break result;
+        };
+        (retry.emit)(Event::SummarizationRetryScheduled {
+            attempt: scheduled.attempt,
+            max_attempts: scheduled.max_attempts,
+            delay_ms: scheduled.delay.as_millis().try_into().unwrap_or(u64::MAX),
+            error_message,
+        });
+        tokio::select! {
+            () = cancel.cancelled() => break Err(Some(ProviderError::Aborted)),
+            () = tokio::time::sleep(scheduled.delay) => {}
+        }
+        (retry.emit)(Event::SummarizationRetryAttemptStart {
+            source: SummarySource::Compaction,
+            reason: retry.reason,
+        });
+    };
+    if retries.finish().is_some() {
+        (retry.emit)(Event::SummarizationRetryFinished);
+    }
+    result
 }
 
 /// One summary request: `prompt` as the only user message, under the summariser's system
@@ -416,7 +492,7 @@ mod tests {
             custom_instructions: focus,
             reserve_tokens: CompactionSettings::default().reserve_tokens,
         };
-        summarize(&transport, &model, &job, cancel).await
+        summarize(&transport, &model, &job, &SummaryRetry::never(), cancel).await
     }
 
     fn history() -> Vec<Message> {

@@ -92,9 +92,10 @@ fn run_compact(rpc: &mut Rpc) {
     ask(rpc, json!({"type": "get_state"}));
 }
 
-/// A conversation long enough to compact (`keepRecentTokens` is 1, see [`settings_of`]): the
+/// A conversation long enough to compact (see [`settings_of`]). With `keepRecentTokens` 1 the
 /// cut falls inside the last turn, so the turns before it and the start of that turn are
-/// summarised apart, and `tokensBefore` is the last reply's reported usage.
+/// summarised apart; `tokensBefore` is the last reply's reported usage. `compact_retry` cuts at
+/// the second question and its summary request first fails with a 503.
 fn run_compact_split(rpc: &mut Rpc) {
     prompt(rpc, "first question");
     prompt(rpc, "second question");
@@ -160,6 +161,8 @@ enum Wire {
 fn settings_of(scenario: &str) -> Value {
     match scenario {
         "compact_split" => json!({"compaction": {"keepRecentTokens": 1}}),
+        // The cut falls on the second question: one summary request, so one order of replies.
+        "compact_retry" => json!({"compaction": {"keepRecentTokens": 5}}),
         _ => json!({}),
     }
 }
@@ -316,6 +319,17 @@ fn scenarios() -> Vec<Scenario> {
                 Reply::text("second answer").usage(200, 20),
                 // The two summaries, alike: nova asks for them side by side.
                 Reply::text("The summary.").usage(50, 5),
+                Reply::text("The summary.").usage(50, 5),
+            ],
+            run_compact_split,
+        ),
+        (
+            "compact_retry",
+            Wire::OpenAi,
+            vec![
+                Reply::text("first answer").usage(100, 10),
+                Reply::text("second answer").usage(200, 20),
+                Reply::http_error(503, r#"{"error":{"message":"overloaded"}}"#),
                 Reply::text("The summary.").usage(50, 5),
             ],
             run_compact_split,
