@@ -2,8 +2,11 @@
 //!
 //! A reader thread parses every stdout line as JSON (a line that is not JSON fails the test) and
 //! hands it over a channel; each line is also decoded into the [`wire`] mirror types, so a shape
-//! drift fails wherever it appears. Stderr is collected into a buffer. Every wait has a timeout
-//! and panics with a readable list of what was received.
+//! drift fails wherever it appears. Each line is checked against the published schema too, on a
+//! thread of its own, so that the check (slow in a debug build) does not delay the lines a test
+//! waits for and times; a rejected line fails the test at the next line read, or when the
+//! [`Nova`] is dropped. Stderr is collected into a buffer. Every wait has a timeout and panics
+//! with a readable list of what was received.
 
 use super::mock_llm::MockLlm;
 use super::wire::{self, Out};
@@ -332,6 +335,7 @@ impl NovaBuilder {
             log: Vec::new(),
             stderr,
             stderr_thread: Some(stderr_thread),
+            schema: SchemaCheck::start(),
             next_id: 0,
             _agent_dir: self.agent_dir,
             _cwd: self.cwd,
@@ -361,6 +365,7 @@ pub struct Nova {
     log: Vec<Line>,
     stderr: Arc<Mutex<Vec<u8>>>,
     stderr_thread: Option<JoinHandle<()>>,
+    schema: SchemaCheck,
     next_id: u64,
     _agent_dir: TempDir,
     _cwd: TempDir,
@@ -650,7 +655,8 @@ impl Nova {
                 self.report()
             ),
         };
-        let out = wire::decode_line(&value);
+        let out = wire::decode_mirror(&value);
+        self.schema.check(&value);
         let line = Line { raw, value, out };
         self.log.push(line.clone());
         self.pending.push_back(line);
@@ -686,6 +692,73 @@ impl Drop for Nova {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
+        // Every line read must have passed the schema by the end of the test.
+        if let Some(rejection) = self.schema.finish()
+            && !std::thread::panicking()
+        {
+            panic!("{rejection}");
+        }
+    }
+}
+
+/// Checks stdout lines against the published schema on a thread of its own, in order.
+struct SchemaCheck {
+    tx: Option<mpsc::Sender<Value>>,
+    thread: Option<JoinHandle<()>>,
+    /// The first rejection, with its line.
+    rejected: Arc<Mutex<Option<String>>>,
+}
+
+impl SchemaCheck {
+    fn start() -> SchemaCheck {
+        let (tx, rx) = mpsc::channel::<Value>();
+        let rejected = Arc::new(Mutex::new(None));
+        let first = Arc::clone(&rejected);
+        let thread = std::thread::Builder::new()
+            .name("nova-schema".into())
+            .spawn(move || {
+                for line in rx {
+                    if let Some(e) = wire::schema_rejection(&line) {
+                        first
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(e);
+                    }
+                }
+            })
+            .unwrap();
+        SchemaCheck {
+            tx: Some(tx),
+            thread: Some(thread),
+            rejected,
+        }
+    }
+
+    /// Queues `line`, and fails the test if a line before it was rejected.
+    fn check(&self, line: &Value) {
+        if let Some(rejection) = self
+            .rejected
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            panic!("{rejection}");
+        }
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(line.clone());
+        }
+    }
+
+    /// Waits for every queued line to be checked; the first rejection, if any.
+    fn finish(&mut self) -> Option<String> {
+        self.tx = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        self.rejected
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 }
 

@@ -1048,23 +1048,36 @@ pub fn try_decode_line(v: &Value) -> Result<Out, String> {
 /// Decode one stdout line into the mirror types, and check it against the published schema;
 /// panics with the line when it does not match either.
 pub fn decode_line(v: &Value) -> Out {
-    let out = match try_decode_line(v) {
+    let out = decode_mirror(v);
+    if let Some(e) = schema_rejection(v) {
+        panic!("{e}");
+    }
+    out
+}
+
+/// Decode one stdout line into the mirror types; panics with the line when it does not match.
+pub fn decode_mirror(v: &Value) -> Out {
+    match try_decode_line(v) {
         Ok(out) => out,
         Err(e) => {
             panic!("nova wrote a line that does not match the wire mirror types: {e}\n  line: {v}")
         }
-    };
-    if let Err(e) = super::schema::check_line(v) {
-        let mut line = v.to_string();
-        if line.len() > 4000 {
-            let mut cut = 4000;
-            while !line.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            line.truncate(cut);
-            line.push_str(" …");
-        }
-        panic!("nova wrote a line that the published schema rejects: {e}\n  line: {line}");
     }
-    out
+}
+
+/// Why the published schema rejects a stdout line, with the line (cut to 4,000 bytes).
+pub fn schema_rejection(v: &Value) -> Option<String> {
+    let e = super::schema::check_line(v).err()?;
+    let mut line = v.to_string();
+    if line.len() > 4000 {
+        let mut cut = 4000;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+        line.push_str(" …");
+    }
+    Some(format!(
+        "nova wrote a line that the published schema rejects: {e}\n  line: {line}"
+    ))
 }
