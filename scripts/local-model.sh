@@ -133,18 +133,9 @@ say "try: nova --provider local --model qwen2.5-coder-1.5b -p 'Write hello.py th
 
 if [ "$mode" != "--demo" ]; then exit 0; fi
 
-nova="${NOVA_BIN:-}"
-if [ -z "$nova" ]; then
-    target="${CARGO_TARGET_DIR:-$repo/target}"
-    for candidate in "$target/release/nova" "$target/debug/nova"; do
-        if [ -x "$candidate" ]; then nova="$candidate" && break; fi
-    done
-fi
-if [ -z "$nova" ]; then
-    say "building nova (debug)"
-    (cd "$repo" && cargo build --quiet)
-    nova="${CARGO_TARGET_DIR:-$repo/target}/debug/nova"
-fi
+# shellcheck source=scripts/nova-bin.sh
+. "$repo/scripts/nova-bin.sh"
+find_nova "$repo"
 
 work=$(mktemp -d /tmp/nova-local-model.XXXXXX)
 prompt="Create a file named fizz.py that prints the numbers 1 to 15, printing Fizz for multiples of 3, Buzz for multiples of 5 and FizzBuzz for multiples of both. Then run it with python3 and tell me what it printed."
