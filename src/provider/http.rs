@@ -3,9 +3,10 @@
 //! timeout, so a hung server or an abort never leaves the agent waiting.
 
 use super::estimate::Meter;
+use super::openai_responses::Flavour;
 use super::{
     Api, ProviderError, ProviderEvent, Request, anthropic, aws, azure, bedrock, google, ollama,
-    openai, openai_responses,
+    openai, openai_codex, openai_responses,
 };
 use crate::pace::Pacer;
 use crate::protocol::{ContentBlock, Message, UserContent};
@@ -169,6 +170,13 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             },
             Decoder::Responses(openai_responses::Accumulator::new(req.model)),
         ),
+        Api::OpenAiCodexResponses => (
+            openai_codex::endpoint(&req.model.base_url),
+            Decoder::Responses(openai_responses::Accumulator::for_flavour(
+                req.model,
+                Flavour::Codex,
+            )),
+        ),
     };
     let unrouted = |what: &str| ProviderError::InvalidRequest {
         url: url.clone(),
@@ -228,6 +236,19 @@ pub async fn stream_paced<F: Future<Output = ()>>(
                 builder = builder.header("api-key", key);
             }
         }
+        Api::OpenAiCodexResponses => {
+            let account = key
+                .ok_or_else(|| "no ChatGPT login or key was found".to_owned())
+                .and_then(openai_codex::account_id)
+                .map_err(|message| ProviderError::InvalidRequest {
+                    url: url.clone(),
+                    message,
+                })?;
+            builder = builder.bearer_auth(key.unwrap_or_default());
+            for (name, value) in openai_codex::headers(account, &transport.headers) {
+                builder = builder.header(name, value);
+            }
+        }
         Api::Ollama | Api::OpenAiCompletions | Api::OpenAiResponses => {
             if let Some(key) = key {
                 builder = builder.bearer_auth(key);
@@ -283,6 +304,12 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         let mut body = read_error_body(&mut response, &guard).await?;
         if api == Api::BedrockConverseStream {
             body = bedrock::http_error_text(error_type.as_deref(), &body);
+        }
+        if api == Api::OpenAiCodexResponses {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            body = openai_codex::http_error_text(status.as_u16(), &body, now);
         }
         if let Some(location) = location {
             body = format!(
@@ -350,13 +377,17 @@ async fn build_body(
     let build = move |req: &Request<'_>| match api {
         Api::Ollama => ollama::build_body(req),
         Api::OpenAiCompletions => openai::build_body(req),
-        Api::OpenAiResponses => openai_responses::build_body(req),
+        Api::OpenAiResponses => openai_responses::build_body(req, Flavour::OpenAi),
         Api::AnthropicMessages => anthropic::build_body(req, identity),
         Api::GoogleGenerativeAi => google::build_body(req),
         Api::BedrockConverseStream => bedrock::build_body(req),
-        Api::AzureOpenAiResponses => {
-            openai_responses::build_body_for(req, deployment.as_deref().unwrap_or(&req.model.id))
-        }
+        Api::AzureOpenAiResponses => openai_responses::build_body(
+            req,
+            Flavour::Azure {
+                deployment: deployment.as_deref().unwrap_or(&req.model.id),
+            },
+        ),
+        Api::OpenAiCodexResponses => openai_responses::build_body(req, Flavour::Codex),
     };
     if body_size_hint(req) < INLINE_BODY_BYTES {
         return build(req).map_err(|e| e.to_string());
