@@ -127,6 +127,8 @@ pub async fn stream_paced<F: Future<Output = ()>>(
     pace: impl Fn() -> F,
 ) -> Result<super::ReplyFacts, ProviderError> {
     let api = req.model.api;
+    let key = transport.api_key.as_deref().filter(|k| !k.is_empty());
+    let identity = anthropic::Identity::of(key);
     let (url, mut decoder) = match api {
         Api::Ollama => (
             ollama::endpoint(&req.model.base_url),
@@ -142,7 +144,9 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         ),
         Api::AnthropicMessages => (
             anthropic::endpoint(&req.model.base_url),
-            Decoder::Anthropic(anthropic::Accumulator::new(req.model)),
+            Decoder::Anthropic(anthropic::Accumulator::for_request(
+                req.model, identity, req.tools,
+            )),
         ),
         Api::GoogleGenerativeAi => (
             google::endpoint(&req.model.base_url, &req.model.id),
@@ -176,12 +180,12 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         _ => None,
     };
 
-    let body = build_body(api, req, deployment).await.map_err(|message| {
-        ProviderError::InvalidRequest {
+    let body = build_body(api, req, deployment, identity)
+        .await
+        .map_err(|message| ProviderError::InvalidRequest {
             url: url.clone(),
             message,
-        }
-    })?;
+        })?;
     let signed = match (api, &transport.route) {
         (Api::BedrockConverseStream, Some(Route::Aws(target))) => {
             bedrock_auth(target, &url, &body)?
@@ -195,7 +199,6 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         .post(&url)
         .header(CONTENT_TYPE, "application/json")
         .body(body);
-    let key = transport.api_key.as_deref().filter(|k| !k.is_empty());
     match api {
         Api::BedrockConverseStream => {
             for (name, value) in &signed {
@@ -204,8 +207,15 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         }
         Api::AnthropicMessages => {
             builder = builder.header("anthropic-version", anthropic::VERSION);
-            if let Some(key) = key {
-                builder = builder.header("x-api-key", key);
+            match (key, identity) {
+                (Some(key), anthropic::Identity::ClaudeCode) => builder = builder.bearer_auth(key),
+                (Some(key), anthropic::Identity::ApiKey) => {
+                    builder = builder.header("x-api-key", key);
+                }
+                (None, _) => {}
+            }
+            for (name, value) in anthropic::identity_headers(req, identity, &transport.headers) {
+                builder = builder.header(name, value);
             }
         }
         Api::GoogleGenerativeAi => {
@@ -335,12 +345,13 @@ async fn build_body(
     api: Api,
     req: &Request<'_>,
     deployment: Option<String>,
+    identity: anthropic::Identity,
 ) -> Result<Vec<u8>, String> {
     let build = move |req: &Request<'_>| match api {
         Api::Ollama => ollama::build_body(req),
         Api::OpenAiCompletions => openai::build_body(req),
         Api::OpenAiResponses => openai_responses::build_body(req),
-        Api::AnthropicMessages => anthropic::build_body(req),
+        Api::AnthropicMessages => anthropic::build_body(req, identity),
         Api::GoogleGenerativeAi => google::build_body(req),
         Api::BedrockConverseStream => bedrock::build_body(req),
         Api::AzureOpenAiResponses => {
