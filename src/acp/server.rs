@@ -10,7 +10,8 @@ use crate::agent::{Agent, Approval, CommandError, Prompted, Runtime};
 use crate::config::{Resume, SessionSpec};
 use crate::mcp::{ClientServer, ClientTransport};
 use crate::protocol::{ContentBlock, Message, ThinkingLevel};
-use crate::tools::EditorFiles;
+use crate::sandbox::Handoff;
+use crate::tools::{EditorFiles, EditorTerminal, TerminalExit};
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error};
@@ -31,6 +32,8 @@ pub struct Server {
     out: Outbox,
     /// Whether the client offered to read and write files for nova (`initialize`).
     client_files: AtomicBool,
+    /// Whether the client offered terminals to run bash in (`initialize`).
+    client_terminal: AtomicBool,
     sessions: Mutex<HashMap<acp::SessionId, Arc<Open>>>,
 }
 
@@ -53,6 +56,7 @@ impl Server {
             runtime,
             out,
             client_files: AtomicBool::new(false),
+            client_terminal: AtomicBool::new(false),
             sessions: Mutex::default(),
         }
     }
@@ -73,6 +77,8 @@ impl Server {
         let fs = &req.client_capabilities.fs;
         self.client_files
             .store(fs.read_text_file && fs.write_text_file, Ordering::SeqCst);
+        self.client_terminal
+            .store(req.client_capabilities.terminal, Ordering::SeqCst);
         // Version 1 is the one nova speaks; a client asking for a later one gets 1 and decides.
         let version = agent_client_protocol::schema::ProtocolVersion::V1;
         let capabilities = acp::AgentCapabilities::new()
@@ -133,6 +139,13 @@ impl Server {
             agent.set_editor_files(Arc::new(ClientFiles {
                 cx: cx.clone(),
                 session_id: id.clone(),
+            }));
+        }
+        if self.client_terminal.load(Ordering::SeqCst) {
+            agent.set_editor_terminal(Arc::new(ClientTerminal {
+                cx: cx.clone(),
+                session_id: id.clone(),
+                sink: sink.clone(),
             }));
         }
         let follow = tokio::spawn(follow_up(
@@ -421,6 +434,86 @@ impl EditorFiles for ClientFiles {
             ))
             .block_task();
         Box::pin(async move { asked.await.map(|_| ()).map_err(|e| e.to_string()) })
+    }
+}
+
+/// The editor's terminals (`terminal/*`), for `bash` (see [`crate::tools::terminal`]).
+struct ClientTerminal {
+    cx: ConnectionTo<Client>,
+    session_id: acp::SessionId,
+    sink: Arc<AcpSink>,
+}
+
+type Answer<T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send>>;
+
+impl ClientTerminal {
+    fn ask<Req, T>(
+        &self,
+        req: Req,
+        then: impl FnOnce(Req::Response) -> T + Send + 'static,
+    ) -> Answer<T>
+    where
+        Req: agent_client_protocol::JsonRpcRequest<Response: Send> + Send + 'static,
+    {
+        let asked = self.cx.send_request(req).block_task();
+        Box::pin(async move { asked.await.map(then).map_err(|e| e.to_string()) })
+    }
+
+    fn id(&self, terminal: &str) -> (acp::SessionId, acp::TerminalId) {
+        (self.session_id.clone(), acp::TerminalId::new(terminal))
+    }
+}
+
+impl EditorTerminal for ClientTerminal {
+    fn create(
+        &self,
+        call_id: &str,
+        command: Handoff,
+        cwd: &Path,
+        output_limit: u64,
+    ) -> Answer<String> {
+        let env = command
+            .env
+            .into_iter()
+            .map(|(name, value)| acp::EnvVariable::new(name, value))
+            .collect();
+        let req = acp::CreateTerminalRequest::new(self.session_id.clone(), command.program)
+            .args(command.args)
+            .env(env)
+            .cwd(cwd.to_path_buf())
+            .output_byte_limit(output_limit);
+        let sink = self.sink.clone();
+        let call_id = call_id.to_owned();
+        self.ask(req, move |created| {
+            let id = created.terminal_id.0.to_string();
+            sink.terminal_started(&call_id, created.terminal_id);
+            id
+        })
+    }
+
+    fn wait_for_exit(&self, terminal: &str) -> Answer<TerminalExit> {
+        let (session, id) = self.id(terminal);
+        self.ask(acp::WaitForTerminalExitRequest::new(session, id), |r| {
+            TerminalExit {
+                code: r.exit_status.exit_code,
+                signal: r.exit_status.signal,
+            }
+        })
+    }
+
+    fn output(&self, terminal: &str) -> Answer<String> {
+        let (session, id) = self.id(terminal);
+        self.ask(acp::TerminalOutputRequest::new(session, id), |r| r.output)
+    }
+
+    fn kill(&self, terminal: &str) -> Answer<()> {
+        let (session, id) = self.id(terminal);
+        self.ask(acp::KillTerminalRequest::new(session, id), |_| ())
+    }
+
+    fn release(&self, terminal: &str) -> Answer<()> {
+        let (session, id) = self.id(terminal);
+        self.ask(acp::ReleaseTerminalRequest::new(session, id), |_| ())
     }
 }
 
