@@ -343,6 +343,8 @@ pub enum Api {
     BedrockConverseStream,
     #[serde(rename = "azure-openai-responses")]
     AzureOpenAiResponses,
+    #[serde(rename = "openai-codex-responses")]
+    OpenAiCodexResponses,
 }
 
 impl Api {
@@ -355,6 +357,7 @@ impl Api {
             Api::GoogleGenerativeAi => "google-generative-ai",
             Api::BedrockConverseStream => "bedrock-converse-stream",
             Api::AzureOpenAiResponses => "azure-openai-responses",
+            Api::OpenAiCodexResponses => "openai-codex-responses",
         }
     }
 

@@ -191,7 +191,7 @@ fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBu
             refusal
         });
         return match (refusal, approval) {
-            (Some(r), _) => ask(agent, call, r.path.display().to_string(), r.reason),
+            (Some(r), _) => ask(agent, call, r.path.display().to_string(), r.reason, None),
             (None, Approval::Ask) => {
                 let path = write_target
                     .as_ref()
@@ -202,6 +202,7 @@ fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBu
                     call,
                     path,
                     "the session asks before every change".into(),
+                    None,
                 )
             }
             (None, _) => Permission::Granted,
@@ -231,11 +232,11 @@ fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBu
             "the command was not run",
         )),
         (Verdict::Run, None) => Permission::Granted,
-        (Verdict::Run, Some(reason)) | (Verdict::Ask { reason }, None) => {
-            ask(agent, call, command, reason)
-        }
+        // What the sandbox asks about, no allow rule lifts.
+        (Verdict::Run, Some(reason)) => ask(agent, call, command, reason, None),
+        (Verdict::Ask { reason }, None) => ask(agent, call, command, reason, BASH_RULES),
         (Verdict::Ask { reason }, Some(sandbox)) => {
-            ask(agent, call, command, format!("{reason}; {sandbox}"))
+            ask(agent, call, command, format!("{reason}; {sandbox}"), None)
         }
         (Verdict::Unchecked { reason }, sandbox) => {
             if rules.mode == Mode::Never {
@@ -250,11 +251,10 @@ fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBu
                 let nobody = "nova is running without anyone to ask";
                 return Permission::Refused(permission::unchecked(&reason, nobody));
             }
-            let reason = match sandbox {
-                Some(sandbox) => format!("{reason}; {sandbox}"),
-                None => reason,
-            };
-            ask(agent, call, command, reason)
+            match sandbox {
+                Some(sandbox) => ask(agent, call, command, format!("{reason}; {sandbox}"), None),
+                None => ask(agent, call, command, reason, BASH_RULES),
+            }
         }
     }
 }
@@ -270,14 +270,24 @@ fn as_text(value: &Value) -> Option<String> {
     }
 }
 
-/// Asks about a call of this reply (bash, or a file write), through the one permission path.
-fn ask(agent: &Agent, call: &Call, command: String, reason: String) -> Permission {
+/// The setting whose allow rules let a flagged bash command run unasked.
+const BASH_RULES: Option<&str> = Some("permissions.bash");
+
+/// Asks about a call of this reply (bash, or a file write), through the one permission path;
+/// `allow_rule` as in [`Question`].
+fn ask(
+    agent: &Agent,
+    call: &Call,
+    command: String,
+    reason: String,
+    allow_rule: Option<&'static str>,
+) -> Permission {
     agent.ask_permission(Question {
         tool_call_id: call.0.clone(),
         tool_name: call.1.clone(),
         command,
         reason,
-        rules: "permissions.bash",
+        allow_rule,
     })
 }
 

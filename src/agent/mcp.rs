@@ -90,7 +90,7 @@ pub(super) fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call) ->
                 tool_name: name.clone(),
                 command: args.to_string(),
                 reason,
-                rules: "permissions.mcp",
+                allow_rule: Some("permissions.mcp"),
             }) {
                 Permission::Granted => None,
                 Permission::Refused(text) => return Some(Slot::Done(ToolOutput::error(text))),

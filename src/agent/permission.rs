@@ -34,9 +34,10 @@ pub(super) struct Question {
     pub command: String,
     /// Why the gate asks.
     pub reason: String,
-    /// The setting that would let such calls run unasked, for the refusal's advice
-    /// (`permissions.bash`, `permissions.mcp`).
-    pub rules: &'static str,
+    /// The setting whose allow rule would let such calls run unasked, for the refusal's
+    /// advice (`permissions.bash`, `permissions.mcp`); `None` when no rule can, as for a
+    /// command that leaves the sandbox, which only a person or `--approve-flagged` lets run.
+    pub allow_rule: Option<&'static str>,
 }
 
 impl Agent {
@@ -44,10 +45,10 @@ impl Agent {
         let mut state = self.state();
         if let Some(policy) = state.unattended.clone() {
             drop(state);
-            return if policy.decide(&question.command, &question.reason) {
+            return if policy.decide(&question.command, &question.reason, question.allow_rule) {
                 Permission::Granted
             } else {
-                Permission::Refused(refusal(&question.reason, question.rules))
+                Permission::Refused(refusal(&question.reason, question.allow_rule))
             };
         }
         let (request_id, answer) = state.permissions.open();
@@ -133,18 +134,21 @@ pub struct FlaggedCommand<'a> {
     /// Why the gate flagged it.
     pub reason: &'a str,
     pub approved: bool,
+    /// The setting whose allow rule would have let it run, when one could.
+    pub allow_rule: Option<&'a str>,
     /// Refused because the deny rules cannot be checked against it, which neither
     /// `approve_flagged` nor an allow rule overrides.
     pub unchecked: bool,
 }
 
 impl Unattended {
-    pub(super) fn decide(&self, command: &str, reason: &str) -> bool {
+    pub(super) fn decide(&self, command: &str, reason: &str, allow_rule: Option<&str>) -> bool {
         let approved = self.approve_flagged;
         (self.report)(&FlaggedCommand {
             command,
             reason,
             approved,
+            allow_rule,
             unchecked: false,
         });
         approved
@@ -157,6 +161,7 @@ impl Unattended {
             command,
             reason,
             approved: false,
+            allow_rule: None,
             unchecked: true,
         });
     }
@@ -169,11 +174,14 @@ pub(super) fn blocked(rules: &str, rule: &str, not_done: &str) -> String {
 }
 
 /// The error result a refused call gets, so the model can work around it.
-fn refusal(reason: &str, rules: &str) -> String {
+fn refusal(reason: &str, allow_rule: Option<&str>) -> String {
+    let or_rule = allow_rule
+        .map(|rules| format!(" or a {rules} allow rule"))
+        .unwrap_or_default();
     format!(
         "This call needs the user's permission ({reason}), but nova is running without \
          anyone to ask, so it was not run. Find another way, or tell the user it needs \
-         --approve-flagged or a {rules} allow rule."
+         --approve-flagged{or_rule}."
     )
 }
 

@@ -12,7 +12,9 @@ use ThinkingLevel::*;
 /// A built-in provider: its name, the variable holding its key, how it is reached, its models.
 pub struct Builtin {
     pub name: &'static str,
-    pub key_var: &'static str,
+    /// The variables that may hold its key, read in this order (Pi's): a subscription's token
+    /// may come before the API key.
+    pub key_vars: &'static [&'static str],
     pub api: Api,
     pub base_url: &'static str,
     /// The default model comes first.
@@ -26,7 +28,7 @@ pub struct Builtin {
 pub const CATALOG: &[Builtin] = &[
     Builtin {
         name: "anthropic",
-        key_var: "ANTHROPIC_API_KEY",
+        key_vars: &["ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"],
         api: Api::AnthropicMessages,
         base_url: "https://api.anthropic.com",
         models: CLAUDE,
@@ -34,15 +36,24 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "openai",
-        key_var: "OPENAI_API_KEY",
+        key_vars: &["OPENAI_API_KEY"],
         api: Api::OpenAiResponses,
         base_url: "https://api.openai.com/v1",
         models: OPENAI,
         compat: None,
     },
+    // A ChatGPT Plus/Pro subscription: no variable, a login in auth.json (or a key given for it).
+    Builtin {
+        name: "openai-codex",
+        key_vars: &[],
+        api: Api::OpenAiCodexResponses,
+        base_url: crate::provider::openai_codex::DEFAULT_BASE_URL,
+        models: OPENAI_CODEX,
+        compat: None,
+    },
     Builtin {
         name: "google",
-        key_var: "GEMINI_API_KEY",
+        key_vars: &["GEMINI_API_KEY"],
         api: Api::GoogleGenerativeAi,
         base_url: "https://generativelanguage.googleapis.com/v1beta",
         models: GEMINI,
@@ -50,7 +61,7 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "openrouter",
-        key_var: "OPENROUTER_API_KEY",
+        key_vars: &["OPENROUTER_API_KEY"],
         api: Api::OpenAiCompletions,
         base_url: "https://openrouter.ai/api/v1",
         models: OPENROUTER,
@@ -58,7 +69,7 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "groq",
-        key_var: "GROQ_API_KEY",
+        key_vars: &["GROQ_API_KEY"],
         api: Api::OpenAiCompletions,
         base_url: "https://api.groq.com/openai/v1",
         models: GROQ,
@@ -66,7 +77,7 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "deepseek",
-        key_var: "DEEPSEEK_API_KEY",
+        key_vars: &["DEEPSEEK_API_KEY"],
         api: Api::OpenAiCompletions,
         base_url: "https://api.deepseek.com",
         models: DEEPSEEK,
@@ -74,7 +85,7 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "mistral",
-        key_var: "MISTRAL_API_KEY",
+        key_vars: &["MISTRAL_API_KEY"],
         api: Api::OpenAiCompletions,
         base_url: "https://api.mistral.ai/v1",
         models: MISTRAL,
@@ -82,7 +93,7 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "xai",
-        key_var: "XAI_API_KEY",
+        key_vars: &["XAI_API_KEY"],
         api: Api::OpenAiResponses,
         base_url: "https://api.x.ai/v1",
         models: XAI,
@@ -90,7 +101,7 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "cerebras",
-        key_var: "CEREBRAS_API_KEY",
+        key_vars: &["CEREBRAS_API_KEY"],
         api: Api::OpenAiCompletions,
         base_url: "https://api.cerebras.ai/v1",
         models: CEREBRAS,
@@ -98,7 +109,7 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "together",
-        key_var: "TOGETHER_API_KEY",
+        key_vars: &["TOGETHER_API_KEY"],
         api: Api::OpenAiCompletions,
         base_url: "https://api.together.ai/v1",
         models: TOGETHER,
@@ -106,7 +117,7 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "fireworks",
-        key_var: "FIREWORKS_API_KEY",
+        key_vars: &["FIREWORKS_API_KEY"],
         api: Api::OpenAiCompletions,
         base_url: "https://api.fireworks.ai/inference/v1",
         models: FIREWORKS,
@@ -114,7 +125,7 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "huggingface",
-        key_var: "HF_TOKEN",
+        key_vars: &["HF_TOKEN"],
         api: Api::OpenAiCompletions,
         base_url: "https://router.huggingface.co/v1",
         models: HUGGINGFACE,
@@ -122,7 +133,7 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "moonshotai",
-        key_var: "MOONSHOT_API_KEY",
+        key_vars: &["MOONSHOT_API_KEY"],
         api: Api::OpenAiCompletions,
         base_url: "https://api.moonshot.ai/v1",
         models: MOONSHOTAI,
@@ -132,7 +143,7 @@ pub const CATALOG: &[Builtin] = &[
     // models.json baseUrl): each Azure resource has its own.
     Builtin {
         name: "azure",
-        key_var: "AZURE_OPENAI_API_KEY",
+        key_vars: &["AZURE_OPENAI_API_KEY"],
         api: Api::AzureOpenAiResponses,
         base_url: "",
         models: AZURE,
@@ -141,7 +152,7 @@ pub const CATALOG: &[Builtin] = &[
     // Kimi Code's subscription: a key, or a login in auth.json (refreshed by `oauth`).
     Builtin {
         name: "kimi-coding",
-        key_var: "KIMI_API_KEY",
+        key_vars: &["KIMI_API_KEY"],
         api: Api::OpenAiCompletions,
         base_url: "https://api.kimi.com/coding/v1",
         models: KIMI_CODING,
@@ -153,7 +164,7 @@ pub const CATALOG: &[Builtin] = &[
     // Also enabled by AWS credentials (see `aws_enabled`); the key is a Bedrock bearer token.
     Builtin {
         name: "amazon-bedrock",
-        key_var: "AWS_BEARER_TOKEN_BEDROCK",
+        key_vars: &["AWS_BEARER_TOKEN_BEDROCK"],
         api: Api::BedrockConverseStream,
         base_url: "https://bedrock-runtime.us-east-1.amazonaws.com",
         models: BEDROCK,
@@ -180,8 +191,10 @@ pub fn aws_enabled(var: impl Fn(&str) -> Option<String>) -> bool {
 
 /// The key in the built-in provider's variable, when it is set and not empty.
 pub fn env_key(provider: &str) -> Option<String> {
-    let var = find(provider)?.key_var;
-    std::env::var(var).ok().filter(|k| !k.is_empty())
+    find(provider)?
+        .key_vars
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|k| !k.is_empty()))
 }
 
 /// One model as Pi 1.6's catalog describes it.
@@ -480,6 +493,188 @@ fn model(provider: &Builtin, row: &Row) -> Model {
         load: LoadOptions::default(),
     }
 }
+
+/// Pi 1.6's Codex catalog; prices above 272k input tokens are higher, which nova does not price.
+const OPENAI_CODEX: &[Row] = &[
+    Row {
+        id: "gpt-6.2-sol",
+        name: "GPT-6.2 Sol",
+        cost: [2.0, 10.0, 0.1, 2.5],
+        context_window: 500_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, Some("low")),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "gpt-5.6-luna",
+        name: "GPT-5.6 Luna",
+        cost: [0.2, 1.2, 0.02, 0.25],
+        context_window: 272_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Minimal, Some("low")),
+            (Xhigh, Some("xhigh")),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "gpt-5.6-sol",
+        name: "GPT-5.6 Sol",
+        cost: [4.0, 20.0, 0.4, 5.0],
+        context_window: 272_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Minimal, Some("low")),
+            (Xhigh, Some("xhigh")),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "gpt-5.6-terra",
+        name: "GPT-5.6 Terra",
+        cost: [2.0, 12.0, 0.2, 2.5],
+        context_window: 272_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Minimal, Some("low")),
+            (Xhigh, Some("xhigh")),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "gpt-6-astra",
+        name: "GPT-6 Astra",
+        cost: [10.0, 50.0, 1.0, 12.5],
+        context_window: 272_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, Some("low")),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "gpt-6-luna",
+        name: "GPT-6 Luna",
+        cost: [0.1, 0.5, 0.01, 0.125],
+        context_window: 272_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, Some("none")),
+            (Minimal, Some("low")),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "gpt-6-sol",
+        name: "GPT-6 Sol",
+        cost: [2.0, 10.0, 0.2, 2.5],
+        context_window: 272_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, Some("none")),
+            (Minimal, Some("low")),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "gpt-6.1-sol",
+        name: "GPT-6.1 Sol",
+        cost: [2.0, 10.0, 0.1, 2.5],
+        context_window: 500_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, Some("low")),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "gpt-6.1-terra",
+        name: "GPT-6.1 Terra",
+        cost: [1.0, 5.0, 0.05, 1.25],
+        context_window: 500_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, Some("none")),
+            (Minimal, Some("low")),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "gpt-6.2-astra",
+        name: "GPT-6.2 Astra",
+        cost: [8.0, 40.0, 0.4, 10.0],
+        context_window: 272_000,
+        max_tokens: 128_000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, Some("low")),
+            (Low, Some("low")),
+            (Medium, Some("medium")),
+            (High, Some("high")),
+            (Xhigh, Some("xhigh")),
+            (Max, Some("max")),
+        ],
+    },
+];
 
 const OPENAI: &[Row] = &[
     Row {
@@ -1801,7 +1996,9 @@ mod tests {
         for builtin in CATALOG {
             let (provider, models) = builtin.provider_and_models();
             assert!(!models.is_empty(), "{}", provider.name);
-            assert!(builtin.key_var.contains("_KEY") || builtin.key_var.contains("_TOKEN"));
+            for var in builtin.key_vars {
+                assert!(var.contains("_KEY") || var.contains("_TOKEN"), "{var}");
+            }
             let mut ids: Vec<&str> = models.iter().map(|m| m.id.as_str()).collect();
             ids.sort_unstable();
             ids.dedup();

@@ -685,12 +685,7 @@ mod tests {
         let model = r.models()[0].clone();
         assert_eq!(model.base_url, "https://api.anthropic.com");
         let key = r.credentials(&model).await.unwrap().api_key;
-        assert_eq!(
-            key,
-            std::env::var(builtin::find("anthropic").unwrap().key_var)
-                .ok()
-                .filter(|k| !k.is_empty())
-        );
+        assert_eq!(key, builtin::env_key("anthropic"));
     }
 
     #[tokio::test]

@@ -161,10 +161,13 @@ fn unattended(approve_flagged: bool) -> Unattended {
                     "running a flagged command ({reason}), as --approve-flagged allows: {command}"
                 ));
             } else {
+                let or_rule = flagged
+                    .allow_rule
+                    .map(|rules| format!(" or a {rules} allow rule"))
+                    .unwrap_or_default();
                 note(&format!(
                     "refused a flagged command ({reason}): {command}\n      \
-                     (no one can be asked here; allow it with --approve-flagged or a \
-                     permissions.bash allow rule)"
+                     (no one can be asked here; allow it with --approve-flagged{or_rule})"
                 ));
             }
         }),

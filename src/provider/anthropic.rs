@@ -8,6 +8,11 @@
 //! and prompt-cache markers on the system prompt, the last tool and the last user message, so a
 //! long session is billed mostly as cache reads. Thinking blocks go back with their signatures,
 //! but only to the model that wrote them: a signature is valid for that model alone.
+//!
+//! A Claude Pro/Max subscription's OAuth token (Pi tells one by its `sk-ant-oat` form) is
+//! let in only as Claude Code: a bearer token with Claude Code's headers and betas, Claude
+//! Code's identity before the system prompt, and the tools Claude Code has under its names
+//! (`Read`, `Bash`, …), mapped back to nova's as the reply streams. See [`Identity`].
 
 use super::lines::SseDecoder;
 use super::prepare::{self, Joined, Part, View};
@@ -43,15 +48,100 @@ const MIN_ANSWER_TOKENS: u64 = 1024;
 const THINKING_DISPLAY: &str = "summarized";
 const CACHE: Option<Ephemeral> = Some(Ephemeral { kind: "ephemeral" });
 
+/// Who a request presents itself as: the key decides, as in Pi.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Identity {
+    /// An API key (`x-api-key`), or no key at all (a gateway that needs none).
+    ApiKey,
+    /// A Claude Pro/Max OAuth token, accepted only from Claude Code.
+    ClaudeCode,
+}
+
+impl Identity {
+    pub fn of(key: Option<&str>) -> Identity {
+        match key {
+            Some(key) if key.contains(OAUTH_TOKEN_MARK) => Identity::ClaudeCode,
+            _ => Identity::ApiKey,
+        }
+    }
+}
+
+/// What every Claude Pro/Max OAuth access token contains (`sk-ant-oat01-…`).
+const OAUTH_TOKEN_MARK: &str = "sk-ant-oat";
+/// The Claude Code release Pi 1.6 presents itself as.
+const CLAUDE_CODE_VERSION: &str = "2.1.322";
+/// The sentence the API expects first in the system prompt of a subscription's request.
+const CLAUDE_CODE_IDENTITY: &str = "You are Claude Code, Anthropic's official CLI for Claude.";
+/// Claude Code's tools, under the names (and casing) it gives them; a tool of nova's with one
+/// of these names, in any case, goes out under Claude Code's name.
+const CLAUDE_CODE_TOOLS: [&str; 17] = [
+    "Read",
+    "Write",
+    "Edit",
+    "Bash",
+    "Grep",
+    "Glob",
+    "AskUserQuestion",
+    "EnterPlanMode",
+    "ExitPlanMode",
+    "KillShell",
+    "NotebookEdit",
+    "Skill",
+    "Task",
+    "TaskOutput",
+    "TodoWrite",
+    "WebFetch",
+    "WebSearch",
+];
+const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
+
+/// `name` as Claude Code spells it, when it is one of Claude Code's tools.
+fn claude_code_name(name: &str) -> &str {
+    CLAUDE_CODE_TOOLS
+        .iter()
+        .find(|t| t.eq_ignore_ascii_case(name))
+        .map_or(name, |t| t)
+}
+
+/// The headers a request sends beside its key, as Pi sends them: none for an API key; for a
+/// subscription's token Claude Code's, and its betas (`anthropic-beta`, unless `configured`,
+/// the provider's own headers, name the betas themselves).
+pub fn identity_headers(
+    req: &Request,
+    identity: Identity,
+    configured: &[(String, String)],
+) -> Vec<(&'static str, String)> {
+    if identity == Identity::ApiKey {
+        return Vec::new();
+    }
+    let mut headers = vec![
+        ("accept", "application/json".to_owned()),
+        (
+            "anthropic-dangerous-direct-browser-access",
+            "true".to_owned(),
+        ),
+        ("user-agent", format!("claude-cli/{CLAUDE_CODE_VERSION}")),
+        ("x-app", "cli".to_owned()),
+    ];
+    let mut betas = vec!["claude-code-20250219", "oauth-2025-04-20"];
+    if matches!(thinking(req).0, Some(Thinking::Enabled { .. })) {
+        betas.push(INTERLEAVED_THINKING_BETA);
+    }
+    headers.push(("anthropic-beta", betas.join(",")));
+    // A configured header replaces the default of the same name.
+    headers.retain(|(name, _)| !configured.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)));
+    headers
+}
+
 /// The request body, serialised straight from the prepared view of the conversation.
-pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
+pub fn build_body(req: &Request, identity: Identity) -> serde_json::Result<Vec<u8>> {
     let prepared = prepare::request_messages(req.messages, req.model);
     let mut messages: Vec<Msg> = Vec::with_capacity(prepared.len());
     let mut i = 0;
     while i < prepared.len() {
         let (role, content, next) = match &prepared[i] {
             View::User(parts) => ("user", user_blocks(parts), i + 1),
-            View::Assistant(a) => ("assistant", assistant_blocks(a, req.model), i + 1),
+            View::Assistant(a) => ("assistant", assistant_blocks(a, req.model, identity), i + 1),
             View::ToolResult { .. } => {
                 let end = prepared[i..]
                     .iter()
@@ -73,18 +163,24 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
     }
 
     let (thinking, output_config, max_tokens) = thinking(req);
+    let identity_line = (identity == Identity::ClaudeCode).then_some(CLAUDE_CODE_IDENTITY);
+    let system: Vec<SystemText> = identity_line
+        .into_iter()
+        .chain((!req.system_prompt.is_empty()).then_some(req.system_prompt))
+        .map(|text| SystemText {
+            kind: "text",
+            text,
+            cache_control: CACHE,
+        })
+        .collect();
     super::encode_body(
         &Body {
             model: &req.model.id,
             max_tokens,
             stream: true,
-            system: (!req.system_prompt.is_empty()).then_some([SystemText {
-                kind: "text",
-                text: req.system_prompt,
-                cache_control: CACHE,
-            }]),
+            system: (!system.is_empty()).then_some(system),
             messages,
-            tools: (!req.tools.is_empty()).then_some(Tools(req.tools)),
+            tools: (!req.tools.is_empty()).then_some(Tools(req.tools, identity)),
             thinking,
             output_config,
         },
@@ -151,7 +247,11 @@ fn user_blocks<'b>(parts: &'b [Part<'b>]) -> Vec<Block<'b>> {
 /// A reply as the API takes it back. Thinking is only returned to the model that wrote it:
 /// with its signature, as `redacted_thinking` when encrypted, and as plain text when it has no
 /// signature (an aborted stream), which the API would reject as thinking.
-fn assistant_blocks<'b>(a: &'b AssistantMessage, model: &Model) -> Vec<Block<'b>> {
+fn assistant_blocks<'b>(
+    a: &'b AssistantMessage,
+    model: &Model,
+    identity: Identity,
+) -> Vec<Block<'b>> {
     let same_model =
         a.provider == model.provider && a.api == model.api.as_str() && a.model == model.id;
     a.content
@@ -184,7 +284,10 @@ fn assistant_blocks<'b>(a: &'b AssistantMessage, model: &Model) -> Vec<Block<'b>
                 ..
             } => Some(Block::ToolUse {
                 id: ToolId(id),
-                name,
+                name: match identity {
+                    Identity::ClaudeCode => claude_code_name(name),
+                    Identity::ApiKey => name,
+                },
                 input: Input(arguments),
             }),
             ContentBlock::Image { .. } => None,
@@ -267,7 +370,7 @@ struct Body<'a> {
     max_tokens: u64,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<[SystemText<'a>; 1]>,
+    system: Option<Vec<SystemText<'a>>>,
     messages: Vec<Msg<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<Tools<'a>>,
@@ -429,9 +532,9 @@ impl Serialize for Input<'_> {
     }
 }
 
-/// Tool definitions; the last carries a cache breakpoint so the tools stay cached with the
-/// system prompt.
-struct Tools<'a>(&'a [ToolSpec]);
+/// Tool definitions, named as the identity needs; the last carries a cache breakpoint so the
+/// tools stay cached with the system prompt.
+struct Tools<'a>(&'a [ToolSpec], Identity);
 
 impl Serialize for Tools<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -445,7 +548,10 @@ impl Serialize for Tools<'_> {
         }
         let last = self.0.len().saturating_sub(1);
         serializer.collect_seq(self.0.iter().enumerate().map(|(i, t)| Tool {
-            name: &t.name,
+            name: match self.1 {
+                Identity::ClaudeCode => claude_code_name(&t.name),
+                Identity::ApiKey => &t.name,
+            },
             description: &t.description,
             input_schema: &t.parameters,
             cache_control: if i == last { CACHE } else { None },
@@ -564,6 +670,9 @@ pub struct Accumulator {
     stop: Option<StopReason>,
     facts: super::ReplyFacts,
     done: bool,
+    /// The request's tool names, when the request renamed them for Claude Code: a call names
+    /// its tool as Claude Code does and is given back nova's name.
+    renamed: Vec<String>,
 }
 
 impl Accumulator {
@@ -582,7 +691,17 @@ impl Accumulator {
             stop: None,
             facts: super::ReplyFacts::default(),
             done: false,
+            renamed: Vec::new(),
         }
+    }
+
+    /// An accumulator for a request sent as `identity` with `tools`.
+    pub fn for_request(model: &Model, identity: Identity, tools: &[ToolSpec]) -> Self {
+        let mut accumulator = Accumulator::new(model);
+        if identity == Identity::ClaudeCode {
+            accumulator.renamed = tools.iter().map(|t| t.name.to_string()).collect();
+        }
+        accumulator
     }
 
     /// Feeds body bytes, appending the events they complete to `out`. Events parsed before an
@@ -711,10 +830,17 @@ impl Accumulator {
                     Some(Value::Object(map)) if !map.is_empty() => Value::Object(map).to_string(),
                     _ => String::new(),
                 };
+                let name = block.name.map(|name| {
+                    self.renamed
+                        .iter()
+                        .find(|t| t.eq_ignore_ascii_case(&name))
+                        .cloned()
+                        .unwrap_or(name)
+                });
                 out.push(ProviderEvent::ToolCall {
                     index: n,
                     id: block.id.filter(|id| !id.is_empty()),
-                    name: block.name,
+                    name,
                     arguments,
                 });
                 Open::Tool(n)

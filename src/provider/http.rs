@@ -3,9 +3,10 @@
 //! timeout, so a hung server or an abort never leaves the agent waiting.
 
 use super::estimate::Meter;
+use super::openai_responses::Flavour;
 use super::{
     Api, ProviderError, ProviderEvent, Request, anthropic, aws, azure, bedrock, google, ollama,
-    openai, openai_responses,
+    openai, openai_codex, openai_responses,
 };
 use crate::pace::Pacer;
 use crate::protocol::{ContentBlock, Message, UserContent};
@@ -127,6 +128,8 @@ pub async fn stream_paced<F: Future<Output = ()>>(
     pace: impl Fn() -> F,
 ) -> Result<super::ReplyFacts, ProviderError> {
     let api = req.model.api;
+    let key = transport.api_key.as_deref().filter(|k| !k.is_empty());
+    let identity = anthropic::Identity::of(key);
     let (url, mut decoder) = match api {
         Api::Ollama => (
             ollama::endpoint(&req.model.base_url),
@@ -142,7 +145,9 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         ),
         Api::AnthropicMessages => (
             anthropic::endpoint(&req.model.base_url),
-            Decoder::Anthropic(anthropic::Accumulator::new(req.model)),
+            Decoder::Anthropic(anthropic::Accumulator::for_request(
+                req.model, identity, req.tools,
+            )),
         ),
         Api::GoogleGenerativeAi => (
             google::endpoint(&req.model.base_url, &req.model.id),
@@ -165,6 +170,13 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             },
             Decoder::Responses(openai_responses::Accumulator::new(req.model)),
         ),
+        Api::OpenAiCodexResponses => (
+            openai_codex::endpoint(&req.model.base_url),
+            Decoder::Responses(openai_responses::Accumulator::for_flavour(
+                req.model,
+                Flavour::Codex,
+            )),
+        ),
     };
     let unrouted = |what: &str| ProviderError::InvalidRequest {
         url: url.clone(),
@@ -176,12 +188,12 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         _ => None,
     };
 
-    let body = build_body(api, req, deployment).await.map_err(|message| {
-        ProviderError::InvalidRequest {
+    let body = build_body(api, req, deployment, identity)
+        .await
+        .map_err(|message| ProviderError::InvalidRequest {
             url: url.clone(),
             message,
-        }
-    })?;
+        })?;
     let signed = match (api, &transport.route) {
         (Api::BedrockConverseStream, Some(Route::Aws(target))) => {
             bedrock_auth(target, &url, &body)?
@@ -195,7 +207,6 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         .post(&url)
         .header(CONTENT_TYPE, "application/json")
         .body(body);
-    let key = transport.api_key.as_deref().filter(|k| !k.is_empty());
     match api {
         Api::BedrockConverseStream => {
             for (name, value) in &signed {
@@ -204,8 +215,15 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         }
         Api::AnthropicMessages => {
             builder = builder.header("anthropic-version", anthropic::VERSION);
-            if let Some(key) = key {
-                builder = builder.header("x-api-key", key);
+            match (key, identity) {
+                (Some(key), anthropic::Identity::ClaudeCode) => builder = builder.bearer_auth(key),
+                (Some(key), anthropic::Identity::ApiKey) => {
+                    builder = builder.header("x-api-key", key);
+                }
+                (None, _) => {}
+            }
+            for (name, value) in anthropic::identity_headers(req, identity, &transport.headers) {
+                builder = builder.header(name, value);
             }
         }
         Api::GoogleGenerativeAi => {
@@ -216,6 +234,19 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         Api::AzureOpenAiResponses => {
             if let Some(key) = key {
                 builder = builder.header("api-key", key);
+            }
+        }
+        Api::OpenAiCodexResponses => {
+            let account = key
+                .ok_or_else(|| "no ChatGPT login or key was found".to_owned())
+                .and_then(openai_codex::account_id)
+                .map_err(|message| ProviderError::InvalidRequest {
+                    url: url.clone(),
+                    message,
+                })?;
+            builder = builder.bearer_auth(key.unwrap_or_default());
+            for (name, value) in openai_codex::headers(account, &transport.headers) {
+                builder = builder.header(name, value);
             }
         }
         Api::Ollama | Api::OpenAiCompletions | Api::OpenAiResponses => {
@@ -273,6 +304,12 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         let mut body = read_error_body(&mut response, &guard).await?;
         if api == Api::BedrockConverseStream {
             body = bedrock::http_error_text(error_type.as_deref(), &body);
+        }
+        if api == Api::OpenAiCodexResponses {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            body = openai_codex::http_error_text(status.as_u16(), &body, now);
         }
         if let Some(location) = location {
             body = format!(
@@ -335,17 +372,22 @@ async fn build_body(
     api: Api,
     req: &Request<'_>,
     deployment: Option<String>,
+    identity: anthropic::Identity,
 ) -> Result<Vec<u8>, String> {
     let build = move |req: &Request<'_>| match api {
         Api::Ollama => ollama::build_body(req),
         Api::OpenAiCompletions => openai::build_body(req),
-        Api::OpenAiResponses => openai_responses::build_body(req),
-        Api::AnthropicMessages => anthropic::build_body(req),
+        Api::OpenAiResponses => openai_responses::build_body(req, Flavour::OpenAi),
+        Api::AnthropicMessages => anthropic::build_body(req, identity),
         Api::GoogleGenerativeAi => google::build_body(req),
         Api::BedrockConverseStream => bedrock::build_body(req),
-        Api::AzureOpenAiResponses => {
-            openai_responses::build_body_for(req, deployment.as_deref().unwrap_or(&req.model.id))
-        }
+        Api::AzureOpenAiResponses => openai_responses::build_body(
+            req,
+            Flavour::Azure {
+                deployment: deployment.as_deref().unwrap_or(&req.model.id),
+            },
+        ),
+        Api::OpenAiCodexResponses => openai_responses::build_body(req, Flavour::Codex),
     };
     if body_size_hint(req) < INLINE_BODY_BYTES {
         return build(req).map_err(|e| e.to_string());

@@ -1,5 +1,6 @@
 //! LLM providers: each wire format ([`ollama`], [`openai`], [`openai_responses`], [`anthropic`],
-//! [`google`], [`bedrock`]; Azure's Responses is [`openai_responses`] at an [`azure`] address) is
+//! [`google`], [`bedrock`]; Azure's Responses is [`openai_responses`] at an [`azure`] address,
+//! ChatGPT's Codex backend its Codex flavour at an [`openai_codex`] address) is
 //! a pure state machine
 //! (`build_body` + an `Accumulator` that turns body bytes into [`ProviderEvent`]s) behind thin
 //! HTTP glue in [`http`]. Each serialises its request body straight from the borrowed view
@@ -23,6 +24,7 @@ pub mod http;
 pub mod lines;
 pub mod ollama;
 pub mod openai;
+pub mod openai_codex;
 pub mod openai_responses;
 mod overflow;
 pub mod prepare;

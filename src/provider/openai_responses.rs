@@ -11,6 +11,11 @@
 //! sent it with its encrypted content, kept as the thinking block's signature (as Pi keeps it);
 //! a message item's id as the text block's signature; a call's item id after its `call_id` in
 //! the tool call id (`call_id|item_id`). All three go back only to the model that wrote them.
+//!
+//! Three servers speak it, each a [`Flavour`]: OpenAI's API, Azure's (the body names a
+//! deployment) and ChatGPT's Codex backend ([`super::openai_codex`]), whose requests carry a few
+//! fields more (`text.verbosity`, `tool_choice`, `parallel_tool_calls`, the encrypted reasoning
+//! always asked for) and whose stream may end with `response.done` and words errors its way.
 
 use super::lines::SseDecoder;
 use super::prepare::{self, Joined, Part, View};
@@ -36,13 +41,25 @@ const SUMMARY_PART_SEPARATOR: &str = "\n\n";
 /// Item and call ids the API accepts are at most this long.
 const MAX_ID_CHARS: usize = 64;
 
-/// The request body, serialised straight from the prepared view of the conversation.
-pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
-    build_body_for(req, &req.model.id)
+/// The server a request goes to, where they differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour<'a> {
+    OpenAi,
+    /// Azure names the deployment as the body's model.
+    Azure {
+        deployment: &'a str,
+    },
+    /// ChatGPT's Codex backend, as Pi 1.6 sends to it.
+    Codex,
 }
 
-/// [`build_body`] naming `model` as the body's model (an Azure deployment).
-pub fn build_body_for(req: &Request, model: &str) -> serde_json::Result<Vec<u8>> {
+/// The request body, serialised straight from the prepared view of the conversation.
+pub fn build_body(req: &Request, flavour: Flavour) -> serde_json::Result<Vec<u8>> {
+    let codex = flavour == Flavour::Codex;
+    let model = match flavour {
+        Flavour::Azure { deployment } => deployment,
+        Flavour::OpenAi | Flavour::Codex => &req.model.id,
+    };
     let prepared = prepare::request_messages(req.messages, req.model);
     let mut input: Vec<Item> = Vec::with_capacity(prepared.len() + 1);
     if !req.system_prompt.is_empty() {
@@ -85,13 +102,21 @@ pub fn build_body_for(req: &Request, model: &str) -> serde_json::Result<Vec<u8>>
         }
     }
 
-    let (reasoning, include) = reasoning(req);
-    let strict = req
+    let (reasoning, mut include) = reasoning(req, codex);
+    let supports_strict = req
         .model
         .compat
         .as_ref()
-        .and_then(|c| c.flags.supports_strict_mode)
-        .unwrap_or(false);
+        .and_then(|c| c.flags.supports_strict_mode);
+    // Codex, as Pi sends to it, leaves strictness to the server (`null`) where it may be named.
+    let strict = match (codex, supports_strict.unwrap_or(codex)) {
+        (_, false) => None,
+        (false, true) => Some(Some(false)),
+        (true, true) => Some(None),
+    };
+    if codex {
+        include = Some(INCLUDE_REASONING);
+    }
     super::encode_body(
         &Body {
             model,
@@ -105,6 +130,9 @@ pub fn build_body_for(req: &Request, model: &str) -> serde_json::Result<Vec<u8>>
             }),
             reasoning,
             include,
+            text: codex.then_some(Verbosity { verbosity: "low" }),
+            tool_choice: codex.then_some("auto"),
+            parallel_tool_calls: codex.then_some(true),
         },
         req,
         &prepared,
@@ -113,8 +141,12 @@ pub fn build_body_for(req: &Request, model: &str) -> serde_json::Result<Vec<u8>>
 
 /// The reasoning settings, as Pi sends them: an effort (the level, or the model's value for it)
 /// with summaries and the encrypted reasoning back; `off` asks for no reasoning unless the model
-/// cannot stop; no level (side requests) leaves the server's default.
-fn reasoning<'a>(req: &Request<'a>) -> (Option<Reasoning<'a>>, Option<[&'static str; 1]>) {
+/// cannot stop (with summaries still asked of Codex); no level (side requests) leaves the
+/// server's default.
+fn reasoning<'a>(
+    req: &Request<'a>,
+    codex: bool,
+) -> (Option<Reasoning<'a>>, Option<[&'static str; 1]>) {
     let Some(level) = req.thinking.filter(|_| req.model.reasoning) else {
         return (None, None);
     };
@@ -129,7 +161,7 @@ fn reasoning<'a>(req: &Request<'a>) -> (Option<Reasoning<'a>>, Option<[&'static 
         return (
             Some(Reasoning {
                 effort,
-                summary: None,
+                summary: codex.then_some("auto"),
             }),
             None,
         );
@@ -294,6 +326,17 @@ struct Body<'a> {
     reasoning: Option<Reasoning<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     include: Option<[&'static str; 1]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<Verbosity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct Verbosity {
+    verbosity: &'static str,
 }
 
 #[derive(Serialize)]
@@ -432,8 +475,8 @@ impl Serialize for DataUrl<'_> {
 
 struct Tools<'a> {
     specs: &'a [ToolSpec],
-    /// Whether to send `strict: false` (`compat.supportsStrictMode`).
-    strict: bool,
+    /// The `strict` each tool names, if any (`compat.supportsStrictMode`): `false`, or `null`.
+    strict: Option<Option<bool>>,
 }
 
 impl Serialize for Tools<'_> {
@@ -446,14 +489,14 @@ impl Serialize for Tools<'_> {
             description: &'a str,
             parameters: &'a Value,
             #[serde(skip_serializing_if = "Option::is_none")]
-            strict: Option<bool>,
+            strict: Option<Option<bool>>,
         }
         serializer.collect_seq(self.specs.iter().map(|t| Tool {
             kind: "function",
             name: &t.name,
             description: &t.description,
             parameters: &t.parameters,
-            strict: self.strict.then_some(false),
+            strict: self.strict,
         }))
     }
 }
@@ -481,6 +524,9 @@ struct Frame {
     code: Option<Value>,
     #[serde(default)]
     message: Option<Value>,
+    /// Codex's error events may carry their code and message in an object of their own.
+    #[serde(default)]
+    error: Option<Value>,
 }
 
 impl Frame {
@@ -562,6 +608,8 @@ pub struct Accumulator {
     calls: usize,
     facts: super::ReplyFacts,
     done: bool,
+    /// Reads the stream as ChatGPT's Codex backend writes it.
+    codex: bool,
 }
 
 impl Accumulator {
@@ -583,6 +631,15 @@ impl Accumulator {
             calls: 0,
             facts: super::ReplyFacts::default(),
             done: false,
+            codex: false,
+        }
+    }
+
+    /// An accumulator for a stream of the `flavour`'s server.
+    pub fn for_flavour(model: &Model, flavour: Flavour) -> Self {
+        Accumulator {
+            codex: flavour == Flavour::Codex,
+            ..Self::new(model)
         }
     }
 
@@ -685,7 +742,33 @@ impl Accumulator {
             "response.completed" | "response.incomplete" => {
                 self.completed(frame.response, out)?;
             }
+            // Codex's own name for the end of a reply.
+            "response.done" if self.codex => self.completed(frame.response, out)?,
+            "response.failed" if self.codex => {
+                let error = frame.response.and_then(|r| r.error);
+                let message = error.as_ref().and_then(|e| e.get("message"));
+                return Err(ProviderError::Api(
+                    message
+                        .map(value_text)
+                        .filter(|m| !m.is_empty())
+                        .unwrap_or_else(|| "Codex response failed".to_owned()),
+                ));
+            }
             "response.failed" => return Err(failed(frame.response)),
+            "error" if self.codex => {
+                // The event's own field, else the one in its `error` object, as Pi reads them.
+                let field = |own: &Option<Value>, key: &str| {
+                    own.as_ref()
+                        .and_then(Value::as_str)
+                        .or_else(|| frame.error.as_ref()?.get(key)?.as_str())
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_owned)
+                };
+                let what = field(&frame.message, "message")
+                    .or_else(|| field(&frame.code, "code"))
+                    .unwrap_or_else(|| data.to_owned());
+                return Err(ProviderError::Api(format!("Codex error: {what}")));
+            }
             "error" => {
                 let code = frame.code.as_ref().map_or_else(String::new, value_text);
                 let message = frame.message.as_ref().map_or_else(String::new, value_text);

@@ -71,7 +71,9 @@ fn command(dirs: &Dirs) -> Command {
     .stderr(std::process::Stdio::piped())
     .kill_on_drop(true);
     for builtin in nova::config::builtin::CATALOG {
-        cmd.env_remove(builtin.key_var);
+        for var in builtin.key_vars {
+            cmd.env_remove(var);
+        }
     }
     cmd
 }

@@ -438,3 +438,78 @@ fn builtin_provider_needs_a_key_and_follows_models_json() {
     assert_eq!(r.body["thinking"]["budget_tokens"], 8192);
     mock.assert_no_violations();
 }
+
+/// A Claude Pro/Max token (`ANTHROPIC_OAUTH_TOKEN`, read before `ANTHROPIC_API_KEY` as Pi reads
+/// it) goes as Claude Code, as Pi sends it: a bearer token, Claude Code's headers and betas, its
+/// identity first in the system prompt, and its tool names, which the reply's calls use and
+/// nova maps back to its own tools.
+#[test]
+fn a_subscription_token_is_sent_as_claude_code() {
+    let mock = MockLlm::start();
+    let token = "sk-ant-oat01-nova-test-token";
+    mock.push(Reply::text("Running it.").tool_call(
+        "toolu_01",
+        "Bash",
+        json!({"command": "echo via-claude-code"}),
+    ));
+    mock.push(Reply::text("Done."));
+    let mut nova = Nova::builder()
+        .models_json(json!({"providers": {"anthropic": {"baseUrl": mock.base_url_anthropic()}}}))
+        .env("ANTHROPIC_OAUTH_TOKEN", token)
+        .env("ANTHROPIC_API_KEY", "sk-ant-api-not-used")
+        .args(["--model", "claude-sonnet-4-5", "--thinking", "low"])
+        .spawn();
+    let events = nova.run_prompt("run it");
+    let end = of_type(&events, "tool_execution_end")[0];
+    assert_eq!(end["toolName"], "bash", "{end}");
+    assert_eq!(end["isError"], false, "{end}");
+    assert!(
+        end["result"].to_string().contains("via-claude-code"),
+        "{end}"
+    );
+    assert_eq!(text_of(&last_assistant(&events)), "Done.");
+
+    let reqs = mock.chat_requests();
+    assert_eq!(reqs.len(), 2);
+    let r = &reqs[0];
+    assert_eq!(r.path, "/v1/messages");
+    assert_eq!(r.header("authorization"), Some(&*format!("Bearer {token}")));
+    assert_eq!(r.header("x-api-key"), None);
+    assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(
+        r.header("anthropic-beta"),
+        Some("claude-code-20250219,oauth-2025-04-20,interleaved-thinking-2025-05-14")
+    );
+    assert_eq!(r.header("user-agent"), Some("claude-cli/2.1.322"));
+    assert_eq!(r.header("x-app"), Some("cli"));
+    assert_eq!(r.header("accept"), Some("application/json"));
+    assert_eq!(
+        r.header("anthropic-dangerous-direct-browser-access"),
+        Some("true")
+    );
+    let system = r.body["system"].as_array().unwrap();
+    assert_eq!(system.len(), 2, "{system:?}");
+    assert_eq!(
+        system[0]["text"],
+        "You are Claude Code, Anthropic's official CLI for Claude."
+    );
+    assert!(system[1]["text"].as_str().unwrap().len() > 100);
+    let names: Vec<&str> = r.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for name in ["Read", "Bash", "Edit", "Write"] {
+        assert!(names.contains(&name), "{names:?}");
+    }
+    assert!(!names.contains(&"bash"), "{names:?}");
+    // The call goes back under Claude Code's name.
+    assert_eq!(reqs[1].messages()[1]["content"][1]["name"], "Bash");
+    // The token is a secret like any key: not on stdout, nor in the session file.
+    assert!(!nova.stderr().contains(token));
+    for line in nova.log() {
+        assert!(!line.raw.contains(token), "{}", line.raw);
+    }
+    mock.assert_no_violations();
+}

@@ -20,6 +20,7 @@ mod mock_llm;
 mod nova_proc;
 mod oauth;
 mod oneshot;
+mod openai_codex;
 mod openai_responses;
 mod orphans;
 mod parity;

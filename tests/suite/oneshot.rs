@@ -435,6 +435,39 @@ fn a_flagged_command_is_refused_with_an_error_result_the_model_sees() {
     );
 }
 
+/// No allow rule lets a command leave the sandbox, so the advice names only `--approve-flagged`.
+#[test]
+fn a_command_refused_for_leaving_the_sandbox_is_not_told_an_allow_rule_would_do() {
+    let mock = MockLlm::start();
+    let call = json!({"command": "rm -rf build", "sandbox": false});
+    mock.push(Reply::new().tool_call("c1", "bash", call));
+    mock.push(Reply::text("understood"));
+    let shell = Shell::new(&mock);
+    shell.file("build/out.o", "x");
+    shell.settings(json!({"permissions": {"bash": {"allow": ["rm -rf build"]}}}));
+    let done = shell.run(&["--mode", "json", "clean up"], "");
+    let end = done
+        .lines()
+        .into_iter()
+        .find(|l| l["type"] == "tool_execution_end")
+        .expect("a tool_execution_end");
+    assert_eq!(end["isError"], true, "{end}");
+    assert!(shell.cwd.join("build").exists(), "the command must not run");
+    let text = end["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("without the sandbox") && text.contains("--approve-flagged."),
+        "{text}"
+    );
+    assert!(!text.contains("allow rule"), "{text}");
+    assert!(
+        done.stderr.contains("refused a flagged command")
+            && done.stderr.contains("--approve-flagged)")
+            && !done.stderr.contains("allow rule"),
+        "{}",
+        done.stderr
+    );
+}
+
 #[test]
 fn approve_flagged_and_allow_rules_let_it_run_but_deny_rules_win() {
     let (done, end, build_exists) = flagged_run(None, &["--approve-flagged"]);

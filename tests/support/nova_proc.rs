@@ -254,7 +254,9 @@ impl NovaBuilder {
         // Every built-in provider's key, from the catalog itself, so a developer's real keys
         // never reach a test (nor enable providers it does not expect).
         for builtin in nova::config::builtin::CATALOG {
-            cmd.env_remove(builtin.key_var);
+            for var in builtin.key_vars {
+                cmd.env_remove(var);
+            }
         }
         // AWS credentials and settings enable and steer Bedrock without a catalog variable;
         // Azure's settings say where its requests go.

@@ -269,7 +269,7 @@ fn endpoints() {
 }
 
 fn body_of(req: &Request) -> Value {
-    serde_json::from_slice(&build_body(req).unwrap()).unwrap()
+    serde_json::from_slice(&build_body(req, Identity::ApiKey).unwrap()).unwrap()
 }
 
 fn request<'a>(m: &'a Model, messages: &'a [Arc<Message>], tools: &'a [ToolSpec]) -> Request<'a> {
@@ -526,4 +526,127 @@ fn thinking_levels() {
         b.get("thinking").is_none() && b.get("output_config").is_none(),
         "{b}"
     );
+}
+
+/// A subscription's token goes as Claude Code: its identity first in the system prompt, its
+/// tool names on the tools and on earlier calls, its headers and betas; the reply's calls get
+/// nova's names back. An API key keeps nova's own names and sends no such headers.
+#[test]
+fn a_subscription_token_speaks_as_claude_code() {
+    assert_eq!(Identity::of(Some("sk-ant-api03-x")), Identity::ApiKey);
+    assert_eq!(Identity::of(None), Identity::ApiKey);
+    let identity = Identity::of(Some("sk-ant-oat01-secret"));
+    assert_eq!(identity, Identity::ClaudeCode);
+
+    let m = model("anthropic-messages", false);
+    let messages: Vec<Arc<Message>> = vec![
+        user_text("look"),
+        anthropic_reply(
+            vec![call("c1", "read"), call("c2", "find")],
+            StopReason::ToolUse,
+        ),
+        result("c1", vec![ContentBlock::text("x")]),
+        result("c2", vec![ContentBlock::text("y")]),
+    ]
+    .into_iter()
+    .map(Arc::new)
+    .collect();
+    let tools: Vec<ToolSpec> = ["read", "bash", "find"]
+        .into_iter()
+        .map(|name| ToolSpec {
+            name: name.into(),
+            description: "d".into(),
+            parameters: json!({"type": "object"}),
+        })
+        .collect();
+    let req = request(&m, &messages, &tools);
+    let body: Value =
+        serde_json::from_slice(&build_body(&req, Identity::ClaudeCode).unwrap()).unwrap();
+    let cache = json!({"type": "ephemeral"});
+    assert_eq!(
+        body["system"],
+        json!([
+            {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude.",
+             "cache_control": cache},
+            {"type": "text", "text": "You are nova.", "cache_control": cache},
+        ])
+    );
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Read", "Bash", "find"]);
+    assert_eq!(body["messages"][1]["content"][0]["name"], "Read");
+    assert_eq!(body["messages"][1]["content"][1]["name"], "find");
+    let plain = body_of(&req);
+    assert_eq!(plain["tools"][0]["name"], "read");
+    assert_eq!(plain["messages"][1]["content"][0]["name"], "read");
+    assert_eq!(plain["system"].as_array().unwrap().len(), 1);
+
+    let headers = identity_headers(&req, identity, &[]);
+    assert_eq!(
+        headers,
+        [
+            ("accept", "application/json".to_owned()),
+            (
+                "anthropic-dangerous-direct-browser-access",
+                "true".to_owned()
+            ),
+            ("user-agent", "claude-cli/2.1.322".to_owned()),
+            ("x-app", "cli".to_owned()),
+            (
+                "anthropic-beta",
+                "claude-code-20250219,oauth-2025-04-20".to_owned()
+            ),
+        ]
+    );
+    assert!(identity_headers(&req, Identity::ApiKey, &[]).is_empty());
+    // A budget for thinking adds the interleaved-thinking beta, as Pi asks for it.
+    let reasoning = Model {
+        reasoning: true,
+        ..m.clone()
+    };
+    let thinking = Request {
+        thinking: Some(ThinkingLevel::Medium),
+        ..request(&reasoning, &messages, &tools)
+    };
+    let configured = [("User-Agent".to_owned(), "mine".to_owned())];
+    let headers = identity_headers(&thinking, identity, &configured);
+    assert!(headers.iter().all(|(name, _)| *name != "user-agent"));
+    assert_eq!(
+        headers.last().unwrap().1,
+        "claude-code-20250219,oauth-2025-04-20,interleaved-thinking-2025-05-14"
+    );
+
+    let reply = sse(&[
+        message_start(),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}),
+        ),
+        block_stop(0),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "t2", "name": "Glob", "input": {}}),
+        ),
+        block_stop(1),
+        message_delta("tool_use"),
+        message_stop(),
+    ]);
+    let names = |identity| {
+        let mut acc = Accumulator::for_request(&m, identity, &tools);
+        let mut events = Vec::new();
+        acc.push(reply.as_bytes(), &mut events).unwrap();
+        events
+            .into_iter()
+            .filter_map(|e| match e {
+                ToolCall { name, .. } => name,
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(Identity::ClaudeCode), ["bash", "Glob"]);
+    assert_eq!(names(Identity::ApiKey), ["Bash", "Glob"]);
 }

@@ -315,7 +315,7 @@ fn endpoints() {
 }
 
 fn body_of(req: &Request) -> Value {
-    serde_json::from_slice(&build_body(req).unwrap()).unwrap()
+    serde_json::from_slice(&build_body(req, Flavour::OpenAi).unwrap()).unwrap()
 }
 
 fn reply(content: Vec<ContentBlock>, from: &Model) -> Message {
@@ -500,4 +500,75 @@ fn call_ids_are_cut_the_same_way_for_calls_and_results() {
     assert_eq!(call_id("call_1|fc_1"), "call_1");
     assert_eq!(call_id("a b/c_"), "a_b_c");
     assert_eq!(call_id(&"x".repeat(80)).len(), 64);
+}
+
+fn run_codex(chunks: &[&[u8]]) -> Outcome {
+    let mut acc = Accumulator {
+        codex: true,
+        ..Accumulator::with_id_prefix(&responses_model(), "t".into())
+    };
+    let mut events = Vec::new();
+    for c in chunks {
+        if let Err(e) = acc.push(c, &mut events) {
+            return (events, Some(e));
+        }
+    }
+    let err = acc.finish(&mut events).err();
+    (events, err)
+}
+
+/// Codex's stream, as Pi reads it: `response.done` ends a reply like `response.completed`, and
+/// errors are worded `Codex error: …` (the event's own message, else its `error` object's, else
+/// the code); a failed response says its message. The plain flavour ignores `response.done`.
+#[test]
+fn codex_streams_end_and_fail_as_pi_reads_them() {
+    let text_item = json!({"type": "message", "id": "msg_1", "role": "assistant",
+        "status": "completed", "content": [{"type": "output_text", "text": "Hi"}]});
+    let mut done = completed("completed", json!({}));
+    done["type"] = json!("response.done");
+    let reply = [
+        created(),
+        json!({"type": "response.output_item.added", "output_index": 0,
+               "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}}),
+        json!({"type": "response.output_text.delta", "output_index": 0, "delta": "Hi"}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": text_item}),
+        done,
+    ];
+    let (events, err) = all_splits_agree(sse(&reply).as_bytes(), run_codex);
+    assert_eq!(err, None);
+    assert_eq!(events.last(), Some(&Finish(StopReason::Stop)));
+    assert!(events.contains(&Text("Hi".into())));
+    let (_, plain) = check(&reply);
+    assert_eq!(plain, Some(ProviderError::EndedEarly));
+
+    let codex_error =
+        |payload: Value| all_splits_agree(sse(&[created(), payload]).as_bytes(), run_codex).1;
+    assert_eq!(
+        codex_error(json!({"type": "error", "code": "c1", "message": "slow down"})),
+        Some(ProviderError::Api("Codex error: slow down".into()))
+    );
+    assert_eq!(
+        codex_error(json!({"type": "error", "error": {"code": "server_error", "message": "boom"}})),
+        Some(ProviderError::Api("Codex error: boom".into()))
+    );
+    assert_eq!(
+        codex_error(json!({"type": "error", "error": {"code": "rate_limit_exceeded"}})),
+        Some(ProviderError::Api(
+            "Codex error: rate_limit_exceeded".into()
+        ))
+    );
+    assert_eq!(
+        codex_error(
+            json!({"type": "response.failed", "response": {"id": "resp_1",
+            "status": "failed", "error": {"code": "server_error", "message": "it broke"}}})
+        ),
+        Some(ProviderError::Api("it broke".into()))
+    );
+    assert_eq!(
+        codex_error(json!({"type": "response.failed", "response": {"status": "failed"}})),
+        Some(ProviderError::Api("Codex response failed".into()))
+    );
+    // Its server errors are retried like OpenAI's.
+    let err = codex_error(json!({"type": "error", "error": {"code": "server_error"}})).unwrap();
+    assert_eq!(err.kind(), ErrorKind::Retryable);
 }
