@@ -6,7 +6,7 @@
 use super::Outbox;
 use super::convert;
 use super::sink::{AcpSink, FollowUp};
-use crate::agent::{Agent, Approval, CommandError, Prompted, Runtime};
+use crate::agent::{Agent, Approval, CommandError, Prepared, Prompted, Runtime};
 use crate::config::{Resume, SessionSpec};
 use crate::mcp::{ClientServer, ClientTransport};
 use crate::protocol::{ContentBlock, Message, ThinkingLevel};
@@ -93,6 +93,7 @@ impl Server {
                 acp::SessionCapabilities::new()
                     .list(acp::SessionListCapabilities::new())
                     .resume(acp::SessionResumeCapabilities::new())
+                    .fork(acp::SessionForkCapabilities::new())
                     .close(acp::SessionCloseCapabilities::new()),
             );
         // No auth methods: local models need none, and keys come from the environment,
@@ -118,10 +119,20 @@ impl Server {
         spec: SessionSpec,
         cx: &ConnectionTo<Client>,
     ) -> Result<(acp::SessionId, Arc<Open>), Error> {
-        let prepared = self
-            .runtime
-            .prepare(&spec)
-            .map_err(|e| Error::invalid_params().data(json!(e.to_string())))?;
+        self.launch(self.prepare(&spec)?, cx)
+    }
+
+    fn prepare(&self, spec: &SessionSpec) -> Result<Prepared, Error> {
+        self.runtime
+            .prepare(spec)
+            .map_err(|e| Error::invalid_params().data(json!(e.to_string())))
+    }
+
+    fn launch(
+        &self,
+        prepared: Prepared,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(acp::SessionId, Arc<Open>), Error> {
         for warning in &prepared.warnings {
             crate::frontend::note(&format!("warning: {warning}"));
         }
@@ -213,6 +224,36 @@ impl Server {
         Ok(())
     }
 
+    /// A new session holding a stored one's whole conversation, in a file of its own; the
+    /// stored one stays as it was.
+    pub fn fork_session(
+        &self,
+        req: acp::ForkSessionRequest,
+        responder: Responder<acp::ForkSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let resume = Resume::Id(req.session_id.0.to_string());
+        let forked = spec(&req.cwd, resume, &req.mcp_servers)
+            .and_then(|s| self.prepare(&s))
+            .and_then(|mut prepared| {
+                prepared
+                    .clone_session()
+                    .map_err(|e| Error::internal_error().data(json!(e.to_string())))?;
+                self.launch(prepared, &cx)
+            });
+        let (id, open) = match forked {
+            Ok(o) => o,
+            Err(e) => return responder.respond_with_error(e),
+        };
+        responder.respond(
+            acp::ForkSessionResponse::new(id)
+                .modes(modes(&open.agent))
+                .config_options(config_options(&open.agent)),
+        )?;
+        announce_commands(&open);
+        Ok(())
+    }
+
     pub fn resume_session(
         &self,
         req: acp::ResumeSessionRequest,
@@ -240,16 +281,29 @@ impl Server {
         responder: Responder<acp::ListSessionsResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        if let Some(cursor) = &req.cursor {
-            return responder.respond_with_error(Error::invalid_params().data(json!(format!(
-                "unknown cursor {cursor:?}: nova lists every session in one answer"
-            ))));
-        }
+        let after = match req.cursor.as_deref().map(Cursor::decode) {
+            None => None,
+            Some(Some(cursor)) => Some(cursor),
+            Some(None) => {
+                return responder.respond_with_error(Error::invalid_params().data(json!(
+                    "cursor: not one nova gave (pass a nextCursor from session/list as it came)"
+                )));
+            }
+        };
         let server = self.clone();
         cx.spawn(async move {
             let listed = server.runtime.list_sessions(req.cwd).await;
-            let sessions = listed
+            // The listing is newest first, then by path: a page starts after the cursor's
+            // session in that order, so sessions written meanwhile move to the front instead
+            // of shifting the pages.
+            let rest: Vec<_> = listed
                 .into_iter()
+                .filter(|s| after.as_ref().is_none_or(|c| c.precedes(s)))
+                .collect();
+            let next = (rest.len() > PAGE).then(|| Cursor::of(&rest[PAGE - 1]).encode());
+            let sessions = rest
+                .into_iter()
+                .take(PAGE)
                 .map(|s| {
                     let title = s.name.clone().unwrap_or(s.first_message.clone());
                     acp::SessionInfo::new(s.id, s.cwd)
@@ -257,7 +311,7 @@ impl Server {
                         .updated_at(s.modified)
                 })
                 .collect();
-            responder.respond(acp::ListSessionsResponse::new(sessions))
+            responder.respond(acp::ListSessionsResponse::new(sessions).next_cursor(next))
         })
     }
 
@@ -434,6 +488,49 @@ impl EditorFiles for ClientFiles {
             ))
             .block_task();
         Box::pin(async move { asked.await.map(|_| ()).map_err(|e| e.to_string()) })
+    }
+}
+
+/// Sessions per `session/list` answer.
+const PAGE: usize = 50;
+
+/// Where a `session/list` page ends: its last session's place in the listing's order.
+/// Opaque to the client (base64 of the modification time and the file's path).
+struct Cursor {
+    modified: String,
+    path: String,
+}
+
+impl Cursor {
+    fn of(s: &crate::protocol::SessionListing) -> Cursor {
+        Cursor {
+            modified: s.modified.clone(),
+            path: s.path.clone(),
+        }
+    }
+
+    fn encode(&self) -> String {
+        use base64::Engine as _;
+        let raw = format!("{}\n{}", self.modified, self.path);
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    }
+
+    fn decode(text: &str) -> Option<Cursor> {
+        use base64::Engine as _;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(text)
+            .ok()?;
+        let raw = String::from_utf8(raw).ok()?;
+        let (modified, path) = raw.split_once('\n')?;
+        Some(Cursor {
+            modified: modified.to_owned(),
+            path: path.to_owned(),
+        })
+    }
+
+    /// Whether `s` comes after this cursor (newest first, then by path).
+    fn precedes(&self, s: &crate::protocol::SessionListing) -> bool {
+        (s.modified.as_str(), &self.path) < (self.modified.as_str(), &s.path)
     }
 }
 

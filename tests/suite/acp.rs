@@ -1067,3 +1067,131 @@ async fn cancel_kills_the_command_in_the_editors_terminal_and_all_it_started() {
     assert!(process_gone(grandchild), "{grandchild} survived the cancel");
     nova.end().await;
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn fork_continues_a_copy_of_the_conversation_and_leaves_the_original() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("noted"));
+    mock.push(Reply::text("it was 42"));
+    mock.push(Reply::text("the original goes on"));
+    let dirs = Dirs::new(&mock);
+    let cwd = dirs.cwd();
+    let nova = Session::start(&dirs).await;
+    let id = nova.new_session(&cwd).await.session_id;
+    nova.prompt(&id, "remember 42").await.unwrap();
+
+    let forked = nova
+        .cx
+        .send_request(acp::ForkSessionRequest::new(id.clone(), cwd.clone()))
+        .block_task()
+        .await
+        .unwrap();
+    let fork = forked.session_id;
+    assert_ne!(fork, id);
+    assert!(forked.config_options.is_some());
+    nova.prompt(&fork, "what was it?").await.unwrap();
+    let last = mock.chat_requests().last().unwrap().body.to_string();
+    assert!(
+        last.contains("remember 42") && last.contains("noted"),
+        "{last}"
+    );
+
+    nova.prompt(&id, "and the original?").await.unwrap();
+    let last = mock.chat_requests().last().unwrap().body.to_string();
+    assert!(!last.contains("what was it?"), "{last}");
+    let listed = nova
+        .cx
+        .send_request(acp::ListSessionsRequest::new().cwd(cwd.clone()))
+        .block_task()
+        .await
+        .unwrap();
+    let ids: Vec<_> = listed.sessions.iter().map(|s| &s.session_id).collect();
+    assert!(ids.contains(&&id) && ids.contains(&&fork), "{ids:?}");
+
+    let unknown = nova
+        .cx
+        .send_request(acp::ForkSessionRequest::new("no-such-session", cwd))
+        .block_task()
+        .await
+        .unwrap_err();
+    assert!(unknown.to_string().contains("no-such-session"), "{unknown}");
+    nova.end().await;
+}
+
+/// Every `*.jsonl` file below `dir`.
+fn session_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(session_files(&path));
+        } else if path.extension().is_some_and(|e| e == "jsonl") {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn session_list_pages_through_many_sessions_with_its_cursor() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("hello"));
+    let dirs = Dirs::new(&mock);
+    let cwd = dirs.cwd();
+    let nova = Session::start(&dirs).await;
+    let id = nova.new_session(&cwd).await.session_id;
+    nova.prompt(&id, "hi").await.unwrap();
+    // 60 more sessions of the same cwd: copies of that one under other ids.
+    let files = session_files(dirs.agent.path());
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    for n in 0..60 {
+        let other = format!("copy-{n:02}-{}", &id.0[8..]);
+        let name = files[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace(&*id.0, &other);
+        let copy = files[0].with_file_name(name);
+        std::fs::write(copy, text.replace(&*id.0, &other)).unwrap();
+    }
+
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let req = acp::ListSessionsRequest::new()
+            .cwd(cwd.clone())
+            .cursor(cursor.clone());
+        let page = nova.cx.send_request(req).block_task().await.unwrap();
+        pages += 1;
+        seen.extend(
+            page.sessions
+                .into_iter()
+                .map(|s| s.session_id.0.to_string()),
+        );
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+        assert!(pages < 10, "the cursor does not advance");
+    }
+    assert_eq!(pages, 2);
+    assert_eq!(seen.len(), 61);
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 61, "no session twice");
+
+    let bad = nova
+        .cx
+        .send_request(
+            acp::ListSessionsRequest::new()
+                .cwd(cwd)
+                .cursor("not a cursor".to_owned()),
+        )
+        .block_task()
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code, ErrorCode::INVALID_PARAMS);
+    nova.end().await;
+}
