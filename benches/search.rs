@@ -87,6 +87,8 @@ fn time_tool(
         outputs: Arc::default(),
         write_target: None,
         editor: None,
+        terminal: None,
+        call_id: String::new(),
     };
     let mut summary = String::new();
     let mut times = Vec::new();

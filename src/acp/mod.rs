@@ -150,6 +150,15 @@ async fn serve(
         .on_receive_request(
             {
                 let s = s.clone();
+                async move |req: acp::ForkSessionRequest, responder, cx| {
+                    s.fork_session(req, responder, cx)
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let s = s.clone();
                 async move |req: acp::ListSessionsRequest, responder, cx| {
                     s.list_sessions(req, responder, cx)
                 }

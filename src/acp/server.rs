@@ -6,11 +6,12 @@
 use super::Outbox;
 use super::convert;
 use super::sink::{AcpSink, FollowUp};
-use crate::agent::{Agent, Approval, CommandError, Prompted, Runtime};
+use crate::agent::{Agent, Approval, CommandError, Prepared, Prompted, Runtime};
 use crate::config::{Resume, SessionSpec};
 use crate::mcp::{ClientServer, ClientTransport};
 use crate::protocol::{ContentBlock, Message, ThinkingLevel};
-use crate::tools::EditorFiles;
+use crate::sandbox::Handoff;
+use crate::tools::{EditorFiles, EditorTerminal, TerminalExit};
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error};
@@ -31,6 +32,8 @@ pub struct Server {
     out: Outbox,
     /// Whether the client offered to read and write files for nova (`initialize`).
     client_files: AtomicBool,
+    /// Whether the client offered terminals to run bash in (`initialize`).
+    client_terminal: AtomicBool,
     sessions: Mutex<HashMap<acp::SessionId, Arc<Open>>>,
 }
 
@@ -53,6 +56,7 @@ impl Server {
             runtime,
             out,
             client_files: AtomicBool::new(false),
+            client_terminal: AtomicBool::new(false),
             sessions: Mutex::default(),
         }
     }
@@ -73,6 +77,8 @@ impl Server {
         let fs = &req.client_capabilities.fs;
         self.client_files
             .store(fs.read_text_file && fs.write_text_file, Ordering::SeqCst);
+        self.client_terminal
+            .store(req.client_capabilities.terminal, Ordering::SeqCst);
         // Version 1 is the one nova speaks; a client asking for a later one gets 1 and decides.
         let version = agent_client_protocol::schema::ProtocolVersion::V1;
         let capabilities = acp::AgentCapabilities::new()
@@ -87,6 +93,7 @@ impl Server {
                 acp::SessionCapabilities::new()
                     .list(acp::SessionListCapabilities::new())
                     .resume(acp::SessionResumeCapabilities::new())
+                    .fork(acp::SessionForkCapabilities::new())
                     .close(acp::SessionCloseCapabilities::new()),
             );
         // No auth methods: local models need none, and keys come from the environment,
@@ -112,10 +119,20 @@ impl Server {
         spec: SessionSpec,
         cx: &ConnectionTo<Client>,
     ) -> Result<(acp::SessionId, Arc<Open>), Error> {
-        let prepared = self
-            .runtime
-            .prepare(&spec)
-            .map_err(|e| Error::invalid_params().data(json!(e.to_string())))?;
+        self.launch(self.prepare(&spec)?, cx)
+    }
+
+    fn prepare(&self, spec: &SessionSpec) -> Result<Prepared, Error> {
+        self.runtime
+            .prepare(spec)
+            .map_err(|e| Error::invalid_params().data(json!(e.to_string())))
+    }
+
+    fn launch(
+        &self,
+        prepared: Prepared,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(acp::SessionId, Arc<Open>), Error> {
         for warning in &prepared.warnings {
             crate::frontend::note(&format!("warning: {warning}"));
         }
@@ -133,6 +150,13 @@ impl Server {
             agent.set_editor_files(Arc::new(ClientFiles {
                 cx: cx.clone(),
                 session_id: id.clone(),
+            }));
+        }
+        if self.client_terminal.load(Ordering::SeqCst) {
+            agent.set_editor_terminal(Arc::new(ClientTerminal {
+                cx: cx.clone(),
+                session_id: id.clone(),
+                sink: sink.clone(),
             }));
         }
         let follow = tokio::spawn(follow_up(
@@ -200,6 +224,36 @@ impl Server {
         Ok(())
     }
 
+    /// A new session holding a stored one's whole conversation, in a file of its own; the
+    /// stored one stays as it was.
+    pub fn fork_session(
+        &self,
+        req: acp::ForkSessionRequest,
+        responder: Responder<acp::ForkSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let resume = Resume::Id(req.session_id.0.to_string());
+        let forked = spec(&req.cwd, resume, &req.mcp_servers)
+            .and_then(|s| self.prepare(&s))
+            .and_then(|mut prepared| {
+                prepared
+                    .clone_session()
+                    .map_err(|e| Error::internal_error().data(json!(e.to_string())))?;
+                self.launch(prepared, &cx)
+            });
+        let (id, open) = match forked {
+            Ok(o) => o,
+            Err(e) => return responder.respond_with_error(e),
+        };
+        responder.respond(
+            acp::ForkSessionResponse::new(id)
+                .modes(modes(&open.agent))
+                .config_options(config_options(&open.agent)),
+        )?;
+        announce_commands(&open);
+        Ok(())
+    }
+
     pub fn resume_session(
         &self,
         req: acp::ResumeSessionRequest,
@@ -227,16 +281,29 @@ impl Server {
         responder: Responder<acp::ListSessionsResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        if let Some(cursor) = &req.cursor {
-            return responder.respond_with_error(Error::invalid_params().data(json!(format!(
-                "unknown cursor {cursor:?}: nova lists every session in one answer"
-            ))));
-        }
+        let after = match req.cursor.as_deref().map(Cursor::decode) {
+            None => None,
+            Some(Some(cursor)) => Some(cursor),
+            Some(None) => {
+                return responder.respond_with_error(Error::invalid_params().data(json!(
+                    "cursor: not one nova gave (pass a nextCursor from session/list as it came)"
+                )));
+            }
+        };
         let server = self.clone();
         cx.spawn(async move {
             let listed = server.runtime.list_sessions(req.cwd).await;
-            let sessions = listed
+            // The listing is newest first, then by path: a page starts after the cursor's
+            // session in that order, so sessions written meanwhile move to the front instead
+            // of shifting the pages.
+            let rest: Vec<_> = listed
                 .into_iter()
+                .filter(|s| after.as_ref().is_none_or(|c| c.precedes(s)))
+                .collect();
+            let next = (rest.len() > PAGE).then(|| Cursor::of(&rest[PAGE - 1]).encode());
+            let sessions = rest
+                .into_iter()
+                .take(PAGE)
                 .map(|s| {
                     let title = s.name.clone().unwrap_or(s.first_message.clone());
                     acp::SessionInfo::new(s.id, s.cwd)
@@ -244,7 +311,7 @@ impl Server {
                         .updated_at(s.modified)
                 })
                 .collect();
-            responder.respond(acp::ListSessionsResponse::new(sessions))
+            responder.respond(acp::ListSessionsResponse::new(sessions).next_cursor(next))
         })
     }
 
@@ -421,6 +488,129 @@ impl EditorFiles for ClientFiles {
             ))
             .block_task();
         Box::pin(async move { asked.await.map(|_| ()).map_err(|e| e.to_string()) })
+    }
+}
+
+/// Sessions per `session/list` answer.
+const PAGE: usize = 50;
+
+/// Where a `session/list` page ends: its last session's place in the listing's order.
+/// Opaque to the client (base64 of the modification time and the file's path).
+struct Cursor {
+    modified: String,
+    path: String,
+}
+
+impl Cursor {
+    fn of(s: &crate::protocol::SessionListing) -> Cursor {
+        Cursor {
+            modified: s.modified.clone(),
+            path: s.path.clone(),
+        }
+    }
+
+    fn encode(&self) -> String {
+        use base64::Engine as _;
+        let raw = format!("{}\n{}", self.modified, self.path);
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    }
+
+    fn decode(text: &str) -> Option<Cursor> {
+        use base64::Engine as _;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(text)
+            .ok()?;
+        let raw = String::from_utf8(raw).ok()?;
+        let (modified, path) = raw.split_once('\n')?;
+        Some(Cursor {
+            modified: modified.to_owned(),
+            path: path.to_owned(),
+        })
+    }
+
+    /// Whether `s` comes after this cursor (newest first, then by path).
+    fn precedes(&self, s: &crate::protocol::SessionListing) -> bool {
+        (s.modified.as_str(), &self.path) < (self.modified.as_str(), &s.path)
+    }
+}
+
+/// The editor's terminals (`terminal/*`), for `bash` (see [`crate::tools::terminal`]).
+struct ClientTerminal {
+    cx: ConnectionTo<Client>,
+    session_id: acp::SessionId,
+    sink: Arc<AcpSink>,
+}
+
+type Answer<T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send>>;
+
+impl ClientTerminal {
+    fn ask<Req, T>(
+        &self,
+        req: Req,
+        then: impl FnOnce(Req::Response) -> T + Send + 'static,
+    ) -> Answer<T>
+    where
+        Req: agent_client_protocol::JsonRpcRequest<Response: Send> + Send + 'static,
+    {
+        let asked = self.cx.send_request(req).block_task();
+        Box::pin(async move { asked.await.map(then).map_err(|e| e.to_string()) })
+    }
+
+    fn id(&self, terminal: &str) -> (acp::SessionId, acp::TerminalId) {
+        (self.session_id.clone(), acp::TerminalId::new(terminal))
+    }
+}
+
+impl EditorTerminal for ClientTerminal {
+    fn create(
+        &self,
+        call_id: &str,
+        command: Handoff,
+        cwd: &Path,
+        output_limit: u64,
+    ) -> Answer<String> {
+        let env = command
+            .env
+            .into_iter()
+            .map(|(name, value)| acp::EnvVariable::new(name, value))
+            .collect();
+        let req = acp::CreateTerminalRequest::new(self.session_id.clone(), command.program)
+            .args(command.args)
+            .env(env)
+            .cwd(cwd.to_path_buf())
+            .output_byte_limit(output_limit);
+        let sink = self.sink.clone();
+        let call_id = call_id.to_owned();
+        self.ask(req, move |created| {
+            let id = created.terminal_id.0.to_string();
+            sink.terminal_started(&call_id, created.terminal_id);
+            id
+        })
+    }
+
+    fn wait_for_exit(&self, terminal: &str) -> Answer<TerminalExit> {
+        let (session, id) = self.id(terminal);
+        self.ask(acp::WaitForTerminalExitRequest::new(session, id), |r| {
+            TerminalExit {
+                code: r.exit_status.exit_code,
+                signal: r.exit_status.signal,
+            }
+        })
+    }
+
+    fn output(&self, terminal: &str) -> Answer<String> {
+        let (session, id) = self.id(terminal);
+        self.ask(acp::TerminalOutputRequest::new(session, id), |r| r.output)
+    }
+
+    fn kill(&self, terminal: &str) -> Answer<()> {
+        let (session, id) = self.id(terminal);
+        self.ask(acp::KillTerminalRequest::new(session, id), |_| ())
+    }
+
+    fn release(&self, terminal: &str) -> Answer<()> {
+        let (session, id) = self.id(terminal);
+        self.ask(acp::ReleaseTerminalRequest::new(session, id), |_| ())
     }
 }
 

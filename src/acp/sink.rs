@@ -40,6 +40,8 @@ pub struct AcpSink {
     follow: UnboundedSender<FollowUp>,
     /// Calls already shown, with their arguments once known (for the diff at their end).
     calls: Mutex<HashMap<String, Value>>,
+    /// The editor's terminal a call runs in, which its content keeps showing.
+    terminals: Mutex<HashMap<String, acp::TerminalId>>,
 }
 
 impl AcpSink {
@@ -57,6 +59,7 @@ impl AcpSink {
             out,
             follow,
             calls: Mutex::default(),
+            terminals: Mutex::default(),
         }
     }
 
@@ -108,6 +111,18 @@ impl AcpSink {
         }
     }
 
+    /// A call's command runs in the editor's terminal `terminal`: the call shows it live.
+    pub fn terminal_started(&self, call_id: &str, terminal: acp::TerminalId) {
+        self.terminals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(call_id.to_owned(), terminal.clone());
+        let fields = acp::ToolCallUpdateFields::new().content(vec![terminal_content(terminal)]);
+        self.update(acp::SessionUpdate::ToolCallUpdate(
+            acp::ToolCallUpdate::new(call_id.to_owned(), fields),
+        ));
+    }
+
     /// A call's result: completed or failed, with its output (and a diff for a write or edit
     /// that succeeded).
     pub fn call_ended(&self, id: &str, name: &str, result: &ToolResultPayload, failed: bool) {
@@ -119,6 +134,16 @@ impl AcpSink {
         };
         if content.is_empty() {
             content = convert::content(&result.content);
+        }
+        let terminal = self
+            .terminals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        // The editor keeps showing a released terminal that a call embeds; the text after it
+        // is what the model was told (exit code, cut output).
+        if let Some(terminal) = terminal {
+            content.insert(0, terminal_content(terminal));
         }
         let status = if failed {
             acp::ToolCallStatus::Failed
@@ -137,6 +162,10 @@ impl AcpSink {
         // The task is gone only once the session is closed.
         let _ = self.follow.send(f);
     }
+}
+
+fn terminal_content(terminal: acp::TerminalId) -> acp::ToolCallContent {
+    acp::ToolCallContent::Terminal(acp::Terminal::new(terminal))
 }
 
 impl EventSink for AcpSink {

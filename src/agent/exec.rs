@@ -48,12 +48,13 @@ pub(super) async fn run_tools(
     if calls.is_empty() {
         return Vec::new();
     }
-    let (skip, tools, editor) = {
+    let (skip, tools, editor, terminal) = {
         let state = agent.state();
         (
             state.queue.has_steering(),
             state.tools.clone(),
             state.editor.clone(),
+            state.terminal.clone(),
         )
     };
     let running = Arc::new(Semaphore::new(MAX_CONCURRENT_TOOLS));
@@ -96,6 +97,8 @@ pub(super) async fn run_tools(
                         outputs: agent.inner.outputs.clone(),
                         write_target: write_target.take(),
                         editor: editor.clone(),
+                        terminal: terminal.clone(),
+                        call_id: id.clone(),
                     };
                     Slot::Running(tokio::spawn(run_approved(
                         tool,

@@ -132,6 +132,8 @@ struct State {
     approval: Approval,
     /// The client's files, which `write` and `edit` go through when it offers them.
     editor: Option<Arc<dyn crate::tools::EditorFiles>>,
+    /// The client's terminals, which `bash` runs in when it offers them.
+    terminal: Option<Arc<dyn crate::tools::EditorTerminal>>,
     session: Session,
     /// A compaction is running (inside a run, or for the `compact` command).
     compacting: bool,
@@ -222,6 +224,7 @@ impl Agent {
             unattended: None,
             approval: Approval::default(),
             editor: None,
+            terminal: None,
             session,
             compacting: false,
             auto_compaction: config.compaction.enabled,
@@ -493,6 +496,11 @@ impl Agent {
     /// From the next call on, `read`, `write` and `edit` read and write text through `editor`.
     pub fn set_editor_files(&self, editor: Arc<dyn crate::tools::EditorFiles>) {
         self.state().editor = Some(editor);
+    }
+
+    /// From the next call on, `bash` runs its command in the client's terminal.
+    pub fn set_editor_terminal(&self, terminal: Arc<dyn crate::tools::EditorTerminal>) {
+        self.state().terminal = Some(terminal);
     }
 
     pub fn resolve_permission(&self, request_id: u64, approved: bool) -> Result<(), CommandError> {

@@ -142,6 +142,15 @@ impl Prepared {
         &self.config.cwd
     }
 
+    /// Continues in a new session holding the whole conversation resolved (ACP's
+    /// `session/fork`), as [`Agent::clone_session`] does for a running one: a new file whose
+    /// `parentSession` is the old one.
+    pub fn clone_session(&mut self) -> Result<(), SessionError> {
+        let dir = super::sessions::file_dir(&self.config);
+        self.session = self.session.clone_session(dir)?;
+        Ok(())
+    }
+
     /// Starts the session: its MCP servers start, and its events go to `sink`.
     pub fn start(self, sink: Sink) -> Agent {
         Agent::new(

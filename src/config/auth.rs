@@ -150,13 +150,13 @@ pub async fn store(path: &Path, provider: &str, entry: Option<Value>) -> Result<
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    let lock = super::oauth::lock(path).await?;
-    let mut all = super::oauth::read_all(path)?;
+    let lock = super::oauth::store::lock(path).await?;
+    let mut all = super::oauth::store::read_all(path)?;
     let had = match entry {
         Some(entry) => all.insert(provider.to_owned(), entry).is_some(),
         None => all.remove(provider).is_some(),
     };
-    super::oauth::write_all(path, &all)?;
+    super::oauth::store::write_all(path, &all)?;
     drop(lock);
     Ok(had)
 }
@@ -195,7 +195,7 @@ mod tests {
             &path,
             r#"{"openai": {"type": "api_key", "key": "sk-literal"},
                 "groq": {"type": "api_key", "key": "$GROQ_KEY", "env": {}},
-                "anthropic": {"type": "oauth", "access": "tok-secret", "refresh": "r", "expires": 1},
+                "radius": {"type": "oauth", "access": "tok-secret", "refresh": "r", "expires": 1},
                 "odd": {"type": "cookie", "value": "tok-secret"},
                 "bedrock": {"type": "api_key", "env": {"AWS_PROFILE": "work"}},
                 "amazon-bedrock": {"type": "api_key"}}"#,
@@ -209,7 +209,7 @@ mod tests {
         let keys = load(&path, &mut warnings);
         assert_eq!(keys.key("openai"), Some("sk-literal"));
         assert_eq!(keys.key("groq"), Some("$GROQ_KEY"));
-        assert_eq!(keys.key("anthropic"), None);
+        assert_eq!(keys.key("radius"), None);
         assert!(keys.has("bedrock") && keys.key("bedrock").is_none());
         assert_eq!(
             keys.env("bedrock")
@@ -219,10 +219,7 @@ mod tests {
         );
         assert!(!keys.has("amazon-bedrock"), "an empty entry adds nothing");
         let all = warnings.join("\n");
-        assert!(
-            all.contains("\"anthropic\" is logged in with OAuth"),
-            "{all}"
-        );
+        assert!(all.contains("\"radius\" is logged in with OAuth"), "{all}");
         assert!(all.contains("\"odd\""), "{all}");
         assert!(!all.contains("bedrock"), "{all}");
         assert!(

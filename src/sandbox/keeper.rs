@@ -10,7 +10,9 @@
 //!   send SIGTERM to the process group, which holds the keeper and the program.
 //! - nova's death is a stop signal too (`PR_SET_PDEATHSIG`), so this holds when nova is killed
 //!   with SIGKILL. The signal follows the *thread* that spawned the keeper: nova spawns from the
-//!   thread of its single-threaded runtime, which lives as long as nova.
+//!   thread of its single-threaded runtime, which lives as long as nova. A keeper another
+//!   program started for nova (see [`super::launcher`]) looks every 250 ms whether nova still
+//!   lives instead.
 //!
 //! Signals are caught by handlers that only record them and wake the keeper through a socket
 //! (signal-hook). Not by blocking them: a blocked signal stays blocked across `exec`, so the
@@ -84,15 +86,45 @@ pub(super) fn keep(
     program: &OsString,
     args: &[OsString],
 ) -> ExitCode {
-    // Both only fail on kernels older than 3.4, where orphans then escape to init as before.
-    let _ = prctl::set_child_subreaper(true);
-    // Set after the sandbox's user namespace: entering one clears the parent-death signal.
-    let _ = prctl::set_pdeathsig(Signal::SIGTERM);
+    arm();
     if getppid().as_raw() as u32 != parent {
         // nova died before the line above could arm: no one is waiting for this program.
         return ExitCode::from(CANNOT_RUN);
     }
-    let child = match Command::new(program).args(args).spawn() {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    start(signals, cmd, program, None)
+}
+
+/// [`keep`] for a launcher another program started on nova's behalf: `inner` (the program
+/// under a plain keeper of its own) runs while nova, whose pid is `nova`, lives.
+pub(super) fn keep_handed_over(
+    signals: Signals,
+    nova: u32,
+    inner: Command,
+    program: &OsString,
+) -> ExitCode {
+    arm();
+    let Some(watched) = Watched::new(nova) else {
+        return ExitCode::from(CANNOT_RUN);
+    };
+    start(signals, inner, program, Some(watched))
+}
+
+fn arm() {
+    // Both only fail on kernels older than 3.4, where orphans then escape to init as before.
+    let _ = prctl::set_child_subreaper(true);
+    // Set after the sandbox's user namespace: entering one clears the parent-death signal.
+    let _ = prctl::set_pdeathsig(Signal::SIGTERM);
+}
+
+fn start(
+    signals: Signals,
+    mut cmd: Command,
+    program: &OsString,
+    nova: Option<Watched>,
+) -> ExitCode {
+    let child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) => {
             let cwd = std::env::current_dir().unwrap_or_default();
@@ -105,13 +137,49 @@ pub(super) fn keep(
             return ExitCode::from(CANNOT_RUN);
         }
     };
-    supervise(signals, child)
+    supervise(signals, child, nova)
 }
 
-fn supervise(mut signals: Signals, mut child: Child) -> ExitCode {
+/// nova, when it is not the keeper's parent: its pid and its start time (which a process that
+/// reuses the pid does not share).
+struct Watched {
+    pid: u32,
+    started: String,
+}
+
+impl Watched {
+    /// `None` when nova is already gone.
+    fn new(pid: u32) -> Option<Watched> {
+        let started = start_time(pid)?;
+        Some(Watched { pid, started })
+    }
+
+    fn gone(&self) -> bool {
+        start_time(self.pid).as_ref() != Some(&self.started)
+    }
+}
+
+/// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks since boot.
+fn start_time(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // pid (comm) state …; comm may hold anything, so count fields after the last `)`.
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(19).map(str::to_owned)
+}
+
+/// How often a keeper whose parent is not nova looks whether nova still lives.
+const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
+fn supervise(mut signals: Signals, mut child: Child, nova: Option<Watched>) -> ExitCode {
     let program = Pid::from_raw(child.id() as i32);
+    if nova.is_some() {
+        let _ = signals.wake.set_read_timeout(Some(WATCH_INTERVAL));
+    }
     loop {
-        if let Some(stop) = signals.stop() {
+        let stop = signals
+            .stop()
+            .or_else(|| nova.as_ref().filter(|n| n.gone()).map(|_| SIGTERM));
+        if let Some(stop) = stop {
             kill_descendants();
             return die_by(stop);
         }

@@ -14,6 +14,15 @@
 //!    later `mount`/`umount`, so the program cannot undo step 1.
 //! 3. The keeper starts the program (which inherits the restrictions, the process group nova
 //!    gave the launcher, and its pipes) and waits for it.
+//!
+//! Handed over ([`Handoff`]): another program — an editor's terminal, over ACP — starts the
+//! launcher on nova's behalf, as `/proc/<nova's pid>/exe` with the same arguments, so the same
+//! sandbox binds what it runs. What nova would otherwise give its own child the launcher then
+//! sees to itself: the program's environment is exactly nova's (the names travel in the launch
+//! description, the values as the starter's environment for it; the starter's own variables are
+//! dropped), its stdin is empty, and nova's death stops it (watched, since nova is not the
+//! parent). The program runs under a second, plain keeper whose parent-death signal is the
+//! first: a starter that kills the launcher outright (SIGKILL) still ends everything below it.
 
 use super::{SandboxError, keeper};
 use landlock::{
@@ -64,6 +73,19 @@ struct Launch {
     parent: u32,
     /// `None`: no restrictions, only the keeper.
     sandbox: Option<Spec>,
+    /// Handed over: started by another program, and the names of the variables the program
+    /// keeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    handed_over: Option<Vec<String>>,
+}
+
+/// A launcher command for another program to start on nova's behalf: the program, its
+/// arguments and the environment to start it with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handoff {
+    pub program: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
 }
 
 /// The restrictions the launcher applies.
@@ -93,6 +115,11 @@ impl Spec {
         Ok(cmd)
     }
 
+    /// The launcher command for `program args…` under this spec, for another program to start.
+    pub fn handoff(&self, program: &str, args: &[&str]) -> Result<Handoff, SandboxError> {
+        handoff(Some(self.clone()), program, args)
+    }
+
     /// The launcher command that only checks that this spec can be applied.
     pub fn probe(&self) -> Result<std::process::Command, SandboxError> {
         let mut cmd = sandboxed(self)?;
@@ -116,6 +143,15 @@ where
         return cmd;
     }
     debug_assert!(on_main_thread());
+    plain_keeper(program, args)
+}
+
+/// The launcher command for a keeper without restrictions, whose parent is this process.
+fn plain_keeper<I, S>(program: impl AsRef<std::ffi::OsStr>, args: I) -> std::process::Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
     // A `Launch` without a sandbox (whose paths may not be UTF-8, so its encoding can fail).
     let json = serde_json::json!({ "parent": std::process::id() }).to_string();
     let mut cmd = launcher(json);
@@ -128,10 +164,38 @@ fn sandboxed(spec: &Spec) -> Result<std::process::Command, SandboxError> {
     let launch = Launch {
         parent: std::process::id(),
         sandbox: Some(spec.clone()),
+        handed_over: None,
     };
     serde_json::to_string(&launch)
         .map(launcher)
         .map_err(SandboxError::Describe)
+}
+
+/// [`kept`] for another program to start: only the keeper, no restrictions.
+pub fn kept_handoff(program: &str, args: &[&str]) -> Result<Handoff, SandboxError> {
+    handoff(None, program, args)
+}
+
+/// nova's environment (the variables whose names and values are text, which is all another
+/// program can be told) goes with the command; the launcher keeps exactly those.
+fn handoff(sandbox: Option<Spec>, program: &str, args: &[&str]) -> Result<Handoff, SandboxError> {
+    let env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .collect();
+    let launch = Launch {
+        parent: std::process::id(),
+        sandbox,
+        handed_over: Some(env.iter().map(|(name, _)| name.clone()).collect()),
+    };
+    let json = serde_json::to_string(&launch).map_err(SandboxError::Describe)?;
+    let mut all = vec![ARG.to_owned(), json, "--".to_owned(), program.to_owned()];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    Ok(Handoff {
+        // nova's own image, as `/proc/self/exe` names it for nova's children.
+        program: format!("/proc/{}/exe", std::process::id()),
+        args: all,
+        env,
+    })
 }
 
 /// The keeper's parent-death signal follows the thread that spawned it, so programs must be
@@ -188,7 +252,22 @@ fn launch(args: &[OsString]) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Some("--") if args.len() > 2 => keeper::keep(signals, launch.parent, &args[2], &args[3..]),
+        Some("--") if args.len() > 2 => {
+            let (program, rest) = (&args[2], &args[3..]);
+            match &launch.handed_over {
+                None => keeper::keep(signals, launch.parent, program, rest),
+                Some(names) => {
+                    let mut inner = plain_keeper(program, rest);
+                    inner.env_clear().stdin(std::process::Stdio::null());
+                    for name in names {
+                        if let Some(value) = std::env::var_os(name) {
+                            inner.env(name, value);
+                        }
+                    }
+                    keeper::keep_handed_over(signals, launch.parent, inner, program)
+                }
+            }
+        }
         _ => setup_failed("no program to run"),
     }
 }

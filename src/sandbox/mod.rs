@@ -21,7 +21,7 @@ mod settings;
 mod shell;
 
 pub use error::SandboxError;
-pub use launcher::{kept, run_if_requested};
+pub use launcher::{Handoff, kept, kept_handoff, run_if_requested};
 pub use placeholder::Placeholders;
 pub use policy::{Policy, WriteRefusal, resolve_for_write};
 pub use settings::{Mode, SandboxSettings};
@@ -227,6 +227,24 @@ impl Sandbox {
         let placeholders = Placeholders::hold(&policy.placeholders())?;
         match self.spec(policy).command(program, args) {
             Ok(cmd) => Ok((cmd, placeholders)),
+            Err(e) => {
+                placeholders.release();
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Sandbox::command`] for another program to start (an editor's terminal): the same
+    /// launcher, binding what that program runs as it binds nova's own children.
+    pub fn handoff(
+        &self,
+        program: &str,
+        args: &[&str],
+    ) -> Result<(Handoff, Placeholders), SandboxError> {
+        let policy = self.policy();
+        let placeholders = Placeholders::hold(&policy.placeholders())?;
+        match self.spec(policy).handoff(program, args) {
+            Ok(handoff) => Ok((handoff, placeholders)),
             Err(e) => {
                 placeholders.release();
                 Err(e)

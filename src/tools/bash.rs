@@ -29,7 +29,7 @@ use tokio::process::{Child, Command};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-const BASH: &str = "/bin/bash";
+pub(super) const BASH: &str = "/bin/bash";
 
 /// How often at most progress is reported while output streams in.
 const UPDATE_INTERVAL: Duration = Duration::from_millis(50);
@@ -65,7 +65,7 @@ pub(super) fn spec() -> ToolSpec {
     }
 }
 
-enum Ending {
+pub(super) enum Ending {
     Exited(ExitStatus),
     TimedOut,
     Aborted,
@@ -134,14 +134,6 @@ async fn execute(
     if !cwd.is_dir() {
         return Err(RunError::NoCwd(cwd.to_owned()));
     }
-    // An empty first update tells the tool's caller the command is running.
-    if let Progress::Snapshots(on_update) = &progress {
-        on_update(ToolResultPayload {
-            content: Vec::new(),
-            details: None,
-            structured_content: None,
-        });
-    }
     let (reader, mut child, placeholders) =
         spawn(command, cwd, sandbox).map_err(RunError::Start)?;
     // Stops the command if the tool stops early (its future dropped), so no command outlives
@@ -185,6 +177,8 @@ pub enum RunError {
     Start(#[source] std::io::Error),
     #[error("Could not wait for /bin/bash: {0}")]
     Wait(#[source] std::io::Error),
+    #[error("The editor could not run the command in a terminal: {0}")]
+    Terminal(String),
 }
 
 /// What a command the user ran (the RPC `bash` command) produced, in Pi's `BashResult` terms.
@@ -235,21 +229,47 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         .timeout
         .filter(|t| *t > 0.0 && t.is_finite())
         .map(|t| Instant::now() + Duration::from_secs_f64(t.min(1e9)));
-    let progress = Progress::Snapshots(&ctx.on_update);
     let sandbox = (args.sandbox != Some(false) && ctx.sandbox.wraps_commands())
         .then_some(ctx.sandbox.as_ref());
+    if !ctx.cwd.is_dir() {
+        return Err(RunError::NoCwd(ctx.cwd.clone()).to_string());
+    }
+    // An empty first update tells the tool's caller the command is running.
+    (ctx.on_update)(ToolResultPayload {
+        content: Vec::new(),
+        details: None,
+        structured_content: None,
+    });
     let started = Instant::now();
-    let (ending, mut output) = execute(
-        &args.command,
-        &ctx.cwd,
-        sandbox,
-        &ctx.cancel,
-        deadline,
-        progress,
-        &ctx.outputs,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    let ran = match &ctx.terminal {
+        Some(terminal) => {
+            let run = super::terminal::Run {
+                command: &args.command,
+                cwd: &ctx.cwd,
+                call_id: &ctx.call_id,
+                sandbox,
+                cancel: &ctx.cancel,
+                deadline,
+                outputs: &ctx.outputs,
+            };
+            super::terminal::execute(terminal.as_ref(), run).await
+        }
+        None => {
+            let progress = Progress::Snapshots(&ctx.on_update);
+            let (command, cwd) = (&args.command, &ctx.cwd);
+            execute(
+                command,
+                cwd,
+                sandbox,
+                &ctx.cancel,
+                deadline,
+                progress,
+                &ctx.outputs,
+            )
+            .await
+        }
+    };
+    let (ending, mut output) = ran.map_err(|e| e.to_string())?;
     let snapshot = output.snapshot();
     let last_line = output.last_line_bytes();
     let status = match ending {
@@ -549,6 +569,8 @@ mod tests {
             outputs: Arc::default(),
             write_target: None,
             editor: None,
+            terminal: None,
+            call_id: String::new(),
         };
         (ctx, updates)
     }

@@ -16,6 +16,7 @@ pub mod permission;
 mod read;
 pub mod safe_open;
 mod search;
+pub mod terminal;
 pub mod truncate;
 mod utf8;
 pub mod validate;
@@ -79,6 +80,8 @@ pub trait EditorFiles: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 }
 
+pub use terminal::{EditorTerminal, TerminalExit};
+
 #[derive(Clone)]
 pub struct ToolContext {
     pub cwd: PathBuf,
@@ -94,6 +97,10 @@ pub struct ToolContext {
     pub write_target: Option<PathBuf>,
     /// The editor's files, when the client offers them.
     pub editor: Option<Arc<dyn EditorFiles>>,
+    /// The editor's terminals, which `bash` runs its command in when the client offers them.
+    pub terminal: Option<Arc<dyn EditorTerminal>>,
+    /// The call this context runs (an editor shows its terminal with it).
+    pub call_id: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -117,6 +124,8 @@ impl ToolContext {
             outputs: Arc::default(),
             write_target: None,
             editor: None,
+            terminal: None,
+            call_id: String::new(),
         }
     }
 }

@@ -87,6 +87,69 @@ struct Seen {
     answers: Mutex<VecDeque<&'static str>>,
     /// The editor's buffers, for a client that offers its files.
     buffers: Mutex<HashMap<PathBuf, String>>,
+    /// The terminals nova asked for, by id, for a client that offers them.
+    terminals: Mutex<HashMap<String, Terminal>>,
+    created: Mutex<Vec<acp::CreateTerminalRequest>>,
+    killed: Mutex<Vec<String>>,
+    released: Mutex<Vec<String>>,
+}
+
+/// A command an editor runs for nova: really started, as an editor starts it (its own
+/// environment plus the requested variables), its output kept.
+struct Terminal {
+    pid: u32,
+    output: Arc<Mutex<Vec<u8>>>,
+    exit: tokio::sync::watch::Receiver<Option<acp::TerminalExitStatus>>,
+}
+
+impl Terminal {
+    fn spawn(req: &acp::CreateTerminalRequest) -> Terminal {
+        let mut cmd = Command::new(&req.command);
+        cmd.args(&req.args)
+            .env("EDITOR_ONLY", "the editor's own variable")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        for var in &req.env {
+            cmd.env(&var.name, &var.value);
+        }
+        if let Some(cwd) = &req.cwd {
+            cmd.current_dir(cwd);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let output: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let readers = [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ];
+        for mut reader in readers {
+            let output = output.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = tokio::io::AsyncReadExt::read(&mut reader, &mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    output.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            });
+        }
+        let pid = child.id().unwrap();
+        let (tx, exit) = tokio::sync::watch::channel(None);
+        tokio::spawn(async move {
+            let status = child.wait().await.unwrap();
+            let mut exit = acp::TerminalExitStatus::new();
+            if let Some(code) = status.code() {
+                exit = exit.exit_code(code as u32);
+            }
+            if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status) {
+                let name = nix::sys::signal::Signal::try_from(sig).unwrap();
+                exit = exit.signal(name.as_str().to_owned());
+            }
+            let _ = tx.send(Some(exit));
+        });
+        Terminal { pid, output, exit }
+    }
 }
 
 impl Seen {
@@ -140,6 +203,8 @@ impl Session {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (on_update, on_ask) = (seen.clone(), seen.clone());
         let (on_read, on_write) = (seen.clone(), seen.clone());
+        let (on_create, on_wait, on_output) = (seen.clone(), seen.clone(), seen.clone());
+        let (on_kill, on_release) = (seen.clone(), seen.clone());
         tokio::spawn(async move {
             let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
             let _ = Client
@@ -183,6 +248,74 @@ impl Session {
                             .unwrap()
                             .insert(req.path, req.content);
                         responder.respond(acp::WriteTextFileResponse::new())
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |req: acp::CreateTerminalRequest, responder, _cx| {
+                        let terminal = Terminal::spawn(&req);
+                        let id = format!("term-{}", terminal.pid);
+                        on_create
+                            .terminals
+                            .lock()
+                            .unwrap()
+                            .insert(id.clone(), terminal);
+                        on_create.created.lock().unwrap().push(req);
+                        responder.respond(acp::CreateTerminalResponse::new(id))
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |req: acp::WaitForTerminalExitRequest, responder, _cx| {
+                        let id = req.terminal_id.0.to_string();
+                        let exit = on_wait.terminals.lock().unwrap()[&id].exit.clone();
+                        // Answered when it exits; the connection reads on meanwhile.
+                        tokio::spawn(async move {
+                            let mut exit = exit;
+                            let status = exit.wait_for(Option::is_some).await.unwrap().clone();
+                            let _ = responder
+                                .respond(acp::WaitForTerminalExitResponse::new(status.unwrap()));
+                        });
+                        Ok(())
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |req: acp::TerminalOutputRequest, responder, _cx| {
+                        let id = req.terminal_id.0.to_string();
+                        let terminals = on_output.terminals.lock().unwrap();
+                        let terminal = &terminals[&id];
+                        let text =
+                            String::from_utf8_lossy(&terminal.output.lock().unwrap()).into_owned();
+                        let exit = terminal.exit.borrow().clone();
+                        responder.respond(
+                            acp::TerminalOutputResponse::new(text, false).exit_status(exit),
+                        )
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |req: acp::KillTerminalRequest, responder, _cx| {
+                        let id = req.terminal_id.0.to_string();
+                        let pid = on_kill.terminals.lock().unwrap()[&id].pid;
+                        // As abruptly as an editor may: the launcher gets no chance to clean up.
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid as i32),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                        on_kill.killed.lock().unwrap().push(id);
+                        responder.respond(acp::KillTerminalResponse::new())
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |req: acp::ReleaseTerminalRequest, responder, _cx| {
+                        on_release
+                            .released
+                            .lock()
+                            .unwrap()
+                            .push(req.terminal_id.0.to_string());
+                        responder.respond(acp::ReleaseTerminalResponse::new())
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
@@ -766,5 +899,299 @@ async fn read_write_and_edit_go_through_the_editors_buffers_when_it_offers_them(
         statuses(&nova.seen.updates(&id), "e1").last(),
         Some(&acp::ToolCallStatus::Completed)
     );
+    nova.end().await;
+}
+
+/// Gone, or a zombie waiting for a reaper that this container may not have.
+fn process_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// The content of call `id`'s updates, in order.
+fn call_contents(updates: &[acp::SessionUpdate], id: &str) -> Vec<Vec<acp::ToolCallContent>> {
+    updates
+        .iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::ToolCallUpdate(c) if &*c.tool_call_id.0 == id => {
+                c.fields.content.clone()
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn shows_terminal(content: &[acp::ToolCallContent], terminal: &str) -> bool {
+    content
+        .iter()
+        .any(|c| matches!(c, acp::ToolCallContent::Terminal(t) if &*t.terminal_id.0 == terminal))
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn bash_runs_in_the_editors_terminal_as_nova_would_run_it_in_the_sandbox() {
+    let out = super::sandbox::outside();
+    let target = out.path().join("escaped.txt");
+    let mock = MockLlm::start();
+    let command = format!(
+        "echo hi; echo \"${{EDITOR_ONLY:-not-the-editors}}\"; echo x > {}",
+        target.display()
+    );
+    mock.push(Reply::new().tool_call("c1", "bash", json!({ "command": command })));
+    mock.push(Reply::text("done"));
+    let dirs = Dirs::new(&mock);
+    let nova = Session::start_with(&dirs, acp::ClientCapabilities::new().terminal(true)).await;
+    let cwd = dirs.cwd();
+    let id = nova.new_session(&cwd).await.session_id;
+    let answer = nova.prompt(&id, "run it").await.unwrap();
+    assert_eq!(answer.stop_reason, acp::StopReason::EndTurn);
+
+    // The editor was asked to run nova's own launcher, sandboxed to the workspace, in it.
+    let created = nova.seen.created.lock().unwrap().clone();
+    assert_eq!(created.len(), 1, "{created:#?}");
+    let req = &created[0];
+    let pid = nova.child.id().unwrap();
+    assert_eq!(req.command, format!("/proc/{pid}/exe"));
+    assert_eq!(req.args[0], "__sandbox");
+    let launch: Value = serde_json::from_str(&req.args[1]).unwrap();
+    let writable = launch["sandbox"]["writable"].as_array().unwrap();
+    assert!(writable.contains(&json!(cwd)), "{launch}");
+    assert_eq!(req.args[2..5], ["--", "/bin/bash", "-c"]);
+    assert_eq!(req.cwd.as_deref(), Some(cwd.as_path()));
+    assert!(
+        !target.exists(),
+        "the write outside the workspace was refused"
+    );
+
+    // The model got nova's usual result: the output (in nova's environment, not the
+    // editor's), the exit code and the sandbox's note.
+    let last = mock.chat_requests().last().unwrap().body.to_string();
+    assert!(last.contains("hi\\nnot-the-editors\\n"), "{last}");
+    assert!(last.contains("Command exited with code 1"), "{last}");
+    assert!(last.contains("sandbox"), "{last}");
+
+    // The call showed the terminal live, and at its end with the result's text.
+    let terminal = format!(
+        "term-{}",
+        nova.seen
+            .terminals
+            .lock()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap()
+            .pid
+    );
+    let updates = nova.seen.updates(&id);
+    let contents = call_contents(&updates, "c1");
+    assert!(
+        contents
+            .iter()
+            .any(|c| c.len() == 1 && shows_terminal(c, &terminal)),
+        "{contents:#?}"
+    );
+    let end = contents.last().unwrap();
+    assert!(shows_terminal(end, &terminal), "{end:#?}");
+    let text = end.iter().find_map(|c| match c {
+        acp::ToolCallContent::Content(c) => match &c.content {
+            acp::ContentBlock::Text(t) => Some(t.text.clone()),
+            _ => None,
+        },
+        _ => None,
+    });
+    assert!(text.unwrap().starts_with("hi\nnot-the-editors\n"));
+    assert_eq!(
+        statuses(&updates, "c1").last(),
+        Some(&acp::ToolCallStatus::Failed)
+    );
+    assert_eq!(*nova.seen.released.lock().unwrap(), [terminal]);
+    assert!(nova.seen.killed.lock().unwrap().is_empty());
+    nova.end().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn cancel_kills_the_command_in_the_editors_terminal_and_all_it_started() {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call(
+        "c1",
+        "bash",
+        json!({"command": "setsid sleep 31 & echo $!; wait"}),
+    ));
+    mock.push(Reply::text("next"));
+    let dirs = Dirs::new(&mock);
+    let nova = Session::start_with(&dirs, acp::ClientCapabilities::new().terminal(true)).await;
+    let id = nova.new_session(&dirs.cwd()).await.session_id;
+    let req = acp::PromptRequest::new(id.clone(), vec!["wait".into()]);
+    let pending = nova.cx.send_request(req).block_task();
+    let (answer, grandchild) = tokio::join!(pending, async {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let pid = loop {
+            let printed = nova.seen.terminals.lock().unwrap().values().find_map(|t| {
+                let out = String::from_utf8_lossy(&t.output.lock().unwrap()).into_owned();
+                out.trim()
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|_| out.ends_with('\n'))
+            });
+            if let Some(pid) = printed {
+                break pid;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the command printed nothing"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        nova.cx
+            .send_notification(acp::CancelNotification::new(id.clone()))
+            .unwrap();
+        pid
+    });
+    assert_eq!(answer.unwrap().stop_reason, acp::StopReason::Cancelled);
+    let terminal = nova.seen.created.lock().unwrap().len();
+    assert_eq!(terminal, 1);
+    assert_eq!(nova.seen.killed.lock().unwrap().len(), 1);
+    assert_eq!(
+        *nova.seen.killed.lock().unwrap(),
+        *nova.seen.released.lock().unwrap()
+    );
+    // Killed outright by the editor, the launcher still took down what the command started,
+    // even a process that left its session.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !process_gone(grandchild) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(process_gone(grandchild), "{grandchild} survived the cancel");
+    nova.end().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn fork_continues_a_copy_of_the_conversation_and_leaves_the_original() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("noted"));
+    mock.push(Reply::text("it was 42"));
+    mock.push(Reply::text("the original goes on"));
+    let dirs = Dirs::new(&mock);
+    let cwd = dirs.cwd();
+    let nova = Session::start(&dirs).await;
+    let id = nova.new_session(&cwd).await.session_id;
+    nova.prompt(&id, "remember 42").await.unwrap();
+
+    let forked = nova
+        .cx
+        .send_request(acp::ForkSessionRequest::new(id.clone(), cwd.clone()))
+        .block_task()
+        .await
+        .unwrap();
+    let fork = forked.session_id;
+    assert_ne!(fork, id);
+    assert!(forked.config_options.is_some());
+    nova.prompt(&fork, "what was it?").await.unwrap();
+    let last = mock.chat_requests().last().unwrap().body.to_string();
+    assert!(
+        last.contains("remember 42") && last.contains("noted"),
+        "{last}"
+    );
+
+    nova.prompt(&id, "and the original?").await.unwrap();
+    let last = mock.chat_requests().last().unwrap().body.to_string();
+    assert!(!last.contains("what was it?"), "{last}");
+    let listed = nova
+        .cx
+        .send_request(acp::ListSessionsRequest::new().cwd(cwd.clone()))
+        .block_task()
+        .await
+        .unwrap();
+    let ids: Vec<_> = listed.sessions.iter().map(|s| &s.session_id).collect();
+    assert!(ids.contains(&&id) && ids.contains(&&fork), "{ids:?}");
+
+    let unknown = nova
+        .cx
+        .send_request(acp::ForkSessionRequest::new("no-such-session", cwd))
+        .block_task()
+        .await
+        .unwrap_err();
+    assert!(unknown.to_string().contains("no-such-session"), "{unknown}");
+    nova.end().await;
+}
+
+/// Every `*.jsonl` file below `dir`.
+fn session_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(session_files(&path));
+        } else if path.extension().is_some_and(|e| e == "jsonl") {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn session_list_pages_through_many_sessions_with_its_cursor() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("hello"));
+    let dirs = Dirs::new(&mock);
+    let cwd = dirs.cwd();
+    let nova = Session::start(&dirs).await;
+    let id = nova.new_session(&cwd).await.session_id;
+    nova.prompt(&id, "hi").await.unwrap();
+    // 60 more sessions of the same cwd: copies of that one under other ids.
+    let files = session_files(dirs.agent.path());
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    for n in 0..60 {
+        let other = format!("copy-{n:02}-{}", &id.0[8..]);
+        let name = files[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace(&*id.0, &other);
+        let copy = files[0].with_file_name(name);
+        std::fs::write(copy, text.replace(&*id.0, &other)).unwrap();
+    }
+
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let req = acp::ListSessionsRequest::new()
+            .cwd(cwd.clone())
+            .cursor(cursor.clone());
+        let page = nova.cx.send_request(req).block_task().await.unwrap();
+        pages += 1;
+        seen.extend(
+            page.sessions
+                .into_iter()
+                .map(|s| s.session_id.0.to_string()),
+        );
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+        assert!(pages < 10, "the cursor does not advance");
+    }
+    assert_eq!(pages, 2);
+    assert_eq!(seen.len(), 61);
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 61, "no session twice");
+
+    let bad = nova
+        .cx
+        .send_request(
+            acp::ListSessionsRequest::new()
+                .cwd(cwd)
+                .cursor("not a cursor".to_owned()),
+        )
+        .block_task()
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code, ErrorCode::INVALID_PARAMS);
     nova.end().await;
 }

@@ -13,7 +13,7 @@ const SECRET: &str = "sk-auth-json-7f3a9c";
 fn auth_json() -> String {
     json!({
         "openai": {"type": "api_key", "key": format!("!printf {SECRET}")},
-        "anthropic": {"type": "oauth", "access": "at-secret", "refresh": "rt-secret",
+        "radius": {"type": "oauth", "access": "at-secret", "refresh": "rt-secret",
                       "expires": 1},
     })
     .to_string()
@@ -46,7 +46,7 @@ fn auth_json_keys_reach_only_the_provider() {
     let html = std::fs::read_to_string(page["path"].as_str().unwrap()).unwrap();
     let stderr = nova.stderr_with("OAuth");
     assert!(
-        stderr.contains("\"anthropic\" is logged in with OAuth, which nova does not support yet"),
+        stderr.contains("\"radius\" is logged in with OAuth, which nova does not support yet"),
         "{stderr}"
     );
     #[cfg(unix)]
@@ -62,7 +62,7 @@ fn auth_json_keys_reach_only_the_provider() {
             assert!(!text.contains(secret), "{secret} in {what}");
         }
     }
-    // The OAuth entry did not enable the built-in Anthropic provider.
+    // The unsupported OAuth entry enabled nothing.
     let list = nova.request_ok(json!({"type": "get_available_models"}));
     assert!(
         list["models"]

@@ -1,0 +1,144 @@
+//! OAuth logins in auth.json (`{"type": "oauth", "access", "refresh", "expires", …}`, written by
+//! Pi's `/login` or `nova login`), used as Pi uses them: the access token is the provider's key
+//! while it has more than five minutes left; past that it is refreshed with the provider's
+//! authorization server and the new tokens are written back to auth.json. The refresh runs
+//! under an exclusive lock on a file beside auth.json and re-reads the file first, so when two
+//! processes find the token stale, one refreshes and the other uses what it wrote: a provider
+//! that rotates its refresh tokens never sees the old one twice. The file is replaced
+//! atomically (a 0600 temporary file renamed over it), and its other entries and fields are
+//! kept as they were.
+//!
+//! [`providers`] has one row per provider Pi logs in to; [`store`] is the one place auth.json
+//! is locked and written; [`http`] the requests and where they go (Pi's own host overrides,
+//! such as `KIMI_CODE_OAUTH_HOST`, and one loopback-only override for tests).
+
+pub mod http;
+pub mod providers;
+pub mod store;
+
+use serde_json::{Map, Value};
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Pi refreshes a token with less than this left.
+const MIN_VALIDITY: Duration = Duration::from_secs(5 * 60);
+
+/// Whether nova can use an OAuth login for `provider`.
+pub fn supported(provider: &str) -> bool {
+    providers::find(provider).is_some()
+}
+
+/// An OAuth entry's tokens, and its other fields (a Copilot login's `enterpriseUrl`, a Codex
+/// login's `accountId`, …).
+#[derive(Clone, PartialEq)]
+pub struct Tokens {
+    pub access: String,
+    pub refresh: String,
+    /// Milliseconds since the epoch, as Pi writes it.
+    pub expires: u64,
+    pub extra: Map<String, Value>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens")
+            .field("expires", &self.expires)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tokens {
+    /// The tokens of an auth.json entry, when it is an OAuth entry with all three.
+    pub fn of(entry: &Value) -> Option<Tokens> {
+        if entry.get("type")?.as_str()? != "oauth" {
+            return None;
+        }
+        let mut extra = entry.as_object()?.clone();
+        let access = extra.remove("access")?.as_str()?.to_owned();
+        let refresh = extra.remove("refresh")?.as_str()?.to_owned();
+        let expires = extra
+            .remove("expires")?
+            .as_f64()
+            .map(|e| e.max(0.0) as u64)?;
+        extra.remove("type");
+        Some(Tokens {
+            access,
+            refresh,
+            expires,
+            extra,
+        })
+    }
+
+    fn fresh(&self, now: u64) -> bool {
+        self.expires > now.saturating_add(MIN_VALIDITY.as_millis() as u64)
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Where a refresh reads and writes: auth.json, and how to read variables.
+pub struct Store<'a> {
+    pub path: &'a Path,
+    pub var: http::Vars<'a>,
+}
+
+/// A usable access token for `provider`, refreshing (and writing back) `tokens` when they are
+/// about to expire. The error names the provider and, when the login is dead, `nova login`.
+pub async fn access_token(
+    provider: &str,
+    tokens: &Tokens,
+    store: &Store<'_>,
+) -> Result<String, String> {
+    if tokens.fresh(now_ms()) {
+        return Ok(tokens.access.clone());
+    }
+    let row = providers::find(provider)
+        .ok_or_else(|| format!("nova cannot refresh the OAuth login of \"{provider}\""))?;
+    let lock = store::lock(store.path).await?;
+    // Another process may have refreshed while this one waited for the lock.
+    let current = store::read_entry(store.path, provider)?;
+    let current_tokens = current.as_ref().and_then(Tokens::of);
+    if let Some(current) = &current_tokens
+        && current.fresh(now_ms())
+    {
+        drop(lock);
+        return Ok(current.access.clone());
+    }
+    let refresh = current_tokens.map_or_else(|| tokens.refresh.clone(), |t| t.refresh);
+    let entry = current
+        .and_then(|c| c.as_object().cloned())
+        .unwrap_or_default();
+    let fields = row.refresh(&entry, &refresh, store.var).await?;
+    let access = fields
+        .get("access")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    store::write_fields(store.path, provider, fields)
+        .map_err(|e| format!("cannot keep the refreshed login: {e}"))?;
+    drop(lock);
+    Ok(access)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_and_freshness() {
+        let entry = serde_json::json!({"type": "oauth", "access": "a", "refresh": "r",
+                                       "expires": 1_000_000.0, "enterpriseUrl": "x"});
+        let tokens = Tokens::of(&entry).unwrap();
+        assert!(tokens.fresh(0) && !tokens.fresh(1_000_000 - 60_000));
+        assert_eq!(tokens.extra["enterpriseUrl"], "x");
+        assert_eq!(tokens.extra.len(), 1);
+        assert!(Tokens::of(&serde_json::json!({"type": "api_key", "key": "k"})).is_none());
+        assert!(!format!("{tokens:?}").contains('"'), "tokens never print");
+        assert!(supported("anthropic") && supported("github-copilot") && !supported("groq"));
+    }
+}
