@@ -1027,24 +1027,7 @@ async fn cancel_kills_the_command_in_the_editors_terminal_and_all_it_started() {
     let req = acp::PromptRequest::new(id.clone(), vec!["wait".into()]);
     let pending = nova.cx.send_request(req).block_task();
     let (answer, grandchild) = tokio::join!(pending, async {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        let pid = loop {
-            let printed = nova.seen.terminals.lock().unwrap().values().find_map(|t| {
-                let out = String::from_utf8_lossy(&t.output.lock().unwrap()).into_owned();
-                out.trim()
-                    .parse::<i32>()
-                    .ok()
-                    .filter(|_| out.ends_with('\n'))
-            });
-            if let Some(pid) = printed {
-                break pid;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the command printed nothing"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        };
+        let pid = printed_pid(&nova.seen).await;
         nova.cx
             .send_notification(acp::CancelNotification::new(id.clone()))
             .unwrap();
@@ -1060,11 +1043,7 @@ async fn cancel_kills_the_command_in_the_editors_terminal_and_all_it_started() {
     );
     // Killed outright by the editor, the launcher still took down what the command started,
     // even a process that left its session.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !process_gone(grandchild) && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(process_gone(grandchild), "{grandchild} survived the cancel");
+    wait_gone(grandchild, "the cancel").await;
     nova.end().await;
 }
 
@@ -1193,5 +1172,82 @@ async fn session_list_pages_through_many_sessions_with_its_cursor() {
         .await
         .unwrap_err();
     assert_eq!(bad.code, ErrorCode::INVALID_PARAMS);
+    nova.end().await;
+}
+
+/// The pid a terminal's command printed on its first line, once it has.
+async fn printed_pid(seen: &Seen) -> i32 {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let printed = seen.terminals.lock().unwrap().values().find_map(|t| {
+            let out = String::from_utf8_lossy(&t.output.lock().unwrap()).into_owned();
+            out.lines()
+                .next()
+                .and_then(|l| l.trim().parse::<i32>().ok())
+        });
+        if let Some(pid) = printed {
+            return pid;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command printed nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn wait_gone(pid: i32, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !process_gone(pid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(process_gone(pid), "{pid} survived {what}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_timeout_in_the_editors_terminal_kills_releases_and_says_so() {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call(
+        "c1",
+        "bash",
+        json!({"command": "sleep 33 & echo $!; wait", "timeout": 0.5}),
+    ));
+    mock.push(Reply::text("too slow"));
+    let dirs = Dirs::new(&mock);
+    let nova = Session::start_with(&dirs, acp::ClientCapabilities::new().terminal(true)).await;
+    let id = nova.new_session(&dirs.cwd()).await.session_id;
+    let answer = nova.prompt(&id, "wait a bit").await.unwrap();
+    assert_eq!(answer.stop_reason, acp::StopReason::EndTurn);
+    let grandchild = printed_pid(&nova.seen).await;
+    assert_eq!(nova.seen.killed.lock().unwrap().len(), 1);
+    assert_eq!(
+        *nova.seen.killed.lock().unwrap(),
+        *nova.seen.released.lock().unwrap()
+    );
+    let last = mock.chat_requests().last().unwrap().body.to_string();
+    assert!(
+        last.contains(&format!(
+            "{grandchild}\\n\\n\\nCommand timed out after 0.5 seconds"
+        )),
+        "{last}"
+    );
+    wait_gone(grandchild, "the timeout").await;
+    nova.end().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_command_in_the_editors_terminal_dies_with_nova() {
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "bash", json!({"command": "sleep 34 & echo $!; wait"})));
+    let dirs = Dirs::new(&mock);
+    let mut nova = Session::start_with(&dirs, acp::ClientCapabilities::new().terminal(true)).await;
+    let id = nova.new_session(&dirs.cwd()).await.session_id;
+    let req = acp::PromptRequest::new(id.clone(), vec!["wait".into()]);
+    let _pending = nova.cx.send_request(req);
+    let grandchild = printed_pid(&nova.seen).await;
+    // The editor lives on, and so would what it started, but for the launcher's watch on nova.
+    nova.child.start_kill().unwrap();
+    let _ = nova.child.wait().await;
+    wait_gone(grandchild, "nova").await;
     nova.end().await;
 }
