@@ -55,11 +55,16 @@ pub enum Identity {
     ApiKey,
     /// A Claude Pro/Max OAuth token, accepted only from Claude Code.
     ClaudeCode,
+    /// A bearer token for a server that serves Claude as a browser would ask it (GitHub
+    /// Copilot).
+    Bearer,
 }
 
 impl Identity {
-    pub fn of(key: Option<&str>) -> Identity {
+    /// The identity for `key`, on a provider that takes bearer tokens (`bearer`) or not.
+    pub fn of(key: Option<&str>, bearer: bool) -> Identity {
         match key {
+            _ if bearer => Identity::Bearer,
             Some(key) if key.contains(OAUTH_TOKEN_MARK) => Identity::ClaudeCode,
             _ => Identity::ApiKey,
         }
@@ -103,9 +108,10 @@ fn claude_code_name(name: &str) -> &str {
         .map_or(name, |t| t)
 }
 
-/// The headers a request sends beside its key, as Pi sends them: none for an API key; for a
-/// subscription's token Claude Code's, and its betas (`anthropic-beta`, unless `configured`,
-/// the provider's own headers, name the betas themselves).
+/// The headers a request sends beside its key, as Pi sends them: none for an API key; a
+/// browser's `accept` and direct-access headers for a bearer token; for a subscription's token
+/// those, Claude Code's, and its betas (`anthropic-beta`). `configured`, the provider's own
+/// headers, replace any of the same name.
 pub fn identity_headers(
     req: &Request,
     identity: Identity,
@@ -120,15 +126,16 @@ pub fn identity_headers(
             "anthropic-dangerous-direct-browser-access",
             "true".to_owned(),
         ),
-        ("user-agent", format!("claude-cli/{CLAUDE_CODE_VERSION}")),
-        ("x-app", "cli".to_owned()),
     ];
-    let mut betas = vec!["claude-code-20250219", "oauth-2025-04-20"];
-    if matches!(thinking(req).0, Some(Thinking::Enabled { .. })) {
-        betas.push(INTERLEAVED_THINKING_BETA);
+    if identity == Identity::ClaudeCode {
+        headers.push(("user-agent", format!("claude-cli/{CLAUDE_CODE_VERSION}")));
+        headers.push(("x-app", "cli".to_owned()));
+        let mut betas = vec!["claude-code-20250219", "oauth-2025-04-20"];
+        if matches!(thinking(req).0, Some(Thinking::Enabled { .. })) {
+            betas.push(INTERLEAVED_THINKING_BETA);
+        }
+        headers.push(("anthropic-beta", betas.join(",")));
     }
-    headers.push(("anthropic-beta", betas.join(",")));
-    // A configured header replaces the default of the same name.
     headers.retain(|(name, _)| !configured.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)));
     headers
 }
@@ -286,7 +293,7 @@ fn assistant_blocks<'b>(
                 id: ToolId(id),
                 name: match identity {
                     Identity::ClaudeCode => claude_code_name(name),
-                    Identity::ApiKey => name,
+                    Identity::ApiKey | Identity::Bearer => name,
                 },
                 input: Input(arguments),
             }),
@@ -550,7 +557,7 @@ impl Serialize for Tools<'_> {
         serializer.collect_seq(self.0.iter().enumerate().map(|(i, t)| Tool {
             name: match self.1 {
                 Identity::ClaudeCode => claude_code_name(&t.name),
-                Identity::ApiKey => &t.name,
+                Identity::ApiKey | Identity::Bearer => &t.name,
             },
             description: &t.description,
             input_schema: &t.parameters,

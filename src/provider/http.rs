@@ -5,8 +5,8 @@
 use super::estimate::Meter;
 use super::openai_responses::Flavour;
 use super::{
-    Api, ProviderError, ProviderEvent, Request, anthropic, aws, azure, bedrock, google, ollama,
-    openai, openai_codex, openai_responses,
+    Api, ProviderError, ProviderEvent, Request, anthropic, aws, azure, bedrock, github_copilot,
+    google, ollama, openai, openai_codex, openai_responses,
 };
 use crate::pace::Pacer;
 use crate::protocol::{ContentBlock, Message, UserContent};
@@ -129,7 +129,30 @@ pub async fn stream_paced<F: Future<Output = ()>>(
 ) -> Result<super::ReplyFacts, ProviderError> {
     let api = req.model.api;
     let key = transport.api_key.as_deref().filter(|k| !k.is_empty());
-    let identity = anthropic::Identity::of(key);
+    // Copilot's token names the address its requests go to.
+    let copilot = req.model.provider == github_copilot::PROVIDER;
+    let rebased;
+    let rebased_req;
+    let req = match key.and_then(github_copilot::base_url_of_token) {
+        Some(base_url) if copilot => {
+            rebased = crate::protocol::Model {
+                base_url,
+                ..req.model.clone()
+            };
+            rebased_req = Request {
+                model: &rebased,
+                ..req.clone()
+            };
+            &rebased_req
+        }
+        _ => req,
+    };
+    let identity = anthropic::Identity::of(key, copilot);
+    let flavour = if copilot {
+        Flavour::Copilot
+    } else {
+        Flavour::OpenAi
+    };
     let (url, mut decoder) = match api {
         Api::Ollama => (
             ollama::endpoint(&req.model.base_url),
@@ -141,7 +164,9 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         ),
         Api::OpenAiResponses => (
             openai_responses::endpoint(&req.model.base_url),
-            Decoder::Responses(openai_responses::Accumulator::new(req.model)),
+            Decoder::Responses(openai_responses::Accumulator::for_flavour(
+                req.model, flavour,
+            )),
         ),
         Api::AnthropicMessages => (
             anthropic::endpoint(&req.model.base_url),
@@ -188,7 +213,7 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         _ => None,
     };
 
-    let body = build_body(api, req, deployment, identity)
+    let body = build_body(api, req, deployment, identity, flavour)
         .await
         .map_err(|message| ProviderError::InvalidRequest {
             url: url.clone(),
@@ -216,10 +241,10 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         Api::AnthropicMessages => {
             builder = builder.header("anthropic-version", anthropic::VERSION);
             match (key, identity) {
-                (Some(key), anthropic::Identity::ClaudeCode) => builder = builder.bearer_auth(key),
                 (Some(key), anthropic::Identity::ApiKey) => {
                     builder = builder.header("x-api-key", key);
                 }
+                (Some(key), _) => builder = builder.bearer_auth(key),
                 (None, _) => {}
             }
             for (name, value) in anthropic::identity_headers(req, identity, &transport.headers) {
@@ -253,6 +278,11 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             if let Some(key) = key {
                 builder = builder.bearer_auth(key);
             }
+        }
+    }
+    if copilot {
+        for (name, value) in github_copilot::headers(req.messages, &transport.headers) {
+            builder = builder.header(name, value);
         }
     }
     for (name, value) in &transport.headers {
@@ -373,11 +403,12 @@ async fn build_body(
     req: &Request<'_>,
     deployment: Option<String>,
     identity: anthropic::Identity,
+    flavour: Flavour<'static>,
 ) -> Result<Vec<u8>, String> {
     let build = move |req: &Request<'_>| match api {
         Api::Ollama => ollama::build_body(req),
         Api::OpenAiCompletions => openai::build_body(req),
-        Api::OpenAiResponses => openai_responses::build_body(req, Flavour::OpenAi),
+        Api::OpenAiResponses => openai_responses::build_body(req, flavour),
         Api::AnthropicMessages => anthropic::build_body(req, identity),
         Api::GoogleGenerativeAi => google::build_body(req),
         Api::BedrockConverseStream => bedrock::build_body(req),

@@ -1,6 +1,7 @@
 //! LLM providers: each wire format ([`ollama`], [`openai`], [`openai_responses`], [`anthropic`],
 //! [`google`], [`bedrock`]; Azure's Responses is [`openai_responses`] at an [`azure`] address,
-//! ChatGPT's Codex backend its Codex flavour at an [`openai_codex`] address) is
+//! ChatGPT's Codex backend its Codex flavour at an [`openai_codex`] address; GitHub Copilot's
+//! models use three of them, as [`github_copilot`] describes) is
 //! a pure state machine
 //! (`build_body` + an `Accumulator` that turns body bytes into [`ProviderEvent`]s) behind thin
 //! HTTP glue in [`http`]. Each serialises its request body straight from the borrowed view
@@ -19,6 +20,7 @@ pub mod bedrock;
 pub mod compat;
 pub mod error;
 pub mod estimate;
+pub mod github_copilot;
 pub mod google;
 pub mod http;
 pub mod lines;

@@ -12,8 +12,9 @@
 //! a message item's id as the text block's signature; a call's item id after its `call_id` in
 //! the tool call id (`call_id|item_id`). All three go back only to the model that wrote them.
 //!
-//! Three servers speak it, each a [`Flavour`]: OpenAI's API, Azure's (the body names a
-//! deployment) and ChatGPT's Codex backend ([`super::openai_codex`]), whose requests carry a few
+//! Several servers speak it, each a [`Flavour`]: OpenAI's API, Azure's (the body names a
+//! deployment), GitHub Copilot's (no reasoning field for thinking off) and ChatGPT's Codex
+//! backend ([`super::openai_codex`]), whose requests carry a few
 //! fields more (`text.verbosity`, `tool_choice`, `parallel_tool_calls`, the encrypted reasoning
 //! always asked for) and whose stream may end with `response.done` and words errors its way.
 
@@ -51,6 +52,8 @@ pub enum Flavour<'a> {
     },
     /// ChatGPT's Codex backend, as Pi 1.6 sends to it.
     Codex,
+    /// GitHub Copilot, which is sent no reasoning field when thinking is off.
+    Copilot,
 }
 
 /// The request body, serialised straight from the prepared view of the conversation.
@@ -58,7 +61,7 @@ pub fn build_body(req: &Request, flavour: Flavour) -> serde_json::Result<Vec<u8>
     let codex = flavour == Flavour::Codex;
     let model = match flavour {
         Flavour::Azure { deployment } => deployment,
-        Flavour::OpenAi | Flavour::Codex => &req.model.id,
+        Flavour::OpenAi | Flavour::Codex | Flavour::Copilot => &req.model.id,
     };
     let prepared = prepare::request_messages(req.messages, req.model);
     let mut input: Vec<Item> = Vec::with_capacity(prepared.len() + 1);
@@ -102,7 +105,10 @@ pub fn build_body(req: &Request, flavour: Flavour) -> serde_json::Result<Vec<u8>
         }
     }
 
-    let (reasoning, mut include) = reasoning(req, codex);
+    let (mut reasoning, mut include) = reasoning(req, codex);
+    if flavour == Flavour::Copilot && req.thinking == Some(ThinkingLevel::Off) {
+        reasoning = None;
+    }
     let supports_strict = req
         .model
         .compat

@@ -221,3 +221,118 @@ fn login_and_logout_edit_auth_json() {
     assert_eq!(code, Some(2));
     assert!(text.contains("usage: nova login <provider>"), "{text}");
 }
+
+/// Pi's subscription logins (Claude Pro/Max, ChatGPT through Codex, GitHub Copilot) in auth.json:
+/// each enables its provider, reaches it as Pi sends it, and neither token of any of them shows
+/// on stdout, stderr, in the session file or an export.
+#[test]
+fn subscription_logins_are_used_and_never_shown() {
+    use base64::Engine;
+    let mock = MockLlm::start();
+    let b64 = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+    let claims = json!({"https://api.openai.com/auth": {"chatgpt_account_id": "acct-login"}});
+    let codex_access = format!(
+        "{}.{}.{}",
+        b64(br#"{"alg":"RS256"}"#),
+        b64(claims.to_string().as_bytes()),
+        b64(b"sig-codex-7e1")
+    );
+    let later = 4_000_000_000_000u64;
+    let logins = [
+        (
+            "anthropic",
+            "sk-ant-oat01-login-5d2f".to_owned(),
+            "sk-ant-ort01-login-9a4c",
+        ),
+        ("openai-codex", codex_access.clone(), "rt-codex-login-3b8e"),
+        (
+            "github-copilot",
+            "tid=1;exp=9;copilot-login-6f1a".to_owned(),
+            "ghu_login-2c7d",
+        ),
+    ];
+    let mut auth = serde_json::Map::new();
+    for (provider, access, refresh) in &logins {
+        auth.insert(
+            (*provider).to_owned(),
+            json!({"type": "oauth", "access": access, "refresh": refresh, "expires": later}),
+        );
+    }
+    let base = mock.base_url_ollama();
+    let models = json!({"providers": {
+        "anthropic": {"baseUrl": base},
+        "openai-codex": {"baseUrl": format!("{base}/backend-api")},
+        "github-copilot": {"baseUrl": base},
+    }});
+    let mut nova = Nova::builder()
+        .models_json(models)
+        .agent_file("auth.json", serde_json::Value::Object(auth).to_string())
+        .args(["--model", "anthropic/claude-sonnet-4-5"])
+        .spawn();
+    let list = nova.request_ok(json!({"type": "get_available_models"}));
+    for (provider, _, _) in &logins {
+        assert!(
+            list["models"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["provider"] == *provider),
+            "{provider} is listed: {list}"
+        );
+    }
+    for (i, (provider, model)) in [
+        ("anthropic", "claude-sonnet-4-5"),
+        ("openai-codex", "gpt-6.2-sol"),
+        ("github-copilot", "claude-sonnet-5"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        nova.request_ok(json!({"type": "set_model", "provider": provider, "modelId": model}));
+        mock.push(Reply::text(format!("from {provider}")));
+        let events = nova.run_prompt("hi");
+        assert_eq!(
+            text_of(&last_assistant(&events)),
+            format!("from {provider}")
+        );
+        let r = &mock.chat_requests()[i];
+        let access = &logins[i].1;
+        assert_eq!(
+            r.header("authorization"),
+            Some(&*format!("Bearer {access}"))
+        );
+    }
+    let reqs = mock.chat_requests();
+    let betas = reqs[0].header("anthropic-beta").unwrap();
+    assert!(
+        betas.starts_with("claude-code-20250219,oauth-2025-04-20"),
+        "{betas}"
+    );
+    assert_eq!(reqs[1].header("chatgpt-account-id"), Some("acct-login"));
+    assert_eq!(reqs[2].header("editor-version"), Some("vscode/1.107.0"));
+
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    let session = std::fs::read_to_string(state["sessionFile"].as_str().unwrap()).unwrap();
+    let page = nova.request_ok(json!({"type": "export_html"}));
+    let html = std::fs::read_to_string(page["path"].as_str().unwrap()).unwrap();
+    let stdout: String = nova.log().iter().map(|l| l.raw.clone() + "\n").collect();
+    let stderr = nova.stderr();
+    for (what, text) in [
+        ("stdout", &stdout),
+        ("stderr", &stderr),
+        ("session", &session),
+        ("export", &html),
+    ] {
+        for (provider, access, refresh) in &logins {
+            assert!(
+                !text.contains(access.as_str()),
+                "{provider}'s access token in {what}"
+            );
+            assert!(
+                !text.contains(refresh),
+                "{provider}'s refresh token in {what}"
+            );
+        }
+    }
+    mock.assert_no_violations();
+}

@@ -12,6 +12,7 @@ mod compaction;
 mod crash;
 mod differential;
 mod export;
+mod github_copilot;
 mod google;
 mod mcp;
 mod mcp_faults;

@@ -289,9 +289,10 @@ fn the_builtin_catalog_lists_only_providers_with_a_key() {
         .models_json(override_only.clone())
         .env("OPENAI_API_KEY", "sk-openai-env")
         .env("GROQ_API_KEY", "gsk-env")
+        .env("META_API_KEY", "meta-env")
         .args(["--model", "openai/gpt-5.5", "--thinking", "low"])
         .spawn();
-    assert_eq!(providers(&mut nova), ["openai", "groq"]);
+    assert_eq!(providers(&mut nova), ["openai", "groq", "meta"]);
     let state = nova.request_ok(json!({"type": "get_state"}));
     assert_eq!(state["model"]["api"], "openai-responses");
     assert_eq!(state["model"]["baseUrl"], mock.base_url_openai());

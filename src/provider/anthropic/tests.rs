@@ -533,9 +533,12 @@ fn thinking_levels() {
 /// nova's names back. An API key keeps nova's own names and sends no such headers.
 #[test]
 fn a_subscription_token_speaks_as_claude_code() {
-    assert_eq!(Identity::of(Some("sk-ant-api03-x")), Identity::ApiKey);
-    assert_eq!(Identity::of(None), Identity::ApiKey);
-    let identity = Identity::of(Some("sk-ant-oat01-secret"));
+    assert_eq!(
+        Identity::of(Some("sk-ant-api03-x"), false),
+        Identity::ApiKey
+    );
+    assert_eq!(Identity::of(None, false), Identity::ApiKey);
+    let identity = Identity::of(Some("sk-ant-oat01-secret"), false);
     assert_eq!(identity, Identity::ClaudeCode);
 
     let m = model("anthropic-messages", false);
