@@ -1,10 +1,13 @@
-//! `nova login <provider>` and `nova logout <provider>`: an API key stored in auth.json, in
-//! Pi's format (`{"type": "api_key", "key": …}`), or removed from it. The key is read from
-//! stdin — one line, not echoed when stdin is a terminal — so it never lands in the shell's
-//! history or the process list; auth.json is written as the OAuth refresh writes it (under its
-//! lock, replaced atomically, 0600). OAuth logins (browser and device flows) are not here yet.
+//! `nova login <provider>` and `nova logout <provider>`. For a provider Pi signs in to, login
+//! runs its OAuth flow ([`crate::config::oauth::login`]: a browser and a loopback redirect, with
+//! the code pasted on stdin as the fallback, or a device code) and stores the tokens as Pi
+//! does; `--api-key` (and every other provider) stores an API key instead, in Pi's format
+//! (`{"type": "api_key", "key": …}`), read from stdin — one line, not echoed when stdin is a
+//! terminal — so it never lands in the shell's history or the process list. auth.json is
+//! written as the OAuth refresh writes it (under its lock, replaced atomically, 0600); logout
+//! removes the provider's entry, whichever kind it is.
 
-use crate::config::{auth, builtin};
+use crate::config::{auth, builtin, oauth};
 use crate::frontend::{fatal, note, usage_error};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
@@ -12,8 +15,16 @@ use std::process::ExitCode;
 
 /// What the command line asks, when its first word is `login` or `logout`.
 pub enum Request {
-    Login(String),
+    Login(Login),
     Logout(String),
+}
+
+pub struct Login {
+    provider: String,
+    /// Store an API key even where an OAuth login exists.
+    api_key: bool,
+    /// A GitHub Enterprise domain (Copilot).
+    enterprise: Option<String>,
 }
 
 /// `Some` when the arguments (after the program's name) are a login command; a malformed one
@@ -25,21 +36,54 @@ pub fn parse(args: &[String]) -> Option<Result<Request, ExitCode>> {
         "logout" => false,
         _ => return None,
     };
-    Some(match rest {
-        [provider] if valid_name(provider) => Ok(if login {
-            Request::Login(provider.clone())
-        } else {
-            Request::Logout(provider.clone())
-        }),
-        _ => Err(usage_error(&format!(
-            "usage: nova {command} <provider> (a built-in one: {})",
+    let usage = || {
+        usage_error(&format!(
+            "usage: nova {command} <provider>{} (a built-in one: {})",
+            if login {
+                " [--api-key] [--enterprise <GitHub Enterprise domain>]"
+            } else {
+                ""
+            },
             builtin::CATALOG
                 .iter()
                 .map(|b| b.name)
                 .collect::<Vec<_>>()
                 .join(", ")
-        ))),
-    })
+        ))
+    };
+    let Some((provider, mut flags)) = rest.split_first() else {
+        return Some(Err(usage()));
+    };
+    if !valid_name(provider) {
+        return Some(Err(usage()));
+    }
+    if !login {
+        return Some(if flags.is_empty() {
+            Ok(Request::Logout(provider.clone()))
+        } else {
+            Err(usage())
+        });
+    }
+    let mut request = Login {
+        provider: provider.clone(),
+        api_key: false,
+        enterprise: None,
+    };
+    while let Some((flag, more)) = flags.split_first() {
+        flags = more;
+        match flag.as_str() {
+            "--api-key" => request.api_key = true,
+            "--enterprise" => match flags.split_first() {
+                Some((domain, more)) if !domain.starts_with('-') => {
+                    request.enterprise = Some(domain.clone());
+                    flags = more;
+                }
+                _ => return Some(Err(usage())),
+            },
+            _ => return Some(Err(usage())),
+        }
+    }
+    Some(Ok(Request::Login(request)))
 }
 
 fn valid_name(name: &str) -> bool {
@@ -54,7 +98,10 @@ fn valid_name(name: &str) -> bool {
 pub async fn run(request: Request, agent_dir: &Path) -> ExitCode {
     let path = agent_dir.join("auth.json");
     match request {
-        Request::Login(provider) => {
+        Request::Login(login) if !login.api_key && oauth::can_log_in(&login.provider) => {
+            sign_in(login, &path).await
+        }
+        Request::Login(Login { provider, .. }) => {
             let key = match read_key(&provider) {
                 Ok(key) => key,
                 Err(message) => return fatal(&message),
@@ -82,6 +129,55 @@ pub async fn run(request: Request, agent_dir: &Path) -> ExitCode {
             }
             Err(message) => fatal(&message),
         },
+    }
+}
+
+/// Runs the provider's OAuth login and stores what it gives.
+async fn sign_in(login: Login, path: &Path) -> ExitCode {
+    let (lines, pasted) = tokio::sync::mpsc::channel(4);
+    // Lines pasted on stdin: the fallback when the browser's redirect cannot reach nova. The
+    // thread blocks on stdin and ends with the process.
+    let _ = std::thread::Builder::new()
+        .name("login-stdin".into())
+        .spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                let Ok(line) = line else { break };
+                // A pasted address is short; anything longer is not one.
+                if lines
+                    .blocking_send(line.chars().take(8192).collect())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+    let var = |name: &str| std::env::var(name).ok();
+    let mut io = oauth::login::Interaction {
+        say: &note,
+        pasted,
+        var: &var,
+        domain: login.enterprise,
+    };
+    let entry = match oauth::log_in(&login.provider, &mut io).await {
+        Ok(entry) => entry,
+        Err(message) => return fatal(&message),
+    };
+    match auth::store(
+        path,
+        &login.provider,
+        Some(serde_json::Value::Object(entry)),
+    )
+    .await
+    {
+        Ok(_) => {
+            note(&format!(
+                "signed in to {}; the login is stored in {}",
+                login.provider,
+                path.display()
+            ));
+            ExitCode::SUCCESS
+        }
+        Err(message) => fatal(&message),
     }
 }
 

@@ -21,6 +21,7 @@ mod mcp_servers;
 mod mock_llm;
 mod nova_proc;
 mod oauth;
+mod oauth_login;
 mod oneshot;
 mod openai_codex;
 mod openai_responses;

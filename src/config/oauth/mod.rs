@@ -13,6 +13,7 @@
 //! such as `KIMI_CODE_OAUTH_HOST`, and one loopback-only override for tests).
 
 pub mod http;
+pub mod login;
 pub mod providers;
 pub mod store;
 
@@ -26,6 +27,21 @@ const MIN_VALIDITY: Duration = Duration::from_secs(5 * 60);
 /// Whether nova can use an OAuth login for `provider`.
 pub fn supported(provider: &str) -> bool {
     providers::find(provider).is_some()
+}
+
+/// Whether `nova login` can sign in to `provider` (rather than store an API key).
+pub fn can_log_in(provider: &str) -> bool {
+    providers::find(provider).is_some_and(|p| !matches!(p.login, providers::Login::None))
+}
+
+/// Signs in to `provider`, returning the auth.json entry to store.
+pub async fn log_in(
+    provider: &str,
+    io: &mut login::Interaction<'_>,
+) -> Result<Map<String, Value>, String> {
+    let row = providers::find(provider)
+        .ok_or_else(|| format!("nova has no OAuth login for \"{provider}\""))?;
+    login::login(row, io).await
 }
 
 /// An OAuth entry's tokens, and its other fields (a Copilot login's `enterpriseUrl`, a Codex

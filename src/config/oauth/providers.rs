@@ -3,6 +3,7 @@
 //! Where Pi stores an expiry a few minutes short of the real one (its "skew"), so does nova.
 
 use super::http::{self, Answer, Body, Vars};
+use super::login::{Browser, Device, Then};
 use super::now_ms;
 use serde_json::{Map, Value, json};
 
@@ -12,6 +13,15 @@ pub struct Provider {
     /// The person-facing name, for messages.
     pub name: &'static str,
     pub(super) refresh: Refresh,
+    pub(super) login: Login,
+}
+
+/// How `nova login` signs in.
+pub(super) enum Login {
+    Browser(Browser),
+    Device(Device),
+    /// Not yet: the login must come from Pi.
+    None,
 }
 
 /// How a login is refreshed.
@@ -90,6 +100,23 @@ pub const PROVIDERS: &[Provider] = &[
             keeps_refresh: false,
             shape: Shape::Plain,
         }),
+        login: Login::Browser(Browser {
+            authorize: "https://claude.ai/oauth/authorize",
+            params: &[
+                ("code", "true"),
+                (
+                    "scope",
+                    "org:create_api_key user:profile user:inference user:sessions:claude_code \
+                     user:mcp_servers user:file_upload",
+                ),
+            ],
+            port: 53692,
+            any_port: true,
+            path: "/callback",
+            redirect_host: "localhost",
+            state_is_verifier: true,
+            exchange_state: true,
+        }),
     },
     Provider {
         id: "openai-codex",
@@ -106,11 +133,36 @@ pub const PROVIDERS: &[Provider] = &[
             keeps_refresh: false,
             shape: Shape::CodexAccount,
         }),
+        login: Login::Browser(Browser {
+            authorize: "https://auth.openai.com/oauth/authorize",
+            params: &[
+                ("scope", "openid profile email offline_access"),
+                ("id_token_add_organizations", "true"),
+                ("codex_cli_simplified_flow", "true"),
+                // The backend knows Pi's originator (as the Codex provider sends it).
+                ("originator", "pi"),
+            ],
+            // Shared with the Codex CLI, and fixed: when it is taken, the code is pasted.
+            port: 1455,
+            any_port: false,
+            path: "/auth/callback",
+            redirect_host: "localhost",
+            state_is_verifier: false,
+            exchange_state: false,
+        }),
     },
     Provider {
         id: "github-copilot",
         name: "GitHub Copilot",
         refresh: Refresh::Copilot,
+        login: Login::Device(Device {
+            // The Copilot editor plugins' GitHub app.
+            client_id: "Iv1.b507a08c87ecfe98",
+            start: "https://{domain}/login/device/code",
+            params: &[("scope", "read:user")],
+            poll: "https://{domain}/login/oauth/access_token",
+            then: Then::Copilot,
+        }),
     },
     Provider {
         id: "openai",
@@ -126,6 +178,7 @@ pub const PROVIDERS: &[Provider] = &[
             keeps_refresh: false,
             shape: Shape::ChatGpt,
         }),
+        login: Login::None,
     },
     Provider {
         id: "xai",
@@ -140,6 +193,19 @@ pub const PROVIDERS: &[Provider] = &[
             default_lifetime: Some(3600.0),
             keeps_refresh: true,
             shape: Shape::Plain,
+        }),
+        login: Login::Device(Device {
+            client_id: "b1a00492-073a-47ea-816f-4c329264a828",
+            start: "https://auth.x.ai/oauth2/device/code",
+            params: &[
+                (
+                    "scope",
+                    "openid profile email offline_access grok-cli:access api:access",
+                ),
+                ("referrer", "pi"),
+            ],
+            poll: "https://auth.x.ai/oauth2/token",
+            then: Then::Tokens,
         }),
     },
     Provider {
@@ -156,16 +222,32 @@ pub const PROVIDERS: &[Provider] = &[
             keeps_refresh: false,
             shape: Shape::Plain,
         }),
+        login: Login::Device(Device {
+            client_id: "17e5f671-d194-4dfb-9706-5516cb48c098",
+            start: "https://auth.kimi.com/api/oauth/device_authorization",
+            params: &[],
+            poll: "https://auth.kimi.com/api/oauth/token",
+            then: Then::Tokens,
+        }),
     },
     Provider {
         id: "meta",
         name: "Meta (Muse)",
         refresh: Refresh::MetaMint,
+        login: Login::Device(Device {
+            // Muse Code's client id.
+            client_id: "1031625952748946",
+            start: "https://auth.meta.com/oidc/device/authorization/",
+            params: &[],
+            poll: "https://auth.meta.com/oidc/device/token/",
+            then: Then::Meta,
+        }),
     },
     Provider {
         id: "openrouter",
         name: "OpenRouter",
         refresh: Refresh::Never,
+        login: Login::None,
     },
 ];
 
@@ -355,7 +437,12 @@ pub(super) fn oauth_fields(access: &str, refresh: &str, expires: u64) -> Map<Str
 
 /// The GitHub Enterprise domain of a Copilot login (`enterpriseUrl`, a URL or a bare domain).
 pub fn copilot_domain(entry: &Map<String, Value>) -> Option<String> {
-    let raw = entry.get("enterpriseUrl")?.as_str()?.trim();
+    domain(entry.get("enterpriseUrl")?.as_str()?)
+}
+
+/// The host of a URL or bare domain.
+pub(super) fn domain(raw: &str) -> Option<String> {
+    let raw = raw.trim();
     if raw.is_empty() {
         return None;
     }

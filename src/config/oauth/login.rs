@@ -1,0 +1,545 @@
+//! The two ways Pi's providers log in, carried out for `nova login`: the authorization-code
+//! flow with PKCE, whose redirect reaches a loopback server on the provider's port (bound to
+//! 127.0.0.1 only; a redirect without the login's `state` is refused), raced against a code or
+//! redirect URL pasted on stdin for machines whose browser cannot reach that server; and the
+//! device-code flow (RFC 8628), polled at the server's interval, slower after `slow_down`,
+//! until it succeeds, is refused or expires. Both end with the entry Pi would store.
+
+use super::http::{self, Answer, Body, Vars};
+use super::providers::{Grant, Provider, Refresh};
+use serde_json::{Map, Value};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// An authorization-code login.
+pub(super) struct Browser {
+    pub authorize: &'static str,
+    /// Query parameters besides the standard ones (scope among them).
+    pub params: &'static [(&'static str, &'static str)],
+    /// The loopback port the provider expects the redirect on.
+    pub port: u16,
+    /// Whether the provider accepts any loopback port when that one is taken.
+    pub any_port: bool,
+    pub path: &'static str,
+    /// The host the redirect URI names (the server still binds 127.0.0.1).
+    pub redirect_host: &'static str,
+    /// The PKCE verifier doubles as the `state` (Anthropic), else a random one is made.
+    pub state_is_verifier: bool,
+    /// Whether the code exchange carries the `state` too.
+    pub exchange_state: bool,
+}
+
+/// A device-code login.
+pub(super) struct Device {
+    pub client_id: &'static str,
+    /// Where the device code is asked for; `{domain}` is GitHub's (or an enterprise's).
+    pub start: &'static str,
+    pub params: &'static [(&'static str, &'static str)],
+    /// Where it is polled.
+    pub poll: &'static str,
+    /// The server's answer is a token for another step, not the login itself.
+    pub then: Then,
+}
+
+pub(super) enum Then {
+    /// The answer is the login's tokens, read as the refresh grant reads them.
+    Tokens,
+    /// A GitHub token, exchanged for a Copilot token as a refresh does.
+    Copilot,
+    /// A Meta identity token, which mints the key as a refresh does.
+    Meta,
+}
+
+/// What a login may ask of the person running it.
+pub struct Interaction<'a> {
+    /// One line for the person (stderr).
+    pub say: &'a (dyn Fn(&str) + Sync),
+    /// Lines pasted on stdin.
+    pub pasted: tokio::sync::mpsc::Receiver<String>,
+    pub var: Vars<'a>,
+    /// A GitHub Enterprise domain, for Copilot.
+    pub domain: Option<String>,
+}
+
+/// How long a login may wait for the person.
+const LOGIN_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// Logs in to `provider`, returning the auth.json entry.
+pub async fn login(
+    provider: &Provider,
+    io: &mut Interaction<'_>,
+) -> Result<Map<String, Value>, String> {
+    let grant = match &provider.refresh {
+        Refresh::Grant(grant) => Some(grant),
+        _ => None,
+    };
+    match (&provider.login, grant) {
+        (super::providers::Login::Browser(browser), Some(grant)) => {
+            by_browser(provider, browser, grant, io).await
+        }
+        (super::providers::Login::Device(device), _) => {
+            by_device(provider, device, grant, io).await
+        }
+        _ => Err(format!(
+            "nova cannot log in to {} yet; give it an API key with `nova login {} --api-key`",
+            provider.name, provider.id
+        )),
+    }
+}
+
+async fn by_browser(
+    provider: &Provider,
+    browser: &Browser,
+    grant: &Grant,
+    io: &mut Interaction<'_>,
+) -> Result<Map<String, Value>, String> {
+    let super::providers::Client::Fixed(client_id) = grant.client else {
+        return Err(format!("nova cannot log in to {} yet", provider.name));
+    };
+    let verifier = random_b64(32)?;
+    let challenge =
+        b64url(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref());
+    let state = if browser.state_is_verifier {
+        verifier.clone()
+    } else {
+        random_hex(16)?
+    };
+    let mut listener = tokio::net::TcpListener::bind(("127.0.0.1", browser.port))
+        .await
+        .ok();
+    if listener.is_none() && browser.any_port {
+        listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.ok();
+    }
+    let port = listener
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .map_or(browser.port, |a| a.port());
+    let redirect = format!("http://{}:{port}{}", browser.redirect_host, browser.path);
+    let mut query = vec![
+        ("response_type", "code"),
+        ("client_id", client_id),
+        ("redirect_uri", redirect.as_str()),
+        ("code_challenge", challenge.as_str()),
+        ("code_challenge_method", "S256"),
+        ("state", state.as_str()),
+    ];
+    query.extend_from_slice(browser.params);
+    let url = format!(
+        "{}?{}",
+        http::endpoint(browser.authorize, &[], io.var)?,
+        http::form_encode(&query).replace('+', "%20")
+    );
+    (io.say)(&format!("Sign in to {} in a browser:", provider.name));
+    (io.say)(&url);
+    match &listener {
+        Some(_) => (io.say)(&format!(
+            "Waiting for the browser's redirect to {redirect}. If the browser runs on another \
+             machine, paste the address it ends on (or the code it shows) here and press Enter."
+        )),
+        None => (io.say)(&format!(
+            "Port {} is taken, so the redirect cannot reach nova: paste the address the browser \
+             ends on (or the code it shows) here and press Enter.",
+            browser.port
+        )),
+    }
+    open_browser(&url);
+    let code = tokio::time::timeout(LOGIN_TIMEOUT, async {
+        tokio::select! {
+            code = callback(listener, browser.path, &state, provider.name) => code,
+            code = pasted_code(&mut io.pasted, &state) => code,
+        }
+    })
+    .await
+    .map_err(|_| format!("the {} login timed out", provider.name))??;
+    (io.say)("Exchanging the authorization code for tokens…");
+    let token_url = http::endpoint(grant.url, grant.host_vars, io.var)?;
+    let mut pairs = vec![
+        ("grant_type", "authorization_code"),
+        ("client_id", client_id),
+        ("code", code.as_str()),
+        ("redirect_uri", redirect.as_str()),
+        ("code_verifier", verifier.as_str()),
+    ];
+    if browser.exchange_state {
+        pairs.push(("state", state.as_str()));
+    }
+    pairs.extend_from_slice(grant.extra);
+    let answer = post(&token_url, &pairs, grant.json, provider.name).await?;
+    if !answer.ok() {
+        return Err(answer.login_failure("exchanging the authorization code", &token_url));
+    }
+    provider.tokens(grant, &answer, None, client_id)
+}
+
+async fn post(url: &str, pairs: &[(&str, &str)], json: bool, name: &str) -> Result<Answer, String> {
+    let body = if json {
+        Body::Json(Value::Object(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
+                .collect(),
+        ))
+    } else {
+        Body::Form(pairs)
+    };
+    http::send(url, &[], body, name).await
+}
+
+/// Serves the redirect until one carries the login's `state` and a code (or an error).
+async fn callback(
+    listener: Option<tokio::net::TcpListener>,
+    path: &str,
+    state: &str,
+    name: &str,
+) -> Result<String, String> {
+    let Some(listener) = listener else {
+        return std::future::pending().await;
+    };
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let head = match tokio::time::timeout(Duration::from_secs(10), read_head(&mut stream)).await
+        {
+            Ok(Some(head)) => head,
+            _ => continue,
+        };
+        let target = head
+            .lines()
+            .next()
+            .and_then(|line| line.strip_prefix("GET "))
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_default();
+        let Ok(url) = reqwest::Url::parse(&format!("http://localhost{target}")) else {
+            reply(&mut stream, 400, "Not a sign-in address.").await;
+            continue;
+        };
+        if url.path() != path {
+            reply(&mut stream, 404, "Not a sign-in address.").await;
+            continue;
+        }
+        let param = |key: &str| {
+            url.query_pairs()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.into_owned())
+        };
+        if param("state").as_deref() != Some(state) {
+            reply(
+                &mut stream,
+                400,
+                "This sign-in is not the one nova started (state mismatch).",
+            )
+            .await;
+            continue;
+        }
+        if let Some(error) = param("error") {
+            reply(&mut stream, 400, &format!("{name} refused the sign-in.")).await;
+            let error: String = error
+                .chars()
+                .filter(char::is_ascii_graphic)
+                .take(80)
+                .collect();
+            return Err(format!("{name} refused the sign-in: {error}"));
+        }
+        let Some(code) = param("code").filter(|c| !c.is_empty()) else {
+            reply(
+                &mut stream,
+                400,
+                "The address carries no authorization code.",
+            )
+            .await;
+            continue;
+        };
+        reply(
+            &mut stream,
+            200,
+            &format!("Signed in to {name}. You can close this page and return to nova."),
+        )
+        .await;
+        return Ok(code);
+    }
+}
+
+/// A request's head (up to 16 KiB), or `None` when the client sends none.
+async fn read_head(stream: &mut tokio::net::TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 2048];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buf).await.ok()?;
+        if n == 0 || head.len() > 16 * 1024 {
+            return None;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8(head).ok()
+}
+
+async fn reply(stream: &mut tokio::net::TcpStream, status: u16, text: &str) {
+    let reason = match status {
+        200 => "OK",
+        404 => "Not Found",
+        _ => "Bad Request",
+    };
+    let body = format!(
+        "<!doctype html><meta charset=utf-8><title>nova</title><p>{}</p>",
+        text.replace('&', "&amp;").replace('<', "&lt;")
+    );
+    let response = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: text/html; charset=utf-8\r\n\
+         cache-control: no-store\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+/// The code from a pasted line: the redirect address, `code#state`, a query string, or the
+/// bare code. A pasted `state` must be the login's.
+async fn pasted_code(
+    pasted: &mut tokio::sync::mpsc::Receiver<String>,
+    state: &str,
+) -> Result<String, String> {
+    loop {
+        let Some(line) = pasted.recv().await else {
+            // stdin closed: only the redirect can finish the login.
+            return std::future::pending().await;
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (code, given_state) = parse_pasted(line);
+        if given_state.is_some_and(|s| s != state) {
+            return Err("the pasted sign-in is not the one nova started (state mismatch)".into());
+        }
+        match code {
+            Some(code) if !code.is_empty() => return Ok(code),
+            _ => return Err("the pasted text carries no authorization code".into()),
+        }
+    }
+}
+
+fn parse_pasted(line: &str) -> (Option<String>, Option<String>) {
+    let pairs = |query: &str| {
+        let url = reqwest::Url::parse(&format!("http://localhost/?{query}")).ok();
+        let get = |key: &str| {
+            url.as_ref().and_then(|u| {
+                u.query_pairs()
+                    .find(|(k, _)| k == key)
+                    .map(|(_, v)| v.into_owned())
+            })
+        };
+        (get("code"), get("state"))
+    };
+    if let Ok(url) = reqwest::Url::parse(line)
+        && url.has_host()
+    {
+        return pairs(url.query().unwrap_or_default());
+    }
+    if let Some((code, state)) = line.split_once('#') {
+        return (Some(code.to_owned()), Some(state.to_owned()));
+    }
+    if line.contains("code=") {
+        return pairs(line);
+    }
+    (Some(line.to_owned()), None)
+}
+
+async fn by_device(
+    provider: &Provider,
+    device: &Device,
+    grant: Option<&Grant>,
+    io: &mut Interaction<'_>,
+) -> Result<Map<String, Value>, String> {
+    let client_id = device.client_id;
+    let host_vars = grant.map_or(&[][..], |g| g.host_vars);
+    let enterprise = match &io.domain {
+        Some(raw) => Some(
+            super::providers::domain(raw)
+                .ok_or_else(|| format!("\"{raw}\" is not a GitHub Enterprise URL or domain"))?,
+        ),
+        None => None,
+    };
+    let domain = enterprise
+        .clone()
+        .unwrap_or_else(|| "github.com".to_owned());
+    let start_url = http::endpoint(
+        &device.start.replace("{domain}", &domain),
+        host_vars,
+        io.var,
+    )?;
+    let poll_url = http::endpoint(&device.poll.replace("{domain}", &domain), host_vars, io.var)?;
+    let mut pairs = vec![("client_id", client_id)];
+    pairs.extend_from_slice(device.params);
+    let answer = post(&start_url, &pairs, false, provider.name).await?;
+    if !answer.ok() {
+        return Err(answer.login_failure("asking for a device code", &start_url));
+    }
+    let (Some(device_code), Some(user_code)) =
+        (answer.field("device_code"), answer.field("user_code"))
+    else {
+        return Err(format!(
+            "the {} device code answer is incomplete",
+            provider.name
+        ));
+    };
+    let verify = answer
+        .field("verification_uri_complete")
+        .or_else(|| answer.field("verification_uri"))
+        .filter(|u| reqwest::Url::parse(u).is_ok_and(|u| matches!(u.scheme(), "https" | "http")))
+        .ok_or_else(|| {
+            format!(
+                "the {} device code answer has no usable address",
+                provider.name
+            )
+        })?
+        .to_owned();
+    let number = |key: &str| {
+        answer
+            .body
+            .get(key)
+            .and_then(Value::as_f64)
+            .filter(|n| n.is_finite() && *n > 0.0)
+    };
+    let mut interval = Duration::from_secs_f64(number("interval").unwrap_or(5.0).max(1.0));
+    let deadline = Instant::now()
+        + number("expires_in").map_or(LOGIN_TIMEOUT, |s| Duration::from_secs_f64(s.min(3600.0)));
+    let device_code = device_code.to_owned();
+    (io.say)(&format!(
+        "To sign in to {}, open {verify} and enter the code {user_code}",
+        provider.name
+    ));
+    (io.say)("Waiting for the sign-in to complete…");
+    open_browser(&verify);
+    let grant_type = "urn:ietf:params:oauth:grant-type:device_code";
+    let mut slowed = false;
+    let answer = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "the {} device code expired before the sign-in completed{}",
+                provider.name,
+                if slowed {
+                    " (the server asked nova to slow down; a drifting clock can cause that)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        tokio::time::sleep(interval.min(left)).await;
+        let pairs = [
+            ("grant_type", grant_type),
+            ("client_id", client_id),
+            ("device_code", device_code.as_str()),
+        ];
+        let answer = post(&poll_url, &pairs, false, provider.name).await?;
+        if answer.field("access_token").is_some() {
+            break answer;
+        }
+        match answer.error() {
+            Some("authorization_pending") => {}
+            Some("slow_down") => {
+                slowed = true;
+                interval = match answer.body.get("interval").and_then(Value::as_f64) {
+                    Some(i) if i.is_finite() && i > 0.0 => Duration::from_secs_f64(i.max(1.0)),
+                    _ => interval + Duration::from_secs(5),
+                };
+            }
+            Some("expired_token") => {
+                return Err(format!(
+                    "the {} device code expired; run `nova login {}` again",
+                    provider.name, provider.id
+                ));
+            }
+            Some("access_denied" | "authorization_denied") => {
+                return Err(format!("the {} sign-in was denied", provider.name));
+            }
+            _ => return Err(answer.login_failure("polling for the sign-in", &poll_url)),
+        }
+    };
+    let token = answer.field("access_token").unwrap_or_default();
+    match (&device.then, grant) {
+        (Then::Tokens, Some(grant)) => provider.tokens(grant, &answer, None, client_id),
+        (Then::Copilot | Then::Meta, _) => {
+            let mut entry = Map::new();
+            if let Some(domain) = enterprise {
+                entry.insert("enterpriseUrl".into(), domain.into());
+            }
+            provider.refresh(&entry, token, io.var).await
+        }
+        (Then::Tokens, None) => Err(format!("nova cannot log in to {} yet", provider.name)),
+    }
+}
+
+/// Opens `url` in a browser when there is a display to show one; failing quietly, since the
+/// address is printed anyway.
+fn open_browser(url: &str) {
+    let program = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        let display = ["DISPLAY", "WAYLAND_DISPLAY"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some_and(|d| !d.is_empty()));
+        if !display {
+            return;
+        }
+        "xdg-open"
+    };
+    let _ = std::process::Command::new(program)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+}
+
+fn random_bytes(n: usize) -> Result<Vec<u8>, String> {
+    use ring::rand::SecureRandom;
+    let mut bytes = vec![0u8; n];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| "the system's random source failed".to_owned())?;
+    Ok(bytes)
+}
+
+fn random_b64(n: usize) -> Result<String, String> {
+    Ok(b64url(&random_bytes(n)?))
+}
+
+fn random_hex(n: usize) -> Result<String, String> {
+    Ok(random_bytes(n)?
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pasted_forms() {
+        let both = |c: &str, s: &str| (Some(c.to_owned()), Some(s.to_owned()));
+        assert_eq!(
+            parse_pasted("http://localhost:1455/auth/callback?code=c1&state=s1"),
+            both("c1", "s1")
+        );
+        assert_eq!(parse_pasted("c2#s2"), both("c2", "s2"));
+        assert_eq!(parse_pasted("code=c3&state=s3"), both("c3", "s3"));
+        assert_eq!(parse_pasted("c4"), (Some("c4".to_owned()), None));
+        // RFC 7636's example pair.
+        let digest = ring::digest::digest(
+            &ring::digest::SHA256,
+            b"dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk",
+        );
+        assert_eq!(
+            b64url(digest.as_ref()),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+    }
+}

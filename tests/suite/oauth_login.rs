@@ -1,0 +1,485 @@
+//! `nova login` for the OAuth providers, against a fake authorization server on loopback that
+//! stands in for every provider's through `NOVA_OAUTH_TEST_URL`: the test plays the browser
+//! (it reads the address nova prints and follows the redirect itself, or pastes it on stdin),
+//! and the server checks the PKCE verifier against the challenge the browser was shown. Also
+//! Anthropic's refresh (a JSON token endpoint, Pi's expiry skew) with the new token used.
+
+use super::providers::{last_assistant, text_of};
+use crate::support::mock_llm::{MockLlm, Reply};
+use crate::support::nova_proc::Nova;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// One request the fake server got.
+#[derive(Clone, Debug)]
+struct Seen {
+    method: String,
+    path: String,
+    authorization: String,
+    body: String,
+}
+
+impl Seen {
+    /// A form or JSON body's field.
+    fn field(&self, key: &str) -> Option<String> {
+        if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&self.body) {
+            return map.get(key).and_then(Value::as_str).map(str::to_owned);
+        }
+        let url = reqwest::Url::parse(&format!("http://x/?{}", self.body)).ok()?;
+        url.query_pairs()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.into_owned())
+    }
+}
+
+type Handler = dyn Fn(&Seen, &State) -> (u16, Value) + Send + Sync;
+
+/// What the test tells the server, and what it tallies.
+#[derive(Default)]
+struct State {
+    /// The PKCE challenge the browser was shown.
+    challenge: Mutex<Option<String>>,
+    /// Device-code polls so far.
+    polls: Mutex<u32>,
+}
+
+struct AuthServer {
+    port: u16,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    state: Arc<State>,
+}
+
+impl AuthServer {
+    fn start(handler: Box<Handler>) -> AuthServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let state = Arc::new(State::default());
+        let (log, shared) = (Arc::clone(&seen), Arc::clone(&state));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut first = String::new();
+                reader.read_line(&mut first).unwrap_or(0);
+                let mut parts = first.split_whitespace();
+                let method = parts.next().unwrap_or_default().to_owned();
+                let path = parts.next().unwrap_or_default().to_owned();
+                let (mut length, mut authorization) = (0, String::new());
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                    let lower = line.to_ascii_lowercase();
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                    if lower.starts_with("authorization:") {
+                        authorization = line["authorization:".len()..].trim().to_owned();
+                    }
+                    line.clear();
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                let request = Seen {
+                    method,
+                    path,
+                    authorization,
+                    body: String::from_utf8(body).unwrap(),
+                };
+                log.lock().unwrap().push(request.clone());
+                let (status, answer) = handler(&request, &shared);
+                let answer = answer.to_string();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            }
+        });
+        AuthServer { port, seen, state }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Whether `verifier` is the one the challenge was made from (S256).
+fn verifies(state: &State, verifier: &str) -> bool {
+    let digest = ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes());
+    state.challenge.lock().unwrap().as_deref() == Some(b64url(digest.as_ref()).as_str())
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A running `nova login`, its stderr read line by line.
+struct Login {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    stderr: Vec<String>,
+    home: tempfile::TempDir,
+}
+
+impl Login {
+    fn start(args: &[&str], server: &AuthServer) -> Login {
+        let home = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nova"));
+        cmd.arg("login")
+            .args(args)
+            .env("NOVA_AGENT_DIR", home.path().join("agent"))
+            .env("HOME", home.path())
+            .env("NOVA_OAUTH_TEST_URL", server.url())
+            .env("KIMI_CODE_OAUTH_HOST", server.url())
+            // No browser is started without a display.
+            .env_remove("DISPLAY")
+            .env_remove("WAYLAND_DISPLAY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Login {
+            child,
+            lines,
+            stderr: Vec::new(),
+            home,
+        }
+    }
+
+    /// The first stderr line containing `needle`.
+    fn line_with(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no line with {needle}: {:?}", self.stderr));
+            self.stderr.push(line.clone());
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    /// The authorization address nova printed, as a URL.
+    fn authorize_url(&mut self) -> reqwest::Url {
+        let line = self.line_with("authorize?");
+        let start = line.find("http").unwrap();
+        reqwest::Url::parse(&line[start..]).unwrap()
+    }
+
+    fn paste(&mut self, text: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Waits for the exit; its code and all of stdout and stderr.
+    fn finish(mut self) -> (Option<i32>, String, Value, tempfile::TempDir) {
+        drop(self.child.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "login hung: {:?}", self.stderr);
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut out = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            self.stderr.push(line);
+        }
+        let text = out + &self.stderr.join("\n");
+        let auth = std::fs::read_to_string(self.home.path().join("agent/auth.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null);
+        (status.code(), text, auth, self.home)
+    }
+}
+
+fn param(url: &reqwest::Url, key: &str) -> String {
+    url.query_pairs()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+/// A GET from the test's "browser"; the status.
+fn browse(url: &str) -> u16 {
+    let url = reqwest::Url::parse(url).unwrap();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", url.port().unwrap())).unwrap();
+    let target = format!("{}?{}", url.path(), url.query().unwrap_or_default());
+    write!(
+        stream,
+        "GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A token endpoint for authorization codes and refreshes: code `good-code` with the right
+/// verifier buys `<prefix>access-1`; refresh token `refresh-N` buys `access-(N+1)`.
+fn token_endpoint(
+    prefix: &'static str,
+    access: impl Fn(u32) -> String + Send + Sync + 'static,
+) -> Box<Handler> {
+    Box::new(
+        move |seen: &Seen, state: &State| match seen.field("grant_type").as_deref() {
+            Some("authorization_code") => {
+                let verifier = seen.field("code_verifier").unwrap_or_default();
+                if seen.field("code").as_deref() != Some("good-code") || !verifies(state, &verifier)
+                {
+                    return (400, json!({"error": "invalid_grant"}));
+                }
+                (
+                    200,
+                    json!({"access_token": access(1), "refresh_token": format!("{prefix}refresh-1"),
+                             "expires_in": 3600}),
+                )
+            }
+            Some("refresh_token") => {
+                let token = seen.field("refresh_token").unwrap_or_default();
+                let Some(n) = token
+                    .strip_prefix(prefix)
+                    .and_then(|t| t.strip_prefix("refresh-"))
+                    .and_then(|n| n.parse::<u32>().ok())
+                else {
+                    return (400, json!({"error": "invalid_grant"}));
+                };
+                (
+                    200,
+                    json!({"access_token": access(n + 1),
+                             "refresh_token": format!("{prefix}refresh-{}", n + 1),
+                             "expires_in": 3600}),
+                )
+            }
+            _ => (400, json!({"error": "unsupported_grant_type"})),
+        },
+    )
+}
+
+fn anthropic_access(n: u32) -> String {
+    format!("sk-ant-oat01-access-{n}")
+}
+
+fn assert_no_secrets(text: &str, secrets: &[&str]) {
+    for secret in secrets {
+        assert!(!text.contains(secret), "{secret} leaked: {text}");
+    }
+}
+
+#[test]
+fn login_by_callback_refuses_a_wrong_state_and_stores_pi_s_entry() {
+    let server = AuthServer::start(token_endpoint("ant-", anthropic_access));
+    let mut login = Login::start(&["anthropic"], &server);
+    let url = login.authorize_url();
+    assert_eq!(url.path(), "/oauth/authorize");
+    assert_eq!(param(&url, "code_challenge_method"), "S256");
+    *server.state.challenge.lock().unwrap() = Some(param(&url, "code_challenge"));
+    let redirect = param(&url, "redirect_uri");
+    assert!(redirect.starts_with("http://localhost:") && redirect.ends_with("/callback"));
+    let state = param(&url, "state");
+    // A redirect that is not this login's, then the right one.
+    assert_eq!(
+        browse(&format!("{redirect}?code=good-code&state=forged")),
+        400
+    );
+    assert_eq!(
+        browse(&format!("{redirect}?code=good-code&state={state}")),
+        200
+    );
+    let (code, text, auth, _home) = login.finish();
+    assert_eq!(code, Some(0), "{text}");
+    let entry = &auth["anthropic"];
+    assert_eq!(entry["type"], "oauth");
+    assert_eq!(entry["access"], "sk-ant-oat01-access-1");
+    assert_eq!(entry["refresh"], "ant-refresh-1");
+    // Pi stores Anthropic's expiry five minutes short.
+    let expires = entry["expires"].as_u64().unwrap();
+    let expected = now_ms() + 3_300_000;
+    assert!(
+        expires <= expected && expires > expected - 60_000,
+        "{entry}"
+    );
+    // The exchange carried the state and the redirect, as Anthropic's endpoint wants.
+    let exchange = server
+        .seen()
+        .into_iter()
+        .find(|s| s.method == "POST")
+        .unwrap();
+    assert_eq!(exchange.path, "/v1/oauth/token");
+    assert_eq!(exchange.field("state").as_deref(), Some(state.as_str()));
+    assert_eq!(
+        exchange.field("redirect_uri").as_deref(),
+        Some(redirect.as_str())
+    );
+    assert_no_secrets(&text, &["sk-ant-oat01-access-1", "ant-refresh-1"]);
+}
+
+/// A JWT whose claims name a ChatGPT account, as OpenAI's access tokens do.
+fn codex_access(n: u32) -> String {
+    let claims = json!({"https://api.openai.com/auth": {"chatgpt_account_id": "acct-42"}, "n": n});
+    format!("h.{}.sig", b64url(claims.to_string().as_bytes()))
+}
+
+#[test]
+fn login_by_pasted_redirect_and_a_pasted_forgery_refused() {
+    let server = AuthServer::start(token_endpoint("cdx-", codex_access));
+    let mut login = Login::start(&["openai-codex"], &server);
+    let url = login.authorize_url();
+    login.line_with("paste");
+    *server.state.challenge.lock().unwrap() = Some(param(&url, "code_challenge"));
+    let state = param(&url, "state");
+    assert_eq!(
+        param(&url, "redirect_uri"),
+        "http://localhost:1455/auth/callback"
+    );
+    login.paste(&format!(
+        "http://localhost:1455/auth/callback?code=good-code&state={state}\n"
+    ));
+    let (code, text, auth, _home) = login.finish();
+    assert_eq!(code, Some(0), "{text}");
+    let entry = &auth["openai-codex"];
+    assert_eq!(entry["access"], codex_access(1));
+    assert_eq!(entry["refresh"], "cdx-refresh-1");
+    assert_eq!(entry["accountId"], "acct-42");
+    assert_no_secrets(&text, &[&codex_access(1), "cdx-refresh-1"]);
+
+    let mut forged = Login::start(&["openai-codex"], &server);
+    forged.authorize_url();
+    forged.paste("http://localhost:1455/auth/callback?code=good-code&state=forged\n");
+    let (code, text, auth, _home) = forged.finish();
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("state mismatch"), "{text}");
+    assert!(auth.get("openai-codex").is_none());
+}
+
+#[test]
+fn device_login_waits_out_authorization_pending_then_buys_a_copilot_token() {
+    let expires_at = now_ms() / 1000 + 1800;
+    let server = AuthServer::start(Box::new(move |seen: &Seen, state: &State| {
+        match seen.path.as_str() {
+            "/login/device/code" => (
+                200,
+                json!({"device_code": "dev-1", "user_code": "ABCD-1234",
+                "verification_uri": "https://github.com/login/device", "interval": 1,
+                "expires_in": 60}),
+            ),
+            "/login/oauth/access_token" => {
+                let mut polls = state.polls.lock().unwrap();
+                *polls += 1;
+                if seen.field("device_code").as_deref() != Some("dev-1") {
+                    (400, json!({"error": "bad_verification_code"}))
+                } else if *polls < 2 {
+                    (200, json!({"error": "authorization_pending"}))
+                } else {
+                    (
+                        200,
+                        json!({"access_token": "gho_github-token", "token_type": "bearer"}),
+                    )
+                }
+            }
+            "/copilot_internal/v2/token" if seen.authorization == "Bearer gho_github-token" => (
+                200,
+                json!({"token": "tid=1;exp=2;proxy-ep=proxy.individual.githubcopilot.com;x",
+                             "expires_at": expires_at}),
+            ),
+            _ => (401, json!({"error": "unauthorized"})),
+        }
+    }));
+    let mut login = Login::start(&["github-copilot"], &server);
+    let line = login.line_with("ABCD-1234");
+    assert!(line.contains("https://github.com/login/device"), "{line}");
+    let (code, text, auth, _home) = login.finish();
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(*server.state.polls.lock().unwrap(), 2);
+    let entry = &auth["github-copilot"];
+    assert_eq!(entry["refresh"], "gho_github-token");
+    assert!(entry["access"].as_str().unwrap().contains("proxy-ep="));
+    assert_eq!(entry["expires"], expires_at * 1000 - 300_000);
+    assert_no_secrets(&text, &["gho_github-token", "tid=1"]);
+}
+
+/// A stale Anthropic login is refreshed at its JSON token endpoint and the new token reaches
+/// the provider; the refreshed entry is written back with Pi's skew.
+#[test]
+fn anthropic_refresh_uses_and_keeps_the_new_token() {
+    let mock = MockLlm::start();
+    let server = AuthServer::start(token_endpoint("ant-", anthropic_access));
+    let auth = json!({"anthropic": {"type": "oauth", "access": anthropic_access(1),
+                                    "refresh": "ant-refresh-1", "expires": now_ms() - 1000}});
+    let mut nova = Nova::builder()
+        .models_json(json!({"providers": {"anthropic": {"baseUrl": mock.base_url_anthropic()}}}))
+        .agent_file("auth.json", auth.to_string())
+        .env("NOVA_OAUTH_TEST_URL", server.url())
+        .args(["--model", "anthropic/claude-sonnet-4-5"])
+        .spawn();
+    mock.push(Reply::text("refreshed"));
+    let events = nova.run_prompt("hi");
+    assert_eq!(text_of(&last_assistant(&events)), "refreshed", "{events:?}");
+    let refresh = &server.seen()[0];
+    assert_eq!(refresh.path, "/v1/oauth/token");
+    assert!(
+        serde_json::from_str::<Value>(&refresh.body).is_ok(),
+        "a JSON body"
+    );
+    let request = &mock.chat_requests()[0];
+    let sent = [request.header("authorization"), request.header("x-api-key")];
+    assert!(
+        sent.iter()
+            .flatten()
+            .any(|v| v.contains(&anthropic_access(2))),
+        "{sent:?}"
+    );
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    let session = std::fs::read_to_string(state["sessionFile"].as_str().unwrap()).unwrap();
+    let stdout: String = nova.log().iter().map(|l| l.raw.clone() + "\n").collect();
+    let secrets = [anthropic_access(1), anthropic_access(2)];
+    let secrets = [
+        secrets[0].as_str(),
+        secrets[1].as_str(),
+        "ant-refresh-1",
+        "ant-refresh-2",
+    ];
+    assert_no_secrets(&(stdout + &nova.stderr() + &session), &secrets);
+}
