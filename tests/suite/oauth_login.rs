@@ -1,8 +1,9 @@
 //! `nova login` for the OAuth providers, against a fake authorization server on loopback that
 //! stands in for every provider's through `NOVA_OAUTH_TEST_URL`: the test plays the browser
 //! (it reads the address nova prints and follows the redirect itself, or pastes it on stdin),
-//! and the server checks the PKCE verifier against the challenge the browser was shown. Also
-//! Anthropic's refresh (a JSON token endpoint, Pi's expiry skew) with the new token used.
+//! and the server checks the PKCE verifier against the challenge the browser was shown; device
+//! logins wait out `authorization_pending` and `slow_down`. Also Anthropic's refresh (a JSON
+//! token endpoint, Pi's expiry skew) with the new token used. No token reaches nova's output.
 
 use super::providers::{last_assistant, text_of};
 use crate::support::mock_llm::{MockLlm, Reply};
@@ -190,7 +191,12 @@ impl Login {
 
     /// The authorization address nova printed, as a URL.
     fn authorize_url(&mut self) -> reqwest::Url {
-        let line = self.line_with("authorize?");
+        self.address_with("authorize?")
+    }
+
+    /// The first address nova printed that contains `needle`.
+    fn address_with(&mut self, needle: &str) -> reqwest::Url {
+        let line = self.line_with(needle);
         let start = line.find("http").unwrap();
         reqwest::Url::parse(&line[start..]).unwrap()
     }
@@ -482,4 +488,87 @@ fn anthropic_refresh_uses_and_keeps_the_new_token() {
         "ant-refresh-2",
     ];
     assert_no_secrets(&(stdout + &nova.stderr() + &session), &secrets);
+}
+
+/// OpenRouter's login has no `state`: the redirect's random path stands in for it, and the
+/// code buys a key that never expires (Pi's mark: the largest exact integer).
+#[test]
+fn openrouter_login_by_callback_stores_a_key_that_never_expires() {
+    let server = AuthServer::start(Box::new(|seen: &Seen, state: &State| {
+        let verifier = seen.field("code_verifier").unwrap_or_default();
+        if seen.path == "/api/v1/auth/keys"
+            && seen.field("code").as_deref() == Some("good-code")
+            && verifies(state, &verifier)
+        {
+            (200, json!({"key": "sk-or-v1-minted"}))
+        } else {
+            (400, json!({"error": "invalid_code"}))
+        }
+    }));
+    let mut login = Login::start(&["openrouter"], &server);
+    let url = login.address_with("/auth?");
+    *server.state.challenge.lock().unwrap() = Some(param(&url, "code_challenge"));
+    let callback = param(&url, "callback_url");
+    assert!(callback.starts_with("http://127.0.0.1:") && callback.contains("/oauth/callback/"));
+    let port = reqwest::Url::parse(&callback).unwrap().port().unwrap();
+    assert_eq!(
+        browse(&format!(
+            "http://127.0.0.1:{port}/oauth/callback/guess?code=good-code"
+        )),
+        404
+    );
+    assert_eq!(browse(&format!("{callback}?code=good-code")), 200);
+    let (code, text, auth, _home) = login.finish();
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(
+        auth["openrouter"],
+        json!({"type": "oauth", "access": "sk-or-v1-minted", "refresh": "",
+               "expires": 9_007_199_254_740_991_u64})
+    );
+    assert_no_secrets(&text, &["sk-or-v1-minted"]);
+}
+
+/// Kimi Code's device login through Pi's own host variable: `slow_down` (with the server's new
+/// interval), `authorization_pending`, then the tokens, stored with their full lifetime.
+#[test]
+fn kimi_device_login_honours_slow_down_and_pending() {
+    let server = AuthServer::start(Box::new(|seen: &Seen, state: &State| {
+        match seen.path.as_str() {
+            "/api/oauth/device_authorization" => (
+                200,
+                json!({"device_code": "dev-k",
+                "user_code": "KIMI-0001", "verification_uri": "https://www.kimi.com/code",
+                "verification_uri_complete": "https://www.kimi.com/code?user_code=KIMI-0001",
+                "interval": 1, "expires_in": 60}),
+            ),
+            "/api/oauth/token" => {
+                let mut polls = state.polls.lock().unwrap();
+                *polls += 1;
+                match *polls {
+                    1 => (400, json!({"error": "slow_down", "interval": 1})),
+                    2 => (400, json!({"error": "authorization_pending"})),
+                    _ => (
+                        200,
+                        json!({"access_token": "kimi-access", "refresh_token": "kimi-refresh",
+                                      "expires_in": 3600}),
+                    ),
+                }
+            }
+            _ => (404, json!({"error": "not_found"})),
+        }
+    }));
+    let mut login = Login::start(&["kimi-coding"], &server);
+    let line = login.line_with("KIMI-0001");
+    assert!(
+        line.contains("https://www.kimi.com/code?user_code=KIMI-0001"),
+        "{line}"
+    );
+    let (code, text, auth, _home) = login.finish();
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(*server.state.polls.lock().unwrap(), 3);
+    let entry = &auth["kimi-coding"];
+    assert_eq!(entry["access"], "kimi-access");
+    assert_eq!(entry["refresh"], "kimi-refresh");
+    assert!(entry["expires"].as_u64().unwrap() > now_ms() + 3_500_000);
+    assert_no_secrets(&text, &["kimi-access", "kimi-refresh"]);
 }

@@ -29,12 +29,21 @@ pub(super) struct Browser {
     pub exchange_state: bool,
 }
 
+/// OpenRouter's login: PKCE without a `state` (a random callback path stands in for it), the
+/// code exchanged for a key that does not expire.
+pub(super) struct KeyExchange {
+    pub authorize: &'static str,
+    pub exchange: &'static str,
+}
+
 /// A device-code login.
 pub(super) struct Device {
     pub client_id: &'static str,
     /// Where the device code is asked for; `{domain}` is GitHub's (or an enterprise's).
     pub start: &'static str,
     pub params: &'static [(&'static str, &'static str)],
+    /// Sent with both requests.
+    pub headers: &'static [(&'static str, &'static str)],
     /// Where it is polled.
     pub poll: &'static str,
     /// The server's answer is a token for another step, not the login itself.
@@ -79,6 +88,9 @@ pub async fn login(
         }
         (super::providers::Login::Device(device), _) => {
             by_device(provider, device, grant, io).await
+        }
+        (super::providers::Login::KeyExchange(login), _) => {
+            by_key_exchange(provider, login, io).await
         }
         _ => Err(format!(
             "nova cannot log in to {} yet; give it an API key with `nova login {} --api-key`",
@@ -145,8 +157,8 @@ async fn by_browser(
     open_browser(&url);
     let code = tokio::time::timeout(LOGIN_TIMEOUT, async {
         tokio::select! {
-            code = callback(listener, browser.path, &state, provider.name) => code,
-            code = pasted_code(&mut io.pasted, &state) => code,
+            code = callback(listener, browser.path, Some(&state), provider.name) => code,
+            code = pasted_code(&mut io.pasted, Some(&state)) => code,
         }
     })
     .await
@@ -164,14 +176,80 @@ async fn by_browser(
         pairs.push(("state", state.as_str()));
     }
     pairs.extend_from_slice(grant.extra);
-    let answer = post(&token_url, &pairs, grant.json, provider.name).await?;
+    let answer = post(&token_url, &pairs, grant.json, &[], provider.name).await?;
     if !answer.ok() {
         return Err(answer.login_failure("exchanging the authorization code", &token_url));
     }
     provider.tokens(grant, &answer, None, client_id)
 }
 
-async fn post(url: &str, pairs: &[(&str, &str)], json: bool, name: &str) -> Result<Answer, String> {
+async fn by_key_exchange(
+    provider: &Provider,
+    login: &KeyExchange,
+    io: &mut Interaction<'_>,
+) -> Result<Map<String, Value>, String> {
+    let verifier = random_b64(32)?;
+    let challenge =
+        b64url(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref());
+    let path = format!("/oauth/callback/{}", random_hex(16)?);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1 for the sign-in: {e}"))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on 127.0.0.1 for the sign-in: {e}"))?
+        .port();
+    let redirect = format!("http://127.0.0.1:{port}{path}");
+    let query = [
+        ("callback_url", redirect.as_str()),
+        ("code_challenge", challenge.as_str()),
+        ("code_challenge_method", "S256"),
+    ];
+    let url = format!(
+        "{}?{}",
+        http::endpoint(login.authorize, &[], io.var)?,
+        http::form_encode(&query).replace('+', "%20")
+    );
+    (io.say)(&format!("Sign in to {} in a browser:", provider.name));
+    (io.say)(&url);
+    (io.say)(&format!(
+        "Waiting for the browser's redirect to {redirect}. If the browser runs on another \
+         machine, paste the address it ends on here and press Enter."
+    ));
+    open_browser(&url);
+    let code = tokio::time::timeout(LOGIN_TIMEOUT, async {
+        tokio::select! {
+            code = callback(Some(listener), &path, None, provider.name) => code,
+            code = pasted_code(&mut io.pasted, None) => code,
+        }
+    })
+    .await
+    .map_err(|_| format!("the {} login timed out", provider.name))??;
+    let exchange = http::endpoint(login.exchange, &[], io.var)?;
+    let body = serde_json::json!({"code": code, "code_verifier": verifier,
+                                  "code_challenge_method": "S256"});
+    let answer = http::send(&exchange, &[], Body::Json(body), provider.name).await?;
+    if !answer.ok() {
+        return Err(answer.login_failure("exchanging the code for a key", &exchange));
+    }
+    let key = answer
+        .field("key")
+        .ok_or_else(|| format!("the {} server's answer carries no key", provider.name))?;
+    // Pi's mark for "never expires": JavaScript's largest exact integer.
+    Ok(super::providers::oauth_fields(
+        key,
+        "",
+        9_007_199_254_740_991,
+    ))
+}
+
+async fn post(
+    url: &str,
+    pairs: &[(&str, &str)],
+    json: bool,
+    headers: &[(&str, &str)],
+    name: &str,
+) -> Result<Answer, String> {
     let body = if json {
         Body::Json(Value::Object(
             pairs
@@ -182,14 +260,14 @@ async fn post(url: &str, pairs: &[(&str, &str)], json: bool, name: &str) -> Resu
     } else {
         Body::Form(pairs)
     };
-    http::send(url, &[], body, name).await
+    http::send(url, headers, body, name).await
 }
 
 /// Serves the redirect until one carries the login's `state` and a code (or an error).
 async fn callback(
     listener: Option<tokio::net::TcpListener>,
     path: &str,
-    state: &str,
+    state: Option<&str>,
     name: &str,
 ) -> Result<String, String> {
     let Some(listener) = listener else {
@@ -223,7 +301,7 @@ async fn callback(
                 .find(|(k, _)| k == key)
                 .map(|(_, v)| v.into_owned())
         };
-        if param("state").as_deref() != Some(state) {
+        if state.is_some() && param("state").as_deref() != state {
             reply(
                 &mut stream,
                 400,
@@ -297,7 +375,7 @@ async fn reply(stream: &mut tokio::net::TcpStream, status: u16, text: &str) {
 /// bare code. A pasted `state` must be the login's.
 async fn pasted_code(
     pasted: &mut tokio::sync::mpsc::Receiver<String>,
-    state: &str,
+    state: Option<&str>,
 ) -> Result<String, String> {
     loop {
         let Some(line) = pasted.recv().await else {
@@ -309,7 +387,9 @@ async fn pasted_code(
             continue;
         }
         let (code, given_state) = parse_pasted(line);
-        if given_state.is_some_and(|s| s != state) {
+        if let (Some(given), Some(state)) = (given_state, state)
+            && given != state
+        {
             return Err("the pasted sign-in is not the one nova started (state mismatch)".into());
         }
         match code {
@@ -371,7 +451,7 @@ async fn by_device(
     let poll_url = http::endpoint(&device.poll.replace("{domain}", &domain), host_vars, io.var)?;
     let mut pairs = vec![("client_id", client_id)];
     pairs.extend_from_slice(device.params);
-    let answer = post(&start_url, &pairs, false, provider.name).await?;
+    let answer = post(&start_url, &pairs, false, device.headers, provider.name).await?;
     if !answer.ok() {
         return Err(answer.login_failure("asking for a device code", &start_url));
     }
@@ -432,7 +512,7 @@ async fn by_device(
             ("client_id", client_id),
             ("device_code", device_code.as_str()),
         ];
-        let answer = post(&poll_url, &pairs, false, provider.name).await?;
+        let answer = post(&poll_url, &pairs, false, device.headers, provider.name).await?;
         if answer.field("access_token").is_some() {
             break answer;
         }

@@ -3,7 +3,7 @@
 //! Where Pi stores an expiry a few minutes short of the real one (its "skew"), so does nova.
 
 use super::http::{self, Answer, Body, Vars};
-use super::login::{Browser, Device, Then};
+use super::login::{Browser, Device, KeyExchange, Then};
 use super::now_ms;
 use serde_json::{Map, Value, json};
 
@@ -20,6 +20,7 @@ pub struct Provider {
 pub(super) enum Login {
     Browser(Browser),
     Device(Device),
+    KeyExchange(KeyExchange),
     /// Not yet: the login must come from Pi.
     None,
 }
@@ -160,6 +161,7 @@ pub const PROVIDERS: &[Provider] = &[
             client_id: "Iv1.b507a08c87ecfe98",
             start: "https://{domain}/login/device/code",
             params: &[("scope", "read:user")],
+            headers: &[("user-agent", "GitHubCopilotChat/0.35.0")],
             poll: "https://{domain}/login/oauth/access_token",
             then: Then::Copilot,
         }),
@@ -204,6 +206,7 @@ pub const PROVIDERS: &[Provider] = &[
                 ),
                 ("referrer", "pi"),
             ],
+            headers: &[],
             poll: "https://auth.x.ai/oauth2/token",
             then: Then::Tokens,
         }),
@@ -226,6 +229,7 @@ pub const PROVIDERS: &[Provider] = &[
             client_id: "17e5f671-d194-4dfb-9706-5516cb48c098",
             start: "https://auth.kimi.com/api/oauth/device_authorization",
             params: &[],
+            headers: &[],
             poll: "https://auth.kimi.com/api/oauth/token",
             then: Then::Tokens,
         }),
@@ -239,6 +243,7 @@ pub const PROVIDERS: &[Provider] = &[
             client_id: "1031625952748946",
             start: "https://auth.meta.com/oidc/device/authorization/",
             params: &[],
+            headers: &[],
             poll: "https://auth.meta.com/oidc/device/token/",
             then: Then::Meta,
         }),
@@ -247,7 +252,10 @@ pub const PROVIDERS: &[Provider] = &[
         id: "openrouter",
         name: "OpenRouter",
         refresh: Refresh::Never,
-        login: Login::None,
+        login: Login::KeyExchange(KeyExchange {
+            authorize: "https://openrouter.ai/auth",
+            exchange: "https://openrouter.ai/api/v1/auth/keys",
+        }),
     },
 ];
 
