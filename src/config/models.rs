@@ -4,7 +4,7 @@
 use super::{ConfigError, builtin};
 use crate::protocol::{LoadOptions, Model, ModelCompat, ModelCost, ThinkingLevelMap};
 use crate::provider::http::Route;
-use crate::provider::{Api, aws, azure, compat};
+use crate::provider::{Api, aws, azure, compat, github_copilot};
 use crate::secret;
 use serde::Deserialize;
 use serde_json::Value;
@@ -437,6 +437,11 @@ impl Registry {
             Api::AzureOpenAiResponses => Some(Route::Azure(
                 azure::target(&model.id, &model.base_url, &var).map_err(unresolved)?,
             )),
+            // A Copilot login on GitHub Enterprise has an address of its own, used when its
+            // token names none.
+            _ if provider.name == github_copilot::PROVIDER => login
+                .and_then(|tokens| super::oauth::providers::copilot_domain(&tokens.extra))
+                .map(|domain| Route::Copilot(github_copilot::enterprise_base_url(&domain))),
             _ => None,
         };
         let own = provider.model_headers.get(&model.id).into_iter().flatten();
@@ -674,6 +679,29 @@ mod tests {
         assert_eq!(
             headers("plain").await,
             pairs(&[("X-A", "provider"), ("X-B", "provider")])
+        );
+    }
+
+    /// A Copilot login on GitHub Enterprise routes its requests to the enterprise's address.
+    #[tokio::test]
+    async fn a_copilot_enterprise_login_has_its_own_address() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("auth.json");
+        let entry = serde_json::json!({"github-copilot": {"type": "oauth", "access": "tid=1",
+            "refresh": "ghu_x", "expires": 4_000_000_000_000u64,
+            "enterpriseUrl": "https://ghe.example.com/"}});
+        std::fs::write(&path, entry.to_string()).unwrap();
+        let mut r = Registry::default();
+        r.set_auth(super::super::auth::load(&path, &mut Vec::new()));
+        let (provider, models) = builtin::find("github-copilot")
+            .unwrap()
+            .provider_and_models();
+        r.add_builtin(provider, models);
+        let credentials = r.credentials(&r.models()[0].clone()).await.unwrap();
+        assert_eq!(credentials.api_key.as_deref(), Some("tid=1"));
+        assert_eq!(
+            credentials.route,
+            Some(Route::Copilot("https://copilot-api.ghe.example.com".into()))
         );
     }
 

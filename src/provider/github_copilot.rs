@@ -36,6 +36,20 @@ pub fn base_url_of_token(token: &str) -> Option<String> {
     plain.then(|| format!("https://{host}"))
 }
 
+/// The API address of a GitHub Enterprise domain's Copilot.
+pub fn enterprise_base_url(domain: &str) -> String {
+    format!("https://copilot-api.{domain}")
+}
+
+/// Where a request goes, in Pi's order: the address the token names, else the enterprise
+/// login's (`enterprise`), else the model's own.
+pub fn base_url(token: Option<&str>, enterprise: Option<&str>, model_base: &str) -> String {
+    token
+        .and_then(base_url_of_token)
+        .or_else(|| enterprise.map(str::to_owned))
+        .unwrap_or_else(|| model_base.to_owned())
+}
+
 /// The headers a request to Copilot sends beside its token, as Pi sends them; configured headers
 /// of the same names replace them.
 pub fn headers(
@@ -96,6 +110,22 @@ mod tests {
         );
         assert_eq!(base_url_of_token("ghu_plain"), None);
         assert_eq!(base_url_of_token("proxy-ep=evil.com/path?x"), None);
+        let enterprise = enterprise_base_url("ghe.example.com");
+        assert_eq!(enterprise, "https://copilot-api.ghe.example.com");
+        let model = "https://api.individual.githubcopilot.com";
+        assert_eq!(
+            base_url(
+                Some("tid=1;proxy-ep=proxy.x.example"),
+                Some(&enterprise),
+                model
+            ),
+            "https://api.x.example"
+        );
+        assert_eq!(
+            base_url(Some("tid=1"), Some(&enterprise), model),
+            enterprise
+        );
+        assert_eq!(base_url(Some("tid=1"), None, model), model);
     }
 
     #[test]

@@ -93,17 +93,20 @@ pub struct Transport<'a> {
     pub idle_timeout: Duration,
     pub api_key: Option<String>,
     pub headers: Vec<(String, String)>,
-    /// Where a request goes when the provider's environment decides it (Bedrock, Azure);
-    /// `None` for every other API.
+    /// Where a request goes when the provider's environment or login decides it (Bedrock,
+    /// Azure, Copilot on GitHub Enterprise); `None` otherwise.
     pub route: Option<Route>,
     pub warnings: &'a Warnings,
 }
 
-/// An address, and for Bedrock a credential, resolved from the provider's environment.
+/// An address, and for Bedrock a credential, resolved from the provider's environment (or, for
+/// Copilot on GitHub Enterprise, from its login).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
     Aws(aws::Target),
     Azure(azure::Target),
+    /// GitHub Copilot on an enterprise's address, when the token names none.
+    Copilot(String),
 }
 
 /// Streams one reply: sends `req` in the wire format its model's `api` names and calls
@@ -133,8 +136,12 @@ pub async fn stream_paced<F: Future<Output = ()>>(
     let copilot = req.model.provider == github_copilot::PROVIDER;
     let rebased;
     let rebased_req;
-    let req = match key.and_then(github_copilot::base_url_of_token) {
-        Some(base_url) if copilot => {
+    let enterprise = match &transport.route {
+        Some(Route::Copilot(base)) => Some(base.as_str()),
+        _ => None,
+    };
+    let req = match github_copilot::base_url(key, enterprise, &req.model.base_url) {
+        base_url if copilot && base_url != req.model.base_url => {
             rebased = crate::protocol::Model {
                 base_url,
                 ..req.model.clone()

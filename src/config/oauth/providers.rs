@@ -479,7 +479,7 @@ pub(super) fn oauth_fields(access: &str, refresh: &str, expires: u64) -> Map<Str
 }
 
 /// The GitHub Enterprise domain of a Copilot login (`enterpriseUrl`, a URL or a bare domain).
-fn copilot_domain(entry: &Map<String, Value>) -> Option<String> {
+pub fn copilot_domain(entry: &Map<String, Value>) -> Option<String> {
     domain(entry.get("enterpriseUrl")?.as_str()?)
 }
 
