@@ -188,7 +188,12 @@ pub async fn load_process(
         .filter(|b| builtin_enabled(&registry, b))
         .collect();
     for builtin in enabled {
-        let (provider, models) = builtin.provider_and_models();
+        let (provider, mut models) = builtin.provider_and_models();
+        // A login that names the models its account may use (Copilot's) hides the others, as
+        // Pi does.
+        if let Some(allowed) = registry.login_models(builtin.name) {
+            models.retain(|m| allowed.contains(&m.id));
+        }
         registry.add_builtin(provider, models);
     }
     if let Some(key) = cli.api_key.as_ref().filter(|_| named.is_none()) {

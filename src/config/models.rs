@@ -336,6 +336,20 @@ impl Registry {
         })
     }
 
+    /// The models `provider`'s login says its account may use (`availableModelIds`, which Pi
+    /// stores for Copilot), when it names them.
+    pub fn login_models(&self, provider: &str) -> Option<Vec<String>> {
+        let ids = self
+            .auth
+            .oauth(provider)?
+            .extra
+            .get("availableModelIds")?
+            .as_array()?;
+        ids.iter()
+            .map(|id| id.as_str().map(str::to_owned))
+            .collect()
+    }
+
     pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
         self.providers.iter().find(|p| p.name == name)
     }

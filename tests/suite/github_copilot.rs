@@ -101,3 +101,33 @@ fn one_token_three_apis_with_copilot_s_headers() {
     assert!(!stdout.contains(TOKEN) && !nova.stderr().contains(TOKEN));
     mock.assert_no_violations();
 }
+
+/// A Copilot login that names the models its account may use (`availableModelIds`, as Pi
+/// stores it) lists only those, as Pi does; its token is the bearer key.
+#[test]
+fn a_login_lists_only_the_models_its_account_may_use() {
+    let mock = MockLlm::start();
+    let auth = json!({"github-copilot": {"type": "oauth", "access": "tid=1;copilot-login",
+        "refresh": "ghu_login", "expires": 4_000_000_000_000u64,
+        "availableModelIds": ["claude-sonnet-5", "gpt-6.1-sol", "not-in-the-catalog"]}});
+    let mut nova = Nova::builder()
+        .models_json(json!({"providers": {"github-copilot": {"baseUrl": mock.base_url_ollama()}}}))
+        .agent_file("auth.json", auth.to_string())
+        .spawn();
+    let list = nova.request_ok(json!({"type": "get_available_models"}));
+    let ids: Vec<&str> = list["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["gpt-6.1-sol", "claude-sonnet-5"]);
+    mock.push(Reply::text("listed"));
+    let events = nova.run_prompt("hi");
+    assert_eq!(text_of(&last_assistant(&events)), "listed");
+    let r = &mock.chat_requests()[0];
+    assert_eq!(
+        r.header("authorization"),
+        Some("Bearer tid=1;copilot-login")
+    );
+}
