@@ -25,6 +25,8 @@ pub struct Login {
     api_key: bool,
     /// A GitHub Enterprise domain (Copilot).
     enterprise: Option<String>,
+    /// A device code rather than a browser's redirect, where both are offered.
+    device: bool,
 }
 
 /// `Some` when the arguments (after the program's name) are a login command; a malformed one
@@ -40,7 +42,7 @@ pub fn parse(args: &[String]) -> Option<Result<Request, ExitCode>> {
         usage_error(&format!(
             "usage: nova {command} <provider>{} (a built-in one: {})",
             if login {
-                " [--api-key] [--enterprise <GitHub Enterprise domain>]"
+                " [--api-key] [--device] [--enterprise <GitHub Enterprise domain>]"
             } else {
                 ""
             },
@@ -68,11 +70,13 @@ pub fn parse(args: &[String]) -> Option<Result<Request, ExitCode>> {
         provider: provider.clone(),
         api_key: false,
         enterprise: None,
+        device: false,
     };
     while let Some((flag, more)) = flags.split_first() {
         flags = more;
         match flag.as_str() {
             "--api-key" => request.api_key = true,
+            "--device" => request.device = true,
             "--enterprise" => match flags.split_first() {
                 Some((domain, more)) if !domain.starts_with('-') => {
                     request.enterprise = Some(domain.clone());
@@ -157,6 +161,7 @@ async fn sign_in(login: Login, path: &Path) -> ExitCode {
         pasted,
         var: &var,
         domain: login.enterprise,
+        device: login.device,
     };
     let entry = match oauth::log_in(&login.provider, &mut io).await {
         Ok(entry) => entry,

@@ -572,3 +572,96 @@ fn kimi_device_login_honours_slow_down_and_pending() {
     assert!(entry["expires"].as_u64().unwrap() > now_ms() + 3_500_000);
     assert_no_secrets(&text, &["kimi-access", "kimi-refresh"]);
 }
+
+/// OpenAI Codex's own device login (`--device`): pending (403) until the code is entered, then
+/// an authorization code and verifier, exchanged with the device redirect.
+#[test]
+fn codex_device_login_exchanges_the_code_it_is_given() {
+    let server = AuthServer::start(Box::new(|seen: &Seen, state: &State| {
+        match seen.path.as_str() {
+            "/api/accounts/deviceauth/usercode" => (
+                200,
+                json!({"device_auth_id": "da-1",
+                "user_code": "CDX-777", "interval": "1"}),
+            ),
+            "/api/accounts/deviceauth/token" => {
+                let mut polls = state.polls.lock().unwrap();
+                *polls += 1;
+                if *polls < 2 || seen.field("device_auth_id").as_deref() != Some("da-1") {
+                    (
+                        403,
+                        json!({"error": {"code": "deviceauth_authorization_pending"}}),
+                    )
+                } else {
+                    (
+                        200,
+                        json!({"authorization_code": "dev-code", "code_verifier": "dev-verifier"}),
+                    )
+                }
+            }
+            "/oauth/token"
+                if seen.field("code").as_deref() == Some("dev-code")
+                    && seen.field("code_verifier").as_deref() == Some("dev-verifier")
+                    && seen.field("redirect_uri").as_deref()
+                        == Some("https://auth.openai.com/deviceauth/callback") =>
+            {
+                (
+                    200,
+                    json!({"access_token": codex_access(1), "refresh_token": "cdx-refresh-1",
+                             "expires_in": 3600}),
+                )
+            }
+            _ => (400, json!({"error": "invalid_request"})),
+        }
+    }));
+    let mut login = Login::start(&["openai-codex", "--device"], &server);
+    let line = login.line_with("CDX-777");
+    assert!(
+        line.contains("https://auth.openai.com/codex/device"),
+        "{line}"
+    );
+    let (code, text, auth, _home) = login.finish();
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(auth["openai-codex"]["accountId"], "acct-42");
+    assert_eq!(auth["openai-codex"]["refresh"], "cdx-refresh-1");
+    assert_no_secrets(&text, &[&codex_access(1), "cdx-refresh-1"]);
+}
+
+/// Kimi Code's refresh is retried after a busy token endpoint (503), as Pi retries it.
+#[test]
+fn a_busy_kimi_token_endpoint_is_retried() {
+    let mock = MockLlm::start();
+    let server = AuthServer::start(Box::new(|_: &Seen, state: &State| {
+        let mut polls = state.polls.lock().unwrap();
+        *polls += 1;
+        if *polls == 1 {
+            (503, json!({"error": "busy"}))
+        } else {
+            (
+                200,
+                json!({"access_token": "kimi-access-2", "refresh_token": "kimi-refresh-2",
+                         "expires_in": 3600}),
+            )
+        }
+    }));
+    let auth = json!({"kimi-coding": {"type": "oauth", "access": "kimi-access-1",
+                                      "refresh": "kimi-refresh-1", "expires": now_ms() - 1000}});
+    let mut nova = Nova::builder()
+        .models_json(json!({"providers": {"kimi-coding": {"baseUrl": mock.base_url_openai()}}}))
+        .agent_file("auth.json", auth.to_string())
+        .env("KIMI_CODE_OAUTH_HOST", server.url())
+        .args(["--model", "kimi-coding/kimi-for-coding"])
+        .spawn();
+    mock.push(Reply::text("after a retry"));
+    let events = nova.run_prompt("hi");
+    assert_eq!(
+        text_of(&last_assistant(&events)),
+        "after a retry",
+        "{events:?}"
+    );
+    assert_eq!(*server.state.polls.lock().unwrap(), 2);
+    assert_eq!(
+        mock.chat_requests()[0].header("authorization"),
+        Some("Bearer kimi-access-2")
+    );
+}

@@ -36,6 +36,17 @@ pub(super) struct KeyExchange {
     pub exchange: &'static str,
 }
 
+/// OpenAI Codex's own device-code login (not RFC 8628): the server hands out a user code, and
+/// once it is entered, an authorization code and its PKCE verifier for the usual exchange.
+pub(super) struct CodexDevice {
+    pub usercode: &'static str,
+    pub poll: &'static str,
+    /// Where the person enters the code.
+    pub verify: &'static str,
+    /// The redirect URI the exchange names.
+    pub redirect: &'static str,
+}
+
 /// A device-code login.
 pub(super) struct Device {
     pub client_id: &'static str,
@@ -68,6 +79,8 @@ pub struct Interaction<'a> {
     pub var: Vars<'a>,
     /// A GitHub Enterprise domain, for Copilot.
     pub domain: Option<String>,
+    /// Sign in with a device code where the provider offers both ways.
+    pub device: bool,
 }
 
 /// How long a login may wait for the person.
@@ -82,6 +95,18 @@ pub async fn login(
         Refresh::Grant(grant) => Some(grant),
         _ => None,
     };
+    if io.device
+        && let (Some(device), Some(grant)) = (&provider.device, grant)
+    {
+        return by_codex_device(provider, device, grant, io).await;
+    }
+    if io.device && !matches!(provider.login, super::providers::Login::Device(_)) {
+        return Err(format!(
+            "{} has no device-code login; without --device, the browser's address (or code) \
+             can be pasted when the browser runs elsewhere",
+            provider.name
+        ));
+    }
     match (&provider.login, grant) {
         (super::providers::Login::Browser(browser), Some(grant)) => {
             by_browser(provider, browser, grant, io).await
@@ -181,6 +206,98 @@ async fn by_browser(
         return Err(answer.login_failure("exchanging the authorization code", &token_url));
     }
     provider.tokens(grant, &answer, None, client_id)
+}
+
+async fn by_codex_device(
+    provider: &Provider,
+    device: &CodexDevice,
+    grant: &Grant,
+    io: &mut Interaction<'_>,
+) -> Result<Map<String, Value>, String> {
+    let super::providers::Client::Fixed(client_id) = grant.client else {
+        return Err(format!("nova cannot log in to {} yet", provider.name));
+    };
+    let start = http::endpoint(device.usercode, &[], io.var)?;
+    let body = serde_json::json!({ "client_id": client_id });
+    let answer = http::send(&start, &[], Body::Json(body), provider.name).await?;
+    if answer.status == 404 {
+        return Err(format!(
+            "{} does not offer device-code login here; run `nova login {}` without --device",
+            provider.name, provider.id
+        ));
+    }
+    if !answer.ok() {
+        return Err(answer.login_failure("asking for a device code", &start));
+    }
+    let (Some(auth_id), Some(user_code)) =
+        (answer.field("device_auth_id"), answer.field("user_code"))
+    else {
+        return Err(format!(
+            "the {} device code answer is incomplete",
+            provider.name
+        ));
+    };
+    // The interval comes as a number or as a string of one.
+    let seconds = match answer.body.get("interval") {
+        Some(Value::String(s)) => s.trim().parse::<f64>().ok(),
+        Some(v) => v.as_f64(),
+        None => None,
+    }
+    .filter(|s| s.is_finite() && *s >= 0.0)
+    .unwrap_or(5.0);
+    let mut interval = Duration::from_secs_f64(seconds.max(1.0));
+    let (auth_id, user_code) = (auth_id.to_owned(), user_code.to_owned());
+    (io.say)(&format!(
+        "To sign in to {}, open {} and enter the code {user_code}",
+        provider.name, device.verify
+    ));
+    (io.say)("Waiting for the sign-in to complete…");
+    open_browser(device.verify);
+    let poll = http::endpoint(device.poll, &[], io.var)?;
+    let deadline = Instant::now() + LOGIN_TIMEOUT;
+    let answer = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "the {} device code expired before the sign-in completed",
+                provider.name
+            ));
+        }
+        tokio::time::sleep(interval.min(left)).await;
+        let body = serde_json::json!({ "device_auth_id": auth_id, "user_code": user_code });
+        let answer = http::send(&poll, &[], Body::Json(body), provider.name).await?;
+        if answer.ok() {
+            break answer;
+        }
+        match answer.error() {
+            _ if matches!(answer.status, 403 | 404) => {}
+            Some("deviceauth_authorization_pending" | "authorization_pending") => {}
+            Some("slow_down") => interval += Duration::from_secs(5),
+            _ => return Err(answer.login_failure("polling for the sign-in", &poll)),
+        }
+    };
+    let (Some(code), Some(verifier)) = (
+        answer.field("authorization_code"),
+        answer.field("code_verifier"),
+    ) else {
+        return Err(format!(
+            "the {} sign-in answer lacks the authorization code",
+            provider.name
+        ));
+    };
+    let token_url = http::endpoint(grant.url, grant.host_vars, io.var)?;
+    let pairs = [
+        ("grant_type", "authorization_code"),
+        ("client_id", client_id),
+        ("code", code),
+        ("code_verifier", verifier),
+        ("redirect_uri", device.redirect),
+    ];
+    let exchanged = post(&token_url, &pairs, grant.json, &[], provider.name).await?;
+    if !exchanged.ok() {
+        return Err(exchanged.login_failure("exchanging the authorization code", &token_url));
+    }
+    provider.tokens(grant, &exchanged, None, client_id)
 }
 
 async fn by_key_exchange(

@@ -3,7 +3,7 @@
 //! Where Pi stores an expiry a few minutes short of the real one (its "skew"), so does nova.
 
 use super::http::{self, Answer, Body, Vars};
-use super::login::{Browser, Device, KeyExchange, Then};
+use super::login::{Browser, CodexDevice, Device, KeyExchange, Then};
 use super::now_ms;
 use serde_json::{Map, Value, json};
 
@@ -14,6 +14,8 @@ pub struct Provider {
     pub name: &'static str,
     pub(super) refresh: Refresh,
     pub(super) login: Login,
+    /// A device-code login offered beside a browser one (`nova login --device`).
+    pub(super) device: Option<CodexDevice>,
 }
 
 /// How `nova login` signs in.
@@ -55,6 +57,8 @@ pub(super) struct Grant {
     /// Whether an answer may leave out `refresh_token`, keeping the one sent.
     pub keeps_refresh: bool,
     pub shape: Shape,
+    /// Retries after a busy server (429, 5xx) or a failed connection, as Pi retries them.
+    pub retries: u32,
 }
 
 pub(super) enum Client {
@@ -100,6 +104,7 @@ pub const PROVIDERS: &[Provider] = &[
             default_lifetime: None,
             keeps_refresh: false,
             shape: Shape::Plain,
+            retries: 0,
         }),
         login: Login::Browser(Browser {
             authorize: "https://claude.ai/oauth/authorize",
@@ -118,6 +123,7 @@ pub const PROVIDERS: &[Provider] = &[
             state_is_verifier: true,
             exchange_state: true,
         }),
+        device: None,
     },
     Provider {
         id: "openai-codex",
@@ -133,6 +139,7 @@ pub const PROVIDERS: &[Provider] = &[
             default_lifetime: None,
             keeps_refresh: false,
             shape: Shape::CodexAccount,
+            retries: 0,
         }),
         login: Login::Browser(Browser {
             authorize: "https://auth.openai.com/oauth/authorize",
@@ -151,6 +158,12 @@ pub const PROVIDERS: &[Provider] = &[
             state_is_verifier: false,
             exchange_state: false,
         }),
+        device: Some(CodexDevice {
+            usercode: "https://auth.openai.com/api/accounts/deviceauth/usercode",
+            poll: "https://auth.openai.com/api/accounts/deviceauth/token",
+            verify: "https://auth.openai.com/codex/device",
+            redirect: "https://auth.openai.com/deviceauth/callback",
+        }),
     },
     Provider {
         id: "github-copilot",
@@ -165,6 +178,7 @@ pub const PROVIDERS: &[Provider] = &[
             poll: "https://{domain}/login/oauth/access_token",
             then: Then::Copilot,
         }),
+        device: None,
     },
     Provider {
         id: "openai",
@@ -179,8 +193,10 @@ pub const PROVIDERS: &[Provider] = &[
             default_lifetime: None,
             keeps_refresh: false,
             shape: Shape::ChatGpt,
+            retries: 0,
         }),
         login: Login::None,
+        device: None,
     },
     Provider {
         id: "xai",
@@ -195,6 +211,7 @@ pub const PROVIDERS: &[Provider] = &[
             default_lifetime: Some(3600.0),
             keeps_refresh: true,
             shape: Shape::Plain,
+            retries: 0,
         }),
         login: Login::Device(Device {
             client_id: "b1a00492-073a-47ea-816f-4c329264a828",
@@ -210,6 +227,7 @@ pub const PROVIDERS: &[Provider] = &[
             poll: "https://auth.x.ai/oauth2/token",
             then: Then::Tokens,
         }),
+        device: None,
     },
     Provider {
         id: "kimi-coding",
@@ -224,6 +242,7 @@ pub const PROVIDERS: &[Provider] = &[
             default_lifetime: None,
             keeps_refresh: false,
             shape: Shape::Plain,
+            retries: 3,
         }),
         login: Login::Device(Device {
             client_id: "17e5f671-d194-4dfb-9706-5516cb48c098",
@@ -233,6 +252,7 @@ pub const PROVIDERS: &[Provider] = &[
             poll: "https://auth.kimi.com/api/oauth/token",
             then: Then::Tokens,
         }),
+        device: None,
     },
     Provider {
         id: "meta",
@@ -247,6 +267,7 @@ pub const PROVIDERS: &[Provider] = &[
             poll: "https://auth.meta.com/oidc/device/token/",
             then: Then::Meta,
         }),
+        device: None,
     },
     Provider {
         id: "openrouter",
@@ -256,6 +277,7 @@ pub const PROVIDERS: &[Provider] = &[
             authorize: "https://openrouter.ai/auth",
             exchange: "https://openrouter.ai/api/v1/auth/keys",
         }),
+        device: None,
     },
 ];
 
@@ -288,17 +310,30 @@ impl Provider {
                     ("refresh_token", refresh),
                 ];
                 pairs.extend_from_slice(grant.extra);
-                let body = if grant.json {
-                    Body::Json(Value::Object(
-                        pairs
-                            .iter()
-                            .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
-                            .collect(),
-                    ))
-                } else {
-                    Body::Form(&pairs)
+                let mut attempt = 0;
+                let answer = loop {
+                    let body = if grant.json {
+                        Body::Json(Value::Object(
+                            pairs
+                                .iter()
+                                .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
+                                .collect(),
+                        ))
+                    } else {
+                        Body::Form(&pairs)
+                    };
+                    let sent = http::send(&url, &[], body, self.name).await;
+                    let busy = match &sent {
+                        Ok(answer) => answer.status == 429 || answer.status >= 500,
+                        Err(_) => true,
+                    };
+                    if !busy || attempt >= grant.retries {
+                        break sent?;
+                    }
+                    // Pi's backoff for these: 1 s, 2 s, 4 s.
+                    tokio::time::sleep(std::time::Duration::from_secs(1 << attempt)).await;
+                    attempt += 1;
                 };
-                let answer = http::send(&url, &[], body, self.name).await?;
                 if !answer.ok() {
                     return Err(answer.refresh_failure(self.name, self.id, &url));
                 }
