@@ -140,8 +140,10 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         Some(Route::Copilot(base)) => Some(base.as_str()),
         _ => None,
     };
-    let req = match github_copilot::base_url(key, enterprise, &req.model.base_url) {
-        base_url if copilot && base_url != req.model.base_url => {
+    let copilot_base =
+        copilot.then(|| github_copilot::base_url(key, enterprise, &req.model.base_url));
+    let req = match copilot_base {
+        Some(base_url) if base_url != req.model.base_url => {
             rebased = crate::protocol::Model {
                 base_url,
                 ..req.model.clone()
