@@ -162,6 +162,11 @@ async fn sign_in(login: Login, path: &Path) -> ExitCode {
         var: &var,
         domain: login.enterprise,
         device: login.device,
+        device_id: if login.provider == "openai" {
+            device_id(path)
+        } else {
+            String::new()
+        },
     };
     let entry = match oauth::log_in(&login.provider, &mut io).await {
         Ok(entry) => entry,
@@ -184,6 +189,45 @@ async fn sign_in(login: Login, path: &Path) -> ExitCode {
         }
         Err(message) => fatal(&message),
     }
+}
+
+/// This installation's id, as Pi keeps it: `deviceId` in the agent dir's settings.json, made
+/// (a random UUID) and stored there the first time it is needed. When the file cannot be
+/// read as an object or written, the id is made afresh for this login.
+fn device_id(auth: &Path) -> String {
+    let path = auth.with_file_name("settings.json");
+    let mut settings = match std::fs::read_to_string(&path) {
+        Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(serde_json::Value::Object(map)) => Some(map),
+            _ => None,
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(serde_json::Map::new()),
+        Err(_) => None,
+    };
+    if let Some(id) = settings
+        .as_ref()
+        .and_then(|s| s.get("deviceId"))
+        .and_then(serde_json::Value::as_str)
+        .filter(|id| uuid::Uuid::parse_str(id).is_ok())
+    {
+        return id.to_owned();
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    if let Some(settings) = settings.as_mut() {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        settings.insert("deviceId".into(), id.clone().into());
+        let temp = path.with_file_name(format!(".settings.json.{}.tmp", std::process::id()));
+        let written = serde_json::to_string_pretty(settings)
+            .map_err(std::io::Error::other)
+            .and_then(|text| std::fs::write(&temp, text + "\n"))
+            .and_then(|()| std::fs::rename(&temp, &path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+    }
+    id
 }
 
 /// One line from stdin; at a terminal, asked for on stderr and not echoed.

@@ -195,7 +195,7 @@ fn login_and_logout_edit_auth_json() {
     let (code, text) = nova(&["login", "groq"], "gsk-typed-secret\n");
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("stored the API key of groq") && !text.contains("gsk-typed-secret"));
-    let (code, _) = nova(&["login", "openai"], "sk-other\n");
+    let (code, _) = nova(&["login", "openai", "--api-key"], "sk-other\n");
     assert_eq!(code, Some(0));
     let stored: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();

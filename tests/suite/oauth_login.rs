@@ -676,3 +676,62 @@ fn a_busy_kimi_token_endpoint_is_retried() {
         Some("Bearer kimi-access-2")
     );
 }
+
+/// OpenAI's sign-in with ChatGPT: the client OpenAI registers for the login comes back in the
+/// redirect (pasted here), the installation's id is Pi's `deviceId` in settings.json (made
+/// and kept when missing), and the entry keeps the issued client id and the granted scopes.
+#[test]
+fn chatgpt_sign_in_keeps_the_issued_client_and_scopes() {
+    let server = AuthServer::start(Box::new(|seen: &Seen, state: &State| {
+        let verifier = seen.field("code_verifier").unwrap_or_default();
+        if seen.path == "/api/accounts/oauth/token"
+            && seen.field("client_id").as_deref() == Some("issued-7")
+            && seen.field("resource").as_deref() == Some("https://api.openai.com/v1")
+            && seen.field("code").as_deref() == Some("good-code")
+            && verifies(state, &verifier)
+        {
+            (
+                200,
+                json!({"access_token": "oai-access-1", "refresh_token": "oai-refresh-1",
+                "expires_in": 3600, "id_token": "h.e.s",
+                "scope": "openid offline_access chatgpt.tokens.use.direct"}),
+            )
+        } else {
+            (400, json!({"error": "invalid_grant"}))
+        }
+    }));
+    let mut login = Login::start(&["openai"], &server);
+    let url = login.authorize_url();
+    login.line_with("paste");
+    *server.state.challenge.lock().unwrap() = Some(param(&url, "code_challenge"));
+    assert_eq!(param(&url, "client_id"), "dynamic_agent_client");
+    let host = param(&url, "ext_agent_host_id");
+    assert!(host.starts_with("urn:uuid:"), "{host}");
+    let state = param(&url, "state");
+    login.paste(&format!(
+        "http://127.0.0.1:1455/auth/callback?code=good-code&state={state}&client_id=issued-7\n"
+    ));
+    let (code, text, auth, home) = login.finish();
+    assert_eq!(code, Some(0), "{text}");
+    let entry = &auth["openai"];
+    assert_eq!(entry["access"], "oai-access-1");
+    assert_eq!(entry["clientId"], "issued-7");
+    assert_eq!(
+        entry["scopes"],
+        json!(["openid", "offline_access", "chatgpt.tokens.use.direct"])
+    );
+    let expires = entry["expires"].as_u64().unwrap();
+    assert!(
+        expires <= now_ms() + 3_420_000 && expires > now_ms() + 3_300_000,
+        "{entry}"
+    );
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.path().join("agent/settings.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        format!("urn:uuid:{}", settings["deviceId"].as_str().unwrap()),
+        host
+    );
+    assert_no_secrets(&text, &["oai-access-1", "oai-refresh-1"]);
+}

@@ -36,6 +36,16 @@ pub(super) struct KeyExchange {
     pub exchange: &'static str,
 }
 
+/// OpenAI's sign-in with ChatGPT: a client registered for each login (OpenAI names it in the
+/// redirect as `client_id`) for this installation (its device id), with a nonce and a
+/// resource, on the fixed redirect `127.0.0.1:1455`.
+pub(super) struct ChatGpt {
+    pub authorize: &'static str,
+    pub scope: &'static str,
+    pub port: u16,
+    pub path: &'static str,
+}
+
 /// OpenAI Codex's own device-code login (not RFC 8628): the server hands out a user code, and
 /// once it is entered, an authorization code and its PKCE verifier for the usual exchange.
 pub(super) struct CodexDevice {
@@ -81,6 +91,8 @@ pub struct Interaction<'a> {
     pub domain: Option<String>,
     /// Sign in with a device code where the provider offers both ways.
     pub device: bool,
+    /// This installation's id (a UUID), which OpenAI's sign-in with ChatGPT names.
+    pub device_id: String,
 }
 
 /// How long a login may wait for the person.
@@ -113,6 +125,9 @@ pub async fn login(
         }
         (super::providers::Login::Device(device), _) => {
             by_device(provider, device, grant, io).await
+        }
+        (super::providers::Login::ChatGpt(login), Some(grant)) => {
+            by_chatgpt(provider, login, grant, io).await
         }
         (super::providers::Login::KeyExchange(login), _) => {
             by_key_exchange(provider, login, io).await
@@ -181,10 +196,11 @@ async fn by_browser(
     }
     open_browser(&url);
     let code = tokio::time::timeout(LOGIN_TIMEOUT, async {
-        tokio::select! {
+        let redirect = tokio::select! {
             code = callback(listener, browser.path, Some(&state), provider.name) => code,
             code = pasted_code(&mut io.pasted, Some(&state)) => code,
-        }
+        };
+        redirect.map(|r| r.code)
     })
     .await
     .map_err(|_| format!("the {} login timed out", provider.name))??;
@@ -206,6 +222,97 @@ async fn by_browser(
         return Err(answer.login_failure("exchanging the authorization code", &token_url));
     }
     provider.tokens(grant, &answer, None, client_id)
+}
+
+async fn by_chatgpt(
+    provider: &Provider,
+    login: &ChatGpt,
+    grant: &Grant,
+    io: &mut Interaction<'_>,
+) -> Result<Map<String, Value>, String> {
+    let verifier = random_b64(32)?;
+    let challenge =
+        b64url(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref());
+    let (state, nonce) = (random_b64(32)?, random_b64(32)?);
+    let host = format!("urn:uuid:{}", io.device_id.to_ascii_lowercase());
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", login.port))
+        .await
+        .ok();
+    let redirect = format!("http://127.0.0.1:{}{}", login.port, login.path);
+    let resource = grant
+        .extra
+        .iter()
+        .find(|(k, _)| *k == "resource")
+        .map_or("", |(_, v)| *v);
+    let query = [
+        ("client_id", "dynamic_agent_client"),
+        ("agent_name_hint", "nova"),
+        ("ext_agent_host_id", host.as_str()),
+        ("response_type", "code"),
+        ("redirect_uri", redirect.as_str()),
+        ("resource", resource),
+        ("scope", login.scope),
+        ("state", state.as_str()),
+        ("code_challenge", challenge.as_str()),
+        ("code_challenge_method", "S256"),
+        ("nonce", nonce.as_str()),
+    ];
+    let url = format!(
+        "{}?{}",
+        http::endpoint(login.authorize, &[], io.var)?,
+        http::form_encode(&query).replace('+', "%20")
+    );
+    (io.say)(&format!("Sign in to {} in a browser:", provider.name));
+    (io.say)(&url);
+    (io.say)(&match &listener {
+        Some(_) => format!(
+            "Waiting for the browser's redirect to {redirect}. If the browser runs on another \
+             machine, paste the whole address it ends on here and press Enter."
+        ),
+        // Pi refuses here; the pasted address still finishes the login.
+        None => format!(
+            "Port {} is in use (an unfinished login, or the Codex CLI): paste the whole address \
+             the browser ends on here and press Enter.",
+            login.port
+        ),
+    });
+    open_browser(&url);
+    let redirected = tokio::time::timeout(LOGIN_TIMEOUT, async {
+        tokio::select! {
+            got = callback(listener, login.path, Some(&state), provider.name) => got,
+            got = pasted_code(&mut io.pasted, Some(&state)) => got,
+        }
+    })
+    .await
+    .map_err(|_| format!("the {} login timed out", provider.name))??;
+    let client_id = redirected
+        .client_id
+        .filter(|c| !c.trim().is_empty())
+        .ok_or_else(|| {
+            format!(
+                "the redirect names no issued client id; paste the whole address the browser \
+                 ends on (it starts with {redirect})"
+            )
+        })?;
+    (io.say)("Exchanging the authorization code for tokens…");
+    let token_url = http::endpoint(grant.url, grant.host_vars, io.var)?;
+    let mut pairs = vec![
+        ("grant_type", "authorization_code"),
+        ("client_id", client_id.as_str()),
+        ("code", redirected.code.as_str()),
+        ("code_verifier", verifier.as_str()),
+        ("redirect_uri", redirect.as_str()),
+    ];
+    pairs.extend_from_slice(grant.extra);
+    let answer = post(&token_url, &pairs, false, &[], provider.name).await?;
+    if !answer.ok() {
+        return Err(answer.login_failure("exchanging the authorization code", &token_url));
+    }
+    // OpenAI's answer to a sign-in carries an ID token; nova does not read it, Pi checks it.
+    if answer.field("id_token").is_none() {
+        return Err(format!("the {} answer carries no ID token", provider.name));
+    }
+    provider.tokens(grant, &answer, None, &client_id)
 }
 
 async fn by_codex_device(
@@ -336,10 +443,11 @@ async fn by_key_exchange(
     ));
     open_browser(&url);
     let code = tokio::time::timeout(LOGIN_TIMEOUT, async {
-        tokio::select! {
+        let redirect = tokio::select! {
             code = callback(Some(listener), &path, None, provider.name) => code,
             code = pasted_code(&mut io.pasted, None) => code,
-        }
+        };
+        redirect.map(|r| r.code)
     })
     .await
     .map_err(|_| format!("the {} login timed out", provider.name))??;
@@ -387,7 +495,7 @@ async fn callback(
     path: &str,
     state: Option<&str>,
     name: &str,
-) -> Result<String, String> {
+) -> Result<Redirect, String> {
     let Some(listener) = listener else {
         return std::future::pending().await;
     };
@@ -454,7 +562,8 @@ async fn callback(
             &format!("Signed in to {name}. You can close this page and return to nova."),
         )
         .await;
-        return Ok(code);
+        let client_id = param("client_id");
+        return Ok(Redirect { code, client_id });
     }
 }
 
@@ -496,7 +605,7 @@ async fn reply(stream: &mut tokio::net::TcpStream, status: u16, text: &str) {
 async fn pasted_code(
     pasted: &mut tokio::sync::mpsc::Receiver<String>,
     state: Option<&str>,
-) -> Result<String, String> {
+) -> Result<Redirect, String> {
     loop {
         let Some(line) = pasted.recv().await else {
             // stdin closed: only the redirect can finish the login.
@@ -513,10 +622,33 @@ async fn pasted_code(
             return Err("the pasted sign-in is not the one nova started (state mismatch)".into());
         }
         match code {
-            Some(code) if !code.is_empty() => return Ok(code),
+            Some(code) if !code.is_empty() => {
+                let client_id = pasted_param(line, "client_id");
+                return Ok(Redirect { code, client_id });
+            }
             _ => return Err("the pasted text carries no authorization code".into()),
         }
     }
+}
+
+/// One parameter of a pasted redirect address or query string.
+fn pasted_param(line: &str, key: &str) -> Option<String> {
+    let query = match reqwest::Url::parse(line) {
+        Ok(url) if url.has_host() => url.query().unwrap_or_default().to_owned(),
+        _ if line.contains('=') => line.to_owned(),
+        _ => return None,
+    };
+    let url = reqwest::Url::parse(&format!("http://localhost/?{query}")).ok()?;
+    url.query_pairs()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+}
+
+/// What a redirect brings: the code, and the client id a dynamically registered client is
+/// issued (ChatGPT's sign-in).
+struct Redirect {
+    code: String,
+    client_id: Option<String>,
 }
 
 fn parse_pasted(line: &str) -> (Option<String>, Option<String>) {

@@ -31,7 +31,7 @@ pub fn supported(provider: &str) -> bool {
 
 /// Whether `nova login` can sign in to `provider` (rather than store an API key).
 pub fn can_log_in(provider: &str) -> bool {
-    providers::find(provider).is_some_and(|p| !matches!(p.login, providers::Login::None))
+    providers::find(provider).is_some()
 }
 
 /// Signs in to `provider`, returning the auth.json entry to store.

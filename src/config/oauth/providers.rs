@@ -3,7 +3,7 @@
 //! Where Pi stores an expiry a few minutes short of the real one (its "skew"), so does nova.
 
 use super::http::{self, Answer, Body, Vars};
-use super::login::{Browser, CodexDevice, Device, KeyExchange, Then};
+use super::login::{Browser, ChatGpt, CodexDevice, Device, KeyExchange, Then};
 use super::now_ms;
 use serde_json::{Map, Value, json};
 
@@ -23,8 +23,7 @@ pub(super) enum Login {
     Browser(Browser),
     Device(Device),
     KeyExchange(KeyExchange),
-    /// Not yet: the login must come from Pi.
-    None,
+    ChatGpt(ChatGpt),
 }
 
 /// How a login is refreshed.
@@ -195,7 +194,12 @@ pub const PROVIDERS: &[Provider] = &[
             shape: Shape::ChatGpt,
             retries: 0,
         }),
-        login: Login::None,
+        login: Login::ChatGpt(ChatGpt {
+            authorize: "https://auth.openai.com/api/accounts/authorize",
+            scope: "openid profile email offline_access resource.invoke chatgpt.tokens.use.direct",
+            port: 1455,
+            path: "/auth/callback",
+        }),
         device: None,
     },
     Provider {
