@@ -247,8 +247,9 @@ async fn by_codex_device(
     .unwrap_or(5.0);
     let mut interval = Duration::from_secs_f64(seconds.max(1.0));
     let (auth_id, user_code) = (auth_id.to_owned(), user_code.to_owned());
+    let shown_code = printable(&user_code);
     (io.say)(&format!(
-        "To sign in to {}, open {} and enter the code {user_code}",
+        "To sign in to {}, open {} and enter the code {shown_code}",
         provider.name, device.verify
     ));
     (io.say)("Waiting for the sign-in to complete…");
@@ -392,6 +393,8 @@ async fn callback(
     };
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
+            // Out of descriptors, say: wait rather than spin.
+            tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
         let head = match tokio::time::timeout(Duration::from_secs(10), read_head(&mut stream)).await
@@ -583,14 +586,16 @@ async fn by_device(
     let verify = answer
         .field("verification_uri_complete")
         .or_else(|| answer.field("verification_uri"))
-        .filter(|u| reqwest::Url::parse(u).is_ok_and(|u| matches!(u.scheme(), "https" | "http")))
+        .and_then(|u| reqwest::Url::parse(u).ok())
+        .filter(|u| matches!(u.scheme(), "https" | "http"))
         .ok_or_else(|| {
             format!(
                 "the {} device code answer has no usable address",
                 provider.name
             )
         })?
-        .to_owned();
+        // Printed as parsed: the server's text, with nothing a terminal would act on.
+        .to_string();
     let number = |key: &str| {
         answer
             .body
@@ -602,6 +607,7 @@ async fn by_device(
     let deadline = Instant::now()
         + number("expires_in").map_or(LOGIN_TIMEOUT, |s| Duration::from_secs_f64(s.min(3600.0)));
     let device_code = device_code.to_owned();
+    let user_code = printable(user_code);
     (io.say)(&format!(
         "To sign in to {}, open {verify} and enter the code {user_code}",
         provider.name
@@ -666,6 +672,14 @@ async fn by_device(
         }
         (Then::Tokens, None) => Err(format!("nova cannot log in to {} yet", provider.name)),
     }
+}
+
+/// A server's short text for the terminal: printable ASCII only.
+fn printable(text: &str) -> String {
+    text.chars()
+        .filter(|c| c.is_ascii_graphic() || *c == ' ')
+        .take(64)
+        .collect()
 }
 
 /// Opens `url` in a browser when there is a display to show one; failing quietly, since the

@@ -124,10 +124,15 @@ pub async fn access_token(
         drop(lock);
         return Ok(current.access.clone());
     }
-    let refresh = current_tokens.map_or_else(|| tokens.refresh.clone(), |t| t.refresh);
-    let entry = current
-        .and_then(|c| c.as_object().cloned())
-        .unwrap_or_default();
+    // Logged out (or replaced by a key) meanwhile: refreshing would bring the login back.
+    let (Some(current_tokens), Some(Value::Object(entry))) = (current_tokens, current) else {
+        return Err(format!(
+            "the OAuth login of {provider} is no longer in {}; log in again with `nova login \
+             {provider}`",
+            store.path.display()
+        ));
+    };
+    let refresh = current_tokens.refresh;
     let fields = row.refresh(&entry, &refresh, store.var).await?;
     let access = fields
         .get("access")
@@ -156,5 +161,23 @@ mod tests {
         assert!(Tokens::of(&serde_json::json!({"type": "api_key", "key": "k"})).is_none());
         assert!(!format!("{tokens:?}").contains('"'), "tokens never print");
         assert!(supported("anthropic") && supported("github-copilot") && !supported("groq"));
+    }
+
+    #[tokio::test]
+    async fn a_login_removed_meanwhile_is_not_brought_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("auth.json");
+        std::fs::write(&path, r#"{"groq": {"type": "api_key", "key": "k"}}"#).unwrap();
+        let stale = Tokens::of(&serde_json::json!({"type": "oauth", "access": "a",
+                                                   "refresh": "r", "expires": 1}))
+        .unwrap();
+        let var = |_: &str| None;
+        let store = Store {
+            path: &path,
+            var: &var,
+        };
+        let error = access_token("anthropic", &stale, &store).await.unwrap_err();
+        assert!(error.contains("`nova login anthropic`"), "{error}");
+        assert!(store::read_all(&path).unwrap().get("anthropic").is_none());
     }
 }
