@@ -401,7 +401,7 @@ fn login_by_pasted_redirect_and_a_pasted_forgery_refused() {
 }
 
 #[test]
-fn device_login_waits_out_authorization_pending_then_buys_a_copilot_token() {
+fn device_login_waits_out_authorization_pending_then_buys_a_copilot_token_and_its_models() {
     let expires_at = now_ms() / 1000 + 1800;
     let server = AuthServer::start(Box::new(move |seen: &Seen, state: &State| {
         match seen.path.as_str() {
@@ -425,6 +425,15 @@ fn device_login_waits_out_authorization_pending_then_buys_a_copilot_token() {
                     )
                 }
             }
+            "/models" if seen.authorization.starts_with("Bearer tid=1;") => (
+                200,
+                json!({"data": [
+                {"id": "gpt-5.5", "model_picker_enabled": true, "policy": {"state": "enabled"}},
+                {"id": "claude-x", "model_picker_enabled": true, "policy": {"state": "disabled"}},
+                {"id": "embed", "model_picker_enabled": true,
+                 "capabilities": {"supports": {"tool_calls": false}}},
+                {"id": "hidden", "model_picker_enabled": false}]}),
+            ),
             "/copilot_internal/v2/token" if seen.authorization == "Bearer gho_github-token" => (
                 200,
                 json!({"token": "tid=1;exp=2;proxy-ep=proxy.individual.githubcopilot.com;x",
@@ -443,6 +452,8 @@ fn device_login_waits_out_authorization_pending_then_buys_a_copilot_token() {
     assert_eq!(entry["refresh"], "gho_github-token");
     assert!(entry["access"].as_str().unwrap().contains("proxy-ep="));
     assert_eq!(entry["expires"], expires_at * 1000 - 300_000);
+    // The account's models, as Pi lists them: picker-enabled, not disabled, able to call tools.
+    assert_eq!(entry["availableModelIds"], json!(["gpt-5.5"]));
     assert_no_secrets(&text, &["gho_github-token", "tid=1"]);
 }
 

@@ -367,6 +367,9 @@ impl Provider {
                     refresh,
                     ((expires_at * 1000.0) as u64).saturating_sub(5 * MINUTE),
                 );
+                if let Some(ids) = copilot_models(token, domain.as_deref(), var, self.name).await {
+                    fields.insert("availableModelIds".into(), ids.into());
+                }
                 if let Some(domain) = domain {
                     fields.insert("enterpriseUrl".into(), domain.into());
                 }
@@ -476,6 +479,68 @@ pub(super) fn oauth_fields(access: &str, refresh: &str, expires: u64) -> Map<Str
     fields.insert("refresh".into(), refresh.into());
     fields.insert("expires".into(), expires.into());
     fields
+}
+
+/// The models a Copilot account may pick, as Pi lists them at login and refresh (stored as
+/// `availableModelIds`, which narrows the provider's models); `None` when the list cannot be
+/// had, and the stored one stays.
+async fn copilot_models(
+    token: &str,
+    domain: Option<&str>,
+    var: Vars<'_>,
+    name: &str,
+) -> Option<Vec<String>> {
+    use crate::provider::github_copilot as copilot;
+    let enterprise = domain.map(copilot::enterprise_base_url);
+    let base = copilot::base_url(
+        Some(token),
+        enterprise.as_deref(),
+        copilot::DEFAULT_BASE_URL,
+    );
+    let url = http::endpoint(&format!("{base}/models"), &[], var).ok()?;
+    let bearer = format!("Bearer {token}");
+    let mut headers = vec![
+        ("authorization", bearer.as_str()),
+        ("x-github-api-version", "2026-06-01"),
+    ];
+    headers.extend_from_slice(COPILOT_HEADERS);
+    let answer = http::send(&url, &headers, Body::None, name).await.ok()?;
+    if !answer.ok() {
+        return None;
+    }
+    let models: Vec<&Value> = answer
+        .body
+        .get("data")?
+        .as_array()?
+        .iter()
+        .filter(|m| m.get("id").is_some_and(Value::is_string))
+        // A model that cannot call tools is no use to an agent.
+        .filter(|m| m.pointer("/capabilities/supports/tool_calls") != Some(&Value::Bool(false)))
+        .collect();
+    let policy = |m: &Value| {
+        m.pointer("/policy/state")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let id = |m: &Value| m.get("id").and_then(Value::as_str).map(str::to_owned);
+    let picked: Vec<String> = models
+        .iter()
+        .filter(|m| m.get("model_picker_enabled") == Some(&Value::Bool(true)))
+        .filter(|m| policy(m).as_deref() != Some("disabled"))
+        .filter_map(|m| id(m))
+        .collect();
+    // Some individual accounts mark no model for the picker though their policies enable
+    // them; Pi falls back to the policies there only.
+    if picked.is_empty() && base == copilot::DEFAULT_BASE_URL {
+        return Some(
+            models
+                .iter()
+                .filter(|m| policy(m).as_deref() == Some("enabled"))
+                .filter_map(|m| id(m))
+                .collect(),
+        );
+    }
+    Some(picked)
 }
 
 /// The GitHub Enterprise domain of a Copilot login (`enterpriseUrl`, a URL or a bare domain).
