@@ -159,6 +159,8 @@ pub async fn stream_paced<F: Future<Output = ()>>(
     let identity = anthropic::Identity::of(key, copilot);
     let flavour = if copilot {
         Flavour::Copilot
+    } else if openai_responses::is_chatgpt_sign_in(req.model, key) {
+        Flavour::ChatGpt
     } else {
         Flavour::OpenAi
     };
@@ -343,6 +345,9 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         let mut body = read_error_body(&mut response, &guard).await?;
         if api == Api::BedrockConverseStream {
             body = bedrock::http_error_text(error_type.as_deref(), &body);
+        }
+        if api == Api::OpenAiResponses && flavour == Flavour::ChatGpt {
+            body = openai_responses::chatgpt_error_text(&body);
         }
         if api == Api::OpenAiCodexResponses {
             let now = std::time::SystemTime::now()

@@ -13,8 +13,8 @@
 //! the tool call id (`call_id|item_id`). All three go back only to the model that wrote them.
 //!
 //! Several servers speak it, each a [`Flavour`]: OpenAI's API, Azure's (the body names a
-//! deployment), GitHub Copilot's (no reasoning field for thinking off) and ChatGPT's Codex
-//! backend ([`super::openai_codex`]), whose requests carry a few
+//! deployment), GitHub Copilot's (no reasoning field for thinking off), OpenAI's with a ChatGPT
+//! sign-in (no output limit) and ChatGPT's Codex backend ([`super::openai_codex`]), whose requests carry a few
 //! fields more (`text.verbosity`, `tool_choice`, `parallel_tool_calls`, the encrypted reasoning
 //! always asked for) and whose stream may end with `response.done` and words errors its way.
 
@@ -54,6 +54,35 @@ pub enum Flavour<'a> {
     Codex,
     /// GitHub Copilot, which is sent no reasoning field when thinking is off.
     Copilot,
+    /// OpenAI's API with a "Sign in with ChatGPT" token, which refuses `max_output_tokens`.
+    ChatGpt,
+}
+
+/// OpenAI's own address, where a token that is not an API key is a ChatGPT sign-in.
+const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// Where a ChatGPT user sees the usage their subscription shares with other apps.
+const CHATGPT_USAGE_URL: &str = "https://chatgpt.com/settings/usage";
+
+/// Whether `key` is a "Sign in with ChatGPT" token sent to OpenAI's API, as Pi tells one: the
+/// built-in `openai` provider at OpenAI's address with a key that is not an API key (`sk-…`).
+pub fn is_chatgpt_sign_in(model: &Model, key: Option<&str>) -> bool {
+    model.provider == "openai"
+        && model.base_url == OPENAI_BASE_URL
+        && key.is_some_and(|k| !k.starts_with("sk-"))
+}
+
+/// An error of a ChatGPT sign-in with Pi's hint when the subscription's shared limit is reached.
+pub fn chatgpt_error_text(body: &str) -> String {
+    if body.contains("subscription_sharing_workplace_individual_usage_limit_exceeded") {
+        format!(
+            "{body}\nYou've reached your ChatGPT workspace's usage limit. Ask your workspace admin \
+             to increase it at admin.openai.com → Workspace → Usage limits."
+        )
+    } else if body.contains("subscription_sharing_usage_limit_exceeded") {
+        format!("{body}\nCheck your ChatGPT usage: {CHATGPT_USAGE_URL}")
+    } else {
+        body.to_owned()
+    }
 }
 
 /// The request body, serialised straight from the prepared view of the conversation.
@@ -61,7 +90,7 @@ pub fn build_body(req: &Request, flavour: Flavour) -> serde_json::Result<Vec<u8>
     let codex = flavour == Flavour::Codex;
     let model = match flavour {
         Flavour::Azure { deployment } => deployment,
-        Flavour::OpenAi | Flavour::Codex | Flavour::Copilot => &req.model.id,
+        Flavour::OpenAi | Flavour::Codex | Flavour::Copilot | Flavour::ChatGpt => &req.model.id,
     };
     let prepared = prepare::request_messages(req.messages, req.model);
     let mut input: Vec<Item> = Vec::with_capacity(prepared.len() + 1);
@@ -129,7 +158,8 @@ pub fn build_body(req: &Request, flavour: Flavour) -> serde_json::Result<Vec<u8>
             input,
             stream: true,
             store: false,
-            max_output_tokens: super::max_output_tokens(req).max(MIN_OUTPUT_TOKENS),
+            max_output_tokens: (flavour != Flavour::ChatGpt)
+                .then(|| super::max_output_tokens(req).max(MIN_OUTPUT_TOKENS)),
             tools: (!req.tools.is_empty()).then_some(Tools {
                 specs: req.tools,
                 strict,
@@ -325,7 +355,8 @@ struct Body<'a> {
     input: Vec<Item<'a>>,
     stream: bool,
     store: bool,
-    max_output_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<Tools<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]

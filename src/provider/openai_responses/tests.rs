@@ -572,3 +572,48 @@ fn codex_streams_end_and_fail_as_pi_reads_them() {
     let err = codex_error(json!({"type": "error", "error": {"code": "server_error"}})).unwrap();
     assert_eq!(err.kind(), ErrorKind::Retryable);
 }
+
+/// A "Sign in with ChatGPT" token on OpenAI's API, as Pi tells one (the `openai` provider at
+/// OpenAI's address, a key that is not `sk-…`), is sent no `max_output_tokens`, which that
+/// sign-in refuses; a used-up shared limit gets Pi's hint.
+#[test]
+fn a_chatgpt_sign_in_is_sent_no_output_limit() {
+    let m = Model {
+        provider: "openai".into(),
+        base_url: "https://api.openai.com/v1".into(),
+        ..responses_model()
+    };
+    assert!(is_chatgpt_sign_in(&m, Some("eyJhbGciOi.chatgpt")));
+    assert!(!is_chatgpt_sign_in(&m, Some("sk-proj-key")));
+    assert!(!is_chatgpt_sign_in(&m, None));
+    let elsewhere = Model {
+        base_url: "https://proxy.example/v1".into(),
+        ..m.clone()
+    };
+    assert!(!is_chatgpt_sign_in(&elsewhere, Some("eyJhbGciOi.chatgpt")));
+
+    let messages = [Arc::new(user_text("hi"))];
+    let req = Request {
+        model: &m,
+        system_prompt: "sys",
+        messages: &messages,
+        tools: &[],
+        max_tokens: None,
+        thinking: None,
+    };
+    let body =
+        |flavour| -> Value { serde_json::from_slice(&build_body(&req, flavour).unwrap()).unwrap() };
+    assert!(body(Flavour::ChatGpt).get("max_output_tokens").is_none());
+    assert!(body(Flavour::OpenAi)["max_output_tokens"].as_u64().unwrap() >= 16);
+
+    let limited = r#"{"error":{"code":"subscription_sharing_usage_limit_exceeded"}}"#;
+    assert_eq!(
+        chatgpt_error_text(limited),
+        format!("{limited}\nCheck your ChatGPT usage: https://chatgpt.com/settings/usage")
+    );
+    assert!(
+        chatgpt_error_text("subscription_sharing_workplace_individual_usage_limit_exceeded")
+            .contains("Ask your workspace admin")
+    );
+    assert_eq!(chatgpt_error_text("other"), "other");
+}
