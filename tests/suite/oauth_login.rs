@@ -3,7 +3,8 @@
 //! (it reads the address nova prints and follows the redirect itself, or pastes it on stdin),
 //! and the server checks the PKCE verifier against the challenge the browser was shown; device
 //! logins wait out `authorization_pending` and `slow_down`. Also Anthropic's refresh (a JSON
-//! token endpoint, Pi's expiry skew) with the new token used. No token reaches nova's output.
+//! token endpoint, Pi's expiry skew) with the new token used. No token reaches stdout, stderr,
+//! the session file or an export.
 
 use super::providers::{last_assistant, text_of};
 use crate::support::mock_llm::{MockLlm, Reply};
@@ -490,6 +491,8 @@ fn anthropic_refresh_uses_and_keeps_the_new_token() {
     );
     let state = nova.request_ok(json!({"type": "get_state"}));
     let session = std::fs::read_to_string(state["sessionFile"].as_str().unwrap()).unwrap();
+    let page = nova.request_ok(json!({"type": "export_html"}));
+    let html = std::fs::read_to_string(page["path"].as_str().unwrap()).unwrap();
     let stdout: String = nova.log().iter().map(|l| l.raw.clone() + "\n").collect();
     let secrets = [anthropic_access(1), anthropic_access(2)];
     let secrets = [
@@ -498,7 +501,7 @@ fn anthropic_refresh_uses_and_keeps_the_new_token() {
         "ant-refresh-1",
         "ant-refresh-2",
     ];
-    assert_no_secrets(&(stdout + &nova.stderr() + &session), &secrets);
+    assert_no_secrets(&(stdout + &nova.stderr() + &session + &html), &secrets);
 }
 
 /// OpenRouter's login has no `state`: the redirect's random path stands in for it, and the
