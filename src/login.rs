@@ -168,6 +168,12 @@ async fn sign_in(login: Login, path: &Path) -> ExitCode {
             String::new()
         },
     };
+    if builtin::CATALOG.iter().any(|b| b.name == login.provider) {
+        note(&format!(
+            "(to store an API key for {0} instead: nova login {0} --api-key)",
+            login.provider
+        ));
+    }
     let entry = match oauth::log_in(&login.provider, &mut io).await {
         Ok(entry) => entry,
         Err(message) => return fatal(&message),
