@@ -5,7 +5,8 @@
 //! stderr and exit 7 before the handshake). Tools: `echo {text}`, `slow {seconds}` (notices
 //! cancellation), `hang` (never answers), `crash` (exits in the middle of the call), `huge
 //! {lines}`, `picture` (text plus a PNG), `fail` (an `isError` result), `grow` (adds the tool
-//! `extra` and announces the changed list), `extra`.
+//! `extra` and announces the changed list), `extra`, `todos {todos}` (answers with the todo list
+//! it is given as structured content, as a server that keeps one would).
 //!
 //! When `MCP_TEST_LOG` names a file, the start (with the working directory, and the value of each
 //! variable `MCP_TEST_LOG_ENV` names, comma-separated), each call and each cancellation append a
@@ -95,6 +96,11 @@ impl ServerHandler for Faulty {
             tool("picture", "Return a text and a picture.", json!({})),
             tool("fail", "Report an error.", json!({})),
             tool("grow", "Add the tool `extra`.", json!({})),
+            tool(
+                "todos",
+                "Keep a todo list.",
+                json!({"todos": {"type": "array"}}),
+            ),
         ];
         if self.grown.load(Ordering::SeqCst) {
             tools.push(tool("extra", "Appears after grow.", json!({})));
@@ -150,6 +156,10 @@ impl ServerHandler for Faulty {
                 text("grown")
             }
             "extra" => text("extra works"),
+            "todos" => {
+                let todos = args.get("todos").cloned().unwrap_or_default();
+                Ok(CallToolResult::structured(json!({ "todos": todos })).into())
+            }
             other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
         }
     }

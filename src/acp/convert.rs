@@ -1,8 +1,9 @@
 //! Between nova's types and ACP's: what a prompt's content blocks become, how a tool call is
-//! shown to an editor (title, kind, locations, a diff for edits), and why a turn ended.
+//! shown to an editor (title, kind, locations, a diff for edits, the todo list it keeps as a
+//! plan), and why a turn ended.
 
 use crate::attach;
-use crate::protocol::{AssistantMessage, ContentBlock, StopReason as NovaStop};
+use crate::protocol::{AssistantMessage, ContentBlock, StopReason as NovaStop, ToolDetails};
 use agent_client_protocol::v1::schema as acp;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -192,6 +193,49 @@ pub fn content(blocks: &[ContentBlock]) -> Vec<acp::ToolCallContent> {
         .collect()
 }
 
+/// The plan a tool's result keeps, when it keeps a todo list: nova has no todo tool of its own
+/// (nor has Pi), so this reads the list wherever a tool that keeps one puts it — `todos` in the
+/// details of an extension's tool (the shape of Pi's example `todo` extension: `text` and
+/// `done`), or in an MCP tool's structured content (`content`/`text`, `status` or `done`,
+/// optional `priority`). A list with an entry of any other shape is no plan: half a list would
+/// mislead more than none.
+pub fn plan(details: Option<&ToolDetails>) -> Option<acp::Plan> {
+    let todos = match details? {
+        ToolDetails::Other(value) => value.get("todos")?,
+        ToolDetails::Mcp(mcp) => mcp.structured_content.as_ref()?.get("todos")?,
+        _ => return None,
+    };
+    let entries = todos
+        .as_array()?
+        .iter()
+        .map(plan_entry)
+        .collect::<Option<Vec<_>>>()?;
+    Some(acp::Plan::new(entries))
+}
+
+fn plan_entry(todo: &Value) -> Option<acp::PlanEntry> {
+    let content = todo.get("content").or_else(|| todo.get("text"))?.as_str()?;
+    let status = match (todo.get("status"), todo.get("done")) {
+        (Some(status), _) => match status.as_str()? {
+            "pending" => acp::PlanEntryStatus::Pending,
+            "in_progress" => acp::PlanEntryStatus::InProgress,
+            "completed" => acp::PlanEntryStatus::Completed,
+            _ => return None,
+        },
+        (None, Some(Value::Bool(true))) => acp::PlanEntryStatus::Completed,
+        (None, Some(Value::Bool(false))) => acp::PlanEntryStatus::Pending,
+        _ => return None,
+    };
+    let priority = match todo.get("priority").map(Value::as_str) {
+        None => acp::PlanEntryPriority::Medium,
+        Some(Some("high")) => acp::PlanEntryPriority::High,
+        Some(Some("medium")) => acp::PlanEntryPriority::Medium,
+        Some(Some("low")) => acp::PlanEntryPriority::Low,
+        Some(_) => return None,
+    };
+    Some(acp::PlanEntry::new(content, priority, status))
+}
+
 fn absolute(cwd: &Path, path: &str) -> PathBuf {
     let path = Path::new(path);
     if path.is_absolute() {
@@ -264,6 +308,46 @@ mod tests {
             input_err(vec!["x".into(), audio]),
             "prompt[1]: nova does not take audio"
         );
+    }
+
+    #[test]
+    fn todo_lists_become_plans_and_anything_else_does_not() {
+        let pi_extension = ToolDetails::Other(json!({"action": "toggle", "nextId": 3, "todos": [
+            {"id": 1, "text": "read the code", "done": true},
+            {"id": 2, "text": "fix the bug", "done": false},
+        ]}));
+        let plan = plan(Some(&pi_extension)).unwrap();
+        let shown: Vec<_> = plan
+            .entries
+            .iter()
+            .map(|e| (e.content.as_str(), e.status.clone()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("read the code", acp::PlanEntryStatus::Completed),
+                ("fix the bug", acp::PlanEntryStatus::Pending)
+            ]
+        );
+        let other = |v: Value| ToolDetails::Other(v);
+        let step = json!({"content": "test it", "status": "in_progress", "priority": "high"});
+        let plan = super::plan(Some(&other(json!({"todos": [step]})))).unwrap();
+        assert_eq!(plan.entries[0].priority, acp::PlanEntryPriority::High);
+        assert_eq!(plan.entries[0].status, acp::PlanEntryStatus::InProgress);
+        for not_a_plan in [
+            json!({"todos": "read the code"}),
+            json!({"todos": [{"text": "a", "done": true}, {"text": "b"}]}),
+            json!({"todos": [{"content": "a", "status": "someday"}]}),
+            json!({"todos": [{"content": 7, "done": false}]}),
+            json!({"diff": "+a"}),
+        ] {
+            assert!(
+                super::plan(Some(&other(not_a_plan.clone()))).is_none(),
+                "{not_a_plan}"
+            );
+        }
+        assert!(super::plan(Some(&ToolDetails::none())).is_none());
+        assert!(super::plan(None).is_none());
     }
 
     fn input_err(blocks: Vec<acp::ContentBlock>) -> String {

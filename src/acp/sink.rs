@@ -124,8 +124,15 @@ impl AcpSink {
     }
 
     /// A call's result: completed or failed, with its output (and a diff for a write or edit
-    /// that succeeded).
+    /// that succeeded); then the plan, when the call keeps a todo list.
     pub fn call_ended(&self, id: &str, name: &str, result: &ToolResultPayload, failed: bool) {
+        self.call_result(id, name, result, failed);
+        if !failed && let Some(plan) = convert::plan(result.details.as_ref()) {
+            self.update(acp::SessionUpdate::Plan(plan));
+        }
+    }
+
+    fn call_result(&self, id: &str, name: &str, result: &ToolResultPayload, failed: bool) {
         let args = self.calls().remove(id).unwrap_or(Value::Null);
         let mut content = if failed {
             Vec::new()

@@ -1251,3 +1251,72 @@ async fn a_command_in_the_editors_terminal_dies_with_nova() {
     wait_gone(grandchild, "nova").await;
     nova.end().await;
 }
+
+/// A todo list kept by a tool of an MCP server the editor passed in `session/new` reaches the
+/// editor as a `plan`, replaced whole at each change.
+#[tokio::test(flavor = "current_thread")]
+async fn a_todo_list_a_tool_keeps_is_shown_as_the_plan() {
+    let Some(server) = crate::support::mcp::test_server() else {
+        return;
+    };
+    let mock = MockLlm::start();
+    let first = json!({"todos": [
+        {"content": "read the code", "status": "in_progress"},
+        {"content": "fix the bug", "status": "pending", "priority": "high"},
+    ]});
+    let second = json!({"todos": [
+        {"content": "read the code", "status": "completed"},
+        {"content": "fix the bug", "status": "in_progress", "priority": "high"},
+    ]});
+    mock.push(Reply::new().tool_call("c1", "mcp__keeper__todos", first));
+    mock.push(Reply::new().tool_call("c2", "mcp__keeper__todos", second));
+    mock.push(Reply::text("on it"));
+    let dirs = Dirs::new(&mock);
+    let nova = Session::start(&dirs).await;
+    let keeper = acp::McpServer::Stdio(acp::McpServerStdio::new("keeper", server));
+    let req = acp::NewSessionRequest::new(dirs.cwd()).mcp_servers(vec![keeper]);
+    let id = nova
+        .cx
+        .send_request(req)
+        .block_task()
+        .await
+        .unwrap()
+        .session_id;
+
+    let answer = nova.prompt(&id, "plan the fix").await.unwrap();
+    assert_eq!(answer.stop_reason, acp::StopReason::EndTurn);
+    let updates = nova.seen.updates(&id);
+    assert_eq!(
+        statuses(&updates, "c1").last(),
+        Some(&acp::ToolCallStatus::Completed),
+        "{updates:#?}"
+    );
+    let plans: Vec<Vec<(String, acp::PlanEntryStatus, acp::PlanEntryPriority)>> = updates
+        .iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::Plan(plan) => Some(
+                plan.entries
+                    .iter()
+                    .map(|e| (e.content.clone(), e.status.clone(), e.priority.clone()))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect();
+    use acp::{PlanEntryPriority as P, PlanEntryStatus as S};
+    let entry = |c: &str, s: S, p: P| (c.to_owned(), s, p);
+    assert_eq!(
+        plans,
+        [
+            vec![
+                entry("read the code", S::InProgress, P::Medium),
+                entry("fix the bug", S::Pending, P::High)
+            ],
+            vec![
+                entry("read the code", S::Completed, P::Medium),
+                entry("fix the bug", S::InProgress, P::High)
+            ],
+        ]
+    );
+    nova.end().await;
+}

@@ -40,7 +40,7 @@ fn a_called_tool_reaches_the_server_and_its_result_the_next_request() {
     let ready = wait_status(&mut nova, "faulty", "ready");
     assert_eq!(
         ready,
-        json!({"name": "faulty", "status": "ready", "toolCount": 8, "transport": "stdio",
+        json!({"name": "faulty", "status": "ready", "toolCount": 9, "transport": "stdio",
                "source": "user", "description": "faults"})
     );
     let events = nova.run_prompt("echo something");

@@ -236,7 +236,7 @@ fn a_changed_tool_list_reaches_the_next_request() {
     wait_status(&mut nova, "faulty", "ready");
     nova.request_ok(json!({"type": "prompt", "message": "grow"}));
     let grown = nova.wait_for(
-        |v| v["type"] == "mcp_server_status" && v["server"]["toolCount"] == 9,
+        |v| v["type"] == "mcp_server_status" && v["server"]["toolCount"] == 10,
         Duration::from_secs(10),
     );
     assert_eq!(grown["server"]["status"], "ready");
