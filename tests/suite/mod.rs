@@ -7,6 +7,7 @@ mod auth;
 mod backpressure;
 mod bedrock;
 mod bounds;
+mod catalog;
 mod cli;
 mod compaction;
 mod crash;
