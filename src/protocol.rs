@@ -345,6 +345,8 @@ pub enum Api {
     AzureOpenAiResponses,
     #[serde(rename = "openai-codex-responses")]
     OpenAiCodexResponses,
+    #[serde(rename = "pi-messages")]
+    PiMessages,
 }
 
 impl Api {
@@ -358,6 +360,7 @@ impl Api {
             Api::BedrockConverseStream => "bedrock-converse-stream",
             Api::AzureOpenAiResponses => "azure-openai-responses",
             Api::OpenAiCodexResponses => "openai-codex-responses",
+            Api::PiMessages => "pi-messages",
         }
     }
 

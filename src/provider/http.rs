@@ -6,7 +6,7 @@ use super::estimate::Meter;
 use super::openai_responses::Flavour;
 use super::{
     Api, ProviderError, ProviderEvent, Request, anthropic, aws, azure, bedrock, github_copilot,
-    google, ollama, openai, openai_codex, openai_responses,
+    google, ollama, openai, openai_codex, openai_responses, pi_messages,
 };
 use crate::pace::Pacer;
 use crate::protocol::{ContentBlock, Message, UserContent};
@@ -213,6 +213,10 @@ pub async fn stream_paced<F: Future<Output = ()>>(
                 Flavour::Codex,
             )),
         ),
+        Api::PiMessages => (
+            pi_messages::endpoint(&req.model.base_url),
+            Decoder::PiMessages(pi_messages::Accumulator::new(req.model)),
+        ),
     };
     let unrouted = |what: &str| ProviderError::InvalidRequest {
         url: url.clone(),
@@ -283,6 +287,12 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             builder = builder.bearer_auth(key.unwrap_or_default());
             for (name, value) in openai_codex::headers(account, &transport.headers) {
                 builder = builder.header(name, value);
+            }
+        }
+        Api::PiMessages => {
+            builder = builder.header(reqwest::header::ACCEPT, "text/event-stream");
+            if let Some(key) = key {
+                builder = builder.bearer_auth(key);
             }
         }
         Api::Ollama | Api::OpenAiCompletions | Api::OpenAiResponses => {
@@ -433,6 +443,7 @@ async fn build_body(
             },
         ),
         Api::OpenAiCodexResponses => openai_responses::build_body(req, Flavour::Codex),
+        Api::PiMessages => pi_messages::build_body(req),
     };
     if body_size_hint(req) < INLINE_BODY_BYTES {
         return build(req).map_err(|e| e.to_string());
@@ -645,6 +656,7 @@ enum Decoder {
     Anthropic(anthropic::Accumulator),
     Google(google::Accumulator),
     Bedrock(bedrock::Accumulator),
+    PiMessages(pi_messages::Accumulator),
 }
 
 impl Decoder {
@@ -656,6 +668,7 @@ impl Decoder {
             Decoder::Anthropic(a) => a.push(bytes, out),
             Decoder::Google(a) => a.push(bytes, out),
             Decoder::Bedrock(a) => a.push(bytes, out),
+            Decoder::PiMessages(a) => a.push(bytes, out),
         }
     }
 
@@ -667,6 +680,7 @@ impl Decoder {
             Decoder::Anthropic(a) => a.facts(),
             Decoder::Google(a) => a.facts(),
             Decoder::Bedrock(a) => a.facts(),
+            Decoder::PiMessages(a) => a.facts(),
         }
     }
 
@@ -678,6 +692,7 @@ impl Decoder {
             Decoder::Anthropic(a) => a.finish(out),
             Decoder::Google(a) => a.finish(out),
             Decoder::Bedrock(a) => a.finish(out),
+            Decoder::PiMessages(a) => a.finish(out),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! LLM providers: each wire format ([`ollama`], [`openai`], [`openai_responses`], [`anthropic`],
-//! [`google`], [`bedrock`]; Azure's Responses is [`openai_responses`] at an [`azure`] address,
+//! [`google`], [`bedrock`], Pi's own [`pi_messages`] that the Radius gateway speaks; Azure's Responses is [`openai_responses`] at an [`azure`] address,
 //! ChatGPT's Codex backend its Codex flavour at an [`openai_codex`] address; GitHub Copilot's
 //! models use three of them, as [`github_copilot`] describes) is
 //! a pure state machine
@@ -29,6 +29,7 @@ pub mod openai;
 pub mod openai_codex;
 pub mod openai_responses;
 mod overflow;
+pub mod pi_messages;
 pub mod prepare;
 mod text_calls;
 

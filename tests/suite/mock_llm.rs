@@ -192,6 +192,12 @@ fn google_chat(mock: &MockLlm) -> RawResponse {
     request(mock.port(), "POST", path, Some(&body), LONG)
 }
 
+fn pi_chat(mock: &MockLlm) -> RawResponse {
+    let body = json!({"model": "m1", "options": {"maxTokens": 100},
+        "context": {"messages": [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]}});
+    request(mock.port(), "POST", "/pi/v1/messages", Some(&body), LONG)
+}
+
 fn bedrock_chat(mock: &MockLlm) -> RawResponse {
     let body = json!({"messages": [{"role": "user", "content": [{"text": "hello"}]}]});
     request(
@@ -526,6 +532,7 @@ fn split_writes_reassemble_to_the_same_bytes() {
         WireFormat::Responses,
         WireFormat::Google,
         WireFormat::Bedrock,
+        WireFormat::PiMessages,
     ] {
         mock.push(reply());
         mock.push(reply().split_writes());
@@ -539,6 +546,7 @@ fn split_writes_reassemble_to_the_same_bytes() {
             WireFormat::Responses => (responses_chat(&mock), responses_chat(&mock)),
             WireFormat::Google => (google_chat(&mock), google_chat(&mock)),
             WireFormat::Bedrock => (bedrock_chat(&mock), bedrock_chat(&mock)),
+            WireFormat::PiMessages => (pi_chat(&mock), pi_chat(&mock)),
         };
         assert!(whole.complete && split.complete);
         assert!(
@@ -579,6 +587,15 @@ fn split_writes_reassemble_to_the_same_bytes() {
                     payloads
                 };
                 assert_eq!(payloads(&whole), payloads(&split));
+            }
+            WireFormat::PiMessages => {
+                let text = |r: &RawResponse| {
+                    let text = r.text();
+                    assert!(text.ends_with("\n\n"), "SSE body ends mid-event: {text:?}");
+                    text.replace("pi-mock-12", "pi-mock-")
+                        .replace("pi-mock-13", "pi-mock-")
+                };
+                assert_eq!(text(&whole), text(&split));
             }
         }
     }

@@ -33,6 +33,7 @@ mod pi_client;
 mod project_trust;
 mod protocol;
 mod providers;
+mod radius;
 mod redirects;
 mod retry;
 mod run;

@@ -2,7 +2,8 @@
 //! OpenAI-compatible `/v1/chat/completions` (SSE), OpenAI's `/v1/responses` (SSE),
 //! Anthropic's `/v1/messages` (SSE), Gemini's
 //! `/v1beta/models/<model>:streamGenerateContent?alt=sse` (SSE) and Bedrock's
-//! `/model/<modelId>/converse-stream` (AWS's binary event stream) byte for byte, on 127.0.0.1.
+//! `/model/<modelId>/converse-stream` (AWS's binary event stream) and Pi's own messages protocol
+//! (`/pi/v1/messages`, SSE) byte for byte, on 127.0.0.1.
 //!
 //! Hand-written on `tokio::net::TcpListener` so that it can misbehave the way real servers do:
 //! split a frame across many writes, cut a stream without the terminating chunk, stall, send a
@@ -34,6 +35,7 @@ use tokio::sync::{oneshot, watch};
 mod anthropic_checks;
 mod bedrock_checks;
 mod google_checks;
+mod pi_checks;
 mod reply;
 mod requests;
 mod responses_checks;
@@ -214,6 +216,12 @@ impl MockLlm {
     /// `/v1beta/models/<model>:streamGenerateContent?alt=sse`).
     pub fn base_url_google(&self) -> String {
         format!("http://{}/v1beta", self.addr)
+    }
+
+    /// `http://127.0.0.1:PORT/pi/v1` (the pi-messages base URL: requests go to
+    /// `/pi/v1/messages`, a path apart from Anthropic's).
+    pub fn base_url_pi(&self) -> String {
+        format!("http://{}/pi/v1", self.addr)
     }
 
     /// Queue a reply for the next chat request.
@@ -403,6 +411,10 @@ impl MockLlm {
                     }
                     WireFormat::Bedrock => {
                         (reply.bedrock_frames(), "application/vnd.amazon.eventstream")
+                    }
+                    WireFormat::PiMessages => {
+                        let id = format!("pi-mock-{index}");
+                        (reply.pi_frames(&id), "text/event-stream")
                     }
                 };
                 Action::Stream {
@@ -672,6 +684,7 @@ async fn stream_frames(
                 }
                 WireFormat::Google => b"data: {\"candidates\":oops, not json\r\n\r\n",
                 WireFormat::Bedrock => &bedrock_garbage,
+                WireFormat::PiMessages => b"data: {\"type\":\"text_delta\",oops, not json\n\n",
             };
             write_frame(wr, garbage, reply.split_writes).await?;
         }

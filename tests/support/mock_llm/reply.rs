@@ -708,6 +708,95 @@ impl Reply {
     }
 }
 
+impl Reply {
+    /// The frames of this reply as Pi's messages protocol sends them: one SSE `data:` event per
+    /// assistant-message event (`start`, then `*_start` / `*_delta` / `*_end` by `contentIndex`,
+    /// thinking signed with [`Reply::signature_of`], a redacted block as its end alone), and a
+    /// `done` event with the stop reason (`toolUse` after calls, `length` for a `length`
+    /// finish) and the usage. A scripted error event replaces the tail with an `error` event
+    /// whose `errorMessage` is the scripted message.
+    pub(super) fn pi_frames(&self, id: &str) -> Vec<Vec<u8>> {
+        let mut frames = vec![pi_sse(&json!({"type": "start"}))];
+        let mut calls = false;
+        for (index, seg) in self.segments.iter().enumerate() {
+            let event = |kind: &str, extra: Value| {
+                let mut e = json!({"type": kind, "contentIndex": index});
+                if let (Some(e), Value::Object(extra)) = (e.as_object_mut(), extra) {
+                    e.extend(extra);
+                }
+                pi_sse(&e)
+            };
+            match seg {
+                Segment::Thinking(t) => {
+                    frames.push(event("thinking_start", json!({})));
+                    for piece in split_even(t, self.thinking_chunks) {
+                        frames.push(event("thinking_delta", json!({"delta": piece})));
+                    }
+                    frames.push(event(
+                        "thinking_end",
+                        json!({"content": t, "contentSignature": Reply::signature_of(t)}),
+                    ));
+                }
+                Segment::Redacted(data) => {
+                    frames.push(event("thinking_start", json!({})));
+                    frames.push(event(
+                        "thinking_end",
+                        json!({"content": "", "contentSignature": data, "redacted": true}),
+                    ));
+                }
+                Segment::Text(t) => {
+                    frames.push(event("text_start", json!({})));
+                    for piece in split_even(t, self.text_chunks) {
+                        frames.push(event("text_delta", json!({"delta": piece})));
+                    }
+                    frames.push(event("text_end", json!({"content": t})));
+                }
+                Segment::ToolCall { id, name, args } => {
+                    calls = true;
+                    frames.push(event("toolcall_start", json!({"id": id, "toolName": name})));
+                    let text = args.to_string();
+                    for piece in split_even(&text, self.arg_fragments) {
+                        frames.push(event("toolcall_delta", json!({"delta": piece})));
+                    }
+                    frames.push(event(
+                        "toolcall_end",
+                        json!({"toolCall": {"type": "toolCall", "id": id, "name": name,
+                                            "arguments": args}}),
+                    ));
+                }
+            }
+        }
+        let reason = match self.finish.as_deref() {
+            Some("length") => "length",
+            _ if calls => "toolUse",
+            _ => "stop",
+        };
+        let usage = json!({
+            "input": self.usage.0, "output": self.usage.1,
+            "cacheRead": self.cache.0, "cacheWrite": self.cache.1,
+            "totalTokens": self.usage.0 + self.usage.1 + self.cache.0 + self.cache.1,
+            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+        });
+        frames.push(pi_sse(
+            &json!({"type": "done", "reason": reason, "usage": usage, "responseId": id}),
+        ));
+        if let Some((n, _, message)) = &self.error_event {
+            frames.truncate(*n);
+            frames.push(pi_sse(&json!({"type": "error", "reason": "error",
+                "errorMessage": message, "usage": usage})));
+        }
+        frames
+    }
+}
+
+/// One SSE event as Pi's messages protocol sends it: a bare `data:` line.
+fn pi_sse(v: &Value) -> Vec<u8> {
+    let mut out = b"data: ".to_vec();
+    out.extend(serde_json::to_vec(v).unwrap());
+    out.extend(b"\n\n");
+    out
+}
+
 /// One SSE event as Gemini sends it: a bare `data:` line, CRLF-terminated.
 fn google_sse(v: &Value) -> Vec<u8> {
     let mut out = b"data: ".to_vec();

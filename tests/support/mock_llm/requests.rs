@@ -17,6 +17,8 @@ pub enum WireFormat {
     Google,
     /// Bedrock, `/model/<modelId>/converse-stream` (binary event stream).
     Bedrock,
+    /// Pi's own messages (the Radius gateway's), `/pi/v1/messages`: kept off Anthropic's path.
+    PiMessages,
 }
 
 /// One request as the mock received it. Header names are lower-cased. `body` is the parsed JSON
@@ -57,6 +59,8 @@ pub(super) fn route_format(path: &str) -> Option<WireFormat> {
         Some(WireFormat::Ollama)
     } else if path.ends_with("/chat/completions") {
         Some(WireFormat::OpenAi)
+    } else if path.starts_with("/pi/") && path.ends_with("/messages") {
+        Some(WireFormat::PiMessages)
     } else if path == "/v1/messages" {
         Some(WireFormat::Anthropic)
     } else if path.ends_with("/responses") {
@@ -105,6 +109,7 @@ pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
         WireFormat::Responses => return super::responses_checks::check(body),
         WireFormat::Google => return super::google_checks::check(body),
         WireFormat::Bedrock => return super::bedrock_checks::check(body),
+        WireFormat::PiMessages => return super::pi_checks::check(body),
         WireFormat::Ollama | WireFormat::OpenAi => {}
     }
     let mut out = Vec::new();
@@ -121,7 +126,8 @@ pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
         | WireFormat::Anthropic
         | WireFormat::Responses
         | WireFormat::Google
-        | WireFormat::Bedrock => {
+        | WireFormat::Bedrock
+        | WireFormat::PiMessages => {
             if body.get("stream") != Some(&Value::Bool(true)) {
                 out.push("request does not set `stream: true`".into());
             }
@@ -156,7 +162,10 @@ pub fn check_conversation(format: WireFormat, body: &Value) -> Vec<String> {
                         | WireFormat::Anthropic
                         | WireFormat::Responses
                         | WireFormat::Google
-                        | WireFormat::Bedrock => check_openai_results(i, calls, results, &mut out),
+                        | WireFormat::Bedrock
+                        | WireFormat::PiMessages => {
+                            check_openai_results(i, calls, results, &mut out)
+                        }
                     }
                 }
                 i = j;
