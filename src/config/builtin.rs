@@ -180,7 +180,12 @@ pub const CATALOG: &[Builtin] = &[
         base_url: "https://api.moonshot.ai/v1",
         models: MOONSHOTAI,
         apis: &[],
-        compat: None,
+        compat: Some(
+            r#"{"supportsStore": false, "supportsReasoningEffort": true, "maxTokensField": "max_tokens",
+                "supportsStrictMode": false, "thinkingFormat": "openai",
+                "requiresReasoningContentOnAssistantMessages": true,
+                "supportsMidConvoSystemMessages": true, "supportsMidConvoToolAdditions": true}"#,
+        ),
     },
     // The address comes from AZURE_OPENAI_BASE_URL or AZURE_OPENAI_RESOURCE_NAME (or a
     // models.json baseUrl): each Azure resource has its own.
@@ -227,8 +232,8 @@ pub const CATALOG: &[Builtin] = &[
         compat: None,
     },
     // Pi's smaller catalogs, one variable each; OpenCode's one key serves Zen and Go, and
-    // Moonshot's serves both its regions. Each provider's compat is the one Pi gives the
-    // models listed here.
+    // Moonshot's serves both its regions. A provider's compat is the one Pi gives most of the
+    // models listed here; `MODEL_COMPAT` has the others'.
     Builtin {
         name: "ant-ling",
         key_vars: &["ANT_LING_API_KEY"],
@@ -340,7 +345,9 @@ pub const CATALOG: &[Builtin] = &[
         base_url: "https://api.moonshot.cn/v1",
         models: MOONSHOTAI_CN,
         apis: &[],
-        compat: None,
+        compat: Some(
+            r#"{"supportsStore":false,"supportsReasoningEffort":true,"maxTokensField":"max_tokens","supportsStrictMode":false,"thinkingFormat":"openai","requiresReasoningContentOnAssistantMessages":true,"supportsMidConvoSystemMessages":true,"supportsMidConvoToolAdditions":true}"#,
+        ),
     },
     Builtin {
         name: "qwen-token-plan",
@@ -439,6 +446,161 @@ pub const CATALOG: &[Builtin] = &[
             r#"{"supportsStrictMode":true,"supportsReasoningEffort":false,"requiresReasoningContentOnAssistantMessages":true,"thinkingFormat":"deepseek"}"#,
         ),
     },
+];
+
+/// Pi's `compat` for the models whose own differs from their provider's (provider, model id,
+/// compat); it replaces the provider's, adaptive thinking included.
+const MODEL_COMPAT: &[(&str, &str, &str)] = &[
+    (
+        "vercel-ai-gateway",
+        "anthropic/claude-opus-5.5",
+        r#"{"allowEmptySignature":true,"forceAdaptiveThinking":true,"supportsTemperature":false}"#,
+    ),
+    (
+        "vercel-ai-gateway",
+        "anthropic/claude-sonnet-5.5",
+        r#"{"allowEmptySignature":true,"forceAdaptiveThinking":true,"supportsTemperature":false}"#,
+    ),
+    (
+        "vercel-ai-gateway",
+        "anthropic/claude-haiku-5.5",
+        r#"{"allowEmptySignature":true,"forceAdaptiveThinking":true,"supportsTemperature":false}"#,
+    ),
+    (
+        "zai",
+        "glm-5-turbo",
+        r#"{"supportsStore":false,"supportsReasoningEffort":false,"maxTokensField":"max_tokens","thinkingFormat":"zai","supportsStrictMode":true,"zaiToolStream":true}"#,
+    ),
+    (
+        "zai",
+        "glm-4.7",
+        r#"{"supportsStore":false,"supportsReasoningEffort":false,"maxTokensField":"max_tokens","thinkingFormat":"zai","supportsStrictMode":true,"zaiToolStream":true}"#,
+    ),
+    (
+        "zai-coding-cn",
+        "glm-4.6v",
+        r#"{"supportsStore":false,"supportsReasoningEffort":false,"maxTokensField":"max_tokens","thinkingFormat":"zai","supportsStrictMode":true,"zaiToolStream":true}"#,
+    ),
+    (
+        "opencode",
+        "kimi-k3",
+        r#"{"supportsStore":false,"supportsStrictMode":true,"maxTokensField":"max_tokens","supportsMidConvoSystemMessages":true,"supportsMidConvoToolAdditions":true}"#,
+    ),
+    (
+        "opencode",
+        "deepseek-v4-pro",
+        r#"{"supportsStore":false,"supportsStrictMode":true,"maxTokensField":"max_tokens","supportsLongCacheRetention":false,"requiresReasoningContentOnAssistantMessages":true}"#,
+    ),
+    (
+        "opencode",
+        "deepseek-v4.1-flash",
+        r#"{"supportsStore":false,"supportsStrictMode":true,"maxTokensField":"max_tokens","supportsLongCacheRetention":false,"requiresReasoningContentOnAssistantMessages":true}"#,
+    ),
+    (
+        "opencode-go",
+        "kimi-k3.1-pro",
+        r#"{"supportsStore":false,"supportsStrictMode":true,"maxTokensField":"max_tokens","supportsMidConvoSystemMessages":true,"supportsMidConvoToolAdditions":true}"#,
+    ),
+    (
+        "opencode-go",
+        "kimi-k3",
+        r#"{"supportsStore":false,"supportsStrictMode":true,"maxTokensField":"max_tokens","supportsMidConvoSystemMessages":true,"supportsMidConvoToolAdditions":true}"#,
+    ),
+    (
+        "opencode-go",
+        "deepseek-v4-pro",
+        r#"{"supportsStore":false,"supportsStrictMode":true,"maxTokensField":"max_tokens","requiresReasoningContentOnAssistantMessages":true,"thinkingFormat":"deepseek"}"#,
+    ),
+    (
+        "opencode-go",
+        "deepseek-v4.1-flash",
+        r#"{"supportsStore":false,"supportsStrictMode":true,"maxTokensField":"max_tokens","requiresReasoningContentOnAssistantMessages":true,"thinkingFormat":"deepseek"}"#,
+    ),
+    (
+        "baseten",
+        "moonshotai/Kimi-K3.1-Pro",
+        r#"{"supportsStrictMode":true,"supportsStore":false,"supportsReasoningEffort":false,"supportsUsageInStreaming":true,"maxTokensField":"max_tokens","sendSessionAffinityHeaders":true,"supportsLongCacheRetention":false}"#,
+    ),
+    (
+        "moonshotai-cn",
+        "kimi-k2.7-code",
+        r#"{"supportsStore":false,"supportsReasoningEffort":false,"maxTokensField":"max_tokens","supportsStrictMode":false,"thinkingFormat":"deepseek","supportsMidConvoSystemMessages":true}"#,
+    ),
+    (
+        "moonshotai-cn",
+        "kimi-k2.7-code-highspeed",
+        r#"{"supportsStore":false,"supportsReasoningEffort":false,"maxTokensField":"max_tokens","supportsStrictMode":false,"thinkingFormat":"deepseek","supportsMidConvoSystemMessages":true}"#,
+    ),
+    (
+        "moonshotai-cn",
+        "kimi-k2.6",
+        r#"{"supportsStore":false,"supportsReasoningEffort":false,"maxTokensField":"max_tokens","supportsStrictMode":false,"thinkingFormat":"deepseek","supportsMidConvoSystemMessages":true}"#,
+    ),
+    (
+        "moonshotai",
+        "kimi-k2.6",
+        r#"{"supportsStore":false,"supportsReasoningEffort":false,"maxTokensField":"max_tokens","supportsStrictMode":false,"thinkingFormat":"deepseek","supportsMidConvoSystemMessages":true}"#,
+    ),
+    (
+        "moonshotai",
+        "kimi-k2.7-code",
+        r#"{"supportsStore":false,"supportsReasoningEffort":false,"maxTokensField":"max_tokens","supportsStrictMode":false,"thinkingFormat":"deepseek","supportsMidConvoSystemMessages":true}"#,
+    ),
+    (
+        "moonshotai",
+        "kimi-k2.7-code-highspeed",
+        r#"{"supportsStore":false,"supportsReasoningEffort":false,"maxTokensField":"max_tokens","supportsStrictMode":false,"thinkingFormat":"deepseek","supportsMidConvoSystemMessages":true}"#,
+    ),
+    (
+        "qwen-token-plan",
+        "qwen3.7-max",
+        r#"{"supportsStrictMode":true,"thinkingFormat":"qwen","supportsStore":false,"supportsReasoningEffort":false}"#,
+    ),
+    (
+        "qwen-token-plan",
+        "qwen3.7-plus",
+        r#"{"supportsStrictMode":true,"thinkingFormat":"qwen","supportsStore":false,"supportsReasoningEffort":false}"#,
+    ),
+    (
+        "qwen-token-plan",
+        "kimi-k2.7-code",
+        r#"{"supportsStrictMode":true,"thinkingFormat":"qwen","supportsStore":false,"supportsReasoningEffort":false}"#,
+    ),
+    (
+        "qwen-token-plan-cn",
+        "qwen3.7-max",
+        r#"{"supportsStrictMode":true,"thinkingFormat":"qwen","supportsStore":false,"supportsReasoningEffort":false}"#,
+    ),
+    (
+        "qwen-token-plan-cn",
+        "qwen3.7-plus",
+        r#"{"supportsStrictMode":true,"thinkingFormat":"qwen","supportsStore":false,"supportsReasoningEffort":false}"#,
+    ),
+    (
+        "qwen-token-plan-cn",
+        "kimi-k2.7-code",
+        r#"{"supportsStrictMode":true,"thinkingFormat":"qwen","supportsStore":false,"supportsReasoningEffort":false}"#,
+    ),
+    (
+        "qwen-token-plan-individual",
+        "qwen3.7-max",
+        r#"{"supportsStrictMode":true,"thinkingFormat":"qwen","supportsStore":false,"supportsReasoningEffort":false}"#,
+    ),
+    (
+        "qwen-token-plan-individual",
+        "qwen3.7-plus",
+        r#"{"supportsStrictMode":true,"thinkingFormat":"qwen","supportsStore":false,"supportsReasoningEffort":false}"#,
+    ),
+    (
+        "qwen-token-plan-individual-cn",
+        "qwen3.7-max",
+        r#"{"supportsStrictMode":true,"thinkingFormat":"qwen","supportsStore":false,"supportsReasoningEffort":false}"#,
+    ),
+    (
+        "qwen-token-plan-individual-cn",
+        "qwen3.7-plus",
+        r#"{"supportsStrictMode":true,"thinkingFormat":"qwen","supportsStore":false,"supportsReasoningEffort":false}"#,
+    ),
 ];
 
 /// The built-in provider called `name`.
@@ -723,6 +885,13 @@ impl Builtin {
     }
 }
 
+fn model_compat(provider: &str, id: &str) -> Option<&'static str> {
+    MODEL_COMPAT
+        .iter()
+        .find(|(p, m, _)| *p == provider && *m == id)
+        .map(|(_, _, compat)| *compat)
+}
+
 fn model(provider: &Builtin, row: &Row) -> Model {
     let [input, output, cache_read, cache_write] = row.cost;
     let map: ThinkingLevelMap = row
@@ -755,13 +924,15 @@ fn model(provider: &Builtin, row: &Row) -> Model {
         context_window: row.context_window,
         max_tokens: row.max_tokens,
         thinking_level_map: (!map.is_empty()).then_some(map),
-        compat: if row.adaptive {
-            Some(serde_json::json!({"forceAdaptiveThinking": true}).into())
-        } else {
-            provider
+        compat: match model_compat(provider.name, row.id) {
+            Some(own) => serde_json::from_str::<serde_json::Value>(own)
+                .ok()
+                .map(Into::into),
+            None if row.adaptive => Some(serde_json::json!({"forceAdaptiveThinking": true}).into()),
+            None => provider
                 .compat
                 .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok())
-                .map(Into::into)
+                .map(Into::into),
         },
         load: LoadOptions::default(),
     }
@@ -4002,6 +4173,28 @@ const ZAI: &[Row] = &[
             (Max, Some("max")),
         ],
     },
+    Row {
+        id: "glm-5-turbo",
+        name: "GLM-5-Turbo",
+        cost: [1.2, 4.0, 0.24, 0.0],
+        context_window: 200000,
+        max_tokens: 131072,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "glm-4.7",
+        name: "GLM-4.7",
+        cost: [0.6, 2.2, 0.11, 0.0],
+        context_window: 204800,
+        max_tokens: 131072,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
 ];
 
 const ZAI_CODING_CN: &[Row] = &[
@@ -4062,6 +4255,17 @@ const ZAI_CODING_CN: &[Row] = &[
             (Max, Some("max")),
         ],
     },
+    Row {
+        id: "glm-4.6v",
+        name: "GLM-4.6V",
+        cost: [0.3, 0.9, 0.05, 0.0],
+        context_window: 128000,
+        max_tokens: 32768,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[],
+    },
 ];
 
 const OPENCODE: &[Row] = &[
@@ -4075,6 +4279,25 @@ const OPENCODE: &[Row] = &[
         images: true,
         adaptive: false,
         levels: &[],
+    },
+    Row {
+        id: "kimi-k3",
+        name: "Kimi K3",
+        cost: [3.0, 15.0, 0.3, 3.0],
+        context_window: 1048576,
+        max_tokens: 1048576,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
     },
     Row {
         id: "glm-5.3",
@@ -4101,6 +4324,44 @@ const OPENCODE: &[Row] = &[
         cost: [0.15, 0.5, 0.03, 0.0],
         context_window: 1000000,
         max_tokens: 131072,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "deepseek-v4-pro",
+        name: "DeepSeek V4 Pro",
+        cost: [1.74, 3.48, 0.145, 0.0],
+        context_window: 1000000,
+        max_tokens: 384000,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, None),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "deepseek-v4.1-flash",
+        name: "DeepSeek V4.1 Flash 1017",
+        cost: [0.3, 1.2, 0.006, 0.0],
+        context_window: 1000000,
+        max_tokens: 384000,
         reasoning: true,
         images: true,
         adaptive: false,
@@ -4167,6 +4428,44 @@ const OPENCODE: &[Row] = &[
 
 const OPENCODE_GO: &[Row] = &[
     Row {
+        id: "kimi-k3.1-pro",
+        name: "Kimi K3.1 Pro",
+        cost: [2.0, 10.0, 0.2, 2.0],
+        context_window: 1048576,
+        max_tokens: 1048576,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "kimi-k3",
+        name: "Kimi K3",
+        cost: [3.0, 15.0, 0.3, 3.0],
+        context_window: 1048576,
+        max_tokens: 1048576,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, None),
+            (Medium, None),
+            (High, None),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
         id: "kimi-k2.7-code",
         name: "Kimi K2.7 Code",
         cost: [0.95, 4.0, 0.19, 0.0],
@@ -4176,6 +4475,42 @@ const OPENCODE_GO: &[Row] = &[
         images: true,
         adaptive: false,
         levels: &[],
+    },
+    Row {
+        id: "deepseek-v4-pro",
+        name: "DeepSeek V4 Pro",
+        cost: [0.66, 1.98, 0.022, 0.0],
+        context_window: 1000000,
+        max_tokens: 384000,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[
+            (Minimal, None),
+            (Low, None),
+            (Medium, None),
+            (High, Some("high")),
+            (Max, Some("max")),
+        ],
+    },
+    Row {
+        id: "deepseek-v4.1-flash",
+        name: "DeepSeek V4.1 Flash 1017",
+        cost: [0.15, 0.6, 0.003, 0.0],
+        context_window: 1000000,
+        max_tokens: 384000,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[
+            (Off, None),
+            (Minimal, None),
+            (Low, Some("low")),
+            (Medium, None),
+            (High, Some("high")),
+            (Xhigh, None),
+            (Max, Some("max")),
+        ],
     },
     Row {
         id: "glm-5.3",
@@ -4429,6 +4764,17 @@ const BASETEN: &[Row] = &[
             (Xhigh, None),
             (Max, None),
         ],
+    },
+    Row {
+        id: "moonshotai/Kimi-K3.1-Pro",
+        name: "Kimi K3.1 Pro",
+        cost: [2.0, 10.0, 0.2, 0.0],
+        context_window: 1048576,
+        max_tokens: 262144,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[],
     },
     Row {
         id: "openai/gpt-oss-120b",
@@ -4713,6 +5059,28 @@ const QWEN_TOKEN_PLAN: &[Row] = &[
         ],
     },
     Row {
+        id: "qwen3.7-max",
+        name: "Qwen3.7 Max",
+        cost: [0.0, 0.0, 0.0, 0.0],
+        context_window: 1000000,
+        max_tokens: 131072,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "qwen3.7-plus",
+        name: "Qwen3.7 Plus",
+        cost: [0.0, 0.0, 0.0, 0.0],
+        context_window: 1000000,
+        max_tokens: 65536,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
         id: "glm-5.3",
         name: "GLM-5.3",
         cost: [0.0, 0.0, 0.0, 0.0],
@@ -4730,6 +5098,17 @@ const QWEN_TOKEN_PLAN: &[Row] = &[
             (Xhigh, None),
             (Max, Some("max")),
         ],
+    },
+    Row {
+        id: "kimi-k2.7-code",
+        name: "Kimi K2.7 Code",
+        cost: [0.0, 0.0, 0.0, 0.0],
+        context_window: 262144,
+        max_tokens: 262144,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[],
     },
     Row {
         id: "deepseek-v4-pro",
@@ -4828,6 +5207,28 @@ const QWEN_TOKEN_PLAN_INDIVIDUAL: &[Row] = &[
             (Xhigh, Some("xhigh")),
             (Max, None),
         ],
+    },
+    Row {
+        id: "qwen3.7-max",
+        name: "Qwen3.7 Max",
+        cost: [0.0, 0.0, 0.0, 0.0],
+        context_window: 1000000,
+        max_tokens: 131072,
+        reasoning: true,
+        images: false,
+        adaptive: false,
+        levels: &[],
+    },
+    Row {
+        id: "qwen3.7-plus",
+        name: "Qwen3.7 Plus",
+        cost: [0.0, 0.0, 0.0, 0.0],
+        context_window: 1000000,
+        max_tokens: 65536,
+        reasoning: true,
+        images: true,
+        adaptive: false,
+        levels: &[],
     },
     Row {
         id: "glm-5.3",
@@ -5037,6 +5438,20 @@ mod tests {
         assert_eq!(api_of("claude-opus-5.5"), Api::AnthropicMessages);
         assert_eq!(api_of("gemini-4-argon"), Api::OpenAiCompletions);
         assert_eq!(api_of("kimi-k3"), Api::OpenAiCompletions);
+        for (provider, id, compat) in MODEL_COMPAT {
+            let (_, models) = find(provider).unwrap().provider_and_models();
+            let model = models.iter().find(|m| m.id == *id);
+            let written = model.and_then(|m| m.compat.as_ref()).map(|c| c.written());
+            let own: serde_json::Value = serde_json::from_str(compat).unwrap();
+            assert_eq!(written, Some(&own), "{provider}/{id}");
+        }
+        for b in CATALOG.iter().filter_map(|b| b.compat) {
+            assert!(
+                serde_json::from_str::<serde_json::Value>(b)
+                    .unwrap()
+                    .is_object()
+            );
+        }
         let (_, models) = find("kimi-coding").unwrap().provider_and_models();
         let compat = models[0].compat.as_ref().unwrap();
         assert_eq!(compat.flags.supports_store, Some(false));

@@ -1,7 +1,8 @@
 //! The built-in catalog as a client sees it: each variable offers exactly the providers Pi
 //! enables with it and their catalog models, and providers with their own wiring (MiniMax over
-//! Anthropic's API, z.ai's and Qwen's thinking fields) reach the server as Pi reaches them,
-//! through a models.json `baseUrl` that points them at the mock.
+//! Anthropic's API; z.ai's, Qwen's and Moonshot's thinking fields, per model where Pi sets them
+//! per model) reach the server as Pi reaches them, through a models.json `baseUrl` that points
+//! them at the mock.
 
 use super::providers::{last_assistant, text_of};
 use crate::support::mock_llm::{MockLlm, Reply};
@@ -112,7 +113,7 @@ fn completions_request(
 }
 
 #[test]
-fn zai_and_qwen_ask_for_thinking_in_their_own_fields() {
+fn completions_providers_ask_for_thinking_in_their_own_fields() {
     let (body, auth) = completions_request("zai", "ZAI_API_KEY", "zai/glm-5.3", "high");
     assert_eq!(auth.as_deref(), Some("Bearer catalog-secret"));
     assert_eq!(body["model"], "glm-5.3");
@@ -132,4 +133,23 @@ fn zai_and_qwen_ask_for_thinking_in_their_own_fields() {
     assert_eq!(body["enable_thinking"], true);
     assert_eq!(body["reasoning_effort"], "low");
     assert!(body.get("thinking").is_none());
+
+    // A model whose compat is its own: Kimi K2.7 Code thinks as DeepSeek's API asks, without
+    // the effort field the provider's Kimi K3 takes.
+    let (body, _) = completions_request(
+        "moonshotai-cn",
+        "MOONSHOT_API_KEY",
+        "moonshotai-cn/kimi-k2.7-code",
+        "high",
+    );
+    assert_eq!(body["thinking"], json!({"type": "enabled"}));
+    assert!(body.get("reasoning_effort").is_none(), "{body}");
+    let (body, _) = completions_request(
+        "moonshotai-cn",
+        "MOONSHOT_API_KEY",
+        "moonshotai-cn/kimi-k3",
+        "high",
+    );
+    assert_eq!(body["reasoning_effort"], "high");
+    assert!(body.get("thinking").is_none(), "{body}");
 }
