@@ -178,6 +178,11 @@ async fn sign_in(login: Login, path: &Path) -> ExitCode {
         Ok(entry) => entry,
         Err(message) => return fatal(&message),
     };
+    let entry_access = entry
+        .get("access")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     match auth::store(
         path,
         &login.provider,
@@ -191,9 +196,27 @@ async fn sign_in(login: Login, path: &Path) -> ExitCode {
                 login.provider,
                 path.display()
             ));
+            if login.provider == "radius" {
+                radius_catalog(path, &entry_access, &var).await;
+            }
             ExitCode::SUCCESS
         }
         Err(message) => fatal(&message),
+    }
+}
+
+/// Fetches the account's Radius catalog after a login; the login stands when that fails, and
+/// Pi's baseline models stay.
+async fn radius_catalog(auth: &Path, token: &str, var: oauth::http::Vars<'_>) {
+    let agent_dir = auth.parent().unwrap_or(Path::new("."));
+    match crate::config::radius::refresh(agent_dir, token, var).await {
+        Ok(count) => note(&format!(
+            "the gateway lists {count} models for this account; they are kept in {}",
+            agent_dir.join(crate::config::radius::STORE_FILE).display()
+        )),
+        Err(message) => note(&format!(
+            "could not load the account's Radius models ({message}); Pi's baseline list is used"
+        )),
     }
 }
 

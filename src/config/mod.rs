@@ -7,6 +7,7 @@ pub mod cli;
 mod error;
 pub mod models;
 pub mod oauth;
+pub mod radius;
 pub mod scope;
 pub mod settings;
 
@@ -193,6 +194,12 @@ pub async fn load_process(
         // Pi does.
         if let Some(allowed) = registry.login_models(builtin.name) {
             models.retain(|m| allowed.contains(&m.id));
+        }
+        // The account's own Radius catalog, once fetched, replaces Pi's baseline.
+        if builtin.name == "radius"
+            && let Some(cached) = radius::cached_models(&agent_dir)
+        {
+            models = cached;
         }
         registry.add_builtin(provider, models);
     }

@@ -755,6 +755,18 @@ fn radius_gateway() -> Box<Handler> {
                 json!({"authorizationEndpoint": "https://login.radius.example/authorize"}),
             ),
             ("POST", "/v1/oauth/token") => tokens(seen, state),
+            ("GET", "/v1/config")
+                if seen.authorization == format!("Bearer {}", radius_access(1)) =>
+            {
+                (
+                    200,
+                    json!({"baseUrl": "https://gw.radius.example/v1", "models": [
+                    {"id": "org-only", "name": "Org Only", "reasoning": false, "input": ["text"],
+                     "cost": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0},
+                     "contextWindow": 100000, "maxTokens": 8000},
+                    {"id": "broken"}]}),
+                )
+            }
             _ => (404, json!({"error": "not_found"})),
         },
     )
@@ -774,7 +786,7 @@ fn radius_login_discovers_the_endpoint_and_takes_a_pasted_redirect() {
     *server.state.challenge.lock().unwrap() = Some(param(&url, "code_challenge"));
     let state = param(&url, "state");
     login.paste(&format!("{redirect}?code=good-code&state={state}\n"));
-    let (code, text, auth, _home) = login.finish();
+    let (code, text, auth, home) = login.finish();
     assert_eq!(code, Some(0), "{text}");
     let entry = &auth["radius"];
     assert_eq!(entry["type"], "oauth");
@@ -798,6 +810,17 @@ fn radius_login_discovers_the_endpoint_and_takes_a_pasted_redirect() {
         Some(redirect.as_str())
     );
     assert_no_secrets(&text, &[&radius_access(1), "rad-refresh-1"]);
+    // The account's catalog was fetched with the new token and kept where Pi keeps it.
+    let store: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.path().join("agent/models-store.json")).unwrap(),
+    )
+    .unwrap();
+    let models = store["radius"]["models"].as_array().unwrap();
+    assert_eq!(models.len(), 1, "{store}");
+    assert_eq!(models[0]["id"], "org-only");
+    assert_eq!(models[0]["baseUrl"], "https://gw.radius.example/v1");
+    assert_eq!(models[0]["api"], "pi-messages");
+    assert!(text.contains("lists 1 models"), "{text}");
 }
 
 #[test]

@@ -111,3 +111,32 @@ fn gateway_errors_are_named_classified_and_retried() {
     assert_eq!(text_of(&last_assistant(&nova.run_prompt("four"))), "back");
     mock.assert_no_violations();
 }
+
+#[test]
+fn a_stored_gateway_catalog_replaces_the_baseline_offline() {
+    let mock = MockLlm::start();
+    let store = json!({"radius": {"checkedAt": 1, "models": [
+        {"id": "org-only", "name": "Org Only", "reasoning": false, "input": ["text"],
+         "cost": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0},
+         "contextWindow": 100000, "maxTokens": 8000, "api": "pi-messages",
+         "provider": "radius", "baseUrl": "https://gw.radius.example/v1"}]}});
+    let mut nova = Nova::builder()
+        .models_json(json!({"providers": {"radius": {"baseUrl": mock.base_url_pi()}}}))
+        .agent_file("models-store.json", store.to_string())
+        .env("RADIUS_API_KEY", "rad-env-key")
+        .spawn();
+    let list = nova.request_ok(json!({"type": "get_available_models"}));
+    let radius: Vec<&str> = list["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["provider"] == "radius")
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(radius, ["org-only"]);
+    mock.push(Reply::text("from the org model"));
+    nova.request_ok(json!({"type": "set_model", "provider": "radius", "modelId": "org-only"}));
+    let events = nova.run_prompt("hi");
+    assert_eq!(text_of(&last_assistant(&events)), "from the org model");
+    assert_eq!(mock.chat_requests()[0].body["model"], "org-only");
+}
