@@ -195,7 +195,7 @@ mod tests {
             &path,
             r#"{"openai": {"type": "api_key", "key": "sk-literal"},
                 "groq": {"type": "api_key", "key": "$GROQ_KEY", "env": {}},
-                "radius": {"type": "oauth", "access": "tok-secret", "refresh": "r", "expires": 1},
+                "acme-sso": {"type": "oauth", "access": "tok-secret", "refresh": "r", "expires": 1},
                 "odd": {"type": "cookie", "value": "tok-secret"},
                 "bedrock": {"type": "api_key", "env": {"AWS_PROFILE": "work"}},
                 "amazon-bedrock": {"type": "api_key"}}"#,
@@ -209,7 +209,7 @@ mod tests {
         let keys = load(&path, &mut warnings);
         assert_eq!(keys.key("openai"), Some("sk-literal"));
         assert_eq!(keys.key("groq"), Some("$GROQ_KEY"));
-        assert_eq!(keys.key("radius"), None);
+        assert_eq!(keys.key("acme-sso"), None);
         assert!(keys.has("bedrock") && keys.key("bedrock").is_none());
         assert_eq!(
             keys.env("bedrock")
@@ -219,7 +219,10 @@ mod tests {
         );
         assert!(!keys.has("amazon-bedrock"), "an empty entry adds nothing");
         let all = warnings.join("\n");
-        assert!(all.contains("\"radius\" is logged in with OAuth"), "{all}");
+        assert!(
+            all.contains("\"acme-sso\" is logged in with OAuth"),
+            "{all}"
+        );
         assert!(all.contains("\"odd\""), "{all}");
         assert!(!all.contains("bedrock"), "{all}");
         assert!(

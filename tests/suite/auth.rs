@@ -13,7 +13,7 @@ const SECRET: &str = "sk-auth-json-7f3a9c";
 fn auth_json() -> String {
     json!({
         "openai": {"type": "api_key", "key": format!("!printf {SECRET}")},
-        "radius": {"type": "oauth", "access": "at-secret", "refresh": "rt-secret",
+        "acme-sso": {"type": "oauth", "access": "at-secret", "refresh": "rt-secret",
                       "expires": 1},
     })
     .to_string()
@@ -46,7 +46,7 @@ fn auth_json_keys_reach_only_the_provider() {
     let html = std::fs::read_to_string(page["path"].as_str().unwrap()).unwrap();
     let stderr = nova.stderr_with("OAuth");
     assert!(
-        stderr.contains("\"radius\" is logged in with OAuth, which nova does not support yet"),
+        stderr.contains("\"acme-sso\" is logged in with OAuth, which nova does not support yet"),
         "{stderr}"
     );
     #[cfg(unix)]

@@ -2,7 +2,8 @@
 //! stands in for every provider's through `NOVA_OAUTH_TEST_URL`: the test plays the browser
 //! (it reads the address nova prints and follows the redirect itself, or pastes it on stdin),
 //! and the server checks the PKCE verifier against the challenge the browser was shown; device
-//! logins wait out `authorization_pending` and `slow_down`. Also Anthropic's refresh (a JSON
+//! logins wait out `authorization_pending` and `slow_down`; Radius finds its authorization
+//! endpoint at the gateway first. Also Anthropic's refresh (a JSON
 //! token endpoint, Pi's expiry skew) with the new token used. No token reaches stdout, stderr,
 //! the session file or an export.
 
@@ -737,4 +738,158 @@ fn chatgpt_sign_in_keeps_the_issued_client_and_scopes() {
         host
     );
     assert_no_secrets(&text, &["oai-access-1", "oai-refresh-1"]);
+}
+
+fn radius_access(n: u32) -> String {
+    format!("rad-access-{n}")
+}
+
+/// Radius's gateway: the sign-in configuration names the authorization endpoint, the token
+/// endpoint is the gateway's own.
+fn radius_gateway() -> Box<Handler> {
+    let tokens = token_endpoint("rad-", radius_access);
+    Box::new(
+        move |seen: &Seen, state: &State| match (seen.method.as_str(), seen.path.as_str()) {
+            ("GET", "/v1/oauth") => (
+                200,
+                json!({"authorizationEndpoint": "https://login.radius.example/authorize"}),
+            ),
+            ("POST", "/v1/oauth/token") => tokens(seen, state),
+            _ => (404, json!({"error": "not_found"})),
+        },
+    )
+}
+
+#[test]
+fn radius_login_discovers_the_endpoint_and_takes_a_pasted_redirect() {
+    let server = AuthServer::start(radius_gateway());
+    let mut login = Login::start(&["radius"], &server);
+    let url = login.authorize_url();
+    assert_eq!(url.host_str(), Some("login.radius.example"));
+    assert_eq!(param(&url, "client_id"), "pi-gateway");
+    assert_eq!(param(&url, "scope"), "gateway offline_access");
+    assert_eq!(param(&url, "handoff"), "url");
+    let redirect = param(&url, "redirect_uri");
+    assert_eq!(redirect, "http://127.0.0.1:1456/oauth/callback");
+    *server.state.challenge.lock().unwrap() = Some(param(&url, "code_challenge"));
+    let state = param(&url, "state");
+    login.paste(&format!("{redirect}?code=good-code&state={state}\n"));
+    let (code, text, auth, _home) = login.finish();
+    assert_eq!(code, Some(0), "{text}");
+    let entry = &auth["radius"];
+    assert_eq!(entry["type"], "oauth");
+    assert_eq!(entry["access"], radius_access(1));
+    assert_eq!(entry["refresh"], "rad-refresh-1");
+    // Pi keeps Radius's expiry one minute short.
+    let expires = entry["expires"].as_u64().unwrap();
+    let expected = now_ms() + 3_540_000;
+    assert!(
+        expires <= expected && expires > expected - 60_000,
+        "{entry}"
+    );
+    let exchange = server
+        .seen()
+        .into_iter()
+        .find(|s| s.method == "POST")
+        .unwrap();
+    assert_eq!(exchange.field("client_id").as_deref(), Some("pi-gateway"));
+    assert_eq!(
+        exchange.field("redirect_uri").as_deref(),
+        Some(redirect.as_str())
+    );
+    assert_no_secrets(&text, &[&radius_access(1), "rad-refresh-1"]);
+}
+
+#[test]
+fn radius_login_refuses_a_discovered_endpoint_it_cannot_trust() {
+    let server = AuthServer::start(Box::new(|seen: &Seen, _: &State| {
+        match seen.path.as_str() {
+            "/v1/oauth" => (200, json!({"authorizationEndpoint": "javascript:alert(1)"})),
+            _ => (404, json!({"error": "not_found"})),
+        }
+    }));
+    let (code, text, auth, _home) = Login::start(&["radius"], &server).finish();
+    assert_ne!(code, Some(0));
+    assert!(text.contains("no usable authorization endpoint"), "{text}");
+    assert_eq!(auth, Value::Null);
+}
+
+#[test]
+fn radius_device_login_waits_out_pending() {
+    let server = AuthServer::start(Box::new(|seen: &Seen, state: &State| {
+        match seen.path.as_str() {
+            "/v1/oauth/device" => (
+                200,
+                json!({"device_code": "dev-r", "user_code": "RAD-0001",
+                       "verification_uri": "https://radius.example/device",
+                       "interval": 1, "expires_in": 60}),
+            ),
+            "/v1/oauth/token" => {
+                let mut polls = state.polls.lock().unwrap();
+                *polls += 1;
+                if *polls == 1 {
+                    (400, json!({"error": "authorization_pending"}))
+                } else {
+                    (
+                        200,
+                        json!({"access_token": "rad-dev-access", "refresh_token": "rad-dev-refresh",
+                               "expires_in": 3600}),
+                    )
+                }
+            }
+            _ => (404, json!({"error": "not_found"})),
+        }
+    }));
+    let mut login = Login::start(&["radius", "--device"], &server);
+    let line = login.line_with("RAD-0001");
+    assert!(line.contains("https://radius.example/device"), "{line}");
+    let (code, text, auth, _home) = login.finish();
+    assert_eq!(code, Some(0), "{text}");
+    let seen = server.seen();
+    assert_eq!(seen[0].field("client_id").as_deref(), Some("pi-gateway"));
+    assert_eq!(
+        seen[0].field("scope").as_deref(),
+        Some("gateway offline_access")
+    );
+    assert_eq!(
+        seen[1].field("grant_type").as_deref(),
+        Some("urn:ietf:params:oauth:grant-type:device_code")
+    );
+    assert_eq!(auth["radius"]["access"], "rad-dev-access");
+    assert_eq!(auth["radius"]["refresh"], "rad-dev-refresh");
+    assert_no_secrets(&text, &["rad-dev-access", "rad-dev-refresh"]);
+}
+
+#[test]
+fn radius_refresh_uses_the_new_token_at_the_gateway() {
+    let mock = MockLlm::start();
+    let server = AuthServer::start(radius_gateway());
+    let auth = json!({"radius": {"type": "oauth", "access": radius_access(1),
+                                 "refresh": "rad-refresh-1", "expires": now_ms() - 1000}});
+    let mut nova = Nova::builder()
+        .models_json(json!({"providers": {"radius": {"baseUrl": mock.base_url_pi()}}}))
+        .agent_file("auth.json", auth.to_string())
+        .env("NOVA_OAUTH_TEST_URL", server.url())
+        .args(["--model", "radius/balanced"])
+        .spawn();
+    mock.push(Reply::text("refreshed"));
+    let events = nova.run_prompt("hi");
+    assert_eq!(text_of(&last_assistant(&events)), "refreshed", "{events:?}");
+    let refresh = &server.seen()[0];
+    assert_eq!(refresh.path, "/v1/oauth/token");
+    assert_eq!(refresh.field("client_id").as_deref(), Some("pi-gateway"));
+    assert_eq!(
+        refresh.field("refresh_token").as_deref(),
+        Some("rad-refresh-1")
+    );
+    let bearer = format!("Bearer {}", radius_access(2));
+    assert_eq!(
+        mock.chat_requests()[0].header("authorization"),
+        Some(bearer.as_str())
+    );
+    assert_no_secrets(&nova.stderr(), &[&radius_access(2), "rad-refresh-2"]);
+    let stored: Value =
+        serde_json::from_str(&std::fs::read_to_string(nova.agent_dir().join("auth.json")).unwrap())
+            .unwrap();
+    assert_eq!(stored["radius"]["refresh"], "rad-refresh-2");
 }

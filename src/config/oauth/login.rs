@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// An authorization-code login.
 pub(super) struct Browser {
-    pub authorize: &'static str,
+    pub authorize: Authorize,
     /// Query parameters besides the standard ones (scope among them).
     pub params: &'static [(&'static str, &'static str)],
     /// The loopback port the provider expects the redirect on.
@@ -27,6 +27,21 @@ pub(super) struct Browser {
     pub state_is_verifier: bool,
     /// Whether the code exchange carries the `state` too.
     pub exchange_state: bool,
+}
+
+/// Where the browser is sent to sign in.
+pub(super) enum Authorize {
+    /// This authorization endpoint.
+    At(&'static str),
+    /// The `authorizationEndpoint` a JSON document at this address names (Radius's gateway
+    /// says where its sign-in lives).
+    DiscoveredAt(&'static str),
+}
+
+/// A device-code login offered beside a browser one (`nova login --device`).
+pub(super) enum SecondLogin {
+    Codex(CodexDevice),
+    Device(Device),
 }
 
 /// OpenRouter's login: PKCE without a `state` (a random callback path stands in for it), the
@@ -107,10 +122,16 @@ pub async fn login(
         Refresh::Grant(grant) => Some(grant),
         _ => None,
     };
-    if io.device
-        && let (Some(device), Some(grant)) = (&provider.device, grant)
-    {
-        return by_codex_device(provider, device, grant, io).await;
+    if io.device {
+        match (&provider.device, grant) {
+            (Some(SecondLogin::Codex(device)), Some(grant)) => {
+                return by_codex_device(provider, device, grant, io).await;
+            }
+            (Some(SecondLogin::Device(device)), _) => {
+                return by_device(provider, device, grant, io).await;
+            }
+            _ => {}
+        }
     }
     if io.device && !matches!(provider.login, super::providers::Login::Device(_)) {
         return Err(format!(
@@ -176,9 +197,12 @@ async fn by_browser(
         ("state", state.as_str()),
     ];
     query.extend_from_slice(browser.params);
+    let authorize = match browser.authorize {
+        Authorize::At(url) => http::endpoint(url, &[], io.var)?,
+        Authorize::DiscoveredAt(url) => discover(url, provider, io.var).await?,
+    };
     let url = format!(
-        "{}?{}",
-        http::endpoint(browser.authorize, &[], io.var)?,
+        "{authorize}?{}",
         http::form_encode(&query).replace('+', "%20")
     );
     (io.say)(&format!("Sign in to {} in a browser:", provider.name));
@@ -222,6 +246,31 @@ async fn by_browser(
         return Err(answer.login_failure("exchanging the authorization code", &token_url));
     }
     provider.tokens(grant, &answer, None, client_id)
+}
+
+/// The authorization endpoint the document at `url` names. It only goes to the browser, but it
+/// comes from a server: it must be https, or http on this machine.
+async fn discover(url: &str, provider: &Provider, var: Vars<'_>) -> Result<String, String> {
+    let url = http::endpoint(url, &[], var)?;
+    let answer = http::send(&url, &[], Body::None, provider.name).await?;
+    if !answer.ok() {
+        return Err(answer.login_failure("loading the sign-in configuration", &url));
+    }
+    answer
+        .field("authorizationEndpoint")
+        .and_then(|e| reqwest::Url::parse(e).ok())
+        .filter(|e| {
+            e.scheme() == "https"
+                || (e.scheme() == "http"
+                    && matches!(e.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")))
+        })
+        .map(|e| e.to_string())
+        .ok_or_else(|| {
+            format!(
+                "the {} sign-in configuration at {url} names no usable authorization endpoint",
+                provider.name
+            )
+        })
 }
 
 async fn by_chatgpt(

@@ -3,7 +3,9 @@
 //! Where Pi stores an expiry a few minutes short of the real one (its "skew"), so does nova.
 
 use super::http::{self, Answer, Body, Vars};
-use super::login::{Browser, ChatGpt, CodexDevice, Device, KeyExchange, Then};
+use super::login::{
+    Authorize, Browser, ChatGpt, CodexDevice, Device, KeyExchange, SecondLogin, Then,
+};
 use super::now_ms;
 use serde_json::{Map, Value, json};
 
@@ -15,7 +17,7 @@ pub struct Provider {
     pub(super) refresh: Refresh,
     pub(super) login: Login,
     /// A device-code login offered beside a browser one (`nova login --device`).
-    pub(super) device: Option<CodexDevice>,
+    pub(super) device: Option<SecondLogin>,
 }
 
 /// How `nova login` signs in.
@@ -87,6 +89,9 @@ const COPILOT_HEADERS: &[(&str, &str)] = &[
 const META_MINT_URL: &str = "https://api.meta.ai/muse-code/key";
 const CODEX_CLAIMS: &str = "https://api.openai.com/auth";
 const CHATGPT_SCOPE: &str = "chatgpt.tokens.use.direct";
+/// Pi's client at the Radius gateway, and what it asks for.
+const RADIUS_CLIENT: &str = "pi-gateway";
+const RADIUS_SCOPE: &str = "gateway offline_access";
 
 pub const PROVIDERS: &[Provider] = &[
     Provider {
@@ -106,7 +111,7 @@ pub const PROVIDERS: &[Provider] = &[
             retries: 0,
         }),
         login: Login::Browser(Browser {
-            authorize: "https://claude.ai/oauth/authorize",
+            authorize: Authorize::At("https://claude.ai/oauth/authorize"),
             params: &[
                 ("code", "true"),
                 (
@@ -141,7 +146,7 @@ pub const PROVIDERS: &[Provider] = &[
             retries: 0,
         }),
         login: Login::Browser(Browser {
-            authorize: "https://auth.openai.com/oauth/authorize",
+            authorize: Authorize::At("https://auth.openai.com/oauth/authorize"),
             params: &[
                 ("scope", "openid profile email offline_access"),
                 ("id_token_add_organizations", "true"),
@@ -157,12 +162,12 @@ pub const PROVIDERS: &[Provider] = &[
             state_is_verifier: false,
             exchange_state: false,
         }),
-        device: Some(CodexDevice {
+        device: Some(SecondLogin::Codex(CodexDevice {
             usercode: "https://auth.openai.com/api/accounts/deviceauth/usercode",
             poll: "https://auth.openai.com/api/accounts/deviceauth/token",
             verify: "https://auth.openai.com/codex/device",
             redirect: "https://auth.openai.com/deviceauth/callback",
-        }),
+        })),
     },
     Provider {
         id: "github-copilot",
@@ -272,6 +277,41 @@ pub const PROVIDERS: &[Provider] = &[
             then: Then::Meta,
         }),
         device: None,
+    },
+    // Pi's own gateway. Its token endpoint also answers the device-code poll.
+    Provider {
+        id: "radius",
+        name: "Radius",
+        refresh: Refresh::Grant(Grant {
+            url: "https://radius.pi.dev/v1/oauth/token",
+            host_vars: &[],
+            client: Client::Fixed(RADIUS_CLIENT),
+            json: false,
+            extra: &[],
+            skew: MINUTE,
+            default_lifetime: None,
+            keeps_refresh: true,
+            shape: Shape::Plain,
+            retries: 0,
+        }),
+        login: Login::Browser(Browser {
+            authorize: Authorize::DiscoveredAt("https://radius.pi.dev/v1/oauth"),
+            params: &[("scope", RADIUS_SCOPE), ("handoff", "url")],
+            port: 1456,
+            any_port: false,
+            path: "/oauth/callback",
+            redirect_host: "127.0.0.1",
+            state_is_verifier: false,
+            exchange_state: false,
+        }),
+        device: Some(SecondLogin::Device(Device {
+            client_id: RADIUS_CLIENT,
+            start: "https://radius.pi.dev/v1/oauth/device",
+            params: &[("scope", RADIUS_SCOPE)],
+            headers: &[],
+            poll: "https://radius.pi.dev/v1/oauth/token",
+            then: Then::Tokens,
+        })),
     },
     Provider {
         id: "openrouter",
