@@ -603,6 +603,10 @@ const MODEL_COMPAT: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Headers Pi sends to every model of a provider. NVIDIA's gateway answers a request that runs
+/// long with a 202 and a status to poll unless told to hold the connection open that long.
+const HEADERS: &[(&str, &[(&str, &str)])] = &[("nvidia", &[("NVCF-POLL-SECONDS", "3600")])];
+
 /// The built-in provider called `name`.
 pub fn find(name: &str) -> Option<&'static Builtin> {
     CATALOG.iter().find(|b| b.name == name)
@@ -877,7 +881,12 @@ impl Builtin {
             api: self.api,
             base_url: self.base_url.to_owned(),
             api_key: None,
-            headers: vec![],
+            headers: HEADERS
+                .iter()
+                .filter(|(provider, _)| *provider == self.name)
+                .flat_map(|(_, headers)| headers.iter())
+                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+                .collect(),
             model_headers: Default::default(),
         };
         let models = self.models.iter().map(|row| model(self, row)).collect();

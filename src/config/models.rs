@@ -279,8 +279,9 @@ impl Registry {
     }
 
     /// Adds a built-in provider's models after the configured ones. A models.json entry for the
-    /// same provider keeps its settings, its base URL applies to the built-in models, and its
-    /// models replace built-in ones with the same id.
+    /// same provider keeps its settings, its base URL applies to the built-in models, its
+    /// headers come after the built-in ones (so they win where both name one), and its models
+    /// replace built-in ones with the same id.
     pub fn add_builtin(&mut self, provider: ProviderConfig, models: Vec<Model>) {
         let base_url = match self.provider(&provider.name) {
             Some(configured) if !configured.base_url.is_empty() => {
@@ -297,8 +298,12 @@ impl Registry {
             })
             .collect();
         self.models.extend(fresh);
-        if self.provider(&provider.name).is_none() {
-            self.providers.push(provider);
+        match self.providers.iter_mut().find(|p| p.name == provider.name) {
+            Some(configured) => {
+                let own = std::mem::take(&mut configured.headers);
+                configured.headers = provider.headers.into_iter().chain(own).collect();
+            }
+            None => self.providers.push(provider),
         }
     }
 

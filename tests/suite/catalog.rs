@@ -153,3 +153,29 @@ fn completions_providers_ask_for_thinking_in_their_own_fields() {
     assert_eq!(body["reasoning_effort"], "high");
     assert!(body.get("thinking").is_none(), "{body}");
 }
+
+/// NVIDIA's gateway is told to hold a long request open, as Pi tells it; a models.json entry
+/// for the provider adds its own headers and can replace that one.
+#[test]
+fn nvidia_requests_carry_pi_s_poll_header_beside_configured_ones() {
+    let mock = MockLlm::start();
+    let provider = |headers: Value| json!({"providers": {"nvidia": {"baseUrl": mock.base_url_openai(), "headers": headers}}});
+    let run = |models: Value| {
+        let mut nova = Nova::builder()
+            .models_json(models)
+            .env("NVIDIA_API_KEY", "nvapi-secret")
+            .args(["--model", "nvidia/nvidia/nemotron-3-ultra-550b-a55b"])
+            .spawn();
+        mock.push(Reply::text("ok"));
+        nova.run_prompt("hi");
+        mock.chat_requests().pop().unwrap()
+    };
+    let r = run(provider(json!({"X-Team": "nova"})));
+    assert_eq!(r.body["model"], "nvidia/nemotron-3-ultra-550b-a55b");
+    assert_eq!(r.header("authorization"), Some("Bearer nvapi-secret"));
+    assert_eq!(r.header("nvcf-poll-seconds"), Some("3600"));
+    assert_eq!(r.header("x-team"), Some("nova"));
+    let r = run(provider(json!({"NVCF-POLL-SECONDS": "60"})));
+    assert_eq!(r.header("nvcf-poll-seconds"), Some("60"));
+    mock.assert_no_violations();
+}
