@@ -308,7 +308,7 @@ async fn stream_reply(
     cancel: &CancellationToken,
     turn_limit: Option<u32>,
 ) -> (AssistantMessage, Option<ProviderError>) {
-    let (model, history, tools, thinking, auto_retry) = {
+    let (model, history, tools, thinking, auto_retry, session_id) = {
         let state = agent.state();
         (
             state.model.clone(),
@@ -316,6 +316,7 @@ async fn stream_reply(
             state.tools.clone(),
             state.thinking_level,
             state.auto_retry,
+            state.session.id().to_owned(),
         )
     };
     let started = std::time::Instant::now();
@@ -350,6 +351,7 @@ async fn stream_reply(
                         tools: &agent.tool_specs(&tools),
                         max_tokens: None,
                         thinking: Some(thinking),
+                        session_id: Some(&session_id),
                     };
                     let result = provider::http::stream_paced(
                         &Transport {

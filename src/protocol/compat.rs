@@ -72,6 +72,8 @@ pub struct CompatFlags {
     pub requires_non_null_assistant_content: Option<bool>,
     pub supports_strict_mode: Option<bool>,
     pub force_adaptive_thinking: Option<bool>,
+    /// Route by the session's id with affinity headers (chat completions, Anthropic Messages).
+    pub send_session_affinity_headers: Option<bool>,
     /// nova's own: recover tool calls a model wrote as text (`provider::text_calls`).
     pub tool_calls_in_text: Option<bool>,
 }
@@ -123,6 +125,7 @@ impl ModelCompat {
             "requiresNonNullAssistantContent" => &mut flags.requires_non_null_assistant_content,
             "supportsStrictMode" => &mut flags.supports_strict_mode,
             "toolCallsInText" => &mut flags.tool_calls_in_text,
+            "sendSessionAffinityHeaders" => &mut flags.send_session_affinity_headers,
             // Anthropic's; Pi never reports a bad value of it, so neither does nova.
             "forceAdaptiveThinking" => {
                 flags.force_adaptive_thinking = value.as_bool();

@@ -130,6 +130,8 @@ impl Compat {
             requires_non_null_assistant_content,
             supports_strict_mode,
             force_adaptive_thinking: _,
+            // Headers, not the body: `provider::session_headers` reads it.
+            send_session_affinity_headers: _,
             // Shapes the reply, not the request: the accumulator reads it.
             tool_calls_in_text: _,
         } = explicit.flags;

@@ -224,6 +224,7 @@ mod tests {
             tools: &[],
             max_tokens: None,
             thinking: None,
+            session_id: None,
         };
         let mut meter = Meter::new(&req);
         assert_eq!(meter.prompt_estimate(), 2 + 100);

@@ -306,6 +306,16 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             builder = builder.header(name, value);
         }
     }
+    for (name, value) in super::session_headers(req) {
+        // A configured header of the same name wins, as in Pi.
+        if !transport
+            .headers
+            .iter()
+            .any(|(h, _)| h.eq_ignore_ascii_case(name))
+        {
+            builder = builder.header(name, value);
+        }
+    }
     for (name, value) in &transport.headers {
         // The signature and the endpoint own these; a configured header must not replace them.
         let lower = name.to_ascii_lowercase();
@@ -453,6 +463,7 @@ async fn build_body(
     let messages = req.messages.to_vec();
     let tools = req.tools.to_vec();
     let (max_tokens, thinking) = (req.max_tokens, req.thinking);
+    let session_id = req.session_id.map(str::to_owned);
     let built = tokio::task::spawn_blocking(move || {
         build(&Request {
             model: &model,
@@ -461,6 +472,7 @@ async fn build_body(
             tools: &tools,
             max_tokens,
             thinking,
+            session_id: session_id.as_deref(),
         })
     })
     .await;
@@ -944,6 +956,7 @@ pub(crate) mod tests {
             tools: &[],
             max_tokens: None,
             thinking: None,
+            session_id: None,
         };
         let client = SharedClient::default();
         let warnings = Warnings::default();

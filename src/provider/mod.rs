@@ -104,6 +104,64 @@ pub struct Request<'a> {
     /// The session's thinking level, already clamped to the model; `None` leaves the choice to
     /// the server (side requests such as compaction summaries).
     pub thinking: Option<ThinkingLevel>,
+    /// The session's id, which servers key prompt caches and route requests by; `None` for side
+    /// requests, which Pi gives a fresh id of their own rather than the session's.
+    pub session_id: Option<&'a str>,
+}
+
+/// OpenAI's limit on `prompt_cache_key`, in characters; Pi cuts longer ids to it.
+const PROMPT_CACHE_KEY_CHARS: usize = 64;
+
+/// The `prompt_cache_key` of the OpenAI-family bodies: the session's id, cut to OpenAI's limit.
+fn prompt_cache_key<'a>(req: &Request<'a>) -> Option<&'a str> {
+    let id = req.session_id?;
+    Some(
+        id.char_indices()
+            .nth(PROMPT_CACHE_KEY_CHARS)
+            .map_or(id, |(end, _)| &id[..end]),
+    )
+}
+
+/// The headers that carry the session's id to `req`'s server, as Pi 1.6 sends them per API:
+/// the Responses API's and Codex's session headers, the affinity headers of a server whose
+/// compat asks for them (OpenRouter by default, in its own spelling), and OpenCode's routing
+/// header on every API.
+pub(crate) fn session_headers<'a>(req: &Request<'a>) -> Vec<(&'static str, &'a str)> {
+    let Some(id) = req.session_id else {
+        return Vec::new();
+    };
+    let model = req.model;
+    let url = model.base_url.to_ascii_lowercase();
+    let openrouter = model.provider == "openrouter" || url.contains("openrouter.ai");
+    let affinity = model
+        .compat
+        .as_ref()
+        .and_then(|c| c.flags.send_session_affinity_headers)
+        .unwrap_or(openrouter);
+    let mut headers = match model.api {
+        Api::OpenAiResponses if openrouter => vec![("x-session-id", id)],
+        Api::OpenAiResponses => vec![("session-id", id), ("x-client-request-id", id)],
+        Api::OpenAiCodexResponses => {
+            let key = prompt_cache_key(req).unwrap_or(id);
+            vec![("session-id", key), ("x-client-request-id", key)]
+        }
+        Api::OpenAiCompletions | Api::AnthropicMessages if affinity && openrouter => {
+            vec![("x-session-id", id)]
+        }
+        Api::OpenAiCompletions if affinity => vec![
+            ("session_id", id),
+            ("x-client-request-id", id),
+            ("x-session-affinity", id),
+        ],
+        Api::AnthropicMessages if affinity => vec![("x-session-affinity", id)],
+        _ => Vec::new(),
+    };
+    let opencode = matches!(model.provider.as_str(), "opencode" | "opencode-go")
+        || url.contains("opencode.ai");
+    if opencode {
+        headers.push(("x-opencode-session", id));
+    }
+    headers
 }
 
 /// Room Pi 1.6 leaves in the window beyond its estimate of the input: the estimate may count
@@ -280,5 +338,71 @@ pub(crate) mod test_support {
         let bytes: Vec<&[u8]> = input.chunks(1).collect();
         assert_eq!(run(&bytes), whole, "byte by byte");
         whole
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::prepare::tests::model;
+
+    fn request<'a>(model: &'a Model, session_id: &'a str) -> Request<'a> {
+        Request {
+            model,
+            system_prompt: "",
+            messages: &[],
+            tools: &[],
+            max_tokens: None,
+            thinking: None,
+            session_id: Some(session_id),
+        }
+    }
+
+    #[test]
+    fn the_cache_key_is_cut_at_64_characters_not_bytes() {
+        let m = model("openai-responses", false);
+        let long = "é".repeat(70);
+        let key = prompt_cache_key(&request(&m, &long)).unwrap_or_default();
+        assert_eq!(key.chars().count(), 64);
+        assert_eq!(prompt_cache_key(&request(&m, "short")), Some("short"));
+    }
+
+    #[test]
+    fn headers_follow_the_api_and_the_server() {
+        let names = |api: &str, provider: &str, url: &str| -> Vec<&'static str> {
+            let m = Model {
+                provider: provider.into(),
+                base_url: url.into(),
+                ..model(api, false)
+            };
+            session_headers(&request(&m, "s1"))
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect()
+        };
+        let local = "http://127.0.0.1:1/v1";
+        assert!(names("openai-completions", "local", local).is_empty());
+        assert!(names("anthropic-messages", "local", local).is_empty());
+        assert_eq!(
+            names("openai-completions", "x", "https://openrouter.ai/api/v1"),
+            ["x-session-id"]
+        );
+        assert_eq!(
+            names("anthropic-messages", "openrouter", local),
+            ["x-session-id"]
+        );
+        assert_eq!(
+            names("openai-responses", "local", local),
+            ["session-id", "x-client-request-id"]
+        );
+        assert_eq!(
+            names("openai-codex-responses", "openai-codex", local),
+            ["session-id", "x-client-request-id"]
+        );
+        assert!(names("azure-openai-responses", "azure", local).is_empty());
+        assert_eq!(
+            names("google-generative-ai", "x", "https://opencode.ai/zen/v1"),
+            ["x-opencode-session"]
+        );
     }
 }

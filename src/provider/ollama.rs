@@ -647,6 +647,7 @@ mod tests {
             tools: &tools,
             max_tokens: None,
             thinking: None,
+            session_id: None,
         };
         assert_eq!(
             body_of(&req),

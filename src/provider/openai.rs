@@ -129,6 +129,12 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
             model: &req.model.id,
             messages,
             stream: true,
+            // Pi keys OpenAI's own cache by the session and leaves other servers' alone.
+            prompt_cache_key: if req.model.base_url.contains("api.openai.com") {
+                super::prompt_cache_key(req)
+            } else {
+                None
+            },
             stream_options: compat.supports_usage_in_streaming.then_some(StreamOptions {
                 include_usage: true,
             }),
@@ -245,6 +251,8 @@ struct Body<'a> {
     model: &'a str,
     messages: Vec<Msg<'a>>,
     stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1235,6 +1243,7 @@ mod tests {
             tools: &[],
             max_tokens: None,
             thinking: None,
+            session_id: None,
         };
         let body = body_of(&req);
         assert_eq!(
@@ -1320,6 +1329,7 @@ mod tests {
             tools: &tools,
             max_tokens: None,
             thinking: None,
+            session_id: None,
         };
         let png_part =
             json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,aW1n"}});
@@ -1412,6 +1422,7 @@ mod tests {
             }],
             max_tokens: Some(100),
             thinking,
+            session_id: None,
         })
     }
 

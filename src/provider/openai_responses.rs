@@ -157,6 +157,7 @@ pub fn build_body(req: &Request, flavour: Flavour) -> serde_json::Result<Vec<u8>
             model,
             input,
             stream: true,
+            prompt_cache_key: super::prompt_cache_key(req),
             store: false,
             max_output_tokens: (flavour != Flavour::ChatGpt)
                 .then(|| super::max_output_tokens(req).max(MIN_OUTPUT_TOKENS)),
@@ -354,6 +355,8 @@ struct Body<'a> {
     model: &'a str,
     input: Vec<Item<'a>>,
     stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
     store: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_output_tokens: Option<u64>,

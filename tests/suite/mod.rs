@@ -42,6 +42,7 @@ mod safety_files;
 mod sandbox;
 mod schema;
 mod session_commands;
+mod session_id;
 mod session_resume;
 mod sessions;
 mod skills;

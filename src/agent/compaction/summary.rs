@@ -337,6 +337,7 @@ async fn ask(
         tools: &[],
         max_tokens: Some(max_tokens),
         thinking: None,
+        session_id: None,
     };
     let mut text = String::new();
     let mut usage = Usage::default();

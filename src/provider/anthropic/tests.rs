@@ -280,6 +280,7 @@ fn request<'a>(m: &'a Model, messages: &'a [Arc<Message>], tools: &'a [ToolSpec]
         tools,
         max_tokens: None,
         thinking: None,
+        session_id: None,
     }
 }
 

@@ -320,6 +320,7 @@ fn the_request_body_is_converse_s() {
         tools: &tools,
         max_tokens: None,
         thinking: Some(ThinkingLevel::Medium),
+        session_id: None,
     };
     let body: Value = serde_json::from_slice(&build_body(&req).unwrap()).unwrap();
     assert_eq!(

@@ -342,6 +342,7 @@ fn request<'a>(
         tools: &[],
         max_tokens: None,
         thinking,
+        session_id: None,
     }
 }
 

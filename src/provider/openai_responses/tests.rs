@@ -385,6 +385,7 @@ fn body_sends_back_reasoning_items_messages_and_calls() {
         tools: &tools,
         max_tokens: None,
         thinking: Some(ThinkingLevel::High),
+        session_id: None,
     };
     assert_eq!(
         body_of(&req),
@@ -473,6 +474,7 @@ fn body_of_tool_results_and_foreign_ids() {
         tools: &[],
         max_tokens: Some(4),
         thinking: None,
+        session_id: None,
     });
     assert_eq!(body["max_output_tokens"], 16, "the API's floor");
     assert!(body.get("reasoning").is_none());
@@ -600,6 +602,7 @@ fn a_chatgpt_sign_in_is_sent_no_output_limit() {
         tools: &[],
         max_tokens: None,
         thinking: None,
+        session_id: None,
     };
     let body =
         |flavour| -> Value { serde_json::from_slice(&build_body(&req, flavour).unwrap()).unwrap() };

@@ -198,6 +198,7 @@ fn body_carries_the_conversation_in_pis_shapes() {
         tools: &tools,
         max_tokens: None,
         thinking: Some(ThinkingLevel::High),
+        session_id: None,
     };
     let body: Value = serde_json::from_slice(&build_body(&req).unwrap()).unwrap();
     assert_eq!(body["model"], "balanced");
