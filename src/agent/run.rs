@@ -15,7 +15,7 @@ use crate::protocol::{
     AssistantMessage, CompactionReason, Event, Message, StopReason, UserMessage,
 };
 use crate::provider::http::Transport;
-use crate::provider::{self, ErrorKind, ProviderError, ProviderEvent, Request};
+use crate::provider::{self, ErrorKind, ProviderError, ProviderEvent, Request, SessionId};
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -351,7 +351,10 @@ async fn stream_reply(
                         tools: &agent.tool_specs(&tools),
                         max_tokens: None,
                         thinking: Some(thinking),
-                        session_id: Some(&session_id),
+                        session_id: Some(SessionId {
+                            id: &session_id,
+                            cache: true,
+                        }),
                     };
                     let result = provider::http::stream_paced(
                         &Transport {

@@ -463,7 +463,7 @@ async fn build_body(
     let messages = req.messages.to_vec();
     let tools = req.tools.to_vec();
     let (max_tokens, thinking) = (req.max_tokens, req.thinking);
-    let session_id = req.session_id.map(str::to_owned);
+    let session_id = req.session_id.map(|s| (s.id.to_owned(), s.cache));
     let built = tokio::task::spawn_blocking(move || {
         build(&Request {
             model: &model,
@@ -472,7 +472,9 @@ async fn build_body(
             tools: &tools,
             max_tokens,
             thinking,
-            session_id: session_id.as_deref(),
+            session_id: session_id
+                .as_ref()
+                .map(|(id, cache)| super::SessionId { id, cache: *cache }),
         })
     })
     .await;

@@ -104,17 +104,35 @@ pub struct Request<'a> {
     /// The session's thinking level, already clamped to the model; `None` leaves the choice to
     /// the server (side requests such as compaction summaries).
     pub thinking: Option<ThinkingLevel>,
-    /// The session's id, which servers key prompt caches and route requests by; `None` for side
-    /// requests, which Pi gives a fresh id of their own rather than the session's.
-    pub session_id: Option<&'a str>,
+    /// The id servers route the request by, and may key a prompt cache by.
+    pub session_id: Option<SessionId<'a>>,
+}
+
+/// The id a request carries for routing and caching.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionId<'a> {
+    /// The session's own id, or a fresh one for a one-off summary, as Pi gives those.
+    pub id: &'a str,
+    /// Whether servers may key a prompt cache by it: off for one-off summaries (Pi's
+    /// `cacheRetention: "none"`), which then carry only the ids OpenCode and Azure always get.
+    pub cache: bool,
 }
 
 /// OpenAI's limit on `prompt_cache_key`, in characters; Pi cuts longer ids to it.
 const PROMPT_CACHE_KEY_CHARS: usize = 64;
 
-/// The `prompt_cache_key` of the OpenAI-family bodies: the session's id, cut to OpenAI's limit.
+/// The `prompt_cache_key` of the OpenAI-family bodies: the session's id, cut to OpenAI's limit,
+/// unless the request caches nothing.
 fn prompt_cache_key<'a>(req: &Request<'a>) -> Option<&'a str> {
-    let id = req.session_id?;
+    req.session_id
+        .filter(|s| s.cache)
+        .and_then(|_| clamped_session_id(req))
+}
+
+/// The request's id cut to OpenAI's limit for `prompt_cache_key`, which Azure gets even when
+/// nothing is cached, as Pi sends it.
+fn clamped_session_id<'a>(req: &Request<'a>) -> Option<&'a str> {
+    let id = req.session_id?.id;
     Some(
         id.char_indices()
             .nth(PROMPT_CACHE_KEY_CHARS)
@@ -125,9 +143,9 @@ fn prompt_cache_key<'a>(req: &Request<'a>) -> Option<&'a str> {
 /// The headers that carry the session's id to `req`'s server, as Pi 1.6 sends them per API:
 /// the Responses API's and Codex's session headers, the affinity headers of a server whose
 /// compat asks for them (OpenRouter by default, in its own spelling), and OpenCode's routing
-/// header on every API.
+/// header on every API, the one a request that caches nothing still carries.
 pub(crate) fn session_headers<'a>(req: &Request<'a>) -> Vec<(&'static str, &'a str)> {
-    let Some(id) = req.session_id else {
+    let Some(SessionId { id, cache }) = req.session_id else {
         return Vec::new();
     };
     let model = req.model;
@@ -139,6 +157,7 @@ pub(crate) fn session_headers<'a>(req: &Request<'a>) -> Vec<(&'static str, &'a s
         .and_then(|c| c.flags.send_session_affinity_headers)
         .unwrap_or(openrouter);
     let mut headers = match model.api {
+        _ if !cache => Vec::new(),
         Api::OpenAiResponses if openrouter => vec![("x-session-id", id)],
         Api::OpenAiResponses => vec![("session-id", id), ("x-client-request-id", id)],
         Api::OpenAiCodexResponses => {
@@ -354,7 +373,10 @@ mod tests {
             tools: &[],
             max_tokens: None,
             thinking: None,
-            session_id: Some(session_id),
+            session_id: Some(SessionId {
+                id: session_id,
+                cache: true,
+            }),
         }
     }
 
@@ -404,5 +426,19 @@ mod tests {
             names("google-generative-ai", "x", "https://opencode.ai/zen/v1"),
             ["x-opencode-session"]
         );
+
+        // A request that caches nothing keeps only OpenCode's routing header and Azure's key.
+        let m = Model {
+            provider: "opencode".into(),
+            ..model("openai-completions", false)
+        };
+        let mut req = request(&m, "s2");
+        req.session_id = Some(SessionId {
+            id: "s2",
+            cache: false,
+        });
+        assert_eq!(session_headers(&req), [("x-opencode-session", "s2")]);
+        assert_eq!(prompt_cache_key(&req), None);
+        assert_eq!(clamped_session_id(&req), Some("s2"));
     }
 }

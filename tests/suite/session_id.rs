@@ -1,6 +1,7 @@
 //! The session's id on the wire, where Pi 1.6 sends it: the Responses API's `prompt_cache_key`
 //! and session headers, the affinity headers of a chat completions server whose compat asks for
-//! them (Baseten's catalog row), and OpenCode's routing header.
+//! them (Baseten's catalog row), and OpenCode's routing header; a compaction summary caches
+//! nothing and routes by an id of its own.
 
 use super::providers::{last_assistant, text_of};
 use crate::support::mock_llm::{MockLlm, Reply};
@@ -123,4 +124,34 @@ fn opencode_gets_its_session_header_unless_one_is_configured() {
         .filter(|(k, _)| k == "x-opencode-session")
         .collect();
     assert_eq!(all.len(), 1, "{all:?}");
+}
+
+#[test]
+fn a_summary_caches_nothing_and_routes_by_its_own_id() {
+    let mock = MockLlm::start();
+    let mut nova = Nova::builder()
+        .models_json(json!({"providers": {"mock-openai": {
+            "baseUrl": mock.base_url_openai(), "api": "openai-responses",
+            "apiKey": "sk-mock-responses", "models": [{"id": "test-model"}],
+        }}}))
+        .settings(json!({"compaction": {"keepRecentTokens": 50}}))
+        .spawn();
+    let id = session_id(&mut nova);
+    mock.push(Reply::text("first answer"));
+    mock.push(Reply::text("second answer"));
+    nova.run_prompt(&"a".repeat(400));
+    nova.run_prompt(&"b".repeat(400));
+    mock.push(Reply::text("SUMMARY"));
+    let r = nova.request(json!({"type": "compact"}));
+    assert_eq!(r["success"], true, "{r}");
+    let reqs = mock.chat_requests();
+    let summary = reqs.last().unwrap();
+    assert!(
+        summary.body.get("prompt_cache_key").is_none(),
+        "{}",
+        summary.body
+    );
+    assert!(summary.header("session-id").is_none());
+    assert!(summary.header("x-client-request-id").is_none());
+    assert_eq!(reqs[0].body["prompt_cache_key"], id.as_str());
 }

@@ -8,7 +8,7 @@ use crate::protocol::{
     CompactionReason, Event, Message, Model, SummarySource, Usage, UserContent, UserMessage,
 };
 use crate::provider::http::{self, Transport};
-use crate::provider::{ProviderError, ProviderEvent, Request};
+use crate::provider::{ProviderError, ProviderEvent, Request, SessionId};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -284,8 +284,22 @@ async fn ask_retrying(
     cancel: &CancellationToken,
 ) -> Result<(String, Usage), Option<ProviderError>> {
     let mut retries = Retries::new(retry.settings);
+    // Pi routes a summary by an id of its own, kept across its retries, and caches nothing.
+    let route = uuid::Uuid::now_v7().to_string();
+    let session_id = SessionId {
+        id: &route,
+        cache: false,
+    };
     let result = loop {
-        let result = ask(transport, model, prompt.clone(), max_tokens, cancel).await;
+        let result = ask(
+            transport,
+            model,
+            prompt.clone(),
+            max_tokens,
+            session_id,
+            cancel,
+        )
+        .await;
         let scheduled = match &result {
             Err(Some(error)) => retries
                 .schedule(retry.enabled, error)
@@ -323,6 +337,7 @@ async fn ask(
     model: &Model,
     prompt: String,
     max_tokens: u64,
+    session_id: SessionId<'_>,
     cancel: &CancellationToken,
 ) -> Result<(String, Usage), Option<ProviderError>> {
     let messages = [Arc::new(Message::User(UserMessage {
@@ -337,7 +352,7 @@ async fn ask(
         tools: &[],
         max_tokens: Some(max_tokens),
         thinking: None,
-        session_id: None,
+        session_id: Some(session_id),
     };
     let mut text = String::new();
     let mut usage = Usage::default();
