@@ -12,7 +12,10 @@ mod compat;
 mod details;
 #[cfg(feature = "schema")]
 pub mod schema;
-pub use compat::{CompatFlags, MaxTokensField, ModelCompat, ThinkingFormat};
+pub use compat::{
+    CompatFlags, MaxTokensField, ModelCompat, PromptCacheKeyMode, SessionAffinityFormat,
+    ThinkingFormat,
+};
 pub use details::{
     COMMAND_OUTPUT_MAX_BYTES, CommandOutcome, EditDetails, ImageTag, McpDetails, OutputDetails,
     ReadImage, StructuredContent, ToolDetails, TruncatedBy, TruncationDetails,

@@ -56,6 +56,26 @@ impl ThinkingFormat {
     }
 }
 
+/// Which headers carry the session's id for routing (Pi's `sessionAffinityFormat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionAffinityFormat {
+    /// `session-id` (chat completions: `session_id`) beside the request-id headers.
+    OpenAi,
+    /// The request-id headers without `session-id`.
+    OpenAiNoSession,
+    /// `x-session-id` alone.
+    OpenRouter,
+}
+
+/// When a body carries `prompt_cache_key` (Pi's `promptCacheKeyMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptCacheKeyMode {
+    /// Where Pi sends it by default (the Responses API; chat completions to OpenAI's own server).
+    Auto,
+    Enabled,
+    Disabled,
+}
+
 /// The formats Pi has that need per-model templates nova does not model.
 const UNSUPPORTED_FORMATS: &[&str] = &["chat-template", "baseten"];
 
@@ -86,6 +106,8 @@ pub struct ModelCompat {
     pub flags: CompatFlags,
     pub max_tokens_field: Option<MaxTokensField>,
     pub thinking_format: Option<ThinkingFormat>,
+    pub session_affinity_format: Option<SessionAffinityFormat>,
+    pub prompt_cache_key_mode: Option<PromptCacheKeyMode>,
 }
 
 impl ModelCompat {
@@ -97,6 +119,8 @@ impl ModelCompat {
             flags: CompatFlags::default(),
             max_tokens_field: None,
             thinking_format: None,
+            session_affinity_format: None,
+            prompt_cache_key_mode: None,
         };
         if let Value::Object(fields) = &written {
             for (key, value) in fields {
@@ -139,6 +163,38 @@ impl ModelCompat {
                     }
                     _ => warn(format!(
                         "\"maxTokensField\" is {value}; expected \"max_tokens\" or \"max_completion_tokens\""
+                    )),
+                }
+                return;
+            }
+            "sessionAffinityFormat" => {
+                match value.as_str() {
+                    Some("openai") => {
+                        self.session_affinity_format = Some(SessionAffinityFormat::OpenAi)
+                    }
+                    Some("openai-nosession") => {
+                        self.session_affinity_format = Some(SessionAffinityFormat::OpenAiNoSession)
+                    }
+                    Some("openrouter") => {
+                        self.session_affinity_format = Some(SessionAffinityFormat::OpenRouter)
+                    }
+                    _ => warn(format!(
+                        "\"sessionAffinityFormat\" is {value}; expected \"openai\", \"openai-nosession\" or \"openrouter\""
+                    )),
+                }
+                return;
+            }
+            "promptCacheKeyMode" => {
+                match value.as_str() {
+                    Some("auto") => self.prompt_cache_key_mode = Some(PromptCacheKeyMode::Auto),
+                    Some("enabled") => {
+                        self.prompt_cache_key_mode = Some(PromptCacheKeyMode::Enabled)
+                    }
+                    Some("disabled") => {
+                        self.prompt_cache_key_mode = Some(PromptCacheKeyMode::Disabled)
+                    }
+                    _ => warn(format!(
+                        "\"promptCacheKeyMode\" is {value}; expected \"auto\", \"enabled\" or \"disabled\""
                     )),
                 }
                 return;

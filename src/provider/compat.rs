@@ -263,6 +263,16 @@ mod tests {
     }
 
     #[test]
+    fn session_fields_with_bad_values_are_reported() {
+        let mut warnings = Vec::new();
+        let compat = json!({"sessionAffinityFormat": "x", "promptCacheKeyMode": true,
+            "sendSessionAffinityHeaders": "yes"});
+        check("model \"m\"", &compat, &mut warnings);
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(warnings.iter().any(|w| w.contains("\"openai-nosession\"")));
+    }
+
+    #[test]
     fn model_fields_win_over_the_provider_s() {
         let p = json!({"supportsStore": false, "maxTokensField": "max_tokens"});
         let m = json!({"supportsStore": true});

@@ -35,7 +35,10 @@ mod text_calls;
 
 pub use error::{ErrorKind, ProviderError};
 
-use crate::protocol::{Cost, Message, Model, StopReason, ThinkingLevel, ToolSpec, Usage};
+use crate::protocol::{
+    Cost, Message, Model, PromptCacheKeyMode, SessionAffinityFormat, StopReason, ThinkingLevel,
+    ToolSpec, Usage,
+};
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -121,23 +124,40 @@ pub struct SessionId<'a> {
 /// OpenAI's limit on `prompt_cache_key`, in characters; Pi cuts longer ids to it.
 const PROMPT_CACHE_KEY_CHARS: usize = 64;
 
-/// The `prompt_cache_key` of the OpenAI-family bodies: the session's id, cut to OpenAI's limit,
-/// unless the request caches nothing.
+/// The `prompt_cache_key` a body carries, as Pi 1.6 decides it per API: the request's id cut to
+/// OpenAI's limit, unless the request caches nothing (Azure gets it regardless) or the model's
+/// `compat.promptCacheKeyMode` says otherwise; chat completions send it by default only to
+/// OpenAI's own server.
 fn prompt_cache_key<'a>(req: &Request<'a>) -> Option<&'a str> {
-    req.session_id
-        .filter(|s| s.cache)
-        .and_then(|_| clamped_session_id(req))
+    let session = req.session_id?;
+    let mode = req
+        .model
+        .compat
+        .as_ref()
+        .and_then(|c| c.prompt_cache_key_mode)
+        .unwrap_or(PromptCacheKeyMode::Auto);
+    let send = match req.model.api {
+        Api::AzureOpenAiResponses => mode != PromptCacheKeyMode::Disabled,
+        Api::OpenAiCodexResponses => session.cache,
+        Api::OpenAiResponses => session.cache && mode != PromptCacheKeyMode::Disabled,
+        Api::OpenAiCompletions => {
+            session.cache
+                && match mode {
+                    PromptCacheKeyMode::Enabled => true,
+                    PromptCacheKeyMode::Disabled => false,
+                    PromptCacheKeyMode::Auto => req.model.base_url.contains("api.openai.com"),
+                }
+        }
+        _ => false,
+    };
+    send.then(|| clamp_cache_key(session.id))
 }
 
-/// The request's id cut to OpenAI's limit for `prompt_cache_key`, which Azure gets even when
-/// nothing is cached, as Pi sends it.
-fn clamped_session_id<'a>(req: &Request<'a>) -> Option<&'a str> {
-    let id = req.session_id?.id;
-    Some(
-        id.char_indices()
-            .nth(PROMPT_CACHE_KEY_CHARS)
-            .map_or(id, |(end, _)| &id[..end]),
-    )
+/// `id` cut to OpenAI's limit on `prompt_cache_key`.
+fn clamp_cache_key(id: &str) -> &str {
+    id.char_indices()
+        .nth(PROMPT_CACHE_KEY_CHARS)
+        .map_or(id, |(end, _)| &id[..end])
 }
 
 /// The headers that carry the session's id to `req`'s server, as Pi 1.6 sends them per API:
@@ -156,25 +176,39 @@ pub(crate) fn session_headers<'a>(req: &Request<'a>) -> Vec<(&'static str, &'a s
         .as_ref()
         .and_then(|c| c.flags.send_session_affinity_headers)
         .unwrap_or(openrouter);
-    let mut headers = match model.api {
-        _ if !cache => Vec::new(),
-        Api::OpenAiResponses if openrouter => vec![("x-session-id", id)],
-        Api::OpenAiResponses => vec![("session-id", id), ("x-client-request-id", id)],
+    let format = model
+        .compat
+        .as_ref()
+        .and_then(|c| c.session_affinity_format);
+    let openrouter_format = format.map_or(openrouter, |f| f == SessionAffinityFormat::OpenRouter);
+    let with_session = format.is_none_or(|f| f == SessionAffinityFormat::OpenAi);
+    let mut headers = Vec::new();
+    match model.api {
+        _ if !cache => {}
+        Api::OpenAiResponses | Api::OpenAiCompletions | Api::AnthropicMessages
+            if openrouter_format && (affinity || model.api == Api::OpenAiResponses) =>
+        {
+            headers.push(("x-session-id", id));
+        }
+        Api::OpenAiResponses => {
+            if with_session {
+                headers.push(("session-id", id));
+            }
+            headers.push(("x-client-request-id", id));
+        }
         Api::OpenAiCodexResponses => {
-            let key = prompt_cache_key(req).unwrap_or(id);
-            vec![("session-id", key), ("x-client-request-id", key)]
+            let key = clamp_cache_key(id);
+            headers.extend([("session-id", key), ("x-client-request-id", key)]);
         }
-        Api::OpenAiCompletions | Api::AnthropicMessages if affinity && openrouter => {
-            vec![("x-session-id", id)]
+        Api::OpenAiCompletions if affinity => {
+            if with_session {
+                headers.push(("session_id", id));
+            }
+            headers.extend([("x-client-request-id", id), ("x-session-affinity", id)]);
         }
-        Api::OpenAiCompletions if affinity => vec![
-            ("session_id", id),
-            ("x-client-request-id", id),
-            ("x-session-affinity", id),
-        ],
-        Api::AnthropicMessages if affinity => vec![("x-session-affinity", id)],
-        _ => Vec::new(),
-    };
+        Api::AnthropicMessages if affinity => headers.push(("x-session-affinity", id)),
+        _ => {}
+    }
     let opencode = matches!(model.provider.as_str(), "opencode" | "opencode-go")
         || url.contains("opencode.ai");
     if opencode {
@@ -439,6 +473,61 @@ mod tests {
         });
         assert_eq!(session_headers(&req), [("x-opencode-session", "s2")]);
         assert_eq!(prompt_cache_key(&req), None);
-        assert_eq!(clamped_session_id(&req), Some("s2"));
+        let azure = model("azure-openai-responses", false);
+        req.model = &azure;
+        assert_eq!(prompt_cache_key(&req), Some("s2"));
+    }
+
+    #[test]
+    fn compat_chooses_the_key_and_the_header_spelling() {
+        let with = |api: &str, url: &str, compat: serde_json::Value| Model {
+            base_url: url.into(),
+            compat: Some(compat.into()),
+            ..model(api, false)
+        };
+        let local = "http://127.0.0.1:1/v1";
+        let key = |m: &Model| prompt_cache_key(&request(m, "s")).map(str::to_owned);
+        let completions = with("openai-completions", local, serde_json::json!({}));
+        assert_eq!(key(&completions), None);
+        let official = with(
+            "openai-completions",
+            "https://api.openai.com/v1",
+            serde_json::json!({}),
+        );
+        assert_eq!(key(&official).as_deref(), Some("s"));
+        let enabled = serde_json::json!({"promptCacheKeyMode": "enabled"});
+        assert_eq!(
+            key(&with("openai-completions", local, enabled)).as_deref(),
+            Some("s")
+        );
+        let disabled = serde_json::json!({"promptCacheKeyMode": "disabled"});
+        assert_eq!(
+            key(&with("openai-responses", local, disabled.clone())),
+            None
+        );
+        assert_eq!(key(&with("azure-openai-responses", local, disabled)), None);
+
+        let names = |m: &Model| -> Vec<&'static str> {
+            session_headers(&request(m, "s"))
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect()
+        };
+        let no_session = serde_json::json!({"sessionAffinityFormat": "openai-nosession",
+            "sendSessionAffinityHeaders": true});
+        assert_eq!(
+            names(&with("openai-completions", local, no_session.clone())),
+            ["x-client-request-id", "x-session-affinity"]
+        );
+        assert_eq!(
+            names(&with("openai-responses", local, no_session)),
+            ["x-client-request-id"]
+        );
+        let openrouter = serde_json::json!({"sessionAffinityFormat": "openrouter",
+            "sendSessionAffinityHeaders": true});
+        assert_eq!(
+            names(&with("anthropic-messages", local, openrouter)),
+            ["x-session-id"]
+        );
     }
 }

@@ -129,12 +129,7 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
             model: &req.model.id,
             messages,
             stream: true,
-            // Pi keys OpenAI's own cache by the session and leaves other servers' alone.
-            prompt_cache_key: if req.model.base_url.contains("api.openai.com") {
-                super::prompt_cache_key(req)
-            } else {
-                None
-            },
+            prompt_cache_key: super::prompt_cache_key(req),
             stream_options: compat.supports_usage_in_streaming.then_some(StreamOptions {
                 include_usage: true,
             }),

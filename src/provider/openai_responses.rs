@@ -157,10 +157,7 @@ pub fn build_body(req: &Request, flavour: Flavour) -> serde_json::Result<Vec<u8>
             model,
             input,
             stream: true,
-            prompt_cache_key: match flavour {
-                Flavour::Azure { .. } => super::clamped_session_id(req),
-                _ => super::prompt_cache_key(req),
-            },
+            prompt_cache_key: super::prompt_cache_key(req),
             store: false,
             max_output_tokens: (flavour != Flavour::ChatGpt)
                 .then(|| super::max_output_tokens(req).max(MIN_OUTPUT_TOKENS)),
