@@ -53,6 +53,23 @@ pub enum Body<'a> {
     Json(Value),
 }
 
+impl<'a> Body<'a> {
+    /// `pairs` as a JSON object when the endpoint takes JSON, else as a form: token endpoints
+    /// differ only in that.
+    pub fn pairs(pairs: &'a [(&'a str, &'a str)], json: bool) -> Body<'a> {
+        if json {
+            Body::Json(Value::Object(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
+                    .collect(),
+            ))
+        } else {
+            Body::Form(pairs)
+        }
+    }
+}
+
 /// An authorization server's answer: its status and its body as JSON (`Null` when it is not).
 pub struct Answer {
     pub status: u16,

@@ -525,17 +525,7 @@ async fn post(
     headers: &[(&str, &str)],
     name: &str,
 ) -> Result<Answer, String> {
-    let body = if json {
-        Body::Json(Value::Object(
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
-                .collect(),
-        ))
-    } else {
-        Body::Form(pairs)
-    };
-    http::send(url, headers, body, name).await
+    http::send(url, headers, Body::pairs(pairs, json), name).await
 }
 
 /// Serves the redirect until one carries the login's `state` and a code (or an error).

@@ -356,16 +356,7 @@ impl Provider {
                 pairs.extend_from_slice(grant.extra);
                 let mut attempt = 0;
                 let answer = loop {
-                    let body = if grant.json {
-                        Body::Json(Value::Object(
-                            pairs
-                                .iter()
-                                .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
-                                .collect(),
-                        ))
-                    } else {
-                        Body::Form(&pairs)
-                    };
+                    let body = Body::pairs(&pairs, grant.json);
                     let sent = http::send(&url, &[], body, self.name).await;
                     let busy = match &sent {
                         Ok(answer) => answer.status == 429 || answer.status >= 500,
