@@ -37,7 +37,7 @@ use crate::protocol::{
 };
 use crate::provider::http::SharedClient;
 use crate::session::{Session, SessionError};
-use crate::tools::permission::Gate;
+use crate::gate::classify::Gate;
 use crate::warnings::Warnings;
 use compaction::CompactionSettings;
 use queue::Queue;

@@ -9,7 +9,7 @@ use crate::protocol::{
     TokenTotals, Usage,
 };
 use crate::session::{Body, Session, SessionError, paths};
-use crate::tools::{fs, safe_open};
+use crate::files::{fs, safe_open};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

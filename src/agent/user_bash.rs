@@ -7,7 +7,7 @@
 use super::{Agent, CommandError, now_ms};
 use crate::protocol::{BashExecutionMessage, BashResult, Message};
 use crate::tools::bash::run_for_user;
-use crate::tools::permission::{Verdict, classify};
+use crate::gate::classify::{Verdict, classify};
 use tokio::sync::watch;
 
 /// Counts the user commands running, so `abort` can wait until none is.

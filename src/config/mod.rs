@@ -13,7 +13,7 @@ pub mod settings;
 
 use crate::mcp::{self, McpConfig};
 use crate::protocol::{Model, ThinkingLevel};
-use crate::tools::permission::Gate;
+use crate::gate::classify::Gate;
 use crate::tools::{Tool, default_tools};
 use crate::warnings::Warnings;
 pub use cli::{Cli, Mode};

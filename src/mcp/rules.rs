@@ -8,7 +8,7 @@
 
 use super::names::sanitize;
 use crate::glob::{self, Glob};
-pub use crate::tools::permission::Verdict;
+pub use crate::gate::classify::Verdict;
 
 #[derive(Debug, Clone, Default)]
 pub struct Rules {
