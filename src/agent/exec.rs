@@ -12,9 +12,9 @@
 
 use super::permission::{self, Approval, Permission, Question};
 use super::{Agent, now_ms};
+use crate::gate::classify::{Mode, Verdict, classify};
 use crate::pace::Pacer;
 use crate::protocol::{Event, Message, ToolDetails, ToolResultMessage, ToolResultPayload};
-use crate::gate::classify::{Mode, Verdict, classify};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use serde_json::Value;
 use std::path::PathBuf;

@@ -13,9 +13,9 @@
 //! `skills` and `prompts` (lists of files or directories) are not merged but added up, user's
 //! first, as in Pi: a relative path counts from the directory of the file that lists it.
 
+use crate::gate::classify::{Mode as GateMode, Rules};
 use crate::protocol::{QueueMode, SourceScope, ThinkingLevel};
 use crate::sandbox::{Mode as SandboxMode, SandboxSettings};
-use crate::gate::classify::{Mode as GateMode, Rules};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
