@@ -6,8 +6,9 @@
 use super::Outbox;
 use super::convert;
 use super::sink::{AcpSink, FollowUp};
-use crate::agent::{Agent, Approval, CommandError, Prepared, Prompted, Runtime};
+use crate::agent::{Agent, CommandError, Prepared, Prompted, Runtime};
 use crate::config::{Resume, SessionSpec};
+use crate::gate::Approval;
 use crate::mcp::{ClientServer, ClientTransport};
 use crate::protocol::{ContentBlock, Message, ThinkingLevel};
 use crate::sandbox::Handoff;
@@ -30,7 +31,7 @@ const MODE: &str = "mode";
 pub struct Server {
     runtime: Runtime,
     out: Outbox,
-    /// Whether the client offered to read and write files for nova (`initialize`).
+    /// Whether the client offered to read files for nova (`initialize`).
     client_files: AtomicBool,
     /// Whether the client offered terminals to run bash in (`initialize`).
     client_terminal: AtomicBool,
@@ -46,9 +47,6 @@ struct Open {
     /// The task that asks permission questions and reports usage.
     follow: tokio::task::JoinHandle<()>,
 }
-
-/// Permission answers the user chose to keep for the rest of the session, by tool.
-type Remembered = Arc<Mutex<HashMap<String, bool>>>;
 
 impl Server {
     pub fn new(runtime: Runtime, out: Outbox) -> Server {
@@ -75,8 +73,7 @@ impl Server {
     pub fn initialize(&self, req: acp::InitializeRequest) -> acp::InitializeResponse {
         tracing::debug!("initialize from {:?}", req.client_info);
         let fs = &req.client_capabilities.fs;
-        self.client_files
-            .store(fs.read_text_file && fs.write_text_file, Ordering::SeqCst);
+        self.client_files.store(fs.read_text_file, Ordering::SeqCst);
         self.client_terminal
             .store(req.client_capabilities.terminal, Ordering::SeqCst);
         // Version 1 is the one nova speaks; a client asking for a later one gets 1 and decides.
@@ -458,8 +455,8 @@ impl Server {
     }
 }
 
-/// The editor's files (`fs/read_text_file`, `fs/write_text_file`), for `read`, `write` and
-/// `edit`.
+/// The editor's files (`fs/read_text_file`), for `read` and `edit`; nova writes files itself
+/// (see [`EditorFiles`]).
 struct ClientFiles {
     cx: ConnectionTo<Client>,
     session_id: acp::SessionId,
@@ -472,22 +469,6 @@ impl EditorFiles for ClientFiles {
             .send_request(acp::ReadTextFileRequest::new(self.session_id.clone(), path))
             .block_task();
         Box::pin(async move { asked.await.map(|r| r.content).map_err(|e| e.to_string()) })
-    }
-
-    fn write(
-        &self,
-        path: &Path,
-        content: String,
-    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> {
-        let asked = self
-            .cx
-            .send_request(acp::WriteTextFileRequest::new(
-                self.session_id.clone(),
-                path,
-                content,
-            ))
-            .block_task();
-        Box::pin(async move { asked.await.map(|_| ()).map_err(|e| e.to_string()) })
     }
 }
 
@@ -862,7 +843,6 @@ async fn follow_up(
     id: acp::SessionId,
     mut rx: UnboundedReceiver<FollowUp>,
 ) {
-    let remembered: Remembered = Arc::default();
     while let Some(next) = rx.recv().await {
         match next {
             FollowUp::Usage => {
@@ -884,15 +864,6 @@ async fn follow_up(
                 command,
                 reason,
             } => {
-                let kept = remembered
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get(&tool_name)
-                    .copied();
-                if let Some(approved) = kept {
-                    let _ = agent.resolve_permission(request_id, approved);
-                    continue;
-                }
                 let question = Question {
                     request_id,
                     tool_call_id,
@@ -900,13 +871,7 @@ async fn follow_up(
                     command,
                     reason,
                 };
-                tokio::spawn(ask(
-                    agent.clone(),
-                    cx.clone(),
-                    id.clone(),
-                    question,
-                    remembered.clone(),
-                ));
+                tokio::spawn(ask(agent.clone(), cx.clone(), id.clone(), question));
             }
         }
     }
@@ -926,33 +891,36 @@ const REJECT_ONCE: &str = "reject_once";
 const REJECT_ALWAYS: &str = "reject_always";
 
 /// One `session/request_permission`; the answer resolves the gate's question. No answer (the
-/// client cancelled it, or the connection failed) is a denial.
-async fn ask(
-    agent: Agent,
-    cx: ConnectionTo<Client>,
-    session_id: acp::SessionId,
-    q: Question,
-    remembered: Remembered,
-) {
+/// client cancelled it, or the connection failed) is a denial. "Always" is offered only when the
+/// gate can keep the answer for a class of calls, which the option names; an escalation (leaving
+/// the sandbox, writing outside it) is asked about every time.
+async fn ask(agent: Agent, cx: ConnectionTo<Client>, session_id: acp::SessionId, q: Question) {
     let tool = &q.tool_name;
-    let options = vec![
-        acp::PermissionOption::new(
-            ALLOW_ONCE,
-            "Allow once",
-            acp::PermissionOptionKind::AllowOnce,
-        ),
-        acp::PermissionOption::new(
+    let scope = agent.permission_scope(q.request_id);
+    let mut options = vec![acp::PermissionOption::new(
+        ALLOW_ONCE,
+        "Allow once",
+        acp::PermissionOptionKind::AllowOnce,
+    )];
+    if let Some(scope) = &scope {
+        options.push(acp::PermissionOption::new(
             ALLOW_ALWAYS,
-            format!("Always allow {tool} in this session"),
+            format!("Always allow {scope} in this session"),
             acp::PermissionOptionKind::AllowAlways,
-        ),
-        acp::PermissionOption::new(REJECT_ONCE, "Reject", acp::PermissionOptionKind::RejectOnce),
-        acp::PermissionOption::new(
+        ));
+    }
+    options.push(acp::PermissionOption::new(
+        REJECT_ONCE,
+        "Reject",
+        acp::PermissionOptionKind::RejectOnce,
+    ));
+    if let Some(scope) = &scope {
+        options.push(acp::PermissionOption::new(
             REJECT_ALWAYS,
-            format!("Always reject {tool} in this session"),
+            format!("Always reject {scope} in this session"),
             acp::PermissionOptionKind::RejectAlways,
-        ),
-    ];
+        ));
+    }
     let call = acp::ToolCallUpdate::new(
         q.tool_call_id,
         acp::ToolCallUpdateFields::new()
@@ -978,12 +946,12 @@ async fn ask(
         }
     };
     let approved = matches!(chosen.as_deref(), Some(ALLOW_ONCE | ALLOW_ALWAYS));
-    if matches!(chosen.as_deref(), Some(ALLOW_ALWAYS | REJECT_ALWAYS)) {
-        remembered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(q.tool_name.clone(), approved);
-    }
-    // An abort may have answered it already.
-    let _ = agent.resolve_permission(q.request_id, approved);
+    // An abort may have answered it already. An "always" the gate did not offer (a client
+    // choosing an option it was not given) counts once.
+    let _ = match chosen.as_deref() {
+        Some(ALLOW_ALWAYS | REJECT_ALWAYS) if scope.is_some() => {
+            agent.resolve_permission_always(q.request_id, approved)
+        }
+        _ => agent.resolve_permission(q.request_id, approved),
+    };
 }

@@ -29,7 +29,7 @@ pub enum CommandError {
     NoModel,
     #[error(
         "{}",
-        super::permission::blocked("permissions.bash", rule, "the command was not run")
+        crate::gate::blocked("permissions.bash", rule, "the command was not run")
     )]
     Blocked { rule: String },
     /// Deny rules exist and what the command runs is known only at run time.

@@ -10,9 +10,9 @@
 //! The loops over the calls are paced ([`crate::pace`]): a reply with a hundred thousand calls
 //! must not keep `get_state` waiting.
 
-use super::permission::{self, Approval, Permission, Question};
+use super::permission::{self, Permission};
 use super::{Agent, now_ms};
-use crate::gate::classify::{Mode, Verdict, classify};
+use crate::gate::Request;
 use crate::pace::Pacer;
 use crate::protocol::{Event, Message, ToolDetails, ToolResultMessage, ToolResultPayload};
 use crate::tools::{Tool, ToolContext, ToolOutput};
@@ -174,89 +174,42 @@ impl Ran {
     }
 }
 
-/// Classifies a bash call's command, and checks a `write`/`edit` path against the sandbox; a
-/// flagged call gets a `permission_request` right after its `tool_execution_start`. The path a
-/// write was checked as goes to `write_target`: the tool writes that path and no other, so a
-/// directory swapped for a symlink meanwhile (by a bash call of the same reply) cannot redirect it.
+/// Puts a built-in tool's call through the gate; a call that asks gets its
+/// `permission_request` right after its `tool_execution_start`. The path a write was checked as
+/// goes to `write_target`: the tool writes that path and no other, through nova's own
+/// symlink-refusing walk ([`crate::files::safe_open`]), so neither a directory swapped for a
+/// symlink meanwhile (by a bash call of the same reply) nor a dangling symlink planted before
+/// can redirect it.
 fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBuf>) -> Permission {
-    let approval = agent.state().approval;
-    if approval == Approval::ReadOnly && matches!(tool, Tool::Write | Tool::Edit | Tool::Bash) {
-        return Permission::Refused(permission::READ_ONLY.to_owned());
-    }
-    if matches!(tool, Tool::Write | Tool::Edit) {
-        let refusal = as_text(&call.2["path"]).and_then(|p| {
-            let abs = crate::files::path::resolve(&p, &agent.inner.cwd);
-            let (target, refusal) = agent.inner.sandbox.check_write(&abs);
-            *write_target = Some(target);
-            refusal
-        });
-        return match (refusal, approval) {
-            (Some(r), _) => ask(agent, call, r.path.display().to_string(), r.reason, None),
-            (None, Approval::Ask) => {
-                let path = write_target
-                    .as_ref()
-                    .map(|t| t.display().to_string())
-                    .unwrap_or_default();
-                ask(
-                    agent,
-                    call,
-                    path,
-                    "the session asks before every change".into(),
-                    None,
-                )
+    let (id, name, args) = call;
+    let text = |key: &str| as_text(&args[key]);
+    let (command, target);
+    let request = match tool {
+        Tool::Bash => match text("command") {
+            Some(c) => {
+                command = c;
+                Request::Bash {
+                    command: &command,
+                    unsandboxed: args["sandbox"] == Value::Bool(false),
+                }
             }
-            (None, _) => Permission::Granted,
-        };
-    }
-    if tool != Tool::Bash {
-        return Permission::Granted;
-    }
-    let Some(command) = as_text(&call.2["command"]) else {
-        return Permission::Granted;
-    };
-    let unsandboxed = call.2["sandbox"] == Value::Bool(false);
-    let sandbox = agent.inner.sandbox.bash_reason(unsandboxed);
-    let asks_all;
-    let rules = if approval == Approval::Ask {
-        let mut rules = agent.inner.permission_rules.clone();
-        rules.mode = Mode::Always;
-        asks_all = rules;
-        &asks_all
-    } else {
-        &agent.inner.permission_rules
-    };
-    match (classify(&command, rules), sandbox) {
-        (Verdict::Deny { rule }, _) => Permission::Refused(permission::blocked(
-            "permissions.bash",
-            &rule,
-            "the command was not run",
-        )),
-        (Verdict::Run, None) => Permission::Granted,
-        // What the sandbox asks about, no allow rule lifts.
-        (Verdict::Run, Some(reason)) => ask(agent, call, command, reason, None),
-        (Verdict::Ask { reason }, None) => ask(agent, call, command, reason, BASH_RULES),
-        (Verdict::Ask { reason }, Some(sandbox)) => {
-            ask(agent, call, command, format!("{reason}; {sandbox}"), None)
+            // Fails validation: the tool never runs.
+            None => return Permission::Granted,
+        },
+        Tool::Write | Tool::Edit => match text("path") {
+            Some(p) => {
+                let abs = crate::files::path::resolve(&p, &agent.inner.cwd);
+                target = crate::sandbox::resolve_for_write(&abs);
+                *write_target = Some(target.clone());
+                Request::Write { target: &target }
+            }
+            None => return Permission::Granted,
+        },
+        Tool::Read | Tool::Grep | Tool::Find | Tool::Ls | Tool::ViewImage | Tool::Zoom => {
+            Request::Read
         }
-        (Verdict::Unchecked { reason }, sandbox) => {
-            if rules.mode == Mode::Never {
-                let nobody = "permissions.bash.mode is \"never\", so nobody is asked";
-                return Permission::Refused(permission::unchecked(&reason, nobody));
-            }
-            let unattended = agent.state().unattended.clone();
-            if let Some(policy) = unattended {
-                // Not even --approve-flagged runs it: the deny rules, which win over
-                // everything, could not be checked.
-                policy.refuse(&command, &reason);
-                let nobody = "nova is running without anyone to ask";
-                return Permission::Refused(permission::unchecked(&reason, nobody));
-            }
-            match sandbox {
-                Some(sandbox) => ask(agent, call, command, format!("{reason}; {sandbox}"), None),
-                None => ask(agent, call, command, reason, BASH_RULES),
-            }
-        }
-    }
+    };
+    agent.gate(&request, id, name, "the command was not run")
 }
 
 /// A string argument as the tool will see it: validation turns numbers and booleans into
@@ -268,27 +221,6 @@ fn as_text(value: &Value) -> Option<String> {
         Value::Bool(b) => Some(b.to_string()),
         _ => None,
     }
-}
-
-/// The setting whose allow rules let a flagged bash command run unasked.
-const BASH_RULES: Option<&str> = Some("permissions.bash");
-
-/// Asks about a call of this reply (bash, or a file write), through the one permission path;
-/// `allow_rule` as in [`Question`].
-fn ask(
-    agent: &Agent,
-    call: &Call,
-    command: String,
-    reason: String,
-    allow_rule: Option<&'static str>,
-) -> Permission {
-    agent.ask_permission(Question {
-        tool_call_id: call.0.clone(),
-        tool_name: call.1.clone(),
-        command,
-        reason,
-        allow_rule,
-    })
 }
 
 /// Waits for the client's answer (when one is needed) and for a free place among the tools

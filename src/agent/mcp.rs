@@ -1,12 +1,14 @@
 //! The agent's side of MCP: servers start with the agent, their tools join each request's
-//! specs, and a call to one goes through `permissions.mcp` (asking through the one permission
-//! path, [`super::permission`]) before it reaches [`crate::mcp::Servers::call`].
+//! specs, and a call to one goes through the gate (its `permissions.mcp` rules, the session's
+//! approval mode and remembered answers, [`crate::gate`]) before it reaches
+//! [`crate::mcp::Servers::call`].
 
 use super::exec::{Call, Ran, Slot};
-use super::permission::{self, Permission, Question, answered};
+use super::permission::{Permission, answered};
 use super::toolset::Tools;
 use super::{Agent, Sink};
-use crate::mcp::{McpConfig, Servers, Verdict};
+use crate::gate::Request;
+use crate::mcp::{McpConfig, Servers};
 use crate::protocol::ToolSpec;
 use crate::protocol::{Event, McpServer};
 use crate::provider::http::SharedClient;
@@ -76,27 +78,15 @@ pub(super) fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call) ->
     if !servers.knows(name) {
         return None;
     }
-    let approval = match servers.verdict(name) {
-        Verdict::Run => None,
-        Verdict::Deny { rule } => {
-            let not_done = format!("{name} was not called");
-            let text = permission::blocked("permissions.mcp", &rule, &not_done);
-            return Some(Slot::Done(ToolOutput::error(text)));
-        }
-        // MCP rules match names only, so no call is left unchecked; were one, it would ask.
-        Verdict::Ask { reason } | Verdict::Unchecked { reason } => {
-            match agent.ask_permission(Question {
-                tool_call_id: call.0.clone(),
-                tool_name: name.clone(),
-                command: args.to_string(),
-                reason,
-                allow_rule: Some("permissions.mcp"),
-            }) {
-                Permission::Granted => None,
-                Permission::Refused(text) => return Some(Slot::Done(ToolOutput::error(text))),
-                Permission::Pending(answer) => Some(answer),
-            }
-        }
+    let request = Request::Mcp {
+        name,
+        args: &args.to_string(),
+        rules: servers.verdict(name),
+    };
+    let approval = match agent.gate(&request, &call.0, name, &format!("{name} was not called")) {
+        Permission::Granted => None,
+        Permission::Refused(text) => return Some(Slot::Done(ToolOutput::error(text))),
+        Permission::Pending(answer) => Some(answer),
     };
     let (servers, cancel, name, args) = (
         servers.clone(),

@@ -23,7 +23,7 @@ mod toolset;
 mod user_bash;
 
 pub use error::CommandError;
-pub use permission::{Approval, FlaggedCommand, Unattended};
+pub use permission::{FlaggedCommand, Unattended};
 pub use queue::QueueFull;
 pub use runtime::{OpenError, Prepared, Runtime};
 pub use sessions::startup_session;
@@ -31,6 +31,7 @@ pub use sink::{EventSink, Sink};
 
 use crate::config::{Config, Registry, RetrySettings, ScopedModel, ToolSelection};
 use crate::context::PromptSource;
+use crate::gate::Approval;
 use crate::gate::classify::Gate;
 use crate::protocol::{
     CompactionReason, CompactionResult, ContentBlock, Event, Message, Model, QueueMode,
@@ -130,7 +131,9 @@ struct State {
     unattended: Option<Unattended>,
     /// How much the session asks, on top of the settings' rules.
     approval: Approval,
-    /// The client's files, which `write` and `edit` go through when it offers them.
+    /// The answers the person chose to keep for the rest of the session.
+    memory: crate::gate::Memory,
+    /// The client's files, which `read` and `edit` read through when it offers them.
     editor: Option<Arc<dyn crate::tools::EditorFiles>>,
     /// The client's terminals, which `bash` runs in when it offers them.
     terminal: Option<Arc<dyn crate::tools::EditorTerminal>>,
@@ -223,6 +226,7 @@ impl Agent {
             permissions: permission::Pending::default(),
             unattended: None,
             approval: Approval::default(),
+            memory: crate::gate::Memory::default(),
             editor: None,
             terminal: None,
             session,
@@ -493,7 +497,7 @@ impl Agent {
         self.state().approval = approval;
     }
 
-    /// From the next call on, `read`, `write` and `edit` read and write text through `editor`.
+    /// From the next call on, `read` and `edit` read text through `editor`.
     pub fn set_editor_files(&self, editor: Arc<dyn crate::tools::EditorFiles>) {
         self.state().editor = Some(editor);
     }
@@ -507,7 +511,37 @@ impl Agent {
         self.state()
             .permissions
             .resolve(request_id, approved)
+            .map(drop)
             .map_err(CommandError::Invalid)
+    }
+
+    /// Answers a request and keeps the answer for the rest of the session, for the calls the
+    /// question's class covers ([`Agent::permission_scope`]); a question without one is
+    /// answered once.
+    pub fn resolve_permission_always(
+        &self,
+        request_id: u64,
+        approved: bool,
+    ) -> Result<(), CommandError> {
+        let mut state = self.state();
+        let class = state
+            .permissions
+            .resolve(request_id, approved)
+            .map_err(CommandError::Invalid)?;
+        if let Some(class) = class {
+            state.memory.remember(&class, approved);
+        }
+        Ok(())
+    }
+
+    /// What an "always" answer to a waiting request would cover, as a person is shown it
+    /// ("`rm -rf build`", "file changes under /work"); `None` when it can only be answered once
+    /// (an escalation, such as leaving the sandbox) or is not waiting.
+    pub fn permission_scope(&self, request_id: u64) -> Option<String> {
+        self.state()
+            .permissions
+            .class(request_id)
+            .map(crate::gate::Class::label)
     }
 
     /// `get_commands`: the prompt templates and skills a `/` message can name.

@@ -1,10 +1,12 @@
-//! The one way a call asks whether it may run — bash, `write`/`edit` outside the sandbox's
-//! bounds, MCP tools, and whatever comes later: [`Agent::ask_permission`] raises a
-//! `permission_request` and hands back the answer to wait for ([`answered`]), or, when no client
-//! can answer (the one-shot modes), lets the [`Unattended`] policy decide at once. One verdict
-//! type, one wording for a denial, and no path that waits for an answer nobody can give.
+//! How the gate's questions reach a person: every call — built-in tools, MCP tools, and
+//! whatever comes later — goes through [`Agent::gate`], which asks [`crate::gate::decide`] and,
+//! when it says to ask, raises a `permission_request` and hands back the answer to wait for
+//! ([`answered`]), or, when no client can answer (the one-shot modes), lets the [`Unattended`]
+//! policy decide at once. The answers kept "always" go to the session's [`crate::gate::Memory`].
+//! No path waits for an answer nobody can give.
 
 use super::Agent;
+use crate::gate::{self, Class, Decision, Question, Request};
 use crate::protocol::Event;
 use crate::tools::ToolOutput;
 use std::collections::HashMap;
@@ -12,10 +14,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-/// The result of a call the user refused.
-pub(super) const DENIED: &str = "The user denied permission for this call, so it was not run.";
-
-/// What a call that asked may do.
+/// What a call that went through the gate may do.
 pub(super) enum Permission {
     Granted,
     /// Refused without anyone to ask; the text is the call's error result.
@@ -24,40 +23,62 @@ pub(super) enum Permission {
     Pending(oneshot::Receiver<bool>),
 }
 
-/// One question to the person driving nova.
-pub(super) struct Question {
-    /// The call that asks.
-    pub tool_call_id: String,
-    /// The tool, as the `permission_request` names it.
-    pub tool_name: String,
-    /// What would run: the command, the path written, an MCP call's arguments.
-    pub command: String,
-    /// Why the gate asks.
-    pub reason: String,
-    /// The setting whose allow rule would let such calls run unasked, for the refusal's
-    /// advice (`permissions.bash`, `permissions.mcp`); `None` when no rule can, as for a
-    /// command that leaves the sandbox, which only a person or `--approve-flagged` lets run.
-    pub allow_rule: Option<&'static str>,
-}
-
 impl Agent {
-    pub(super) fn ask_permission(&self, question: Question) -> Permission {
+    /// Puts one call through the gate ([`gate::decide`]) with this session's approval mode,
+    /// rules, sandbox and remembered answers, and asks when it says to. `not_done` words what a
+    /// deny rule stopped ("the command was not run").
+    pub(super) fn gate(
+        &self,
+        request: &Request,
+        tool_call_id: &str,
+        tool_name: &str,
+        not_done: &str,
+    ) -> Permission {
+        // A copy, so that neither classifying a long command nor the sandbox's path checks
+        // hold the session's lock.
+        let (approval, memory) = {
+            let state = self.state();
+            (state.approval, state.memory.clone())
+        };
+        let session = gate::Session {
+            approval,
+            bash: &self.inner.permission_rules,
+            sandbox: &self.inner.sandbox,
+            memory: &memory,
+        };
+        match gate::decide(request, &session) {
+            Decision::Run => Permission::Granted,
+            Decision::Refuse(refusal) => Permission::Refused(refusal.text(not_done)),
+            Decision::Ask(question) => self.ask_permission(tool_call_id, tool_name, question),
+        }
+    }
+
+    /// Raises the `permission_request`, or, when no client can answer (the one-shot modes),
+    /// lets the unattended policy decide at once.
+    fn ask_permission(&self, tool_call_id: &str, tool_name: &str, q: Question) -> Permission {
         let mut state = self.state();
         if let Some(policy) = state.unattended.clone() {
             drop(state);
-            return if policy.decide(&question.command, &question.reason, question.allow_rule) {
+            if q.unchecked {
+                // Not even --approve-flagged runs it: the deny rules, which win over
+                // everything, could not be checked.
+                policy.refuse(&q.subject, &q.reason);
+                let nobody = "nova is running without anyone to ask";
+                return Permission::Refused(gate::unchecked(&q.reason, nobody));
+            }
+            return if policy.decide(&q.subject, &q.reason, q.allow_rule) {
                 Permission::Granted
             } else {
-                Permission::Refused(refusal(&question.reason, question.allow_rule))
+                Permission::Refused(refusal(&q.reason, q.allow_rule))
             };
         }
-        let (request_id, answer) = state.permissions.open();
+        let (request_id, answer) = state.permissions.open(q.class);
         self.emit(Event::PermissionRequest {
             request_id,
-            tool_call_id: question.tool_call_id,
-            tool_name: question.tool_name,
-            command: question.command,
-            reason: question.reason,
+            tool_call_id: tool_call_id.to_owned(),
+            tool_name: tool_name.to_owned(),
+            command: q.subject,
+            reason: q.reason,
         });
         Permission::Pending(answer)
     }
@@ -78,44 +99,10 @@ pub(super) async fn answered(
         return Err(ToolOutput::error(aborted));
     }
     if !approved {
-        return Err(ToolOutput::error(DENIED));
+        return Err(ToolOutput::error(gate::DENIED));
     }
     Ok(())
 }
-
-/// How much the session asks before it acts, on top of the settings' rules: a front end's
-/// switch (ACP's session modes), for this process only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Approval {
-    /// Every bash command, `write` and `edit` asks.
-    Ask,
-    /// The settings' rules decide (by default flagged commands ask, and writes outside the
-    /// sandbox's bounds).
-    #[default]
-    Auto,
-    /// `bash`, `write` and `edit` are refused without asking; reading tools run.
-    ReadOnly,
-}
-
-impl Approval {
-    pub const ALL: [Approval; 3] = [Approval::Ask, Approval::Auto, Approval::ReadOnly];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Approval::Ask => "ask",
-            Approval::Auto => "auto",
-            Approval::ReadOnly => "read-only",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Approval> {
-        Approval::ALL.into_iter().find(|a| a.as_str() == name)
-    }
-}
-
-/// The result of a call the read-only approval mode stops.
-pub(super) const READ_ONLY: &str =
-    "The session is in read-only mode, so this call was not run; the user can switch the mode.";
 
 /// How calls that ask are decided when no one can answer a `permission_request` (the one-shot
 /// modes). `deny` and `allow` rules have already applied by then.
@@ -167,12 +154,6 @@ impl Unattended {
     }
 }
 
-/// The one wording of a call a deny rule stopped: `rules` is the setting, `not_done` what did
-/// not happen ("the command was not run").
-pub(super) fn blocked(rules: &str, rule: &str, not_done: &str) -> String {
-    format!("Blocked by the {rules} deny rule `{rule}`; {not_done}.")
-}
-
 /// The error result a refused call gets, so the model can work around it.
 fn refusal(reason: &str, allow_rule: Option<&str>) -> String {
     let or_rule = allow_rule
@@ -185,40 +166,37 @@ fn refusal(reason: &str, allow_rule: Option<&str>) -> String {
     )
 }
 
-/// The error result of a command the deny rules cannot be checked against, where `nobody`
-/// says why no one was asked.
-pub(super) fn unchecked(reason: &str, nobody: &str) -> String {
-    format!(
-        "Not run: {reason}, and {nobody}. Write the command with its program names spelled out \
-         (no variable, substitution or `eval` of a variable as the command), or tell the user \
-         to run it."
-    )
-}
-
 #[derive(Debug, Default)]
 pub struct Pending {
     /// Request ids are unique for the process and increase from 1, across sessions.
     last_id: u64,
-    waiting: HashMap<u64, oneshot::Sender<bool>>,
+    /// Each with what an "always" answer to it would cover.
+    waiting: HashMap<u64, (oneshot::Sender<bool>, Option<Class>)>,
 }
 
 impl Pending {
     /// Registers a new request; the receiver yields the client's answer, or an error when the
     /// request is dropped (abort), which counts as a denial.
-    pub fn open(&mut self) -> (u64, oneshot::Receiver<bool>) {
+    pub fn open(&mut self, class: Option<Class>) -> (u64, oneshot::Receiver<bool>) {
         self.last_id += 1;
         let (tx, rx) = oneshot::channel();
-        self.waiting.insert(self.last_id, tx);
+        self.waiting.insert(self.last_id, (tx, class));
         (self.last_id, rx)
     }
 
-    pub fn resolve(&mut self, id: u64, approved: bool) -> Result<(), String> {
-        let sender = self.waiting.remove(&id).ok_or_else(|| {
+    /// Answers a request; returns what an "always" answer to it would cover.
+    pub fn resolve(&mut self, id: u64, approved: bool) -> Result<Option<Class>, String> {
+        let (sender, class) = self.waiting.remove(&id).ok_or_else(|| {
             format!("Unknown permission request {id}: it was never issued or is already resolved")
         })?;
         // The call may have been aborted meanwhile; then nobody is listening and that is fine.
         let _ = sender.send(approved);
-        Ok(())
+        Ok(class)
+    }
+
+    /// What an "always" answer to request `id` would cover, while it waits.
+    pub fn class(&self, id: u64) -> Option<&Class> {
+        self.waiting.get(&id)?.1.as_ref()
     }
 
     pub fn deny_all(&mut self) {
@@ -238,8 +216,8 @@ mod tests {
     #[test]
     fn ids_increase_and_resolve_once() {
         let mut p = Pending::default();
-        let (a, mut rx_a) = p.open();
-        let (b, rx_b) = p.open();
+        let (a, mut rx_a) = p.open(None);
+        let (b, rx_b) = p.open(None);
         assert_eq!((a, b), (1, 2));
         assert_eq!(p.len(), 2);
         p.resolve(a, true).unwrap();
@@ -252,6 +230,6 @@ mod tests {
         p.deny_all();
         assert_eq!(p.len(), 0);
         assert!(rx_b.blocking_recv().is_err());
-        assert_eq!(p.open().0, 3);
+        assert_eq!(p.open(None).0, 3);
     }
 }

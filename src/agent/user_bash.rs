@@ -1,11 +1,12 @@
 //! The user's own shell commands (the `bash` command): run in the session's cwd with the bash
 //! tool's process handling, streamed as `bash_execution_update`, kept in the conversation as a
 //! `bashExecution` message that the next request shows the model (unless excluded). The client
-//! is the user, so nothing asks for permission; the `permissions.bash` deny rules still apply,
-//! and a command they cannot be checked against (its program known only at run time) is refused.
+//! is the user, so nothing asks for permission; the gate still applies the `permissions.bash`
+//! deny rules, and refuses a command they cannot be checked against (its program known only at
+//! run time).
 
 use super::{Agent, CommandError, now_ms};
-use crate::gate::classify::{Verdict, classify};
+use crate::gate::{self, Decision, Refusal, Request};
 use crate::protocol::{BashExecutionMessage, BashResult, Message};
 use crate::tools::bash::run_for_user;
 use tokio::sync::watch;
@@ -41,10 +42,21 @@ impl Agent {
         on_output: impl Fn(&str) + Send + Sync + 'static,
     ) -> Result<impl Future<Output = Result<BashResult, CommandError>> + Send + 'static, CommandError>
     {
-        match classify(&command, &self.inner.permission_rules) {
-            Verdict::Deny { rule } => return Err(CommandError::Blocked { rule }),
-            Verdict::Unchecked { reason } => return Err(CommandError::Unchecked { reason }),
-            Verdict::Run | Verdict::Ask { .. } => {}
+        let memory = gate::Memory::default();
+        let session = gate::Session {
+            approval: self.state().approval,
+            bash: &self.inner.permission_rules,
+            sandbox: &self.inner.sandbox,
+            memory: &memory,
+        };
+        match gate::decide(&Request::UserBash { command: &command }, &session) {
+            Decision::Refuse(Refusal::Denied { rule, .. }) => {
+                return Err(CommandError::Blocked { rule });
+            }
+            Decision::Refuse(Refusal::Unchecked { reason, .. }) => {
+                return Err(CommandError::Unchecked { reason });
+            }
+            Decision::Refuse(_) | Decision::Ask(_) | Decision::Run => {}
         }
         let cancel = self.state().bash_cancel.child_token();
         let counted = Counted::start(&self.inner.bash_running);

@@ -76,6 +76,14 @@ impl Sandbox {
         )
     }
 
+    /// A workspace sandbox the kernel is taken to enforce, without checking: for tests of what
+    /// depends on the policy alone.
+    #[cfg(test)]
+    pub(crate) fn workspace(cwd: &Path, agent_dir: &Path) -> Sandbox {
+        let policy = Policy::new(Mode::WorkspaceWrite, cwd, &[], agent_dir);
+        Sandbox::known(Mode::WorkspaceWrite, true, policy, None)
+    }
+
     fn known(mode: Mode, network: bool, policy: Policy, unavailable: Option<String>) -> Sandbox {
         Sandbox {
             mode,
@@ -112,7 +120,10 @@ impl Sandbox {
             settings.mode = mode;
         }
         if settings.mode == Mode::Off {
-            return Sandbox::off();
+            // Nothing to enforce, but the gate still needs the workspace and its protected
+            // paths, to keep a remembered answer inside them.
+            let policy = Policy::new(Mode::Off, cwd, &[], agent_dir);
+            return Sandbox::known(Mode::Off, true, policy, None);
         }
         let roots = writable_roots(&settings.writable_roots, cwd, warnings);
         let policy = Policy::new(settings.mode, cwd, &roots, agent_dir);
@@ -190,12 +201,16 @@ impl Sandbox {
         }
     }
 
-    /// Resolves a file tool's write to `path` (absolute) once: the path it really changes, and
-    /// why it must ask first (`None` to go ahead). The tool then writes exactly that path.
-    pub fn check_write(&self, path: &Path) -> (PathBuf, Option<WriteRefusal>) {
-        let target = resolve_for_write(path);
-        let refusal = self.policy().refusal_for(target.clone());
-        (target, refusal)
+    /// Why a file tool's write to `target` (a path [`resolve_for_write`] gave, which the tool
+    /// then writes and no other) must ask first; `None` to go ahead.
+    pub fn write_refusal(&self, target: &Path) -> Option<WriteRefusal> {
+        self.policy().refusal_for(target.to_path_buf())
+    }
+
+    /// The workspace root `target` lies in, when it lies in one and in no protected path, in any
+    /// sandbox mode: the scope an answer about a file change may be remembered for.
+    pub fn workspace_root(&self, target: &Path) -> Option<&Path> {
+        self.policy().workspace_root(target)
     }
 
     /// Why a bash command must ask first as far as the sandbox is concerned: it cannot be

@@ -184,6 +184,20 @@ impl Policy {
         })
     }
 
+    /// The root `resolved` lies in — a writable root, or, without a workspace sandbox, the cwd
+    /// or a `writableRoots` entry — when it lies in no protected path (missing ones included).
+    pub fn workspace_root(&self, resolved: &Path) -> Option<&Path> {
+        let roots = match self.mode {
+            Mode::WorkspaceWrite => &self.writable,
+            Mode::Off | Mode::ReadOnly => &self.projects,
+        };
+        let root = roots.iter().find(|root| resolved.starts_with(root))?;
+        let guarded = self.guards().into_iter().any(|(guarded, _)| {
+            resolved.starts_with(&guarded) || resolved.starts_with(canonical(&guarded))
+        });
+        (!guarded).then_some(root.as_path())
+    }
+
     /// The writable roots for people to read: `/a/b, /tmp`.
     pub fn roots_text(&self) -> String {
         let roots: Vec<String> = self

@@ -94,18 +94,17 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
         );
     }
     let target = ctx.write_target(&args.path);
-    if let Some(editor) = &ctx.editor {
-        let text = editor
-            .read(&target)
-            .await
-            .map_err(|e| format!("Could not read {}: {e}", args.path))?;
-        let (content, output) = edited(&text, args)?;
-        editor
-            .write(&target, content)
-            .await
-            .map_err(|e| format!("Could not write {}: {e}", target.display()))?;
-        return Ok(output);
-    }
+    // The text edited is what the model reads: the editor's buffer when it offers one. The
+    // change is written by nova, as `write` writes, never handed to the editor by name.
+    let buffer = match &ctx.editor {
+        Some(editor) => Some(
+            editor
+                .read(&target)
+                .await
+                .map_err(|e| format!("Could not read {}: {e}", args.path))?,
+        ),
+        None => None,
+    };
     blocking(&ctx.cancel, move |commit| {
         // The file is read and replaced through one directory handle: what is edited is what
         // was checked, whatever happens to the path meanwhile.
@@ -121,8 +120,12 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
             }
             Err(e) => return Err(fs::error_text(&e, "open", &target)),
         };
-        let text = String::from_utf8(raw)
-            .map_err(|_| format!("Could not edit {}: the file is not valid UTF-8.", args.path))?;
+        let text = match buffer {
+            Some(text) => text,
+            None => String::from_utf8(raw).map_err(|_| {
+                format!("Could not edit {}: the file is not valid UTF-8.", args.path)
+            })?,
+        };
         let (content, output) = edited(&text, args)?;
         file.replace(content.as_bytes(), commit)
             .map_err(|e| fs::error_text(&e, "write", &target))?;

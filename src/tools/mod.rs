@@ -64,17 +64,13 @@ pub enum Tool {
 /// Called with the whole output so far each time a tool has more to show.
 pub type UpdateFn = Arc<dyn Fn(ToolResultPayload) + Send + Sync>;
 
-/// A client that holds the files open (an editor, over ACP): `read`, `write` and `edit` read
-/// and write text through it, so they see unsaved changes and land in its buffers. The permission gate and the
-/// workspace bounds apply as before; the paths are the ones the gate checked. An `Err` is the
-/// client's own word for what failed.
+/// A client that holds the files open (an editor, over ACP): `read` and `edit` read text
+/// through it, so they see unsaved changes. Nothing is written through it: a path handed to an
+/// editor is opened by name, following whatever symlink is there by then, so `write` and `edit`
+/// write through nova's own walk ([`safe_open`]) and the editor sees the change on disk. An
+/// `Err` is the client's own word for what failed.
 pub trait EditorFiles: Send + Sync {
     fn read(&self, path: &Path) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
-    fn write(
-        &self,
-        path: &Path,
-        content: String,
-    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 }
 
 pub use terminal::{EditorTerminal, TerminalExit};

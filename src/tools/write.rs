@@ -30,19 +30,10 @@ pub(super) fn spec() -> ToolSpec {
 }
 
 pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
+    // Never handed to an editor to write by name: an editor follows a symlink planted at the
+    // path (or swapped in meanwhile), so nova writes through its own walk; the editor sees the
+    // change on disk as it sees any other.
     let target = ctx.write_target(&args.path);
-    if let Some(editor) = &ctx.editor {
-        let written = format!(
-            "Successfully wrote {} bytes to {}",
-            args.content.len(),
-            args.path
-        );
-        editor
-            .write(&target, args.content)
-            .await
-            .map_err(|e| format!("Could not write {}: {e}", args.path))?;
-        return Ok(ToolOutput::text(written, None));
-    }
     blocking(&ctx.cancel, move |commit| {
         Target::open(&target, true)
             .map_err(|e| fs::error_text(&e, "mkdir", &target))?

@@ -276,15 +276,72 @@ pub enum Verdict {
 }
 
 pub fn classify(command: &str, rules: &Gate) -> Verdict {
+    judge(command, rules).verdict()
+}
+
+/// [`classify`] with every simple command that asks, not only the first: what the gate needs to
+/// remember an answer for exactly those commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judgement {
+    Run,
+    Deny {
+        rule: String,
+    },
+    Unchecked {
+        reason: String,
+    },
+    /// At least one.
+    Ask(Vec<Asking>),
+}
+
+/// One simple command (or wrapper layer) that asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Asking {
+    /// What matched, and in which simple command.
+    pub reason: String,
+    /// What an answer about this command can be remembered for, when every word of it is known
+    /// before it runs: the command as written, as it will run and every reason it asks, so that
+    /// only the very same command asking for the very same reasons matches. `None` when any part
+    /// is known only at run time, where the same text may run something else.
+    pub exact: Option<Exact>,
+}
+
+/// See [`Asking::exact`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exact {
+    /// As it will run, words expanded: what a person is shown.
+    pub command: String,
+    written: String,
+    reasons: Vec<String>,
+}
+
+impl Judgement {
+    pub fn verdict(self) -> Verdict {
+        match self {
+            Judgement::Run => Verdict::Run,
+            Judgement::Deny { rule } => Verdict::Deny { rule },
+            Judgement::Unchecked { reason } => Verdict::Unchecked { reason },
+            Judgement::Ask(asking) => Verdict::Ask {
+                reason: asking
+                    .into_iter()
+                    .next()
+                    .map(|a| a.reason)
+                    .unwrap_or_default(),
+            },
+        }
+    }
+}
+
+pub fn judge(command: &str, rules: &Gate) -> Judgement {
     let invocations = match shell::parse(command, 0) {
         Ok(script) => walk::invocations(&script),
         Err(e) => {
             let layer = layer::Layer::written(&shell::collapse(command), Vec::new());
             if let Some(rule) = first_match(&rules.deny, &layer, List::AskOrDeny) {
-                return Verdict::Deny { rule: rule.into() };
+                return Judgement::Deny { rule: rule.into() };
             }
             if !rules.deny.is_empty() {
-                return Verdict::Unchecked {
+                return Judgement::Unchecked {
                     reason: unchecked(
                         &rules.deny,
                         &format!("the gate could not parse this command to check it ({e})"),
@@ -292,17 +349,18 @@ pub fn classify(command: &str, rules: &Gate) -> Verdict {
                 };
             }
             return match rules.mode {
-                Mode::Never => Verdict::Run,
-                _ => Verdict::Ask {
+                Mode::Never => Judgement::Run,
+                _ => Judgement::Ask(vec![Asking {
                     reason: format!("could not parse the command: {e}"),
-                },
+                    exact: None,
+                }]),
             };
         }
     };
     let layers = invocations.iter().flat_map(|i| &i.layers);
     for layer in layers.clone() {
         if let Some(rule) = first_match(&rules.deny, layer, List::AskOrDeny) {
-            return Verdict::Deny { rule: rule.into() };
+            return Judgement::Deny { rule: rule.into() };
         }
     }
     // Before `allow` and the mode: neither may let through what the deny rules cannot see.
@@ -314,18 +372,20 @@ pub fn classify(command: &str, rules: &Gate) -> Verdict {
             "what this command runs is known only at run time: {why} in `{}`",
             shorten(raw)
         );
-        return Verdict::Unchecked {
+        return Judgement::Unchecked {
             reason: unchecked(&rules.deny, &what),
         };
     }
     if rules.mode == Mode::Never {
-        return Verdict::Run;
+        return Judgement::Run;
     }
     if rules.mode == Mode::Always && invocations.is_empty() {
-        return Verdict::Ask {
+        return Judgement::Ask(vec![Asking {
             reason: "permissions.bash.mode is \"always\"".into(),
-        };
+            exact: None,
+        }]);
     }
+    let mut asking = Vec::new();
     for invocation in &invocations {
         for (k, layer) in invocation.layers.iter().enumerate() {
             let allowed = invocation.layers[..=k]
@@ -344,12 +404,26 @@ pub fn classify(command: &str, rules: &Gate) -> Verdict {
             } else {
                 continue;
             };
-            return Verdict::Ask {
-                reason: format!("{reason} in `{}`", shorten(&layer.raw)),
-            };
+            let known = layer.unseen.is_empty() && layer.words.iter().all(|w| w.known);
+            let reason = format!("{reason} in `{}`", shorten(&layer.raw));
+            let exact = known.then(|| Exact {
+                command: layer.resolved(),
+                written: layer.raw.clone(),
+                reasons: layer
+                    .flags
+                    .iter()
+                    .cloned()
+                    .chain([reason.clone()])
+                    .collect(),
+            });
+            asking.push(Asking { reason, exact });
         }
     }
-    Verdict::Run
+    if asking.is_empty() {
+        Judgement::Run
+    } else {
+        Judgement::Ask(asking)
+    }
 }
 
 /// Why `deny` cannot be checked (`what`), naming the rules.
