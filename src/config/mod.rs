@@ -13,9 +13,9 @@ pub mod settings;
 mod tools;
 pub mod trust;
 
+use crate::gate::classify::Gate;
 use crate::mcp::{self, McpConfig};
 use crate::protocol::{Model, ThinkingLevel};
-use crate::tools::permission::Gate;
 use crate::warnings::Warnings;
 pub use cli::{Cli, Mode};
 pub use error::ConfigError;

@@ -61,7 +61,7 @@ fn canonical(path: &Path) -> PathBuf {
 
 /// The decision `trust.json` saved for `here` or its closest ancestor that has one.
 fn saved(file: &Path, here: &Path, warnings: &mut Vec<String>) -> Option<bool> {
-    let text = match crate::tools::safe_open::read_to_string(file) {
+    let text = match crate::files::safe_open::read_to_string(file) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         Err(e) => {
