@@ -431,6 +431,8 @@ pub async fn export_file(file: PathBuf, output: Option<PathBuf>) -> Result<PathB
                 let stem = file.file_stem().unwrap_or_default().to_string_lossy();
                 PathBuf::from(format!("nova-session-{stem}.html"))
             });
+            let cwd = std::env::current_dir().map_err(|e| format!("Cannot export: {e}"))?;
+            let path = cwd.join(path);
             let page = render_html(&meta, &context.messages);
             write_export(&path, None, &page, commit)?;
             Ok(path)

@@ -325,8 +325,9 @@ mod tests {
 
     #[test]
     fn a_value_or_anything_after_the_separator_is_not_rewritten() {
-        let cli = parse(&["--name", "-na", "-n", "-nc", "--", "-np"]);
-        assert_eq!(cli.name.as_deref(), Some("-nc"));
+        let cli = parse(&["-n", "-na", "--session-id", "-nc", "--", "-np"]);
+        assert_eq!(cli.name.as_deref(), Some("-na"));
+        assert_eq!(cli.session_id.as_deref(), Some("-nc"));
         assert!(!cli.no_approve && !cli.no_context_files);
         assert_eq!(cli.prompts, ["-np"]);
         let cli = parse(&[

@@ -7,7 +7,7 @@ use super::providers::LONG;
 use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::{Nova, openai_models, wait_or_kill};
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// A temp agent dir and cwd for runs that exit by themselves.
@@ -301,13 +301,17 @@ fn export_writes_a_session_file_as_a_page() {
     let file = file.to_str().unwrap();
     let r = dirs.run(&["--export", file, "out.html"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert_eq!(r.stdout.trim(), "Exported to: out.html");
-    let page = std::fs::read_to_string(dirs.cwd.join("out.html")).unwrap();
+    let out = dirs.cwd.join("out.html");
+    assert_eq!(r.stdout.trim(), format!("Exported to: {}", out.display()));
+    let page = std::fs::read_to_string(&out).unwrap();
     assert!(page.contains("stored reply") && page.contains("remember this"));
     let r = dirs.run(&["--export", file]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let written = r.stdout.trim().strip_prefix("Exported to: ").unwrap();
-    assert!(dirs.cwd.join(written).is_file(), "{written}");
+    assert!(
+        Path::new(written).is_file() && written.ends_with(".html"),
+        "{written}"
+    );
     let r = dirs.run(&["--export", "no-such.jsonl"]);
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("no-such.jsonl"), "{}", r.stderr);
