@@ -1,9 +1,8 @@
 //! Commands → agent calls → exactly one response each. Commands that wait for the agent
 //! (`abort`, `compact`) or for the disk (`export_html`, which takes the conversation at once and
-//! writes it within a time bound) answer from their own task, so other commands are served
-//! meanwhile; `switch_session` runs off the runtime thread but is awaited here, so the commands
-//! after it see its effect. This is the one place where agent errors become
-//! wire text.
+//! writes it within a time bound; `list_sessions`) answer from their own task, so other commands
+//! are served meanwhile; `switch_session` runs off the runtime thread but is awaited here, so the
+//! commands after it see its effect. This is the one place where agent errors become wire text.
 
 use super::Outbox;
 use super::images;
@@ -221,10 +220,13 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
         Command::GetTools {} => Ok(Some(ResponseData::Tools {
             tools: agent.tools(),
         })),
-        Command::ListSessions { all } => agent
-            .list_sessions(all)
-            .await
-            .map(|sessions| Some(ResponseData::Sessions { sessions })),
+        Command::ListSessions { all } => {
+            let listing = agent.list_sessions(all);
+            return answer_later(out, id, name, async move {
+                let sessions = listing.await?;
+                Ok(Some(ResponseData::Sessions { sessions }))
+            });
+        }
         Command::SetActiveTools { tools } => agent
             .set_active_tools(tools)
             .map(|tools| Some(ResponseData::Tools { tools })),
