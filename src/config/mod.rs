@@ -479,7 +479,8 @@ fn permission_rules(settings: &Settings, warnings: &mut Vec<String>) -> Gate {
 }
 
 /// Which tools are active: the default set follows the model (image tools only for models that
-/// take images); `--tools`/`--no-tools` fix the set whatever the model.
+/// take images); `--tools`/`--no-tools` fix the set whatever the model, and bound it: neither a
+/// resumed session's recorded set nor `set_active_tools` can add a built-in tool they left out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolSelection {
     Default,
@@ -487,6 +488,14 @@ pub enum ToolSelection {
 }
 
 impl ToolSelection {
+    /// Whether the command line lets `tool` be offered at all.
+    pub fn allows(&self, tool: Tool) -> bool {
+        match self {
+            ToolSelection::Default => true,
+            ToolSelection::Only(tools) => tools.contains(&tool),
+        }
+    }
+
     pub fn active(&self, model: Option<&Model>) -> Vec<Tool> {
         match self {
             ToolSelection::Default => default_tools(model.is_some_and(Model::accepts_images)),
