@@ -403,7 +403,7 @@ impl Registry {
             Some(raw) => Some(
                 secret::resolve_in(
                     raw,
-                    secret::Syntax::WholeValue,
+                    secret::Syntax::Template,
                     Some(&self.command_cache),
                     var,
                 )
@@ -485,10 +485,10 @@ impl Registry {
         })
     }
 
-    /// A configured secret, as Pi reads models.json ([`secret::Syntax::WholeValue`]); each
+    /// A configured secret, as Pi reads models.json ([`secret::Syntax::Template`]); each
     /// `!command` runs once per process.
     pub async fn resolve_value(&self, raw: &str) -> Result<String, String> {
-        secret::resolve(raw, secret::Syntax::WholeValue, Some(&self.command_cache)).await
+        secret::resolve(raw, secret::Syntax::Template, Some(&self.command_cache)).await
     }
 }
 
