@@ -175,3 +175,56 @@ fn a_fifo_where_a_context_or_settings_file_belongs_does_not_hang_startup() {
     let stderr = nova.stderr_with("settings.json");
     assert!(stderr.contains("not a regular file (a FIFO)"), "{stderr}");
 }
+
+/// Issue 30 item 12: a context file another user can have written — in a directory others can
+/// write (not sticky, or sticky but the file is not the user's), or owned by another non-root
+/// user — stays out of the system prompt, and one stderr line names each one skipped.
+#[test]
+fn context_files_other_users_can_change_are_skipped_and_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let base = tempfile::tempdir().unwrap();
+    let base_path = std::fs::canonicalize(base.path()).unwrap();
+    let open = base_path.join("open");
+    let sticky = open.join("sticky");
+    let theirs = sticky.join("theirs");
+    let work = theirs.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    for (dir, mode, text) in [
+        (&open, 0o777, "RULES FROM A WORLD-WRITABLE DIR"),
+        (&sticky, 0o1777, "RULES OF MINE IN A STICKY DIR"),
+        (&theirs, 0o755, "RULES FROM ANOTHER USER"),
+        (&work, 0o755, "RULES OF MY PROJECT"),
+    ] {
+        std::fs::write(dir.join("AGENTS.md"), text).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    // Another user's file needs root to make; without it that case is left out.
+    let chowned = std::os::unix::fs::chown(theirs.join("AGENTS.md"), Some(65534), Some(65534));
+    let mock = MockLlm::start();
+    mock.push(Reply::text("ok"));
+    let mut nova = Nova::builder()
+        .dirs(base_path.join("agent"), &work)
+        .ollama(&mock)
+        .spawn();
+    nova.run_prompt("hi");
+    let system = super::cli::system_message(&mock.chat_requests()[0]);
+    assert!(system.contains("RULES OF MY PROJECT"), "{system}");
+    assert!(system.contains("RULES OF MINE IN A STICKY DIR"), "{system}");
+    assert!(!system.contains("WORLD-WRITABLE"), "{system}");
+    let stderr = nova.stderr_with("skipped context files");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("skipped context files"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    let open_file = open.join("AGENTS.md");
+    assert!(lines[0].contains(open_file.to_str().unwrap()), "{stderr}");
+    if chowned.is_ok() {
+        assert!(!system.contains("ANOTHER USER"), "{system}");
+        let their_file = theirs.join("AGENTS.md");
+        assert!(lines[0].contains(their_file.to_str().unwrap()), "{stderr}");
+    }
+    for dir in [&open, &sticky] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
