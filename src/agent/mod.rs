@@ -31,13 +31,13 @@ pub use sink::{EventSink, Sink};
 
 use crate::config::{Config, Registry, RetrySettings, ScopedModel, ToolSelection};
 use crate::context::PromptSource;
+use crate::gate::classify::Gate;
 use crate::protocol::{
     CompactionReason, CompactionResult, ContentBlock, Event, Message, Model, QueueMode,
     SlashCommand, State as WireState, StreamingBehavior, ThinkingLevel, UserContent, UserMessage,
 };
 use crate::provider::http::SharedClient;
 use crate::session::{Session, SessionError};
-use crate::tools::permission::Gate;
 use crate::warnings::Warnings;
 use compaction::CompactionSettings;
 use queue::Queue;

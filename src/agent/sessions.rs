@@ -4,12 +4,12 @@
 use super::{Agent, CommandError, State, models};
 use crate::config::{Config, Resume};
 use crate::export::{ExportMeta, render_html};
+use crate::files::{fs, safe_open};
 use crate::protocol::{
     ContextUsage, Event, ForkMessage, Message, ResponseData, SessionListing, SessionStats,
     TokenTotals, Usage,
 };
 use crate::session::{Body, Session, SessionError, paths};
-use crate::tools::{fs, safe_open};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

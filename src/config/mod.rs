@@ -11,9 +11,9 @@ pub mod radius;
 pub mod scope;
 pub mod settings;
 
+use crate::gate::classify::Gate;
 use crate::mcp::{self, McpConfig};
 use crate::protocol::{Model, ThinkingLevel};
-use crate::tools::permission::Gate;
 use crate::tools::{Tool, default_tools};
 use crate::warnings::Warnings;
 pub use cli::{Cli, Mode};

@@ -13,9 +13,9 @@
 //! `skills` and `prompts` (lists of files or directories) are not merged but added up, user's
 //! first, as in Pi: a relative path counts from the directory of the file that lists it.
 
+use crate::gate::classify::{Mode as GateMode, Rules};
 use crate::protocol::{QueueMode, SourceScope, ThinkingLevel};
 use crate::sandbox::{Mode as SandboxMode, SandboxSettings};
-use crate::tools::permission::{Mode as GateMode, Rules};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -763,7 +763,7 @@ fn listed_paths(
     entries
         .iter()
         .map(|entry| ListedPath {
-            path: crate::tools::path::resolve(entry, dir),
+            path: crate::files::path::resolve(entry, dir),
             scope,
         })
         .collect()
@@ -790,7 +790,7 @@ fn is_trusted(list: Option<Value>, cwd: &Path, warnings: &mut Vec<String>) -> bo
 /// `Ok(None)` when the file does not exist. An invalid file is an error naming the file, line
 /// and column.
 fn read_object(path: &Path) -> Result<Option<Map<String, Value>>, String> {
-    let text = match crate::tools::safe_open::read_to_string(path) {
+    let text = match crate::files::safe_open::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),

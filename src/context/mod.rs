@@ -190,7 +190,7 @@ fn tool_summary(tool: Tool) -> &'static str {
 fn read_first(paths: &[PathBuf]) -> Option<String> {
     paths
         .iter()
-        .find_map(|p| crate::tools::safe_open::read_to_string(p).ok())
+        .find_map(|p| crate::files::safe_open::read_to_string(p).ok())
 }
 
 /// One context file per directory: the agent dir's first, then root → cwd. A file someone
@@ -207,7 +207,7 @@ fn context_files(agent_dir: &Path, cwd: &Path) -> (Vec<(PathBuf, String)>, Optio
     for dir in dirs {
         for name in ["AGENTS.md", "CLAUDE.md"] {
             let path = dir.join(name);
-            let Ok(mut file) = crate::tools::safe_open::open_regular(&path) else {
+            let Ok(mut file) = crate::files::safe_open::open_regular(&path) else {
                 continue;
             };
             if seen.contains(&path) {

@@ -170,7 +170,7 @@ fn listed(
         .iter()
         .map(|l| (clean(&l.path), Location::Setting { scope: l.scope }));
     let from_flags = flags.iter().map(|p| {
-        let absolute = crate::tools::path::resolve(&p.to_string_lossy(), cwd);
+        let absolute = crate::files::path::resolve(&p.to_string_lossy(), cwd);
         (clean(&absolute), Location::Flag)
     });
     from_settings.chain(from_flags).collect()

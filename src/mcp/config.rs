@@ -281,7 +281,7 @@ fn is_empty_dir(path: &Path) -> bool {
 }
 
 fn read_file(path: &Path, warnings: &mut Vec<String>) -> Option<Map<String, Value>> {
-    let text = match crate::tools::safe_open::read_to_string(path) {
+    let text = match crate::files::safe_open::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         // The empty directory the sandbox keeps at a missing `.mcp.json` while commands run.

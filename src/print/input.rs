@@ -70,7 +70,7 @@ fn attach_file(
     text: &mut String,
     images: &mut Vec<ContentBlock>,
 ) -> Result<(), String> {
-    let path = crate::tools::path::resolve(raw, cwd);
+    let path = crate::files::path::resolve(raw, cwd);
     let shown = path.display();
     let bytes = std::fs::read(&path).map_err(|e| format!("cannot attach @{raw} ({shown}): {e}"))?;
     if bytes.is_empty() {
