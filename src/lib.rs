@@ -18,6 +18,8 @@
 pub mod acp;
 pub mod agent;
 pub mod attach;
+pub mod auth_command;
+pub mod commands;
 pub mod config;
 pub mod context;
 pub mod export;

@@ -26,7 +26,7 @@ pub use error::CommandError;
 pub use permission::{Approval, FlaggedCommand, Unattended};
 pub use queue::QueueFull;
 pub use runtime::{OpenError, Prepared, Runtime};
-pub use sessions::startup_session;
+pub use sessions::{export_file, startup_session};
 pub use sink::{EventSink, Sink};
 
 use crate::config::{Config, Registry, RetrySettings, ScopedModel, ToolSelection};

@@ -40,6 +40,8 @@ pub struct PromptFiles<'a> {
     /// takes a project's replacement or addition to the system prompt only from a trusted
     /// project. Context files (`AGENTS.md`) load either way, as in Pi.
     pub project_trusted: bool,
+    /// `false` with `--no-context-files`: no `AGENTS.md` or `CLAUDE.md` is read.
+    pub context_files: bool,
     /// `--system-prompt` and `--append-system-prompt`, which win over every file.
     pub custom: Option<&'a str>,
     pub append: Option<&'a str>,
@@ -75,11 +77,15 @@ impl PromptSource {
         if !skipped.is_empty() {
             warnings.push(format!(
                 "the project is not trusted, so {} does not change the system prompt; trust it \
-                 with --trust-project or the trustedProjects setting",
+                 with --approve, trust.json or the trustedProjects setting",
                 skipped.join(" and ")
             ));
         }
-        let (context, skipped) = context_files(files.agent_dir, files.cwd);
+        let (context, skipped) = if files.context_files {
+            context_files(files.agent_dir, files.cwd)
+        } else {
+            (Vec::new(), None)
+        };
         warnings.extend(skipped);
         let source = PromptSource {
             custom,
@@ -276,6 +282,7 @@ mod tests {
         std::fs::write(cwd.join("AGENTS.md"), "sub rules").unwrap();
         std::fs::write(cwd.join("CLAUDE.md"), "ignored: AGENTS.md wins").unwrap();
         let files = |custom, append| PromptFiles {
+            context_files: true,
             agent_dir: agent.path(),
             cwd: &cwd,
             project_trusted: false,
@@ -318,6 +325,7 @@ mod tests {
         std::fs::write(cwd.path().join(".nova/APPEND_SYSTEM.md"), "PROJECT APPEND").unwrap();
         let load = |project_trusted| {
             let (source, warnings) = PromptSource::load(&PromptFiles {
+                context_files: true,
                 agent_dir: agent.path(),
                 cwd: cwd.path(),
                 project_trusted,
@@ -332,7 +340,7 @@ mod tests {
         assert!(!untrusted.contains("PROJECT"), "{untrusted}");
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].contains(".nova/SYSTEM.md and "), "{warnings:?}");
-        assert!(warnings[0].contains("--trust-project"), "{warnings:?}");
+        assert!(warnings[0].contains("--approve"), "{warnings:?}");
         let (trusted, warnings) = load(true);
         assert!(
             trusted.starts_with("PROJECT SYSTEM\n\nPROJECT APPEND"),

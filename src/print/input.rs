@@ -83,7 +83,7 @@ fn attach_file(
         return Ok(());
     }
     let attached = attach::count(images.len() + 1)
-        .and_then(|()| attach::image(Data::Bytes(bytes), None, &path));
+        .and_then(|()| attach::image(Data::Bytes(bytes), None, &path, attach::Oversize::Shrink));
     let note = match attached {
         Ok(Attached { block, resized }) => {
             images.push(block);
