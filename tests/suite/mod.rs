@@ -12,6 +12,7 @@ mod cli;
 mod compaction;
 mod crash;
 mod differential;
+mod docs;
 mod export;
 mod github_copilot;
 mod google;
