@@ -1,6 +1,7 @@
 //! Images attached to Pi's `prompt`, `steer` and `follow_up` commands, whatever transport
 //! brought them, checked on arrival (RPC.md) by the one attachment policy ([`crate::attach`]):
-//! a bad attachment is refused with the index and the problem, before anything changes.
+//! a bad attachment, or one over 5 MiB, is refused with the index and the problem, before
+//! anything changes.
 
 use super::{Data, MAX_IMAGES};
 use crate::protocol::{ContentBlock, ImageInput};
@@ -26,6 +27,7 @@ fn validate_one(image: ImageInput) -> Result<ContentBlock, String> {
         Data::Base64(image.data),
         Some(&image.mime_type),
         Path::new("the image"),
+        super::Oversize::Refuse,
     )
     .map_err(|e| e.to_string())?;
     Ok(attached.block)

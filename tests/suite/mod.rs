@@ -31,6 +31,7 @@ mod orphans;
 mod parity;
 mod permission;
 mod pi_client;
+mod pi_flags;
 mod project_trust;
 mod protocol;
 mod providers;
