@@ -53,16 +53,19 @@ impl PromptSource {
     /// The second value names project files skipped because the project is not trusted, and
     /// context files skipped because other users can change them.
     pub fn load(files: &PromptFiles) -> (Self, Vec<String>) {
-        let project = files.cwd.join(".nova");
         let mut skipped = Vec::new();
+        // nova's project dir, then Pi's, then the agent dir: the first file found is used.
         let mut candidates = |name: &str| {
-            let mut paths = vec![files.agent_dir.join(name)];
-            let own = project.join(name);
-            if files.project_trusted {
-                paths.insert(0, own);
-            } else if own.exists() {
-                skipped.push(own.display().to_string());
+            let mut paths = Vec::new();
+            for dir in [".nova", ".pi"] {
+                let own = files.cwd.join(dir).join(name);
+                if files.project_trusted {
+                    paths.push(own);
+                } else if own.exists() {
+                    skipped.push(own.display().to_string());
+                }
             }
+            paths.push(files.agent_dir.join(name));
             paths
         };
         let custom = files

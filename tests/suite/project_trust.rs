@@ -311,3 +311,42 @@ fn trust_is_decided_as_pi_decides_it() {
         "nor its own trustedProjects"
     );
 }
+
+/// A repository that keeps Pi's project dir: its system prompt, skills and templates count
+/// once the project is trusted, as `.nova/`'s do, and nova's own file wins where both exist.
+#[test]
+fn pis_project_dir_is_read_under_the_same_trust() {
+    let mock = MockLlm::start();
+    let project = || {
+        Nova::builder()
+            .openai(&mock)
+            .file(".pi/SYSTEM.md", "PI SYSTEM PROMPT")
+            .file(".pi/APPEND_SYSTEM.md", "PI APPENDIX")
+            .file(".nova/APPEND_SYSTEM.md", "NOVA APPENDIX")
+            .file(
+                ".pi/skills/pi-skill/SKILL.md",
+                "---\nname: pi-skill\ndescription: PI SKILL\n---\nbody\n",
+            )
+            .file(
+                ".pi/prompts/fix.md",
+                "---\ndescription: PI TEMPLATE\n---\nFix it",
+            )
+    };
+    let (system, rest, _) = system_prompt_and_commands(project().args(["-a"]).spawn(), &mock);
+    assert!(system.contains("PI SYSTEM PROMPT"), "{system}");
+    assert!(
+        system.contains("NOVA APPENDIX") && !system.contains("PI APPENDIX"),
+        "{system}"
+    );
+    assert!(
+        rest.contains("PI TEMPLATE") && rest.contains("PI SKILL"),
+        "{rest}"
+    );
+    let (system, rest, stderr) = system_prompt_and_commands(project().spawn(), &mock);
+    assert!(!system.contains("PI SYSTEM PROMPT"), "{system}");
+    assert!(
+        !rest.contains("PI TEMPLATE") && !rest.contains("PI SKILL"),
+        "{rest}"
+    );
+    assert!(stderr.contains(".pi/SYSTEM.md"), "{stderr}");
+}
