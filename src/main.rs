@@ -1,6 +1,8 @@
 //! `nova`: flags → the runtime → the front end they choose, which opens the session they
 //! describe: the RPC loop (`--mode rpc`), the Agent Client Protocol for editors (`--mode acp`),
-//! or the prompts on the command line run once (print mode, or `--mode json`); or `nova login|logout <provider>`, which only edits auth.json. Exit codes: 0 success, 1 a failed run or startup, 2 a usage
+//! or the prompts on the command line run once (print mode, or `--mode json`); or `nova
+//! login|logout <provider>`, which only edits auth.json; or `nova update --models`, which only
+//! refreshes the model catalog. Exit codes: 0 success, 1 a failed run or startup, 2 a usage
 //! error.
 
 use clap::Parser;
@@ -34,6 +36,12 @@ fn main() -> ExitCode {
     if let Some(request) = nova::login::parse(&args) {
         return match request {
             Ok(request) => login(request),
+            Err(code) => code,
+        };
+    }
+    if let Some(request) = nova::update::parse(&args) {
+        return match request {
+            Ok(request) => update(request),
             Err(code) => code,
         };
     }
@@ -133,6 +141,17 @@ fn login(request: nova::login::Request) -> ExitCode {
         .build()
     {
         Ok(rt) => rt.block_on(nova::login::run(request, &nova::config::agent_dir())),
+        Err(e) => fatal(&format!("cannot start the async runtime: {e}")),
+    }
+}
+
+/// `nova update --models`: no session, only the agent dir's catalog.
+fn update(request: nova::update::Request) -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(nova::update::run(request, &nova::config::agent_dir())),
         Err(e) => fatal(&format!("cannot start the async runtime: {e}")),
     }
 }
