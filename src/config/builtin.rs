@@ -571,6 +571,8 @@ mod tests {
         let source: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("source.json")).unwrap())
                 .unwrap();
+        // Models whose thinking format nova does not speak: listed, thinking the detected way.
+        let mut unsupported = Vec::new();
         for builtin in CATALOG {
             for var in builtin.key_vars {
                 assert!(var.contains("_KEY") || var.contains("_TOKEN"), "{var}");
@@ -589,9 +591,6 @@ mod tests {
             ids.sort_unstable();
             ids.dedup();
             assert_eq!(ids.len(), models.len(), "ids are unique in {}", provider.name);
-            for (entry, m) in entries.iter().zip(&models).skip(1) {
-                assert_eq!(entry.id, m.id, "the order is the file's after the default");
-            }
             for m in &models {
                 let what = format!("{}/{}", m.provider, m.id);
                 assert!(!m.name.is_empty(), "{what}");
@@ -611,13 +610,21 @@ mod tests {
                 if let Some(compat) = &m.compat {
                     let mut warnings = Vec::new();
                     crate::provider::compat::check(&what, compat.written(), &mut warnings);
-                    assert_eq!(warnings, Vec::<String>::new());
+                    if warnings.iter().all(|w| w.contains("not supported by nova")) {
+                        unsupported.extend(warnings.iter().map(|_| what.clone()));
+                    } else {
+                        panic!("{warnings:?}");
+                    }
                 }
                 if m.reasoning {
                     assert!(m.thinking_levels().iter().any(|l| *l != Off), "{what}");
                 }
             }
         }
+        assert_eq!(
+            unsupported,
+            ["baseten/zai-org/GLM-5.2", "baseten/zai-org/GLM-5.2-Fast"]
+        );
     }
 
     #[test]
