@@ -18,10 +18,14 @@
 pub mod acp;
 pub mod agent;
 pub mod attach;
+pub mod auth_command;
+pub mod commands;
 pub mod config;
 pub mod context;
 pub mod export;
+pub mod files;
 pub mod frontend;
+pub mod gate;
 pub mod glob;
 pub mod login;
 pub mod mcp;

@@ -42,7 +42,7 @@ pub fn parse(args: &[String]) -> Option<Result<Request, ExitCode>> {
         usage_error(&format!(
             "usage: nova {command} <provider>{} (a built-in one: {})",
             if login {
-                " [--api-key] [--device] [--enterprise <GitHub Enterprise domain>]"
+                " [--api-key] [--device|--no-browser] [--enterprise <GitHub Enterprise domain>]"
             } else {
                 ""
             },
@@ -76,7 +76,8 @@ pub fn parse(args: &[String]) -> Option<Result<Request, ExitCode>> {
         flags = more;
         match flag.as_str() {
             "--api-key" => request.api_key = true,
-            "--device" => request.device = true,
+            // Pi's `--no-browser`: its other sign-in method, a device code.
+            "--device" | "--no-browser" => request.device = true,
             "--enterprise" => match flags.split_first() {
                 Some((domain, more)) if !domain.starts_with('-') => {
                     request.enterprise = Some(domain.clone());

@@ -689,6 +689,7 @@ fn spec(cwd: &Path, resume: Resume, servers: &[acp::McpServer]) -> Result<Sessio
         resume,
         model: None,
         mcp_servers,
+        name: None,
     })
 }
 

@@ -26,18 +26,18 @@ pub use error::CommandError;
 pub use permission::{Approval, FlaggedCommand, Unattended};
 pub use queue::QueueFull;
 pub use runtime::{OpenError, Prepared, Runtime};
-pub use sessions::startup_session;
+pub use sessions::{export_file, startup_session};
 pub use sink::{EventSink, Sink};
 
 use crate::config::{Config, Registry, RetrySettings, ScopedModel, ToolSelection};
 use crate::context::PromptSource;
+use crate::gate::classify::Gate;
 use crate::protocol::{
     CompactionReason, CompactionResult, ContentBlock, Event, Message, Model, QueueMode,
     SlashCommand, State as WireState, StreamingBehavior, ThinkingLevel, UserContent, UserMessage,
 };
 use crate::provider::http::SharedClient;
 use crate::session::{Session, SessionError};
-use crate::tools::permission::Gate;
 use crate::warnings::Warnings;
 use compaction::CompactionSettings;
 use queue::Queue;

@@ -17,8 +17,10 @@ pub(super) struct Tools {
     pub(super) active: Arc<[Tool]>,
     pub(super) specs: Arc<[ToolSpec]>,
     pub(super) system_prompt: Arc<str>,
-    /// The client's set, which also decides the MCP tools; `None` offers every MCP tool.
+    /// The client's set, which also decides the MCP tools; `None` offers the MCP tools the
+    /// startup selection offers.
     named: Option<Arc<[String]>>,
+    startup: Arc<ToolSelection>,
 }
 
 impl Tools {
@@ -37,14 +39,16 @@ impl Tools {
             system_prompt: source.render(&active).into(),
             active: active.into(),
             named,
+            startup: Arc::new(startup.clone()),
         }
     }
 
     /// Whether the model may see and call the MCP tool `name`.
     pub(super) fn offers_mcp(&self, name: &str) -> bool {
-        self.named
-            .as_ref()
-            .is_none_or(|names| names.iter().any(|n| n == name))
+        match &self.named {
+            Some(names) => names.iter().any(|n| n == name),
+            None => self.startup.offers_mcp(name),
+        }
     }
 }
 

@@ -129,6 +129,20 @@ impl Registry {
             || self.auth.has(provider)
     }
 
+    /// The OAuth login auth.json holds for `provider`, unless `--api-key` replaced it.
+    pub fn login(&self, provider: &str) -> Option<&super::oauth::Tokens> {
+        let replaced = self
+            .runtime_key
+            .as_ref()
+            .is_some_and(|(p, _)| p == provider);
+        self.auth.oauth(provider).filter(|_| !replaced)
+    }
+
+    /// Where auth.json is (a refreshed login is written back there).
+    pub fn auth_path(&self) -> &Path {
+        self.auth.path()
+    }
+
     /// Parses a models.json. `Ok(None)` when the file does not exist.
     pub fn from_file(
         path: &Path,

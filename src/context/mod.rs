@@ -40,6 +40,8 @@ pub struct PromptFiles<'a> {
     /// takes a project's replacement or addition to the system prompt only from a trusted
     /// project. Context files (`AGENTS.md`) load either way, as in Pi.
     pub project_trusted: bool,
+    /// `false` with `--no-context-files`: no `AGENTS.md` or `CLAUDE.md` is read.
+    pub context_files: bool,
     /// `--system-prompt` and `--append-system-prompt`, which win over every file.
     pub custom: Option<&'a str>,
     pub append: Option<&'a str>,
@@ -74,14 +76,18 @@ impl PromptSource {
         if !skipped.is_empty() {
             warnings.push(format!(
                 "the project is not trusted, so {} does not change the system prompt; trust it \
-                 with --trust-project or the trustedProjects setting",
+                 with --approve, trust.json or the trustedProjects setting",
                 skipped.join(" and ")
             ));
         }
         let source = PromptSource {
             custom,
             append,
-            files: context_files(files.agent_dir, files.cwd),
+            files: if files.context_files {
+                context_files(files.agent_dir, files.cwd)
+            } else {
+                Vec::new()
+            },
             cwd: files.cwd.to_path_buf(),
             date: files.date.to_owned(),
             resources: Resources::default(),
@@ -187,7 +193,7 @@ fn tool_summary(tool: Tool) -> &'static str {
 fn read_first(paths: &[PathBuf]) -> Option<String> {
     paths
         .iter()
-        .find_map(|p| crate::tools::safe_open::read_to_string(p).ok())
+        .find_map(|p| crate::files::safe_open::read_to_string(p).ok())
 }
 
 /// One context file per directory: the agent dir's first, then root → cwd.
@@ -201,7 +207,7 @@ fn context_files(agent_dir: &Path, cwd: &Path) -> Vec<(PathBuf, String)> {
     for dir in dirs {
         for name in ["AGENTS.md", "CLAUDE.md"] {
             let path = dir.join(name);
-            if let Ok(text) = crate::tools::safe_open::read_to_string(&path) {
+            if let Ok(text) = crate::files::safe_open::read_to_string(&path) {
                 if !seen.contains(&path) {
                     seen.push(path.clone());
                     files.push((path, text));
@@ -229,6 +235,7 @@ mod tests {
         std::fs::write(cwd.join("AGENTS.md"), "sub rules").unwrap();
         std::fs::write(cwd.join("CLAUDE.md"), "ignored: AGENTS.md wins").unwrap();
         let files = |custom, append| PromptFiles {
+            context_files: true,
             agent_dir: agent.path(),
             cwd: &cwd,
             project_trusted: false,
@@ -271,6 +278,7 @@ mod tests {
         std::fs::write(cwd.path().join(".nova/APPEND_SYSTEM.md"), "PROJECT APPEND").unwrap();
         let load = |project_trusted| {
             let (source, warnings) = PromptSource::load(&PromptFiles {
+                context_files: true,
                 agent_dir: agent.path(),
                 cwd: cwd.path(),
                 project_trusted,
@@ -285,7 +293,7 @@ mod tests {
         assert!(!untrusted.contains("PROJECT"), "{untrusted}");
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].contains(".nova/SYSTEM.md and "), "{warnings:?}");
-        assert!(warnings[0].contains("--trust-project"), "{warnings:?}");
+        assert!(warnings[0].contains("--approve"), "{warnings:?}");
         let (trusted, warnings) = load(true);
         assert!(
             trusted.starts_with("PROJECT SYSTEM\n\nPROJECT APPEND"),

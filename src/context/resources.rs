@@ -32,6 +32,9 @@ pub struct Sources<'a> {
     /// `--skill` and `--prompt-template`, relative to the cwd.
     pub skill_flags: &'a [PathBuf],
     pub template_flags: &'a [PathBuf],
+    /// `false` with `--no-skills` / `--no-prompt-templates`: only the flags' paths are read.
+    pub discover_skills: bool,
+    pub discover_templates: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -72,7 +75,7 @@ impl Resources {
         if !skipped.is_empty() {
             warnings.push(format!(
                 "the project is not trusted, so its skills and prompt templates are not loaded \
-                 ({}); trust it with --trust-project or the trustedProjects setting",
+                 ({}); trust it with --approve, trust.json or the trustedProjects setting",
                 skipped.join(", ")
             ));
         }
@@ -109,6 +112,9 @@ impl Resources {
 }
 
 fn skill_locations(sources: &Sources) -> Vec<(PathBuf, Location)> {
+    if !sources.discover_skills {
+        return listed(&[], sources.skill_flags, sources.cwd);
+    }
     let mut out = vec![auto(
         sources.agent_dir.join("skills"),
         SourceScope::User,
@@ -133,6 +139,9 @@ fn skill_locations(sources: &Sources) -> Vec<(PathBuf, Location)> {
 }
 
 fn template_locations(sources: &Sources) -> Vec<(PathBuf, Location)> {
+    if !sources.discover_templates {
+        return listed(&[], sources.template_flags, sources.cwd);
+    }
     let project = sources.cwd.join(".nova");
     let mut out = vec![
         auto(
@@ -170,7 +179,7 @@ fn listed(
         .iter()
         .map(|l| (clean(&l.path), Location::Setting { scope: l.scope }));
     let from_flags = flags.iter().map(|p| {
-        let absolute = crate::tools::path::resolve(&p.to_string_lossy(), cwd);
+        let absolute = crate::files::path::resolve(&p.to_string_lossy(), cwd);
         (clean(&absolute), Location::Flag)
     });
     from_settings.chain(from_flags).collect()

@@ -1,6 +1,6 @@
 //! Images attached to `prompt`, `steer` and `follow_up`, checked on arrival (RPC.md) by the
-//! one attachment policy ([`crate::attach`]): a bad attachment is refused with the index and
-//! the problem, before anything changes.
+//! one attachment policy ([`crate::attach`]): a bad attachment, or one over 5 MiB, is refused
+//! with the index and the problem, before anything changes.
 
 use crate::attach::{self, Data, MAX_IMAGES};
 use crate::protocol::{ContentBlock, ImageInput};
@@ -26,6 +26,7 @@ fn validate_one(image: ImageInput) -> Result<ContentBlock, String> {
         Data::Base64(image.data),
         Some(&image.mime_type),
         Path::new("the image"),
+        attach::Oversize::Refuse,
     )
     .map_err(|e| e.to_string())?;
     Ok(attached.block)

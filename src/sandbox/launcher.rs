@@ -50,7 +50,7 @@ pub const SETUP_FAILED_PREFIX: &str = "nova: the sandbox could not be set up";
 pub const SETUP_FAILED_SUFFIX: &str = "; the command was not run";
 
 /// Landlock access rights are requested as of this ABI (Linux 6.10); older kernels enforce the
-/// subset they know (see the README for what that leaves out).
+/// subset they know (see docs/tools.md for what that leaves out).
 const LANDLOCK_ABI: ABI = ABI::V5;
 
 /// Devices a normal shell session writes to, in every mode.

@@ -195,7 +195,11 @@ impl Session {
     }
 
     async fn start_with(dirs: &Dirs, capabilities: acp::ClientCapabilities) -> Session {
-        let mut child = command(dirs).spawn().unwrap();
+        Session::start_command(command(dirs), capabilities).await
+    }
+
+    async fn start_command(mut command: Command, capabilities: acp::ClientCapabilities) -> Session {
+        let mut child = command.spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let seen = Arc::new(Seen::default());
@@ -698,6 +702,43 @@ async fn two_sessions_on_two_cwds_share_one_process() {
     nova.end().await;
 }
 
+/// Issue 30 item 4: an editor passes its configured flags to every folder it opens, so
+/// `--approve` trusts only the folder nova was started in; another folder's own system prompt
+/// (a file only a trusted project may use) stays out.
+#[tokio::test(flavor = "current_thread")]
+async fn approve_trusts_the_start_folder_and_no_other_one() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("for one"));
+    mock.push(Reply::text("for two"));
+    let dirs = Dirs::new(&mock);
+    let other = tempfile::tempdir().unwrap();
+    for (dir, text) in [
+        (dirs.cwd.path(), "START PROMPT"),
+        (other.path(), "OTHER PROMPT"),
+    ] {
+        std::fs::create_dir_all(dir.join(".nova")).unwrap();
+        std::fs::write(dir.join(".nova/SYSTEM.md"), text).unwrap();
+    }
+    let mut cmd = command(&dirs);
+    cmd.arg("--approve");
+    let nova = Session::start_command(cmd, acp::ClientCapabilities::new()).await;
+    let one = nova.new_session(&dirs.cwd()).await.session_id;
+    let two = nova
+        .new_session(&other.path().canonicalize().unwrap())
+        .await
+        .session_id;
+    nova.prompt(&one, "hi one").await.unwrap();
+    nova.prompt(&two, "hi two").await.unwrap();
+    let bodies: Vec<String> = mock
+        .chat_requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert!(bodies[0].contains("START PROMPT"), "{}", bodies[0]);
+    assert!(!bodies[1].contains("OTHER PROMPT"), "{}", bodies[1]);
+    nova.end().await;
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn bad_input_gets_json_rpc_errors_and_the_process_lives_on() {
     let mock = MockLlm::start();
@@ -899,6 +940,23 @@ async fn read_write_and_edit_go_through_the_editors_buffers_when_it_offers_them(
         statuses(&nova.seen.updates(&id), "e1").last(),
         Some(&acp::ToolCallStatus::Completed)
     );
+    // The finished edit says where it landed, so the editor can jump to the line.
+    let landed: Vec<acp::ToolCallLocation> = nova
+        .seen
+        .updates(&id)
+        .into_iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::ToolCallUpdate(u) if &*u.tool_call_id.0 == "e1" => {
+                u.fields.locations
+            }
+            _ => None,
+        })
+        .flatten()
+        .filter(|l| l.line.is_some())
+        .collect();
+    assert_eq!(landed.len(), 1, "{landed:?}");
+    assert_eq!(landed[0].path, cwd.join("old.txt"));
+    assert_eq!(landed[0].line, Some(1));
     nova.end().await;
 }
 

@@ -1,6 +1,7 @@
 //! What an untrusted project may still do (issue 16, class 11): its retry settings only
 //! tighten the user's, every numeric setting is bounded, and its `SYSTEM.md`,
-//! `APPEND_SYSTEM.md`, skills and prompt templates reach the model only once it is trusted.
+//! `APPEND_SYSTEM.md`, skills and prompt templates reach the model only once it is trusted, and
+//! trust is decided as Pi 1.6 decides it (flags, trust.json, defaultProjectTrust).
 
 use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::{Nova, NovaBuilder};
@@ -174,4 +175,86 @@ fn a_fifo_where_a_context_or_settings_file_belongs_does_not_hang_startup() {
     assert!(state["sessionId"].is_string(), "{state}");
     let stderr = nova.stderr_with("settings.json");
     assert!(stderr.contains("not a regular file (a FIFO)"), "{stderr}");
+}
+
+/// Whether the project's own system prompt reached the model.
+fn loads_project_files(builder: NovaBuilder, mock: &MockLlm) -> bool {
+    let (system, _, _) = system_prompt_and_commands(builder.spawn(), mock);
+    system.contains("PROJECT SYSTEM PROMPT")
+}
+
+/// Pi's order: the flag, then the saved decisions in trust.json (the closest directory wins),
+/// then the user's defaultProjectTrust; a project never decides for itself.
+#[test]
+fn trust_is_decided_as_pi_decides_it() {
+    let mock = MockLlm::start();
+    let project = || project_with_prompts(&mock);
+    let saved = |builder: NovaBuilder, decisions: &[(&std::path::Path, bool)]| {
+        let map: serde_json::Map<String, serde_json::Value> = decisions
+            .iter()
+            .map(|(dir, d)| {
+                (
+                    dir.canonicalize().unwrap().display().to_string(),
+                    (*d).into(),
+                )
+            })
+            .collect();
+        builder.agent_file("trust.json", serde_json::Value::Object(map).to_string())
+    };
+
+    assert!(
+        !loads_project_files(project(), &mock),
+        "untrusted by default"
+    );
+    assert!(loads_project_files(project().args(["-a"]), &mock));
+    assert!(loads_project_files(project().args(["--approve"]), &mock));
+
+    let b = project();
+    let parent = b.cwd().parent().unwrap().to_path_buf();
+    assert!(
+        loads_project_files(saved(b, &[(&parent, true)]), &mock),
+        "a parent's decision"
+    );
+    let b = project();
+    let (cwd, parent) = (
+        b.cwd().to_path_buf(),
+        b.cwd().parent().unwrap().to_path_buf(),
+    );
+    assert!(
+        !loads_project_files(saved(b, &[(&parent, true), (&cwd, false)]), &mock),
+        "the closest decision wins"
+    );
+    let b = project().args(["-na"]);
+    let cwd = b.cwd().to_path_buf();
+    assert!(
+        !loads_project_files(saved(b, &[(&cwd, true)]), &mock),
+        "--no-approve over a saved decision"
+    );
+
+    let always = json!({"defaultProjectTrust": "always"});
+    assert!(loads_project_files(
+        project().settings(always.clone()),
+        &mock
+    ));
+    assert!(!loads_project_files(
+        project().settings(json!({"defaultProjectTrust": "ask"})),
+        &mock
+    ));
+    assert!(
+        !loads_project_files(
+            project().file(".nova/settings.json", always.to_string()),
+            &mock
+        ),
+        "a project's own defaultProjectTrust is not read"
+    );
+    assert!(
+        !loads_project_files(
+            project().file(
+                ".nova/settings.json",
+                json!({"trustedProjects": ["."]}).to_string()
+            ),
+            &mock
+        ),
+        "nor its own trustedProjects"
+    );
 }
