@@ -162,7 +162,7 @@ async fn run_tool(program: &str, args: &[&str], cwd: &Path) -> Result<String, St
         })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let said = stderr.lines().filter(|l| !l.trim().is_empty()).last();
+        let said = stderr.lines().rev().find(|l| !l.trim().is_empty());
         return Err(format!(
             "{program} failed ({}){}",
             output.status,

@@ -374,7 +374,10 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "qwen-token-plan-cn",
-        key_vars: &["QWEN_TOKEN_PLAN_TEAM_CN_API_KEY", "QWEN_TOKEN_PLAN_CN_API_KEY"],
+        key_vars: &[
+            "QWEN_TOKEN_PLAN_TEAM_CN_API_KEY",
+            "QWEN_TOKEN_PLAN_CN_API_KEY",
+        ],
         api: Api::OpenAiCompletions,
         base_url: "https://token-plan.maas.qianwenaiapi.com/compatible-mode/v1",
         default_model: "qwen3.8-max",
@@ -384,7 +387,10 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "qwen-token-plan-individual",
-        key_vars: &["QWEN_TOKEN_PLAN_INDIVIDUAL_API_KEY", "QWEN_TOKEN_PLAN_API_KEY"],
+        key_vars: &[
+            "QWEN_TOKEN_PLAN_INDIVIDUAL_API_KEY",
+            "QWEN_TOKEN_PLAN_API_KEY",
+        ],
         api: Api::OpenAiCompletions,
         base_url: "https://token-plan.maas.qwencloudapi.com/compatible-mode/v1",
         default_model: "qwen3.8-max",
@@ -394,7 +400,10 @@ pub const CATALOG: &[Builtin] = &[
     },
     Builtin {
         name: "qwen-token-plan-individual-cn",
-        key_vars: &["QWEN_TOKEN_PLAN_INDIVIDUAL_CN_API_KEY", "QWEN_TOKEN_PLAN_CN_API_KEY"],
+        key_vars: &[
+            "QWEN_TOKEN_PLAN_INDIVIDUAL_CN_API_KEY",
+            "QWEN_TOKEN_PLAN_CN_API_KEY",
+        ],
         api: Api::OpenAiCompletions,
         base_url: "https://token-plan.maas.qianwenaiapi.com/compatible-mode/v1",
         default_model: "qwen3.8-max",
@@ -567,7 +576,10 @@ mod tests {
             .filter(|f| f != "source")
             .collect();
         files.sort_unstable();
-        assert_eq!(files, names, "a catalog file for each provider, and no other");
+        assert_eq!(
+            files, names,
+            "a catalog file for each provider, and no other"
+        );
         let source: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("source.json")).unwrap())
                 .unwrap();
@@ -585,23 +597,46 @@ mod tests {
                 "source.json counts {}",
                 builtin.name
             );
-            assert_eq!(models.len(), entries.len(), "every {} model is reachable", builtin.name);
-            assert_eq!(models[0].id, builtin.default_model, "{} starts on Pi's default", builtin.name);
+            assert_eq!(
+                models.len(),
+                entries.len(),
+                "every {} model is reachable",
+                builtin.name
+            );
+            assert_eq!(
+                models[0].id, builtin.default_model,
+                "{} starts on Pi's default",
+                builtin.name
+            );
             let mut ids: Vec<&str> = models.iter().map(|m| m.id.as_str()).collect();
             ids.sort_unstable();
             ids.dedup();
-            assert_eq!(ids.len(), models.len(), "ids are unique in {}", provider.name);
+            assert_eq!(
+                ids.len(),
+                models.len(),
+                "ids are unique in {}",
+                provider.name
+            );
             for m in &models {
                 let what = format!("{}/{}", m.provider, m.id);
                 assert!(!m.name.is_empty(), "{what}");
                 assert!(m.context_window >= 1024, "{what}");
-                assert!(m.max_tokens >= 256 && m.max_tokens <= m.context_window, "{what}");
+                assert!(
+                    m.max_tokens >= 256 && m.max_tokens <= m.context_window,
+                    "{what}"
+                );
                 let c = &m.cost;
                 for price in [c.input, c.output, c.cache_read, c.cache_write] {
-                    assert!(price.is_finite() && (0.0..1000.0).contains(&price), "{what}");
+                    assert!(
+                        price.is_finite() && (0.0..1000.0).contains(&price),
+                        "{what}"
+                    );
                 }
                 assert!(m.input.iter().any(|i| i == "text"), "{what}");
-                assert!(m.input.iter().all(|i| i == "text" || i == "image"), "{what}");
+                assert!(
+                    m.input.iter().all(|i| i == "text" || i == "image"),
+                    "{what}"
+                );
                 let placeholders = m.base_url.matches('{').count();
                 assert_eq!(placeholders, builtin.address_vars.len(), "{what}");
                 for var in builtin.address_vars {
@@ -659,11 +694,19 @@ mod tests {
         assert!(opus.adaptive_thinking());
         assert_eq!(opus.thinking_levels(), [Low, Medium, High, Xhigh, Max]);
         let mistral = models("mistral");
-        assert!(mistral.iter().all(|m| m.api == Api::OpenAiCompletions
-            && m.base_url == "https://api.mistral.ai/v1"));
+        assert!(
+            mistral
+                .iter()
+                .all(|m| m.api == Api::OpenAiCompletions
+                    && m.base_url == "https://api.mistral.ai/v1")
+        );
         let vertex = models("google-vertex");
-        assert!(vertex.iter().all(|m| m.api == Api::GoogleGenerativeAi
-            && m.base_url == catalog::VERTEX_EXPRESS_URL));
+        assert!(
+            vertex
+                .iter()
+                .all(|m| m.api == Api::GoogleGenerativeAi
+                    && m.base_url == catalog::VERTEX_EXPRESS_URL)
+        );
         let openrouter = models("openrouter");
         assert!(openrouter.iter().any(|m| m.id == "qwen/qwen3-coder"));
     }

@@ -158,7 +158,11 @@ pub fn to_file(entries: &[Entry]) -> String {
 
 /// Writes a catalog to `dir` (`<provider>.json` files and `source.json`), replacing what was
 /// there only once all of it is written.
-pub fn write(dir: &Path, source: &Source, catalogs: &BTreeMap<String, Vec<Entry>>) -> Result<(), String> {
+pub fn write(
+    dir: &Path,
+    source: &Source,
+    catalogs: &BTreeMap<String, Vec<Entry>>,
+) -> Result<(), String> {
     let fail = |what: &Path, e: std::io::Error| format!("cannot write {}: {e}", what.display());
     let staging = dir.with_extension(format!("new-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
@@ -284,8 +288,11 @@ mod tests {
             ))
         );
         assert_eq!(
-            reached_as("google-vertex", "https://{location}-aiplatform.googleapis.com")
-                .map(|(api, _)| api),
+            reached_as(
+                "google-vertex",
+                "https://{location}-aiplatform.googleapis.com"
+            )
+            .map(|(api, _)| api),
             Some(Api::GoogleGenerativeAi)
         );
         assert_eq!(reached_as("typesafe-system-one", "https://x"), None);

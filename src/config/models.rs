@@ -477,7 +477,7 @@ impl Registry {
             // A catalog address naming `{VARIABLE}`s (Cloudflare's account and gateway) is
             // filled here, where the login's `env` is known.
             _ if model.base_url.contains('{') => Some(Route::Address(
-                catalog::fill_address(&model.base_url, &var).map_err(unresolved)?,
+                catalog::fill_address(&model.base_url, var).map_err(unresolved)?,
             )),
             // A Copilot login on GitHub Enterprise has an address of its own, used when its
             // token names none.
@@ -679,7 +679,10 @@ mod tests {
             &mut Vec::new(),
         )
         .unwrap();
-        let (provider, models) = builtin::find("anthropic").unwrap().provider_and_models().unwrap();
+        let (provider, models) = builtin::find("anthropic")
+            .unwrap()
+            .provider_and_models()
+            .unwrap();
         let builtin_count = models.len();
         r.add_builtin(provider, models);
         let mine = r.find("anthropic", "my-claude").unwrap();
@@ -745,7 +748,8 @@ mod tests {
         r.set_auth(super::super::auth::load(&path, &mut Vec::new()));
         let (provider, models) = builtin::find("github-copilot")
             .unwrap()
-            .provider_and_models().unwrap();
+            .provider_and_models()
+            .unwrap();
         r.add_builtin(provider, models);
         let credentials = r.credentials(&r.models()[0].clone()).await.unwrap();
         assert_eq!(credentials.api_key.as_deref(), Some("tid=1"));
@@ -758,7 +762,10 @@ mod tests {
     #[tokio::test]
     async fn anthropic_reads_its_key_from_the_environment() {
         let mut r = Registry::default();
-        let (provider, models) = builtin::find("anthropic").unwrap().provider_and_models().unwrap();
+        let (provider, models) = builtin::find("anthropic")
+            .unwrap()
+            .provider_and_models()
+            .unwrap();
         r.add_builtin(provider, models);
         let model = r.models()[0].clone();
         assert_eq!(model.base_url, "https://api.anthropic.com");

@@ -195,7 +195,9 @@ fn every_provider_variable() -> Vec<(&'static str, &'static str)> {
         .collect();
     vars.sort_unstable();
     vars.dedup();
-    vars.into_iter().map(|v| (v, "catalog-test-value")).collect()
+    vars.into_iter()
+        .map(|v| (v, "catalog-test-value"))
+        .collect()
 }
 
 /// The models `program` lists over RPC (`get_available_models`), by provider and id, run in a
@@ -224,7 +226,9 @@ fn rpc_models(
         // The list is a megabyte: a file holds it without a reader racing the child.
         .stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(std::fs::File::create(&err_path).unwrap());
-    let mut child = program.spawn().unwrap_or_else(|e| panic!("{what} starts: {e}"));
+    let mut child = program
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what} starts: {e}"));
     {
         use std::io::Write;
         let mut stdin = child.stdin.take().unwrap();
@@ -246,7 +250,10 @@ fn rpc_models(
     for m in response["data"]["models"].as_array().unwrap() {
         let provider = m["provider"].as_str().unwrap().to_owned();
         let id = m["id"].as_str().unwrap().to_owned();
-        by_provider.entry(provider).or_default().insert(id, m.clone());
+        by_provider
+            .entry(provider)
+            .or_default()
+            .insert(id, m.clone());
     }
     by_provider
 }
@@ -303,7 +310,9 @@ fn nova_lists_every_model_pi_lists() {
             for price in ["input", "output", "cacheRead", "cacheWrite"] {
                 let (a, b) = (&mine["cost"][price], &theirs["cost"][price]);
                 if a.as_f64() != b.as_f64() {
-                    problems.push(format!("{provider}/{id}: cost.{price} is {a} in nova, {b} in Pi"));
+                    problems.push(format!(
+                        "{provider}/{id}: cost.{price} is {a} in nova, {b} in Pi"
+                    ));
                 }
             }
         }
@@ -320,7 +329,10 @@ fn nova_lists_every_model_pi_lists() {
 /// into the working directory, naming the file on stdout. Or fails as npm does offline.
 fn fake_npm(bin: &Path, package: Option<&Path>) {
     let script = match package {
-        Some(p) => format!("#!/bin/sh\ncp '{}' . && echo pi-ai-9.9.9.tgz\n", p.display()),
+        Some(p) => format!(
+            "#!/bin/sh\ncp '{}' . && echo pi-ai-9.9.9.tgz\n",
+            p.display()
+        ),
         None => "#!/bin/sh\necho 'npm error code ENOTFOUND' >&2\nexit 1\n".to_owned(),
     };
     std::fs::create_dir_all(bin).unwrap();
@@ -331,10 +343,9 @@ fn fake_npm(bin: &Path, package: Option<&Path>) {
 }
 
 fn update_models(agent: &Path, bin: &Path) -> std::process::Output {
-    let path = std::env::join_paths(
-        std::iter::once(bin.to_path_buf())
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
-    )
+    let path = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
     .unwrap();
     Command::new(env!("CARGO_BIN_EXE_nova"))
         .args(["update", "--models"])
@@ -400,9 +411,15 @@ fn update_models_refreshes_the_catalog_from_the_package() {
     let out = update_models(&agent, &online);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("wrote 1 models of 1 providers from @earendil-works/pi-ai 9.9.9"), "{stderr}");
+    assert!(
+        stderr.contains("wrote 1 models of 1 providers from @earendil-works/pi-ai 9.9.9"),
+        "{stderr}"
+    );
     let written = std::fs::read_to_string(agent.join("catalog/openrouter.json")).unwrap();
-    assert!(!written.contains("painter") && !written.contains("tiers"), "{written}");
+    assert!(
+        !written.contains("painter") && !written.contains("tiers"),
+        "{written}"
+    );
 
     let cwd = work.path().join("cwd");
     std::fs::create_dir_all(&cwd).unwrap();
