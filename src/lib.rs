@@ -43,4 +43,5 @@ pub mod schema;
 pub mod secret;
 pub mod session;
 pub mod tools;
+pub mod update;
 pub mod warnings;

@@ -107,6 +107,8 @@ pub enum Route {
     Azure(azure::Target),
     /// GitHub Copilot on an enterprise's address, when the token names none.
     Copilot(String),
+    /// The model's address with the variables it names filled in (Cloudflare's).
+    Address(String),
 }
 
 /// Streams one reply: sends `req` in the wire format its model's `api` names and calls
@@ -142,7 +144,11 @@ pub async fn stream_paced<F: Future<Output = ()>>(
     };
     let copilot_base =
         copilot.then(|| github_copilot::base_url(key, enterprise, &req.model.base_url));
-    let req = match copilot_base {
+    let filled = match &transport.route {
+        Some(Route::Address(base)) => Some(base.clone()),
+        _ => None,
+    };
+    let req = match copilot_base.or(filled) {
         Some(base_url) if base_url != req.model.base_url => {
             rebased = crate::protocol::Model {
                 base_url,
