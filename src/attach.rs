@@ -23,6 +23,8 @@
 //! The work is synchronous and can take a while for a large image: async callers run it on a
 //! blocking thread.
 
+pub mod wire;
+
 use crate::protocol::ContentBlock;
 use crate::tools::image::{self, Px};
 use base64::Engine;

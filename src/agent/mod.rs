@@ -10,9 +10,11 @@ mod compact;
 pub mod compaction;
 mod error;
 mod exec;
+mod live;
 mod mcp;
 mod models;
 mod permission;
+pub mod port;
 mod queue;
 mod retry;
 mod run;
@@ -23,11 +25,12 @@ mod toolset;
 mod user_bash;
 
 pub use error::CommandError;
+pub use live::{Live, LiveSessions};
 pub use permission::{FlaggedCommand, Unattended};
 pub use queue::QueueFull;
 pub use runtime::{OpenError, Prepared, Runtime};
 pub use sessions::{export_file, startup_session};
-pub use sink::{EventSink, Sink};
+pub use sink::{EventSink, Fanout, Sink, Subscription};
 
 use crate::config::{Config, Registry, RetrySettings, ScopedModel, ToolSelection};
 use crate::context::PromptSource;

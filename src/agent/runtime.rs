@@ -3,9 +3,10 @@
 //! everything one session needs for the cwd a front end names — its project settings and trust,
 //! sandbox, MCP servers, session file, context files, skills and templates. The RPC and one-shot
 //! front ends open the session the command line describes; a front end whose client names the
-//! cwd (ACP, a server of many sessions) opens as many as it is asked for, side by side.
+//! cwd (ACP, a server of many sessions) opens as many as it is asked for, side by side, in the
+//! runtime's table of [live sessions](super::LiveSessions).
 
-use super::{Agent, Sink, startup_session};
+use super::{Agent, LiveSessions, Sink, startup_session};
 use crate::config::{self, ConfigError, Process, SessionSpec};
 use crate::context::{self, PromptFiles, PromptSource};
 use crate::protocol::SessionListing;
@@ -24,6 +25,7 @@ pub struct Runtime {
     /// `--skill` and `--prompt-template`, which every session loads.
     skill_flags: Vec<PathBuf>,
     template_flags: Vec<PathBuf>,
+    live: LiveSessions,
     /// What `--no-skills`, `--no-prompt-templates` and `--no-context-files` leave on.
     discover: Discover,
 }
@@ -79,8 +81,14 @@ impl Runtime {
             client,
             skill_flags,
             template_flags,
+            live: LiveSessions::default(),
             discover: discovery,
         })
+    }
+
+    /// The sessions running in this process.
+    pub fn live(&self) -> &LiveSessions {
+        &self.live
     }
 
     /// Every model the registry holds: those of models.json, and of each built-in provider
