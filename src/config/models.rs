@@ -314,6 +314,19 @@ impl Registry {
         self.models.extend(fresh);
         match self.providers.iter_mut().find(|p| p.name == provider.name) {
             Some(configured) => {
+                // A built-in model's own headers (NVIDIA's poll header) still reach it, but a
+                // header the user's provider entry names is theirs to set.
+                for (id, headers) in provider.model_headers {
+                    let kept: Vec<(String, String)> = headers
+                        .into_iter()
+                        .filter(|(n, _)| {
+                            !configured.headers.iter().any(|(c, _)| c.eq_ignore_ascii_case(n))
+                        })
+                        .collect();
+                    if !kept.is_empty() {
+                        configured.model_headers.entry(id).or_insert(kept);
+                    }
+                }
                 let own = std::mem::take(&mut configured.headers);
                 configured.headers = provider.headers.into_iter().chain(own).collect();
             }

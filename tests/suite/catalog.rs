@@ -330,7 +330,7 @@ fn nova_lists_every_model_pi_lists() {
 fn fake_npm(bin: &Path, package: Option<&Path>) {
     let script = match package {
         Some(p) => format!(
-            "#!/bin/sh\ncp '{}' . && echo pi-ai-9.9.9.tgz\n",
+            "#!/bin/sh\ncp '{}' pi-ai-9.9.9.tgz && echo pi-ai-9.9.9.tgz\n",
             p.display()
         ),
         None => "#!/bin/sh\necho 'npm error code ENOTFOUND' >&2\nexit 1\n".to_owned(),
