@@ -12,6 +12,7 @@ mod compat;
 mod details;
 #[cfg(feature = "schema")]
 pub mod schema;
+pub mod weigh;
 pub use compat::{
     CompatFlags, MaxTokensField, ModelCompat, PromptCacheKeyMode, SessionAffinityFormat,
     ThinkingFormat,

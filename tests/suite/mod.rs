@@ -13,6 +13,7 @@ mod compaction;
 mod crash;
 mod differential;
 mod export;
+mod flood;
 mod github_copilot;
 mod google;
 mod mcp;
