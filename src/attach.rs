@@ -14,8 +14,16 @@
 //!   as it does every attachment in Pi. Past that it would have to be shrunk, so it is refused,
 //!   saying why it could not be.
 //!
+//! A client's attachment (RPC, ACP) is also refused outright when it is more than
+//! [`image::MAX_BYTES`] decoded ([`Oversize::Refuse`]), as RPC.md promises: it would stay in
+//! the conversation and be re-sent with every request, and shrinking it quietly would hide
+//! that from the client. A file a person names on the command line (`@photo.jpg`) is shrunk
+//! instead ([`Oversize::Shrink`]), as `read` shrinks images.
+//!
 //! The work is synchronous and can take a while for a large image: async callers run it on a
 //! blocking thread.
+
+pub mod wire;
 
 use crate::protocol::ContentBlock;
 use crate::tools::image::{self, Px};
@@ -32,6 +40,15 @@ pub enum Data {
     Bytes(Vec<u8>),
     /// Standard base64, as the wire carries images.
     Base64(String),
+}
+
+/// What happens to an attachment over [`image::MAX_BYTES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Oversize {
+    /// Refused with the sizes (a client's attachment).
+    Refuse,
+    /// Shrunk to fit when it can be decoded (a file named on the command line).
+    Shrink,
 }
 
 /// An attachment made ready for the model.
@@ -61,6 +78,13 @@ pub enum Error {
         image::MAX_BYTES >> 20
     )]
     TooLarge { bytes: usize, why: String },
+    #[error(
+        "image is too large: {bytes} bytes ({:.1} MiB) decoded, more than the {} MiB an \
+         attachment may be; attachments are not downscaled, so shrink it before sending",
+        *bytes as f64 / (1024.0 * 1024.0),
+        image::MAX_BYTES >> 20
+    )]
+    OverLimit { bytes: usize },
 }
 
 /// Refuses a message with more images than [`MAX_IMAGES`].
@@ -78,7 +102,12 @@ pub fn is_image(head: &[u8]) -> bool {
 
 /// Applies the policy to one attachment. `declared` is the client's mime type, if it gave one;
 /// `name` is how decoding errors refer to the image (its path, for a file).
-pub fn image(data: Data, declared: Option<&str>, name: &Path) -> Result<Attached, Error> {
+pub fn image(
+    data: Data,
+    declared: Option<&str>,
+    name: &Path,
+    oversize: Oversize,
+) -> Result<Attached, Error> {
     let declared = declared.map(image_type).transpose()?;
     let (bytes, encoded) = match data {
         Data::Bytes(bytes) => (bytes, None),
@@ -88,6 +117,9 @@ pub fn image(data: Data, declared: Option<&str>, name: &Path) -> Result<Attached
         return Err(Error::Empty);
     }
     let len = bytes.len();
+    if len > image::MAX_BYTES && oversize == Oversize::Refuse {
+        return Err(Error::OverLimit { bytes: len });
+    }
     // Kept only while the attachment could still go unchanged.
     let given =
         (len <= image::MAX_BYTES).then(|| encoded.unwrap_or_else(|| STANDARD.encode(&bytes)));
@@ -175,6 +207,7 @@ mod tests {
             Data::Base64(STANDARD.encode(bytes)),
             Some(declared),
             Path::new("the image"),
+            Oversize::Shrink,
         )
     }
 
@@ -217,6 +250,23 @@ mod tests {
         );
         let (original, shrunk) = a.resized.unwrap();
         assert_eq!((original.width, shrunk.width), (3000, 2000));
+    }
+
+    #[test]
+    fn a_clients_attachment_over_the_cap_is_refused_even_when_it_could_be_shrunk() {
+        let noisy = RgbImage::from_fn(1500, 1500, |x, y| {
+            let v = (x.wrapping_mul(2_654_435_761) ^ y.wrapping_mul(40_503)) as u8;
+            [v, v.rotate_left(3), v.rotate_left(5)].into()
+        });
+        let png = encoded(&DynamicImage::ImageRgb8(noisy), ImageFormat::Png);
+        assert!(png.len() > image::MAX_BYTES, "{} bytes", png.len());
+        let data = || Data::Base64(STANDARD.encode(&png));
+        let e = image(data(), Some("image/png"), Path::new("x"), Oversize::Refuse).unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains(&format!("{} bytes", png.len())), "{e}");
+        assert!(e.contains("not downscaled"), "{e}");
+        let shrunk = image(data(), Some("image/png"), Path::new("x"), Oversize::Shrink).unwrap();
+        assert!(sent(&shrunk.block).0.len() <= image::MAX_BYTES);
     }
 
     #[test]
@@ -271,9 +321,21 @@ mod tests {
             attach(TINY_PNG, "image/"),
             Err(Error::NotAnImageType(_))
         ));
-        let e = image(Data::Bytes(b"hello".to_vec()), None, Path::new("x")).unwrap_err();
+        let e = image(
+            Data::Bytes(b"hello".to_vec()),
+            None,
+            Path::new("x"),
+            Oversize::Refuse,
+        )
+        .unwrap_err();
         assert!(matches!(e, Error::NotAnImage), "{e}");
-        let e = image(Data::Base64("%%%".into()), None, Path::new("x")).unwrap_err();
+        let e = image(
+            Data::Base64("%%%".into()),
+            None,
+            Path::new("x"),
+            Oversize::Refuse,
+        )
+        .unwrap_err();
         assert!(e.to_string().starts_with("data is not valid base64"), "{e}");
         assert!(matches!(attach(b"", "image/png"), Err(Error::Empty)));
         assert!(count(MAX_IMAGES).is_ok());

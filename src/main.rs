@@ -1,9 +1,10 @@
 //! `nova`: flags → the runtime → the front end they choose, which opens the session they
 //! describe: the RPC loop (`--mode rpc`), the Agent Client Protocol for editors (`--mode acp`),
-//! or the prompts on the command line run once (print mode, or `--mode json`); or `nova login|logout <provider>`, which only edits auth.json. Exit codes: 0 success, 1 a failed run or startup, 2 a usage
-//! error.
+//! or the prompts on the command line run once (print mode, or `--mode json`); or a command
+//! that needs no session: `nova auth …` (and `nova login|logout <provider>`), `nova update
+//! --models` (refreshes the model catalog), `--list-models`, `--export`. Exit codes: 0 success, 1
+//! a failed run or startup, 2 a usage error.
 
-use clap::Parser;
 use clap::error::ErrorKind;
 use nova::agent::Runtime;
 use nova::config::{Cli, Mode};
@@ -16,6 +17,8 @@ use std::process::ExitCode;
 enum Interface {
     Rpc,
     Acp,
+    /// `--list-models [search]`.
+    ListModels,
     OneShot {
         format: print::Format,
         stdin: Option<String>,
@@ -31,13 +34,27 @@ fn main() -> ExitCode {
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    if let Some(command) = nova::auth_command::parse(&args) {
+        return match command {
+            Ok(command) => {
+                with_runtime(nova::auth_command::run(command, &nova::config::agent_dir()))
+            }
+            Err(code) => code,
+        };
+    }
     if let Some(request) = nova::login::parse(&args) {
         return match request {
             Ok(request) => login(request),
             Err(code) => code,
         };
     }
-    let cli = match Cli::try_parse() {
+    if let Some(request) = nova::update::parse(&args) {
+        return match request {
+            Ok(request) => with_runtime(nova::update::run(request, &nova::config::agent_dir())),
+            Err(code) => code,
+        };
+    }
+    let cli = match Cli::parse_args(&args) {
         Ok(cli) => cli,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             let _ = write!(std::io::stdout(), "{e}");
@@ -45,6 +62,16 @@ fn main() -> ExitCode {
         }
         Err(e) => return usage_error(&first_line(&e.to_string())),
     };
+    if let Some(path) = cli.extensions.first() {
+        return usage_error(&format!(
+            "-e/--extension {path}: nova does not load extensions yet; run without it \
+             (--no-extensions is accepted and changes nothing)"
+        ));
+    }
+    if let Some(file) = cli.export.clone() {
+        let output = cli.prompts.first().map(std::path::PathBuf::from);
+        return with_runtime(nova::commands::export(file, output));
+    }
     let interface = match interface(&cli) {
         Ok(i) => i,
         Err(code) => return code,
@@ -69,6 +96,10 @@ fn main() -> ExitCode {
 /// Pi's rule: `--mode` chooses; without it, prompts (arguments, or text piped in) mean print
 /// mode. Piped stdin is read here, before anything else, because it can be what decides.
 fn interface(cli: &Cli) -> Result<Interface, ExitCode> {
+    if cli.list_models.is_some() {
+        // Answered from the registry once it is loaded; no session, no prompt.
+        return Ok(Interface::ListModels);
+    }
     let format = match cli.mode {
         Some(Mode::Rpc) if cli.print || !cli.prompts.is_empty() => {
             return Err(usage_error(
@@ -83,7 +114,7 @@ fn interface(cli: &Cli) -> Result<Interface, ExitCode> {
         }
         Some(Mode::Acp) => return Ok(Interface::Acp),
         Some(Mode::Json) => print::Format::Json,
-        None => print::Format::Text,
+        Some(Mode::Text) | None => print::Format::Text,
     };
     let stdin = print::piped_stdin();
     if cli.prompts.is_empty() && stdin.is_none() {
@@ -106,6 +137,7 @@ fn interface(cli: &Cli) -> Result<Interface, ExitCode> {
 async fn run(mut cli: Cli, interface: Interface) -> ExitCode {
     let args = std::mem::take(&mut cli.prompts);
     let (approve_flagged, verbose) = (cli.approve_flagged, cli.verbose);
+    let search = cli.list_models.take();
     let runtime = match Runtime::load(cli, nova::config::agent_dir()).await {
         Ok(r) => r,
         Err(e) => return usage_error(&e.to_string()),
@@ -113,6 +145,9 @@ async fn run(mut cli: Cli, interface: Interface) -> ExitCode {
     match interface {
         Interface::Rpc => rpc::run(runtime).await,
         Interface::Acp => acp::run(runtime).await,
+        Interface::ListModels => {
+            nova::commands::list_models(&runtime, search.as_deref().unwrap_or_default())
+        }
         Interface::OneShot { format, stdin } => {
             let options = print::Options {
                 format,
@@ -128,11 +163,16 @@ async fn run(mut cli: Cli, interface: Interface) -> ExitCode {
 
 /// `nova login`/`nova logout`: no session, only auth.json.
 fn login(request: nova::login::Request) -> ExitCode {
+    with_runtime(nova::login::run(request, &nova::config::agent_dir()))
+}
+
+/// Runs a command that needs no session on a runtime of its own.
+fn with_runtime(command: impl Future<Output = ExitCode>) -> ExitCode {
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(nova::login::run(request, &nova::config::agent_dir())),
+        Ok(rt) => rt.block_on(command),
         Err(e) => fatal(&format!("cannot start the async runtime: {e}")),
     }
 }

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nova::tools::permission::{Gate, classify};
+use nova::gate::classify::{Gate, classify};
 
 fuzz_target!(|data: &[u8]| {
     // Lossy, so every input reaches the parser; the model's arguments are always valid UTF-8.

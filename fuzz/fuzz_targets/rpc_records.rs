@@ -3,8 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nova::rpc::dispatch::oversized_response;
-use nova::rpc::parse::{Parsed, parse_record};
+use nova::rpc::parse::{Parsed, oversized_response, parse_record};
 use nova::rpc::reader::{Record, RecordReader};
 
 fuzz_target!(|data: &[u8]| {

@@ -3,7 +3,9 @@
 //! plan), and why a turn ended.
 
 use crate::attach;
-use crate::protocol::{AssistantMessage, ContentBlock, StopReason as NovaStop, ToolDetails};
+use crate::protocol::{
+    AssistantMessage, ContentBlock, StopReason as NovaStop, ToolDetails, ToolResultPayload,
+};
 use agent_client_protocol::v1::schema as acp;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -71,9 +73,14 @@ pub fn input(blocks: Vec<acp::ContentBlock>) -> Result<Input, String> {
 
 fn attach_image(data: String, mime: &str, index: usize) -> Result<ContentBlock, String> {
     let name = format!("prompt[{index}]");
-    attach::image(attach::Data::Base64(data), Some(mime), Path::new(&name))
-        .map(|a| a.block)
-        .map_err(|e| format!("{name}: {e}"))
+    attach::image(
+        attach::Data::Base64(data),
+        Some(mime),
+        Path::new(&name),
+        attach::Oversize::Refuse,
+    )
+    .map(|a| a.block)
+    .map_err(|e| format!("{name}: {e}"))
 }
 
 /// What a turn that ran to its end says about why: the last reply's stop reason, or
@@ -146,6 +153,24 @@ pub fn shown(name: &str, args: &Value, cwd: &Path) -> Shown {
         kind,
         locations,
     }
+}
+
+/// The file and first changed line (1-based) of an `edit` that succeeded, from its details.
+pub fn edited_at(
+    name: &str,
+    args: &Value,
+    result: &ToolResultPayload,
+    cwd: &Path,
+) -> Option<acp::ToolCallLocation> {
+    if name != "edit" {
+        return None;
+    }
+    let path = absolute(cwd, args.get("path")?.as_str()?);
+    let Some(ToolDetails::Edit(details)) = &result.details else {
+        return None;
+    };
+    let line = u32::try_from(details.first_changed_line?).ok()?;
+    Some(acp::ToolCallLocation::new(path).line(line))
 }
 
 /// A successful `write` or `edit` as diffs: the whole new file for a write, each replaced

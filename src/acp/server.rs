@@ -1,12 +1,14 @@
 //! The sessions one editor has open, by ACP session id (the session file's id, so a listed
-//! session can be loaded by it), and the requests that act on them. Requests that wait — a
+//! session can be loaded by it), and the requests that act on them. The sessions themselves
+//! are the runtime's live sessions; what is kept here is this connection's attachment to each
+//! (its sink, its follow-up task, whether its prompt was cancelled). Requests that wait — a
 //! prompt's run, a permission question — do so in tasks of their own, so the connection keeps
 //! reading (a `session/cancel` must reach a running prompt).
 
 use super::Outbox;
 use super::convert;
 use super::sink::{AcpSink, FollowUp};
-use crate::agent::{Agent, Approval, CommandError, Prepared, Prompted, Runtime};
+use crate::agent::{Agent, Approval, CommandError, Prepared, Prompted, Runtime, Subscription};
 use crate::config::{Resume, SessionSpec};
 use crate::mcp::{ClientServer, ClientTransport};
 use crate::protocol::{ContentBlock, Message, ThinkingLevel};
@@ -34,12 +36,14 @@ pub struct Server {
     client_files: AtomicBool,
     /// Whether the client offered terminals to run bash in (`initialize`).
     client_terminal: AtomicBool,
-    sessions: Mutex<HashMap<acp::SessionId, Arc<Open>>>,
+    attached: Mutex<HashMap<acp::SessionId, Arc<Open>>>,
 }
 
-/// One open session.
+/// This connection's attachment to one live session.
 struct Open {
     agent: Agent,
+    /// The sink's place among the session's subscribers.
+    _subscription: Subscription,
     sink: Arc<AcpSink>,
     /// Set by `session/cancel` while a prompt runs: its answer is `cancelled`.
     cancelled: AtomicBool,
@@ -57,16 +61,16 @@ impl Server {
             out,
             client_files: AtomicBool::new(false),
             client_terminal: AtomicBool::new(false),
-            sessions: Mutex::default(),
+            attached: Mutex::default(),
         }
     }
 
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<acp::SessionId, Arc<Open>>> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    fn attached(&self) -> std::sync::MutexGuard<'_, HashMap<acp::SessionId, Arc<Open>>> {
+        self.attached.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn open(&self, id: &acp::SessionId) -> Result<Arc<Open>, Error> {
-        self.sessions()
+        self.attached()
             .get(id)
             .cloned()
             .ok_or_else(|| unknown_session(id))
@@ -145,7 +149,8 @@ impl Server {
             self.out.clone(),
             tx,
         ));
-        let agent = prepared.start(sink.clone());
+        let (live, subscription) = self.runtime.live().open(prepared, sink.clone());
+        let agent = live.agent().clone();
         if self.client_files.load(Ordering::SeqCst) {
             agent.set_editor_files(Arc::new(ClientFiles {
                 cx: cx.clone(),
@@ -168,13 +173,14 @@ impl Server {
         ));
         let open = Arc::new(Open {
             agent,
+            _subscription: subscription,
             sink,
             cancelled: AtomicBool::new(false),
             follow,
         });
-        let replaced = self.sessions().insert(id.clone(), open.clone());
-        if let Some(old) = replaced {
-            tokio::spawn(close(old));
+        // The runtime has stopped the session this one replaced; its follow-up task ends here.
+        if let Some(old) = self.attached().insert(id.clone(), open.clone()) {
+            old.follow.abort();
         }
         Ok((id, open))
     }
@@ -316,16 +322,20 @@ impl Server {
     }
 
     pub fn close_session(
-        &self,
+        self: &Arc<Self>,
         req: acp::CloseSessionRequest,
         responder: Responder<acp::CloseSessionResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        let Some(open) = self.sessions().remove(&req.session_id) else {
+        let Some(open) = self.attached().remove(&req.session_id) else {
             return responder.respond_with_error(unknown_session(&req.session_id));
         };
+        open.follow.abort();
+        let server = self.clone();
         cx.spawn(async move {
-            close(open).await;
+            server.runtime.live().close(&req.session_id.0).await;
+            // Attached until the aborted run's last events have gone out.
+            drop(open);
             responder.respond(acp::CloseSessionResponse::new())
         })
     }
@@ -451,10 +461,13 @@ impl Server {
 
     /// Aborts every session's run and stops their MCP servers.
     pub async fn shutdown(&self) {
-        let open: Vec<Arc<Open>> = self.sessions().drain().map(|(_, o)| o).collect();
-        for session in open {
-            close(session).await;
+        let attached: Vec<Arc<Open>> = self.attached().drain().map(|(_, o)| o).collect();
+        for open in &attached {
+            open.follow.abort();
         }
+        // Attached until the aborted runs' last events have gone out.
+        self.runtime.live().close_all().await;
+        drop(attached);
     }
 }
 
@@ -657,13 +670,6 @@ fn modes(agent: &Agent) -> acp::SessionModeState {
     acp::SessionModeState::new(agent.approval().as_str(), available)
 }
 
-async fn close(open: Arc<Open>) {
-    open.follow.abort();
-    let aborted = open.agent.abort();
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), aborted).await;
-    open.agent.shutdown().await;
-}
-
 fn unknown_session(id: &acp::SessionId) -> Error {
     Error::new(
         acp::ErrorCode::ResourceNotFound,
@@ -689,6 +695,7 @@ fn spec(cwd: &Path, resume: Resume, servers: &[acp::McpServer]) -> Result<Sessio
         resume,
         model: None,
         mcp_servers,
+        name: None,
     })
 }
 

@@ -157,9 +157,13 @@ impl AcpSink {
         } else {
             acp::ToolCallStatus::Completed
         };
-        let fields = acp::ToolCallUpdateFields::new()
+        let mut fields = acp::ToolCallUpdateFields::new()
             .status(status)
             .content(content);
+        // Where an edit landed is known only once it has: the editor can then jump to it.
+        if !failed && let Some(location) = convert::edited_at(name, &args, result, &self.cwd) {
+            fields = fields.locations(vec![location]);
+        }
         self.update(acp::SessionUpdate::ToolCallUpdate(
             acp::ToolCallUpdate::new(id.to_owned(), fields),
         ));

@@ -12,9 +12,9 @@
 
 use super::permission::{self, Approval, Permission, Question};
 use super::{Agent, now_ms};
+use crate::gate::classify::{Mode, Verdict, classify};
 use crate::pace::Pacer;
 use crate::protocol::{Event, Message, ToolDetails, ToolResultMessage, ToolResultPayload};
-use crate::tools::permission::{Mode, Verdict, classify};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -185,7 +185,7 @@ fn gate(agent: &Agent, tool: Tool, call: &Call, write_target: &mut Option<PathBu
     }
     if matches!(tool, Tool::Write | Tool::Edit) {
         let refusal = as_text(&call.2["path"]).and_then(|p| {
-            let abs = crate::tools::path::resolve(&p, &agent.inner.cwd);
+            let abs = crate::files::path::resolve(&p, &agent.inner.cwd);
             let (target, refusal) = agent.inner.sandbox.check_write(&abs);
             *write_target = Some(target);
             refusal

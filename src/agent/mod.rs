@@ -10,9 +10,11 @@ mod compact;
 pub mod compaction;
 mod error;
 mod exec;
+mod live;
 mod mcp;
 mod models;
 mod permission;
+pub mod port;
 mod queue;
 mod retry;
 mod run;
@@ -23,21 +25,22 @@ mod toolset;
 mod user_bash;
 
 pub use error::CommandError;
+pub use live::{Live, LiveSessions};
 pub use permission::{Approval, FlaggedCommand, Unattended};
 pub use queue::QueueFull;
 pub use runtime::{OpenError, Prepared, Runtime};
-pub use sessions::startup_session;
-pub use sink::{EventSink, Sink};
+pub use sessions::{export_file, startup_session};
+pub use sink::{EventSink, Fanout, Sink, Subscription};
 
 use crate::config::{Config, Registry, RetrySettings, ScopedModel, ToolSelection};
 use crate::context::PromptSource;
+use crate::gate::classify::Gate;
 use crate::protocol::{
     CompactionReason, CompactionResult, ContentBlock, Event, Message, Model, QueueMode,
     SlashCommand, State as WireState, StreamingBehavior, ThinkingLevel, UserContent, UserMessage,
 };
 use crate::provider::http::SharedClient;
 use crate::session::{Session, SessionError};
-use crate::tools::permission::Gate;
 use crate::warnings::Warnings;
 use compaction::CompactionSettings;
 use queue::Queue;

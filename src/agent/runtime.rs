@@ -3,9 +3,10 @@
 //! everything one session needs for the cwd a front end names — its project settings and trust,
 //! sandbox, MCP servers, session file, context files, skills and templates. The RPC and one-shot
 //! front ends open the session the command line describes; a front end whose client names the
-//! cwd (ACP, a server of many sessions) opens as many as it is asked for, side by side.
+//! cwd (ACP, a server of many sessions) opens as many as it is asked for, side by side, in the
+//! runtime's table of [live sessions](super::LiveSessions).
 
-use super::{Agent, Sink, startup_session};
+use super::{Agent, LiveSessions, Sink, startup_session};
 use crate::config::{self, ConfigError, Process, SessionSpec};
 use crate::context::{self, PromptFiles, PromptSource};
 use crate::protocol::SessionListing;
@@ -24,6 +25,17 @@ pub struct Runtime {
     /// `--skill` and `--prompt-template`, which every session loads.
     skill_flags: Vec<PathBuf>,
     template_flags: Vec<PathBuf>,
+    live: LiveSessions,
+    /// What `--no-skills`, `--no-prompt-templates` and `--no-context-files` leave on.
+    discover: Discover,
+}
+
+/// Which files every session looks for on its own.
+#[derive(Debug, Clone, Copy)]
+struct Discover {
+    skills: bool,
+    templates: bool,
+    context_files: bool,
 }
 
 /// One session with everything resolved, not yet started: a front end can show its header
@@ -53,6 +65,11 @@ impl Runtime {
     pub async fn load(mut cli: config::Cli, agent_dir: PathBuf) -> Result<Runtime, ConfigError> {
         let skill_flags = std::mem::take(&mut cli.skills);
         let template_flags = std::mem::take(&mut cli.prompt_templates);
+        let discovery = Discover {
+            skills: !cli.no_skills,
+            templates: !cli.no_prompt_templates,
+            context_files: !cli.no_context_files,
+        };
         let client = SharedClient::default();
         let discover = async |base: &str| match client.get() {
             Ok(c) => discover_ollama(c, base).await,
@@ -64,7 +81,20 @@ impl Runtime {
             client,
             skill_flags,
             template_flags,
+            live: LiveSessions::default(),
+            discover: discovery,
         })
+    }
+
+    /// The sessions running in this process.
+    pub fn live(&self) -> &LiveSessions {
+        &self.live
+    }
+
+    /// Every model the registry holds: those of models.json, and of each built-in provider
+    /// that has a key.
+    pub fn models(&self) -> &[crate::protocol::Model] {
+        self.process.registry.models()
     }
 
     /// Problems with what the process shares (models.json).
@@ -100,7 +130,10 @@ impl Runtime {
     /// model on the command line, a session that cannot be resumed).
     pub fn prepare(&self, spec: &SessionSpec) -> Result<Prepared, OpenError> {
         let config = self.process.session(spec)?;
-        let (session, session_warnings) = startup_session(&config)?;
+        let (mut session, session_warnings) = startup_session(&config)?;
+        if let Some(name) = &config.session_name {
+            session.append_session_info(name)?;
+        }
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let (resources, resource_warnings) = context::Resources::load(&context::ResourceSources {
             agent_dir: &config.agent_dir,
@@ -109,12 +142,15 @@ impl Runtime {
             settings: &config.settings,
             skill_flags: &self.skill_flags,
             template_flags: &self.template_flags,
+            discover_skills: self.discover.skills,
+            discover_templates: self.discover.templates,
         });
         let date = humantime::format_rfc3339(std::time::SystemTime::now()).to_string();
         let (prompt_source, prompt_warnings) = PromptSource::load(&PromptFiles {
             agent_dir: &config.agent_dir,
             cwd: &config.cwd,
             project_trusted: config.settings.project_trusted,
+            context_files: self.discover.context_files,
             custom: config.system_prompt.as_deref(),
             append: config.append_system_prompt.as_deref(),
             date: date.get(..10).unwrap_or(&date),

@@ -4,12 +4,12 @@
 use super::{Agent, CommandError, State, models};
 use crate::config::{Config, Resume};
 use crate::export::{ExportMeta, render_html};
+use crate::files::{fs, safe_open};
 use crate::protocol::{
     ContextUsage, Event, ForkMessage, Message, ResponseData, SessionListing, SessionStats,
     TokenTotals, Usage,
 };
 use crate::session::{Body, Session, SessionError, paths};
-use crate::tools::{fs, safe_open};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -47,6 +47,26 @@ pub fn startup_session(config: &Config) -> Result<(Session, Vec<String>), Sessio
                 return Err(SessionError::FileNotFound(path.display().to_string()));
             }
             Some(path)
+        }
+        Resume::OwnId(id) => {
+            if let Some(found) = dir.as_deref().and_then(|d| paths::find_in(d, id)) {
+                return Session::open(&found);
+            }
+            let session = Session::create_with_id(dir, &config.cwd, None, id.clone());
+            let note = format!("no session of this directory has the id {id}; starting it");
+            return Ok((session, vec![note]));
+        }
+        Resume::Fork { query, id } => {
+            if let Some(id) = id
+                && let Some(taken) = dir.as_deref().and_then(|d| paths::find_in(d, id))
+            {
+                return Err(SessionError::IdTaken {
+                    id: id.clone(),
+                    path: taken.display().to_string(),
+                });
+            }
+            let (source, warnings) = Session::open(&paths::resolve(query, scope)?)?;
+            return Ok((source.fork_into(&config.cwd, dir, id.clone())?, warnings));
         }
         Resume::Newest => {
             if let Some(newest) = dir.as_deref().and_then(paths::newest) {
@@ -146,15 +166,21 @@ impl Agent {
     }
 
     /// `list_sessions`: the sessions of this cwd's directory, or of all of them, read off the
-    /// runtime thread (thousands of files take a while).
-    pub async fn list_sessions(&self, all: bool) -> Result<Vec<SessionListing>, CommandError> {
+    /// runtime thread from the returned future, which holds nothing of the session: thousands
+    /// of files (or one huge one) take a while, and the caller's other commands must not wait.
+    pub fn list_sessions(
+        &self,
+        all: bool,
+    ) -> impl Future<Output = Result<Vec<SessionListing>, CommandError>> + Send + 'static {
         let agent = self.clone();
-        tokio::task::spawn_blocking(move || crate::session::list(agent.session_scope(), all))
-            .await
-            .map_err(|e| CommandError::Crashed {
-                what: "listing the sessions",
-                detail: Some(e.to_string()),
-            })
+        async move {
+            tokio::task::spawn_blocking(move || crate::session::list(agent.session_scope(), all))
+                .await
+                .map_err(|e| CommandError::Crashed {
+                    what: "listing the sessions",
+                    detail: Some(e.to_string()),
+                })
+        }
     }
 
     /// `switch_session {sessionId}` (or Pi's `sessionPath`). Answers whether it was cancelled
@@ -386,6 +412,39 @@ impl Agent {
             .map_err(CommandError::Export)
         }
     }
+}
+
+/// `--export <file> [output]`: the conversation of a session file (its current branch) as an
+/// HTML page at `output`, else at `nova-session-<file stem>.html` in the current directory.
+/// Both paths are the operator's own, so neither is confined to a workspace.
+pub async fn export_file(file: PathBuf, output: Option<PathBuf>) -> Result<PathBuf, String> {
+    let never = tokio_util::sync::CancellationToken::new();
+    fs::bounded(
+        fs::Threads::Client,
+        &never,
+        fs::EXPORT_TIME,
+        move |commit| {
+            let (session, _) = Session::open(&file).map_err(|e| format!("Cannot export: {e}"))?;
+            let context = session.context();
+            let meta = ExportMeta {
+                session_id: session.id().to_owned(),
+                session_name: session.name().map(str::to_owned),
+                cwd: session.cwd().to_owned(),
+                created: session.created().to_owned(),
+                model: context.model.as_ref().map(|(p, id)| format!("{p}/{id}")),
+            };
+            let path = output.unwrap_or_else(|| {
+                let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+                PathBuf::from(format!("nova-session-{stem}.html"))
+            });
+            let cwd = std::env::current_dir().map_err(|e| format!("Cannot export: {e}"))?;
+            let path = cwd.join(path);
+            let page = render_html(&meta, &context.messages);
+            write_export(&path, None, &page, commit)?;
+            Ok(path)
+        },
+    )
+    .await
 }
 
 /// Writes an export page at `path`: never through a symbolic link, never over anything but a

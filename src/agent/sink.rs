@@ -1,10 +1,12 @@
 //! Where the agent's events go. The agent defines this seam and front ends plug into it (the
 //! RPC writer, a one-shot printer, a test's in-memory list), so nothing in the core knows how
-//! events reach a client.
+//! events reach a client. A started session's sink is a [`Fanout`]: any number of
+//! subscribers (front-end connections, later the extension host) come and go while it runs.
 
 use crate::protocol::Event;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// Receives every event the agent emits, in order. `emit` never waits (it is called with the
 /// agent's state locked, on the runtime thread every session shares); a sink that must bound its
@@ -27,3 +29,136 @@ pub trait EventSink: Send + Sync {
 
 /// A shared sink, as the agent holds it.
 pub type Sink = Arc<dyn EventSink>;
+
+/// One session's subscribers. Each subscriber keeps its own bounded queue (its `emit` only
+/// queues), so a slow one holds back no other; the session waits only for subscribers whose
+/// `ready` says so. A stdio front end's writer does (it is the session's one client, and a
+/// client that stops reading must pause the stream it cannot take), a served connection does
+/// not (it falls behind on its own and catches up from the session's replay buffer).
+#[derive(Default)]
+pub struct Fanout {
+    subscribers: Mutex<Vec<(u64, Sink)>>,
+    next_id: AtomicU64,
+}
+
+impl Fanout {
+    fn subscribers(&self) -> MutexGuard<'_, Vec<(u64, Sink)>> {
+        self.subscribers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds `sink`; it receives every event emitted from now on, until the subscription drops.
+    pub fn subscribe(self: &Arc<Self>, sink: Sink) -> Subscription {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.subscribers().push((id, sink));
+        Subscription {
+            fanout: Arc::downgrade(self),
+            id,
+        }
+    }
+
+    /// How many subscribers there are now.
+    pub fn count(&self) -> usize {
+        self.subscribers().len()
+    }
+}
+
+impl EventSink for Fanout {
+    fn emit(&self, event: Event) {
+        let subscribers = self.subscribers();
+        // The last one takes the event itself: with one subscriber (every stdio session)
+        // nothing is copied.
+        if let Some(((_, last), others)) = subscribers.split_last() {
+            for (_, sink) in others {
+                sink.emit(event.clone());
+            }
+            last.emit(event);
+        }
+    }
+
+    /// Every subscriber decides where a warning goes; with none, it is logged.
+    fn warn(&self, line: &str) {
+        let subscribers = self.subscribers();
+        if subscribers.is_empty() {
+            tracing::warn!("{line}");
+        }
+        for (_, sink) in subscribers.iter() {
+            sink.warn(line);
+        }
+    }
+
+    fn ready(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        let subscribers: Vec<Sink> = self.subscribers().iter().map(|(_, s)| s.clone()).collect();
+        Box::pin(async move {
+            for sink in subscribers {
+                sink.ready().await;
+            }
+        })
+    }
+}
+
+/// A subscriber's place in a [`Fanout`]; dropping it unsubscribes.
+pub struct Subscription {
+    fanout: Weak<Fanout>,
+    id: u64,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(fanout) = self.fanout.upgrade() {
+            fanout.subscribers().retain(|(id, _)| *id != self.id);
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<Event>>);
+    impl EventSink for Recorder {
+        fn emit(&self, event: Event) {
+            self.0.lock().unwrap().push(event);
+        }
+    }
+
+    /// A subscriber that never has room, like a stdio client that stopped reading.
+    struct Full;
+    impl EventSink for Full {
+        fn emit(&self, _: Event) {}
+        fn ready(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn every_subscriber_gets_every_event_until_it_leaves() {
+        let fanout = Arc::new(Fanout::default());
+        let (a, b) = (Arc::new(Recorder::default()), Arc::new(Recorder::default()));
+        let _first = fanout.subscribe(a.clone());
+        fanout.emit(Event::AgentStart);
+        let second = fanout.subscribe(b.clone());
+        fanout.emit(Event::TurnStart);
+        assert_eq!(fanout.count(), 2);
+        drop(second);
+        fanout.emit(Event::AgentStart);
+        assert_eq!(fanout.count(), 1);
+        assert_eq!(a.0.lock().unwrap().len(), 3);
+        assert_eq!(*b.0.lock().unwrap(), vec![Event::TurnStart]);
+        // Subscribers that never wait leave the session free to stream.
+        fanout.ready().await;
+    }
+
+    #[tokio::test]
+    async fn ready_waits_only_for_a_subscriber_that_asks_to_be_waited_for() {
+        let fanout = Arc::new(Fanout::default());
+        let _recorder = fanout.subscribe(Arc::new(Recorder::default()));
+        let full = fanout.subscribe(Arc::new(Full));
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_millis(50), fanout.ready()).await;
+        assert!(waited.is_err());
+        drop(full);
+        fanout.ready().await;
+    }
+}

@@ -63,7 +63,7 @@ fn config(base: &str, dir: &std::path::Path) -> Config {
         registry: Arc::new(registry),
         settings: Settings::default(),
         model_explicit: false,
-        tools: ToolSelection::Only(Vec::new()),
+        tools: ToolSelection::none(),
         permissions: Default::default(),
         compaction: Default::default(),
         mcp: Default::default(),
@@ -73,6 +73,7 @@ fn config(base: &str, dir: &std::path::Path) -> Config {
         max_turns: None,
         session_dir: None,
         resume: crate::config::Resume::New,
+        session_name: None,
         warnings: Vec::new(),
         later: Default::default(),
         sandbox: crate::sandbox::Sandbox::off(),
@@ -87,6 +88,7 @@ async fn a_run_streams_into_the_sink() {
     let dir = tempfile::tempdir().unwrap();
     let config = config(&base, dir.path());
     let (prompt_source, _) = PromptSource::load(&crate::context::PromptFiles {
+        context_files: true,
         agent_dir: dir.path(),
         cwd: dir.path(),
         project_trusted: false,

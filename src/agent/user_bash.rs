@@ -5,9 +5,9 @@
 //! and a command they cannot be checked against (its program known only at run time) is refused.
 
 use super::{Agent, CommandError, now_ms};
+use crate::gate::classify::{Verdict, classify};
 use crate::protocol::{BashExecutionMessage, BashResult, Message};
 use crate::tools::bash::run_for_user;
-use crate::tools::permission::{Verdict, classify};
 use tokio::sync::watch;
 
 /// Counts the user commands running, so `abort` can wait until none is.

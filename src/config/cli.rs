@@ -1,11 +1,17 @@
-//! Command-line flags, with Pi's names.
+//! Command-line flags, with Pi 1.6's names and meanings, its short forms included. Flags that
+//! mean something only to Pi's terminal UI (themes, the TUI mode) are accepted and ignored, so
+//! a command line written for Pi runs unchanged; `--help` says which.
 
 use crate::protocol::ThinkingLevel;
-use clap::{Parser, ValueEnum};
+use clap::{ArgAction, CommandFactory, Parser, ValueEnum};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
+    /// Pi's default: run the prompts and print the final answer (nova has no terminal UI, so
+    /// this is print mode).
+    Text,
     /// JSON lines on stdin/stdout (Pi's RPC protocol).
     Rpc,
     /// Run the prompts, writing the session header and then every event as a JSON line.
@@ -14,20 +20,36 @@ pub enum Mode {
     Acp,
 }
 
+/// Pi's `--tui-mode` values; nova has no terminal UI and ignores the choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TuiMode {
+    Fullscreen,
+    Regular,
+}
+
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "nova",
     version,
+    disable_version_flag = true,
     about = "A coding agent: Pi's RPC protocol over JSON lines, or prompts run from the shell.",
-    after_help = "Examples:\n  nova --mode rpc --model ollama/qwen3:8b\n  \
+    after_help = "Commands:\n  \
+                  nova auth <command>   log in or out, print credentials, check readiness \
+                  (nova auth --help)\n  \
+                  nova login|logout <provider>   the same as nova auth login|logout\n\n\
+                  Examples:\n  nova --mode rpc --model ollama/qwen3:8b\n  \
                   nova -p \"Why does the build fail?\"\n  \
                   git diff | nova -p \"Review this change\" @CONTRIBUTING.md\n  \
-                  nova -c -p \"and now fix it\"\n\n\
+                  nova -c -p \"and now fix it\"\n  \
+                  nova --model anthropic/claude-sonnet-4-5:high -p \"Solve this\"\n\n\
+                  Accepted for Pi's command lines and ignored (nova has no terminal UI): \
+                  --theme, --use-theme, --no-themes, --tui-mode; --no-extensions (nova loads no \
+                  extensions yet).\n\n\
                   Exit codes: 0 success, 1 the run failed (provider error, aborted, output cut \
                   off), 2 usage error."
 )]
 pub struct Cli {
-    /// Interface to run. Without one, prompts (arguments or piped stdin) run in print mode.
+    /// Interface to run: text (print mode; the default with prompts), json, rpc or acp.
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
     /// Print mode: run the prompts, print the final answer on stdout, exit.
@@ -46,7 +68,7 @@ pub struct Cli {
     /// Provider of the startup model (a name in models.json).
     #[arg(long)]
     pub provider: Option<String>,
-    /// Startup model: `<id>` or `<provider>/<id>`.
+    /// Startup model: `<id>` or `<provider>/<id>`, optionally ending in `:<thinking level>`.
     #[arg(long)]
     pub model: Option<String>,
     /// API key for the startup model's provider (`--provider`, else the provider of `--model`,
@@ -57,7 +79,8 @@ pub struct Cli {
     /// each optionally ending in `:<thinking level>`.
     #[arg(long, value_delimiter = ',', value_name = "PATTERNS")]
     pub models: Option<Vec<String>>,
-    /// Startup thinking level: off, minimal, low, medium, high, xhigh or max.
+    /// Startup thinking level: off, minimal, low, medium, high, xhigh or max (over a `--model`
+    /// suffix).
     #[arg(long, value_name = "LEVEL", value_parser = parse_thinking_level)]
     pub thinking: Option<ThinkingLevel>,
     /// The most replies one prompt may take before its run stops with an error (over the
@@ -71,28 +94,68 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub session_dir: Option<PathBuf>,
     /// Resume a session: its id, a unique prefix of it, or its file.
-    #[arg(long, value_name = "ID|PREFIX|PATH", conflicts_with_all = ["no_session", "continue_newest"])]
+    #[arg(long, value_name = "ID|PREFIX|PATH", conflicts_with_all = ["no_session", "continue_newest", "resume", "fork"])]
     pub session: Option<String>,
     /// Resume the newest session of this directory.
-    #[arg(short = 'c', long = "continue", conflicts_with = "no_session")]
+    #[arg(short = 'c', long = "continue", conflicts_with_all = ["no_session", "fork"])]
     pub continue_newest: bool,
+    /// Pi's session picker. nova has no terminal UI: it resumes the newest session of this
+    /// directory, as --continue does (a client picks another with switch_session).
+    #[arg(short = 'r', long, conflicts_with_all = ["no_session", "fork"])]
+    pub resume: bool,
+    /// This directory's session with this id, or a new session with this id when there is none
+    /// (letters, digits, `.`, `_`, `-`; starting and ending with a letter or digit). With
+    /// --fork: the id of the new session.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["session", "continue_newest", "resume"])]
+    pub session_id: Option<String>,
+    /// Copy a session (its file, id or id prefix) into a new session of this directory and
+    /// continue there.
+    #[arg(long, value_name = "ID|PREFIX|PATH", conflicts_with = "no_session")]
+    pub fork: Option<String>,
+    /// The session's display name.
+    #[arg(short = 'n', long, value_name = "NAME")]
+    pub name: Option<String>,
     /// Replace the built-in system prompt (text, or a file to read it from).
     #[arg(long, value_name = "TEXT|FILE")]
     pub system_prompt: Option<String>,
-    /// Append to the system prompt (text, or a file to read it from).
+    /// Append to the system prompt (text, or a file to read it from); repeatable.
     #[arg(long, value_name = "TEXT|FILE")]
-    pub append_system_prompt: Option<String>,
-    /// Active tools, comma-separated (default: read,bash,edit,write,grep,find,ls, plus
-    /// view_image,zoom for models that take images).
-    #[arg(long, value_delimiter = ',', value_name = "A,B,…")]
+    pub append_system_prompt: Vec<String>,
+    /// Active tools, comma-separated names or `*` patterns (default: read,bash,edit,write,
+    /// grep,find,ls, plus view_image,zoom for models that take images). A list of only `+name`
+    /// and `-name` entries adds to or removes from the default instead. MCP tools stay unless
+    /// an entry starts with `mcp__`.
+    #[arg(
+        short = 't',
+        long,
+        value_delimiter = ',',
+        value_name = "A,B,…",
+        allow_hyphen_values = true
+    )]
     pub tools: Option<Vec<String>>,
-    /// Take this project's .nova/settings.json as it is, even where it loosens the permission
-    /// gate (otherwise it may only tighten it).
+    /// Tools to leave out, comma-separated names or `*` patterns, MCP tools included.
+    #[arg(long, value_delimiter = ',', value_name = "A,B,…")]
+    pub exclude_tools: Vec<String>,
+    /// Disable every tool, MCP tools included, but those --tools names (short form -nt).
     #[arg(long)]
-    pub trust_project: bool,
-    /// Disable every tool.
-    #[arg(long, conflicts_with = "tools")]
     pub no_tools: bool,
+    /// Disable the built-in tools but keep MCP tools (short form -nbt).
+    #[arg(long)]
+    pub no_builtin_tools: bool,
+    /// Trust this project's files for this run (`.nova/` and `.pi/` settings, MCP servers,
+    /// skills, prompts): the process's own directory only — in ACP, not the other folders an
+    /// editor opens. `--trust-project` is nova's older name for it.
+    #[arg(
+        short = 'a',
+        long,
+        alias = "trust-project",
+        conflicts_with = "no_approve"
+    )]
+    pub approve: bool,
+    /// Do not trust any project's files for this run, whatever trust.json or the settings say
+    /// (short form -na).
+    #[arg(long)]
+    pub no_approve: bool,
     /// Sandbox for the agent's commands: workspace-write, read-only or off (overrides
     /// sandbox.mode in settings).
     #[arg(long, value_name = "MODE")]
@@ -100,9 +163,135 @@ pub struct Cli {
     /// Load a skill file, or the skills in a directory (repeatable).
     #[arg(long = "skill", value_name = "PATH")]
     pub skills: Vec<PathBuf>,
+    /// Load no skills but those named with --skill (short form -ns).
+    #[arg(long)]
+    pub no_skills: bool,
     /// Load a prompt template, or the templates in a directory (repeatable).
     #[arg(long = "prompt-template", value_name = "PATH")]
     pub prompt_templates: Vec<PathBuf>,
+    /// Load no prompt templates but those named with --prompt-template (short form -np).
+    #[arg(long)]
+    pub no_prompt_templates: bool,
+    /// Leave AGENTS.md and CLAUDE.md out of the system prompt (short form -nc).
+    #[arg(long)]
+    pub no_context_files: bool,
+    /// Start no MCP server and offer no MCP tool.
+    #[arg(long)]
+    pub no_mcp: bool,
+    /// Pi's extensions: nova does not load extensions yet, and refuses this flag rather than
+    /// run without the extension.
+    #[arg(short = 'e', long = "extension", value_name = "PATH")]
+    pub extensions: Vec<String>,
+    /// Accepted and ignored: nova loads no extensions (short form -ne).
+    #[arg(long)]
+    pub no_extensions: bool,
+    /// Accepted: nova makes no network request at startup anyway (it refreshes no catalog and
+    /// checks for no update; the one request it may make, asking a local Ollama which models
+    /// it has, stays on loopback).
+    #[arg(long)]
+    pub offline: bool,
+    /// List the available models (those whose provider has a key), optionally only those
+    /// matching a search, and exit.
+    #[arg(long, value_name = "SEARCH", num_args = 0..=1, default_missing_value = "")]
+    pub list_models: Option<String>,
+    /// Write a session file as an HTML page and exit; the page goes to the first argument after
+    /// the flags when there is one, else beside the session file.
+    #[arg(long, value_name = "SESSION_FILE")]
+    pub export: Option<PathBuf>,
+    /// Accepted and ignored (a theme of Pi's terminal UI).
+    #[arg(long, value_name = "PATH")]
+    pub theme: Vec<PathBuf>,
+    /// Accepted and ignored (a theme of Pi's terminal UI).
+    #[arg(long, value_name = "NAME")]
+    pub use_theme: Option<String>,
+    /// Accepted and ignored (themes of Pi's terminal UI).
+    #[arg(long)]
+    pub no_themes: bool,
+    /// Accepted and ignored (Pi's terminal UI mode: fullscreen or regular).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub tui_mode: Option<TuiMode>,
+    /// Print the version.
+    #[arg(short = 'v', long, short_alias = 'V', action = ArgAction::Version)]
+    pub version: (),
+}
+
+impl Cli {
+    /// Parses the command line after the program's name, Pi's several-letter short options
+    /// (`-na`, `-nbt`, `-xt`, …) included.
+    pub fn parse_args(args: &[String]) -> Result<Cli, clap::Error> {
+        let argv = std::iter::once(OsString::from("nova")).chain(pi_short_options(args));
+        Cli::try_parse_from(argv)
+    }
+
+    /// `Some(true)` for `--approve`, `Some(false)` for `--no-approve`.
+    pub fn trust_override(&self) -> Option<bool> {
+        match (self.approve, self.no_approve) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// Pi's short options of more than one letter, which clap cannot declare: each becomes its long
+/// form. An argument that is the value of the option before it (`--name -na`) stays as it is,
+/// and nothing after `--` is touched.
+const LONG_SHORTS: [(&str, &str); 8] = [
+    ("-na", "--no-approve"),
+    ("-ne", "--no-extensions"),
+    ("-ns", "--no-skills"),
+    ("-np", "--no-prompt-templates"),
+    ("-nc", "--no-context-files"),
+    ("-nbt", "--no-builtin-tools"),
+    ("-nt", "--no-tools"),
+    ("-xt", "--exclude-tools"),
+];
+
+fn pi_short_options(args: &[String]) -> Vec<OsString> {
+    let mut command = Cli::command();
+    // Until it is built, an argument does not know how many values it takes.
+    command.build();
+    // The long name of an option that must be followed by a value, as Pi's parser takes the
+    // next argument whatever it looks like.
+    let value_option = |arg: &str| -> Option<String> {
+        let found = if let Some(long) = arg.strip_prefix("--") {
+            command.get_arguments().find(|a| {
+                a.get_long() == Some(long)
+                    || a.get_all_aliases().is_some_and(|al| al.contains(&long))
+            })
+        } else {
+            let mut chars = arg.strip_prefix('-')?.chars();
+            let (c, None) = (chars.next()?, chars.next()) else {
+                return None;
+            };
+            command.get_arguments().find(|a| a.get_short() == Some(c))
+        }?;
+        let required = found.get_action().takes_values()
+            && found.get_num_args().is_some_and(|n| n.min_values() > 0);
+        required.then(|| found.get_long().map(str::to_owned))?
+    };
+    let mut out = Vec::with_capacity(args.len());
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        if arg == "--" {
+            out.push(OsString::from(arg));
+            out.extend(iter.by_ref().map(OsString::from));
+            break;
+        }
+        let arg = LONG_SHORTS
+            .iter()
+            .find(|(short, _)| short == arg)
+            .map_or(arg.as_str(), |(_, long)| *long);
+        // `--name=-na` keeps clap from reading a value that starts with `-` as an option.
+        match value_option(arg).zip(iter.as_slice().first()) {
+            Some((long, value)) => {
+                iter.next();
+                out.push(OsString::from(format!("--{long}={value}")));
+            }
+            None => out.push(OsString::from(arg)),
+        }
+    }
+    out
 }
 
 fn parse_thinking_level(name: &str) -> Result<ThinkingLevel, String> {
@@ -110,4 +299,60 @@ fn parse_thinking_level(name: &str) -> Result<ThinkingLevel, String> {
         let names: Vec<&str> = ThinkingLevel::ALL.iter().map(|l| l.as_str()).collect();
         format!("valid levels are {}", names.join(", "))
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        Cli::parse_args(&args).unwrap()
+    }
+
+    #[test]
+    fn several_letter_short_options_are_their_long_forms() {
+        let cli = parse(&[
+            "-na", "-ne", "-ns", "-np", "-nc", "-nbt", "-xt", "bash", "x",
+        ]);
+        assert!(cli.no_approve && cli.no_extensions && cli.no_skills);
+        assert!(cli.no_prompt_templates && cli.no_context_files && cli.no_builtin_tools);
+        assert_eq!(cli.exclude_tools, ["bash"]);
+        assert_eq!(cli.prompts, ["x"]);
+        assert!(parse(&["-nt"]).no_tools);
+    }
+
+    #[test]
+    fn a_value_or_anything_after_the_separator_is_not_rewritten() {
+        let cli = parse(&["-n", "-na", "--session-id", "-nc", "--", "-np"]);
+        assert_eq!(cli.name.as_deref(), Some("-na"));
+        assert_eq!(cli.session_id.as_deref(), Some("-nc"));
+        assert!(!cli.no_approve && !cli.no_context_files);
+        assert_eq!(cli.prompts, ["-np"]);
+        let cli = parse(&[
+            "--append-system-prompt",
+            "-nt",
+            "--append-system-prompt",
+            "b",
+        ]);
+        assert_eq!(cli.append_system_prompt, ["-nt", "b"]);
+        assert!(!cli.no_tools);
+    }
+
+    #[test]
+    fn optional_values() {
+        assert_eq!(parse(&["--list-models"]).list_models.as_deref(), Some(""));
+        assert_eq!(
+            parse(&["--list-models", "son"]).list_models.as_deref(),
+            Some("son")
+        );
+        let cli = parse(&["--export", "s.jsonl", "out.html"]);
+        assert_eq!(cli.export, Some(PathBuf::from("s.jsonl")));
+        assert_eq!(cli.prompts, ["out.html"]);
+        assert_eq!(
+            parse(&["-t", "+grep,-write"]).tools.unwrap(),
+            ["+grep", "-write"]
+        );
+    }
 }

@@ -23,6 +23,16 @@ pub enum ConfigError {
     },
     #[error("unknown tool \"{name}\" in --tools (known: {known})")]
     UnknownTool { name: String, known: String },
+    /// A `--tools` or `--exclude-tools` list that cannot be read; the text says why.
+    #[error("{0}")]
+    ToolList(String),
+    #[error(
+        "--session-id {0:?}: use letters, digits, '.', '_' and '-', starting and ending with a \
+         letter or digit"
+    )]
+    SessionId(String),
+    #[error("--name needs a name that is not blank")]
+    SessionName,
     #[error("cannot read the current directory: {0}")]
     Cwd(#[source] std::io::Error),
     #[error("unknown model \"{}{id}\" (see models.json)", provider.as_deref().map(|p| format!("{p}/")).unwrap_or_default())]

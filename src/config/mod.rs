@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod builtin;
+pub mod catalog;
 pub mod cli;
 mod error;
 pub mod models;
@@ -10,11 +11,12 @@ pub mod oauth;
 pub mod radius;
 pub mod scope;
 pub mod settings;
+mod tools;
+pub mod trust;
 
+use crate::gate::classify::Gate;
 use crate::mcp::{self, McpConfig};
 use crate::protocol::{Model, ThinkingLevel};
-use crate::tools::permission::Gate;
-use crate::tools::{Tool, default_tools};
 use crate::warnings::Warnings;
 pub use cli::{Cli, Mode};
 pub use error::ConfigError;
@@ -25,6 +27,7 @@ pub use settings::{
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+pub use tools::{ToolFlags, ToolSelection};
 
 #[derive(Debug)]
 pub struct Config {
@@ -59,6 +62,8 @@ pub struct Config {
     pub session_dir: Option<PathBuf>,
     /// Which conversation it starts with.
     pub resume: Resume,
+    /// `--name`: the display name the session gets.
+    pub session_name: Option<String>,
     /// Problems with this session's settings files, reported once on stderr; nova runs on
     /// without them.
     pub warnings: Vec<String>,
@@ -94,6 +99,8 @@ pub struct Process {
     tools: ToolSelection,
     /// Problems with models.json; those of settings files are reported by each session.
     pub warnings: Vec<String>,
+    /// The directory nova was started in, the only one `--approve` trusts.
+    start_dir: Option<PathBuf>,
 }
 
 /// How a session begins: a new conversation, a stored one, or the newest one of its cwd.
@@ -108,6 +115,14 @@ pub enum Resume {
     Path(PathBuf),
     /// `--continue`: the newest session of the cwd, or a new one when it has none.
     Newest,
+    /// `--session-id`: the cwd's session with exactly this id, else a new one with it.
+    OwnId(String),
+    /// `--fork`: a copy of a session (found as [`Resume::Query`] finds it) as a new session of
+    /// the cwd, whose id is `id` when given.
+    Fork {
+        query: String,
+        id: Option<String>,
+    },
 }
 
 /// A model named by its id, and by its provider when more than one declares that id.
@@ -129,6 +144,8 @@ pub struct SessionSpec {
     /// MCP servers the client brings (ACP's `session/new`), beside those of the mcp.json
     /// files; one of the same name replaces the file's.
     pub mcp_servers: Vec<mcp::ClientServer>,
+    /// `--name`: the display name the session gets.
+    pub name: Option<String>,
 }
 
 impl SessionSpec {
@@ -139,6 +156,7 @@ impl SessionSpec {
             resume: Resume::New,
             model: None,
             mcp_servers: Vec::new(),
+            name: None,
         }
     }
 }
@@ -160,8 +178,10 @@ pub async fn load_process(
         &settings::Sources {
             user: &agent_dir.join("settings.json"),
             project: None,
+            pi_project: None,
             cwd: &agent_dir,
-            trust_flag: false,
+            trust_flag: Some(false),
+            trust_file: &agent_dir.join(trust::TRUST_FILE),
         },
         &mut Vec::new(),
     );
@@ -188,8 +208,23 @@ pub async fn load_process(
         .iter()
         .filter(|b| builtin_enabled(&registry, b))
         .collect();
+    // `nova update --models` may have fetched a newer catalog than the one compiled in.
+    let refreshed = catalog::Refreshed::find(&agent_dir);
     for builtin in enabled {
-        let (provider, mut models) = builtin.provider_and_models();
+        let found = match refreshed.as_ref().and_then(|r| r.text(builtin.name)) {
+            Some(text) => builtin.provider_and_models_from(&text).or_else(|e| {
+                warnings.push(format!("ignoring the refreshed catalog: {e}"));
+                builtin.provider_and_models()
+            }),
+            None => builtin.provider_and_models(),
+        };
+        let (provider, mut models) = match found {
+            Ok(found) => found,
+            Err(e) => {
+                warnings.push(e);
+                continue;
+            }
+        };
         // A login that names the models its account may use (Copilot's) hides the others, as
         // Pi does.
         if let Some(allowed) = registry.login_models(builtin.name) {
@@ -207,7 +242,11 @@ pub async fn load_process(
         let target = cli
             .model
             .as_deref()
-            .and_then(|m| registry.resolve(None, m))
+            .and_then(|m| {
+                registry
+                    .resolve(None, m)
+                    .or_else(|| registry.resolve(None, scope::split_thinking(m).0))
+            })
             .or_else(|| registry.models().first())
             .map(|m| m.provider.clone());
         if let Some(provider) = target {
@@ -217,17 +256,19 @@ pub async fn load_process(
     registry.set_keep_alive(user_settings.ollama.keep_alive.as_ref());
     Ok(Process {
         system_prompt: cli.system_prompt.as_deref().map(text_or_file).transpose()?,
-        append_system_prompt: cli
-            .append_system_prompt
-            .as_deref()
-            .map(text_or_file)
-            .transpose()?,
-        tools: active_tools(&cli)?,
+        append_system_prompt: append_system_prompt(&cli.append_system_prompt)?,
+        tools: ToolSelection::from_flags(ToolFlags {
+            tools: cli.tools.as_deref(),
+            exclude: &cli.exclude_tools,
+            no_tools: cli.no_tools,
+            no_builtin_tools: cli.no_builtin_tools,
+        })?,
         agent_dir,
         session_dir: cli.session_dir.clone(),
         registry: Arc::new(registry),
         cli,
         warnings,
+        start_dir: std::env::current_dir().ok(),
     })
 }
 
@@ -235,10 +276,19 @@ impl Process {
     /// The session the command line asks for, in the process's working directory.
     pub fn cli_session(&self) -> Result<SessionSpec, ConfigError> {
         let cwd = std::env::current_dir().map_err(ConfigError::Cwd)?;
-        let resume = match (&self.cli.session, self.cli.continue_newest) {
-            (Some(query), _) => Resume::Query(query.clone()),
-            (None, true) => Resume::Newest,
-            (None, false) => Resume::New,
+        let cli = &self.cli;
+        if let Some(id) = &cli.session_id {
+            check_session_id(id)?;
+        }
+        let resume = match (&cli.fork, &cli.session, &cli.session_id) {
+            (Some(query), _, id) => Resume::Fork {
+                query: query.clone(),
+                id: id.clone(),
+            },
+            (None, Some(query), _) => Resume::Query(query.clone()),
+            (None, None, Some(id)) => Resume::OwnId(id.clone()),
+            (None, None, None) if cli.continue_newest || cli.resume => Resume::Newest,
+            (None, None, None) => Resume::New,
         };
         let model = match (&self.cli.model, &self.cli.provider) {
             (Some(id), provider) => Some(ModelChoice {
@@ -247,11 +297,37 @@ impl Process {
             }),
             (None, _) => None,
         };
+        let name = match cli.name.as_deref().map(str::trim) {
+            Some("") => return Err(ConfigError::SessionName),
+            name => name.map(str::to_owned),
+        };
         Ok(SessionSpec {
             resume,
             model,
+            name,
             ..SessionSpec::new(cwd)
         })
+    }
+
+    /// `--approve` trusts the directory nova was started in and no other (an editor opens
+    /// many folders with the flags it was configured with once); `--no-approve` distrusts
+    /// every one.
+    fn trust_flag(&self, cwd: &Path) -> Option<bool> {
+        match self.cli.trust_override() {
+            Some(true) => {
+                let same = |a: &Path, b: &Path| {
+                    a.canonicalize()
+                        .ok()
+                        .zip(b.canonicalize().ok())
+                        .is_some_and(|(a, b)| a == b)
+                };
+                self.start_dir
+                    .as_deref()
+                    .is_some_and(|start| same(start, cwd))
+                    .then_some(true)
+            }
+            other => other,
+        }
     }
 
     /// Everything one session needs, resolved for its cwd: the project's settings (and trust),
@@ -265,8 +341,10 @@ impl Process {
             &settings::Sources {
                 user: &agent_dir.join("settings.json"),
                 project: Some(&cwd.join(".nova").join("settings.json")),
+                pi_project: Some(&cwd.join(".pi").join("settings.json")),
                 cwd,
-                trust_flag: cli.trust_project,
+                trust_flag: self.trust_flag(cwd),
+                trust_file: &agent_dir.join(trust::TRUST_FILE),
             },
             &mut warnings,
         );
@@ -280,11 +358,11 @@ impl Process {
             provider: cli.provider.as_deref(),
         };
         let scoped_start = scoped_startup(named, &settings, &scope);
-        let model = match scoped_start {
-            Some(s) => Some(s.model.clone()),
+        let (model, suffix_level) = match scoped_start {
+            Some(s) => (Some(s.model.clone()), s.thinking),
             None => startup_model(named, &settings, registry)?,
         };
-        let thinking_level = cli.thinking.or(scoped_start.and_then(|s| s.thinking));
+        let thinking_level = cli.thinking.or(suffix_level);
         let permissions = permission_rules(&settings, &mut warnings);
         let compaction = settings.compaction;
         let sandbox = crate::sandbox::Sandbox::start(
@@ -298,6 +376,9 @@ impl Process {
         let mut mcp = mcp_config(agent_dir, cwd, &settings, &mut warnings);
         mcp::config::add_client_servers(&mut mcp.servers, &spec.mcp_servers, agent_dir, cwd)
             .map_err(ConfigError::ClientMcpServer)?;
+        if cli.no_mcp {
+            mcp.servers.clear();
+        }
         Ok(Config {
             system_prompt: self.system_prompt.clone(),
             append_system_prompt: self.append_system_prompt.clone(),
@@ -307,6 +388,7 @@ impl Process {
             thinking_level,
             scope,
             resume: spec.resume.clone(),
+            session_name: spec.name.clone(),
             session_dir: cli.session_dir.clone(),
             agent_dir: agent_dir.clone(),
             cwd: cwd.clone(),
@@ -336,6 +418,7 @@ fn mcp_config(
     let files = mcp::config::Files {
         user: &agent_dir.join("mcp.json"),
         claude: &cwd.join(".mcp.json"),
+        pi_project: &cwd.join(".pi").join("mcp.json"),
         project: &cwd.join(".nova").join("mcp.json"),
         cwd,
         agent_dir,
@@ -368,17 +451,23 @@ fn mcp_config(
 
 /// Pi lists a built-in provider's models once it has a key: its variable (`OPENAI_API_KEY`, …),
 /// or an `apiKey` given to the provider of that name in models.json; Bedrock's also once AWS
-/// credentials are in the environment.
+/// credentials are in the environment; Cloudflare's only once the ids its address needs are
+/// set too.
 fn builtin_enabled(registry: &Registry, builtin: &builtin::Builtin) -> bool {
     let configured = registry
         .provider(builtin.name)
         .is_some_and(|p| p.api_key.is_some());
     let aws = builtin.api == crate::provider::Api::BedrockConverseStream
         && builtin::aws_enabled(|name| std::env::var(name).ok());
-    configured
-        || aws
-        || registry.has_stored_key(builtin.name)
-        || builtin::env_key(builtin.name).is_some()
+    let addressed = builtin
+        .address_vars
+        .iter()
+        .all(|name| registry.provider_var(builtin.name, name).is_some());
+    addressed
+        && (configured
+            || aws
+            || registry.has_stored_key(builtin.name)
+            || builtin::env_key(builtin.name).is_some())
 }
 
 async fn discover_ollama(
@@ -432,16 +521,26 @@ impl Named<'_> {
     }
 }
 
+/// The startup model, and the thinking level a named model's `:<level>` suffix asks for (Pi's
+/// `--model sonnet:high`; an id with a colon of its own, such as `qwen3:8b`, is tried whole
+/// first).
 fn startup_model(
     named: Named<'_>,
     settings: &Settings,
     registry: &Registry,
-) -> Result<Option<Model>, ConfigError> {
+) -> Result<(Option<Model>, Option<ThinkingLevel>), ConfigError> {
     if let Some(ModelChoice { provider, id }) = named.model {
-        return registry
-            .resolve(provider.as_deref(), id)
-            .cloned()
-            .map(Some)
+        let exact = registry.resolve(provider.as_deref(), id).map(|m| (m, None));
+        let suffixed = || {
+            let (base, level) = scope::split_thinking(id);
+            let level = level?;
+            registry
+                .resolve(provider.as_deref(), base)
+                .map(|m| (m, Some(level)))
+        };
+        return exact
+            .or_else(suffixed)
+            .map(|(m, level)| (Some(m.clone()), level))
             .ok_or_else(|| ConfigError::UnknownModel {
                 provider: provider.clone(),
                 id: id.clone(),
@@ -452,8 +551,7 @@ fn startup_model(
             .models()
             .iter()
             .find(|m| m.provider == p)
-            .cloned()
-            .map(Some)
+            .map(|m| (Some(m.clone()), None))
             .ok_or_else(|| ConfigError::NoModels(p.to_owned()));
     }
     if let Some(m) = settings
@@ -461,9 +559,9 @@ fn startup_model(
         .as_deref()
         .and_then(|m| registry.resolve(settings.default_provider.as_deref(), m))
     {
-        return Ok(Some(m.clone()));
+        return Ok((Some(m.clone()), None));
     }
-    Ok(registry.models().first().cloned())
+    Ok((registry.models().first().cloned(), None))
 }
 
 /// Invalid rules fail closed: every bash command asks until the settings are fixed, so a typo
@@ -478,49 +576,32 @@ fn permission_rules(settings: &Settings, warnings: &mut Vec<String>) -> Gate {
     })
 }
 
-/// Which tools are active: the default set follows the model (image tools only for models that
-/// take images); `--tools`/`--no-tools` fix the set whatever the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolSelection {
-    Default,
-    Only(Vec<Tool>),
-}
-
-impl ToolSelection {
-    pub fn active(&self, model: Option<&Model>) -> Vec<Tool> {
-        match self {
-            ToolSelection::Default => default_tools(model.is_some_and(Model::accepts_images)),
-            ToolSelection::Only(tools) => tools.clone(),
-        }
+/// Pi's rule for a session id a person chooses: letters, digits, `.`, `_` and `-`, starting
+/// and ending with a letter or digit (it becomes part of a file name).
+fn check_session_id(id: &str) -> Result<(), ConfigError> {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let valid = alnum(id.chars().next())
+        && alnum(id.chars().last())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(ConfigError::SessionId(id.to_owned()))
     }
 }
 
-fn active_tools(cli: &Cli) -> Result<ToolSelection, ConfigError> {
-    if cli.no_tools {
-        return Ok(ToolSelection::Only(vec![]));
+/// Every `--append-system-prompt`, each text or a file's text, in order, a blank line between.
+fn append_system_prompt(values: &[String]) -> Result<Option<String>, ConfigError> {
+    if values.is_empty() {
+        return Ok(None);
     }
-    let names: Vec<&str> = match &cli.tools {
-        Some(list) => list
-            .iter()
-            .map(|s| s.trim())
-            .filter(|s| !s.is_empty())
-            .collect(),
-        None => return Ok(ToolSelection::Default),
-    };
-    let mut tools = Vec::new();
-    for name in names {
-        let tool = Tool::from_name(name).ok_or_else(|| {
-            let known: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
-            ConfigError::UnknownTool {
-                name: name.to_owned(),
-                known: known.join(", "),
-            }
-        })?;
-        if !tools.contains(&tool) {
-            tools.push(tool);
-        }
-    }
-    Ok(ToolSelection::Only(tools))
+    let texts = values
+        .iter()
+        .map(|v| text_or_file(v))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(texts.join("\n\n")))
 }
 
 /// Pi's rule for prompt flags: a value naming an existing file means that file's text.

@@ -44,7 +44,7 @@ pub fn same(a: &Model, b: &Model) -> bool {
 }
 
 /// `base:level` when the suffix is a level name; model ids such as `qwen3:8b` keep their colon.
-fn split_thinking(pattern: &str) -> (&str, Option<ThinkingLevel>) {
+pub(super) fn split_thinking(pattern: &str) -> (&str, Option<ThinkingLevel>) {
     match pattern.rsplit_once(':') {
         Some((base, suffix)) => match ThinkingLevel::parse(suffix) {
             Some(level) => (base, Some(level)),

@@ -1,21 +1,22 @@
-//! `settings.json`: the agent dir's (the user's), with the project's `.nova/settings.json`
-//! merged over it one level deep (as Pi merges `.pi/settings.json`), decoded with serde into
-//! typed [`Settings`].
+//! `settings.json`: the agent dir's (the user's), with the project's `.pi/settings.json` (Pi's,
+//! for a repository that keeps one) and then its `.nova/settings.json` merged over it one level
+//! deep (as Pi merges `.pi/settings.json`), decoded with serde into typed [`Settings`].
 //!
 //! Each key decodes on its own ([`Lenient`]): a bad value is reported naming its key and falls
 //! back to the default while every other key still applies; unknown keys are ignored.
 //!
 //! Safety settings (`permissions`, `sandbox`) come from the project file only to tighten what
-//! the user set, unless the user trusts the project (`--trust-project`, or the cwd listed in the user's
-//! `trustedProjects`): a cloned repository, or a model that wrote into it, must not be able to
-//! switch the gate off. `trustedProjects` itself is read from the user's file only.
+//! the user set, unless the user trusts the project ([`super::trust`]: `--approve`, a saved
+//! decision in `trust.json`, `trustedProjects`, `defaultProjectTrust`): a cloned repository, or
+//! a model that wrote into it, must not be able to switch the gate off. What decides trust is
+//! read from the user's side only.
 //!
 //! `skills` and `prompts` (lists of files or directories) are not merged but added up, user's
 //! first, as in Pi: a relative path counts from the directory of the file that lists it.
 
+use crate::gate::classify::{Mode as GateMode, Rules};
 use crate::protocol::{QueueMode, SourceScope, ThinkingLevel};
 use crate::sandbox::{Mode as SandboxMode, SandboxSettings};
-use crate::tools::permission::{Mode as GateMode, Rules};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -372,9 +373,14 @@ pub struct Sources<'a> {
     pub user: &'a Path,
     /// `None` for what the process shares, which no project may change.
     pub project: Option<&'a Path>,
+    /// Pi's `.pi/settings.json` of the same project, below `project`: a key both set is
+    /// `project`'s.
+    pub pi_project: Option<&'a Path>,
     pub cwd: &'a Path,
-    /// `--trust-project`.
-    pub trust_flag: bool,
+    /// `--approve` (`Some(true)`) or `--no-approve` (`Some(false)`), where it applies.
+    pub trust_flag: Option<bool>,
+    /// The agent dir's `trust.json`: the saved trust decisions.
+    pub trust_file: &'a Path,
 }
 
 /// Reads and merges both files. Problems are collected as warnings; a bad value falls back to
@@ -390,14 +396,47 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
         }
     };
     let mut user = read(sources.user, warnings).unwrap_or_default();
-    let mut project = match sources.project {
-        Some(path) => read(path, warnings).unwrap_or_default(),
-        None => Map::new(),
-    };
+    // Pi's file first, then nova's, each with the file its relative paths count from.
+    let mut projects: Vec<(&Path, Map<String, Value>)> = [sources.pi_project, sources.project]
+        .into_iter()
+        .flatten()
+        .map(|path| (path, read(path, warnings).unwrap_or_default()))
+        .collect();
 
-    let trusted_list = user.remove("trustedProjects");
-    project.remove("trustedProjects");
-    let project_trusted = sources.trust_flag || is_trusted(trusted_list, sources.cwd, warnings);
+    // What decides trust is the user's alone: a project's own say is dropped unread.
+    for (_, project) in &mut projects {
+        project.remove("trustedProjects");
+        project.remove("defaultProjectTrust");
+    }
+    let project_trusted = super::trust::decide(
+        super::trust::Inputs {
+            flag: sources.trust_flag,
+            trust_file: sources.trust_file,
+            trusted_projects: user.remove("trustedProjects"),
+            default: user.remove("defaultProjectTrust"),
+            cwd: sources.cwd,
+        },
+        warnings,
+    );
+    let mut listed = |key: &str, warnings: &mut Vec<String>| {
+        let mut paths = listed_paths(&mut user, key, sources.user, SourceScope::User, warnings);
+        for (file, project) in &mut projects {
+            paths.extend(listed_paths(
+                project,
+                key,
+                file,
+                SourceScope::Project,
+                warnings,
+            ));
+        }
+        paths
+    };
+    let skills = listed("skills", warnings);
+    let prompts = listed("prompts", warnings);
+    let mut project = Map::new();
+    for (_, file) in projects {
+        merge_one_level(&mut project, file);
+    }
     let user_permissions = user.remove("permissions");
     let project_permissions = project.remove("permissions");
     let user_sandbox = user.remove("sandbox");
@@ -410,22 +449,6 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
         project_trusted,
         warnings,
     );
-    let mut listed = |key: &str, warnings: &mut Vec<String>| {
-        let mut paths = listed_paths(&mut user, key, sources.user, SourceScope::User, warnings);
-        if let Some(file) = sources.project {
-            paths.extend(listed_paths(
-                &mut project,
-                key,
-                file,
-                SourceScope::Project,
-                warnings,
-            ));
-        }
-        paths
-    };
-    let skills = listed("skills", warnings);
-    let prompts = listed("prompts", warnings);
-
     let mut merged = user;
     merge_one_level(&mut merged, project);
     let file: File = serde_json::from_value(Value::Object(merged)).unwrap_or_default();
@@ -592,7 +615,7 @@ fn warn_untightened(what: &str, ignored: &[&str], warnings: &mut Vec<String>) {
     if !ignored.is_empty() {
         warnings.push(format!(
             "the project's .nova/settings.json may only tighten {what}; ignoring {} \
-             (trust the project with --trust-project or the trustedProjects setting)",
+             (trust the project with --approve, trust.json or the trustedProjects setting)",
             ignored.join(" and ")
         ));
     }
@@ -763,34 +786,16 @@ fn listed_paths(
     entries
         .iter()
         .map(|entry| ListedPath {
-            path: crate::tools::path::resolve(entry, dir),
+            path: crate::files::path::resolve(entry, dir),
             scope,
         })
         .collect()
 }
 
-/// Whether the user's `trustedProjects` lists `cwd` (compared after resolving symlinks).
-fn is_trusted(list: Option<Value>, cwd: &Path, warnings: &mut Vec<String>) -> bool {
-    let Some(list) = list else {
-        return false;
-    };
-    let paths: Vec<PathBuf> = match serde_json::from_value(list) {
-        Ok(p) => p,
-        Err(e) => {
-            warnings.push(format!("settings: \"trustedProjects\": {e}; ignored"));
-            return false;
-        }
-    };
-    let here = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
-    paths
-        .iter()
-        .any(|p| p.canonicalize().unwrap_or_else(|_| p.clone()) == here)
-}
-
 /// `Ok(None)` when the file does not exist. An invalid file is an error naming the file, line
 /// and column.
 fn read_object(path: &Path) -> Result<Option<Map<String, Value>>, String> {
-    let text = match crate::tools::safe_open::read_to_string(path) {
+    let text = match crate::files::safe_open::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),

@@ -28,8 +28,10 @@ impl Files {
         let sources = Sources {
             user: &user,
             project: Some(&project),
+            pi_project: Some(&self.dir.path().join("cwd/.pi/settings.json")),
             cwd: &cwd,
-            trust_flag,
+            trust_flag: trust_flag.then_some(true),
+            trust_file: &self.dir.path().join("trust.json"),
         };
         (load(&sources, &mut warnings), warnings)
     }
@@ -200,8 +202,10 @@ fn a_trusted_project_loosens_too() {
     let sources = Sources {
         user: &files2.dir.path().join("user.json"),
         project: Some(&cwd.join(".nova/settings.json")),
+        pi_project: None,
         cwd: &cwd,
-        trust_flag: false,
+        trust_flag: None,
+        trust_file: &files2.dir.path().join("trust.json"),
     };
     let s = load(&sources, &mut Vec::new());
     assert!(s.project_trusted);
@@ -383,4 +387,42 @@ fn max_turns_is_a_positive_number_an_untrusted_project_may_only_lower() {
         assert_eq!(limit, None, "{bad}");
         assert!(warnings[0].contains("\"maxTurns\""), "{warnings:?}");
     }
+}
+
+#[test]
+fn pis_project_settings_sit_below_novas_and_follow_the_same_rules() {
+    let files = Files::new(
+        Some(r#"{"permissions":{"bash":{"mode":"always"}}}"#),
+        Some(r#"{"defaultModel":"nova-model","compaction":{"enabled":false}}"#),
+    );
+    let pi = files.dir.path().join("cwd/.pi");
+    std::fs::create_dir_all(&pi).unwrap();
+    std::fs::write(
+        pi.join("settings.json"),
+        r#"{"defaultModel":"pi-model","steeringMode":"all","compaction":{"reserveTokens":7},
+            "skills":["my-skills"],"defaultProjectTrust":"always",
+            "permissions":{"bash":{"mode":"never"}}}"#,
+    )
+    .unwrap();
+    let (s, _) = files.load(false);
+    assert_eq!(
+        s.default_model.as_deref(),
+        Some("nova-model"),
+        "nova's file wins"
+    );
+    assert_eq!(s.steering_mode, QueueMode::All, "Pi's file still counts");
+    assert_eq!(
+        (s.compaction.enabled, s.compaction.reserve_tokens),
+        (false, 7)
+    );
+    assert_eq!(s.skills[0].path, pi.join("my-skills"), "relative to .pi/");
+    assert!(
+        !s.project_trusted,
+        "a project cannot trust itself from .pi/ either"
+    );
+    assert_eq!(
+        s.bash_permissions.unwrap().mode,
+        GateMode::Always,
+        "an untrusted .pi/ may not loosen the gate"
+    );
 }

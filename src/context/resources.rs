@@ -2,9 +2,10 @@
 //! commands in user messages turn into.
 //!
 //! Skills are looked for, in this order (the first skill of a name wins): `<agent dir>/skills`,
-//! `~/.agents/skills`, `<cwd>/.nova/skills`, `.agents/skills` in the cwd and each parent up to
-//! the git root (or `/`), the `skills` setting, then `--skill`. Templates: `<agent dir>/prompts`,
-//! `<cwd>/.nova/prompts`, the `prompts` setting, then `--prompt-template`. A file reached twice
+//! `~/.agents/skills`, `<cwd>/.nova/skills`, Pi's `<cwd>/.pi/skills`, `.agents/skills` in the cwd
+//! and each parent up to the git root (or `/`), the `skills` setting, then `--skill`. Templates:
+//! `<agent dir>/prompts`, `<cwd>/.nova/prompts`, `<cwd>/.pi/prompts`, the `prompts` setting, then
+//! `--prompt-template`. A file reached twice
 //! (through a symlink, or listed again) counts once.
 //!
 //! The project's own places (`.nova/skills`, `.nova/prompts`, `.agents/skills` in the project,
@@ -32,6 +33,9 @@ pub struct Sources<'a> {
     /// `--skill` and `--prompt-template`, relative to the cwd.
     pub skill_flags: &'a [PathBuf],
     pub template_flags: &'a [PathBuf],
+    /// `false` with `--no-skills` / `--no-prompt-templates`: only the flags' paths are read.
+    pub discover_skills: bool,
+    pub discover_templates: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -72,7 +76,7 @@ impl Resources {
         if !skipped.is_empty() {
             warnings.push(format!(
                 "the project is not trusted, so its skills and prompt templates are not loaded \
-                 ({}); trust it with --trust-project or the trustedProjects setting",
+                 ({}); trust it with --approve, trust.json or the trustedProjects setting",
                 skipped.join(", ")
             ));
         }
@@ -109,6 +113,9 @@ impl Resources {
 }
 
 fn skill_locations(sources: &Sources) -> Vec<(PathBuf, Location)> {
+    if !sources.discover_skills {
+        return listed(&[], sources.skill_flags, sources.cwd);
+    }
     let mut out = vec![auto(
         sources.agent_dir.join("skills"),
         SourceScope::User,
@@ -118,8 +125,10 @@ fn skill_locations(sources: &Sources) -> Vec<(PathBuf, Location)> {
         let agents = home.join(".agents");
         out.push(auto(agents.join("skills"), SourceScope::User, &agents));
     }
-    let project = sources.cwd.join(".nova");
-    out.push(auto(project.join("skills"), SourceScope::Project, &project));
+    // nova's project dir first (the first skill of a name wins), then Pi's.
+    for project in [sources.cwd.join(".nova"), sources.cwd.join(".pi")] {
+        out.push(auto(project.join("skills"), SourceScope::Project, &project));
+    }
     for dir in up_to_git_root(sources.cwd) {
         let agents = dir.join(".agents");
         out.push(auto(agents.join("skills"), SourceScope::Project, &agents));
@@ -133,15 +142,21 @@ fn skill_locations(sources: &Sources) -> Vec<(PathBuf, Location)> {
 }
 
 fn template_locations(sources: &Sources) -> Vec<(PathBuf, Location)> {
-    let project = sources.cwd.join(".nova");
-    let mut out = vec![
-        auto(
-            sources.agent_dir.join("prompts"),
-            SourceScope::User,
-            sources.agent_dir,
-        ),
-        auto(project.join("prompts"), SourceScope::Project, &project),
-    ];
+    if !sources.discover_templates {
+        return listed(&[], sources.template_flags, sources.cwd);
+    }
+    let mut out = vec![auto(
+        sources.agent_dir.join("prompts"),
+        SourceScope::User,
+        sources.agent_dir,
+    )];
+    for project in [sources.cwd.join(".nova"), sources.cwd.join(".pi")] {
+        out.push(auto(
+            project.join("prompts"),
+            SourceScope::Project,
+            &project,
+        ));
+    }
     out.extend(listed(
         &sources.settings.prompts,
         sources.template_flags,
@@ -170,7 +185,7 @@ fn listed(
         .iter()
         .map(|l| (clean(&l.path), Location::Setting { scope: l.scope }));
     let from_flags = flags.iter().map(|p| {
-        let absolute = crate::tools::path::resolve(&p.to_string_lossy(), cwd);
+        let absolute = crate::files::path::resolve(&p.to_string_lossy(), cwd);
         (clean(&absolute), Location::Flag)
     });
     from_settings.chain(from_flags).collect()

@@ -87,7 +87,7 @@ fn is_skill_dir(dir: &Path) -> bool {
 /// A `declared` file is meant to be a skill, so what is wrong with it is reported; any other
 /// Markdown file in a skills directory is a skill only if it has a description.
 fn load_file(path: &Path, declared: bool, location: &Location, found: &mut Found<Skill>) {
-    let text = match crate::tools::safe_open::read_to_string(path) {
+    let text = match crate::files::safe_open::read_to_string(path) {
         Ok(t) => t,
         Err(e) => return found.warn(path, &format!("cannot read it: {e}")),
     };
@@ -203,7 +203,7 @@ pub fn expand(text: &str, skills: &[Skill]) -> Option<String> {
     let command = text.strip_prefix("/skill:")?;
     let (name, rest) = command.split_once(' ').unwrap_or((command, ""));
     let skill = skills.iter().find(|s| s.name == name)?;
-    let body = match crate::tools::safe_open::read_to_string(&skill.path)
+    let body = match crate::files::safe_open::read_to_string(&skill.path)
         .map_err(|e| e.to_string())
         .and_then(|text| Document::parse(&text))
     {

@@ -56,7 +56,7 @@ fn is_markdown(path: &Path) -> bool {
 }
 
 fn load_file(path: &Path, location: &Location, found: &mut Found<Template>) {
-    let doc = match crate::tools::safe_open::read_to_string(path)
+    let doc = match crate::files::safe_open::read_to_string(path)
         .map_err(|e| format!("cannot read it: {e}"))
         .and_then(|text| Document::parse(&text))
     {

@@ -119,7 +119,7 @@ mod tests {
             ("a/**/b", "a//b", true),
             ("?", "/", true),
             ("?", "\n", true),
-            // One byte, as the README says: `é` is two.
+            // One byte, as docs/safety.md says: `é` is two.
             ("caf?", "café", false),
             ("caf??", "café", true),
             ("caf*", "café", true),

@@ -2,8 +2,9 @@
 //! `{"mcpServers": {"name": {"command", "args", "env", "cwd"} | {"url", "headers"},
 //! "type"?, "enabled"?, "timeout"?, "description"?}}`.
 //!
-//! Three files, from the lowest precedence to the highest: the user's `<agent dir>/mcp.json`,
-//! Claude's `.mcp.json` in the project root, and the project's `.nova/mcp.json`. An entry
+//! Four files, from the lowest precedence to the highest: the user's `<agent dir>/mcp.json`,
+//! Claude's `.mcp.json` in the project root, the project's `.pi/mcp.json` (for a repository
+//! that keeps Pi's project dir) and its `.nova/mcp.json`. An entry
 //! replaces one of the same name from a file below it; an entry with neither `command`, `url`
 //! nor `type` only overrides `enabled`. Names that differ only in `-` and `_` are the same
 //! server (their tools would get the same names). Invalid entries are reported and skipped.
@@ -155,6 +156,8 @@ impl Transport {
 pub struct Files<'a> {
     pub user: &'a Path,
     pub claude: &'a Path,
+    /// Pi's `.pi/mcp.json`, below nova's own `.nova/mcp.json`.
+    pub pi_project: &'a Path,
     pub project: &'a Path,
     pub cwd: &'a Path,
     /// Nova's agent dir, under which the user's stdio servers start when their entry names no
@@ -166,11 +169,12 @@ pub struct Files<'a> {
 }
 
 impl Files<'_> {
-    /// The three files, from the lowest precedence to the highest.
-    fn in_order(&self) -> [(&Path, McpSource); 3] {
+    /// The files, from the lowest precedence to the highest.
+    fn in_order(&self) -> [(&Path, McpSource); 4] {
         [
             (self.user, McpSource::User),
             (self.claude, McpSource::Claude),
+            (self.pi_project, McpSource::Project),
             (self.project, McpSource::Project),
         ]
     }
@@ -180,6 +184,8 @@ impl Files<'_> {
 /// `warnings`, one line each.
 pub fn load(files: &Files, warnings: &mut Vec<String>) -> Vec<ServerConfig> {
     let mut servers: Vec<ServerConfig> = Vec::new();
+    // The file each server's definition came from, beside it.
+    let mut origins: Vec<&Path> = Vec::new();
     for (path, source) in files.in_order() {
         let Some(entries) = read_file(path, warnings) else {
             continue;
@@ -228,8 +234,14 @@ pub fn load(files: &Files, warnings: &mut Vec<String>) -> Vec<ServerConfig> {
                         server.disabled = Some(UNTRUSTED.to_owned());
                     }
                     match existing {
-                        Some(i) => servers[i] = *server,
-                        None => servers.push(*server),
+                        Some(i) => {
+                            servers[i] = *server;
+                            origins[i] = path;
+                        }
+                        None => {
+                            servers.push(*server);
+                            origins.push(path);
+                        }
                     }
                 }
             }
@@ -237,11 +249,9 @@ pub fn load(files: &Files, warnings: &mut Vec<String>) -> Vec<ServerConfig> {
     }
     let skipped: Vec<String> = servers
         .iter()
-        .filter(|s| s.disabled.as_deref() == Some(UNTRUSTED))
-        .filter_map(|s| {
-            let (path, _) = files.in_order().into_iter().find(|(_, f)| *f == s.source)?;
-            Some(format!("{} ({})", s.name, path.display()))
-        })
+        .zip(&origins)
+        .filter(|(s, _)| s.disabled.as_deref() == Some(UNTRUSTED))
+        .map(|(s, path)| format!("{} ({})", s.name, path.display()))
         .collect();
     if !skipped.is_empty() {
         warnings.push(format!(
@@ -252,8 +262,7 @@ pub fn load(files: &Files, warnings: &mut Vec<String>) -> Vec<ServerConfig> {
     servers
 }
 
-const UNTRUSTED: &str =
-    "the project is not trusted (trust it with --trust-project or the trustedProjects setting)";
+const UNTRUSTED: &str = "the project is not trusted (trust it with --approve, trust.json or the trustedProjects setting)";
 const SWITCHED_OFF: &str = "\"enabled\": false in ";
 
 fn switched_off(path: &Path) -> String {
@@ -281,7 +290,7 @@ fn is_empty_dir(path: &Path) -> bool {
 }
 
 fn read_file(path: &Path, warnings: &mut Vec<String>) -> Option<Map<String, Value>> {
-    let text = match crate::tools::safe_open::read_to_string(path) {
+    let text = match crate::files::safe_open::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         // The empty directory the sandbox keeps at a missing `.mcp.json` while commands run.

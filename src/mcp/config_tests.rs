@@ -8,6 +8,7 @@ struct Dirs {
     _tmp: TempDir,
     user: PathBuf,
     claude: PathBuf,
+    pi_project: PathBuf,
     project: PathBuf,
     cwd: PathBuf,
     home: PathBuf,
@@ -18,9 +19,11 @@ fn dirs() -> Dirs {
     let tmp = tempfile::tempdir().unwrap();
     let cwd = tmp.path().join("proj");
     std::fs::create_dir_all(cwd.join(".nova")).unwrap();
+    std::fs::create_dir_all(cwd.join(".pi")).unwrap();
     Dirs {
         user: tmp.path().join("agent-mcp.json"),
         claude: cwd.join(".mcp.json"),
+        pi_project: cwd.join(".pi/mcp.json"),
         project: cwd.join(".nova/mcp.json"),
         home: tmp.path().join("home"),
         agent: tmp.path().join("agent"),
@@ -38,6 +41,7 @@ fn load_all(d: &Dirs, trusted: bool) -> (Vec<ServerConfig>, Vec<String>) {
     let files = Files {
         user: &d.user,
         claude: &d.claude,
+        pi_project: &d.pi_project,
         project: &d.project,
         cwd: &d.cwd,
         agent_dir: &d.agent,
@@ -292,7 +296,7 @@ fn an_untrusted_project_starts_nothing_and_may_only_switch_servers_off() {
             && skipped.contains("claude (")
             && skipped.contains("proj (")
             && skipped.contains("shadowed (")
-            && skipped.contains("--trust-project"),
+            && skipped.contains("--approve"),
         "{skipped}"
     );
 
@@ -374,4 +378,42 @@ fn a_clients_servers_start_apart_from_the_project_replace_same_named_ones_and_ke
         }
     );
     assert!(!by_name(&servers, "kept").literal_values());
+}
+
+#[test]
+fn pis_project_file_sits_below_novas_and_needs_trust_as_it_does() {
+    let d = dirs();
+    write(
+        &d.pi_project,
+        json!({"mcpServers": {
+            "shared": {"command": "from-pi"},
+            "pi-only": {"command": "pi-only"},
+        }}),
+    );
+    write(
+        &d.project,
+        json!({"mcpServers": {"shared": {"command": "from-nova"}}}),
+    );
+    let (servers, _) = load_all(&d, true);
+    let command = |name: &str| match &by_name(&servers, name).transport {
+        Transport::Stdio { command, .. } => command.clone(),
+        Transport::Http { url, .. } => url.clone(),
+    };
+    assert_eq!(command("shared"), "from-nova", "nova's own file wins");
+    assert_eq!(command("pi-only"), "pi-only");
+    assert!(servers.iter().all(|s| s.disabled.is_none()));
+    let (servers, warnings) = load_all(&d, false);
+    assert!(servers.iter().all(|s| s.disabled.is_some()));
+    let line = warnings
+        .iter()
+        .find(|w| w.contains("not starting"))
+        .unwrap();
+    assert!(
+        line.contains("pi-only (") && line.contains(".pi/mcp.json"),
+        "{line}"
+    );
+    assert!(
+        line.contains("shared (") && line.contains(".nova/mcp.json"),
+        "{line}"
+    );
 }

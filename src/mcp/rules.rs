@@ -7,8 +7,8 @@
 //! is found by [`Rules::unmatched`], so that a typo does not go unnoticed.
 
 use super::names::sanitize;
+pub use crate::gate::classify::Verdict;
 use crate::glob::{self, Glob};
-pub use crate::tools::permission::Verdict;
 
 #[derive(Debug, Clone, Default)]
 pub struct Rules {

@@ -70,7 +70,7 @@ fn attach_file(
     text: &mut String,
     images: &mut Vec<ContentBlock>,
 ) -> Result<(), String> {
-    let path = crate::tools::path::resolve(raw, cwd);
+    let path = crate::files::path::resolve(raw, cwd);
     let shown = path.display();
     let bytes = std::fs::read(&path).map_err(|e| format!("cannot attach @{raw} ({shown}): {e}"))?;
     if bytes.is_empty() {
@@ -83,7 +83,7 @@ fn attach_file(
         return Ok(());
     }
     let attached = attach::count(images.len() + 1)
-        .and_then(|()| attach::image(Data::Bytes(bytes), None, &path));
+        .and_then(|()| attach::image(Data::Bytes(bytes), None, &path, attach::Oversize::Shrink));
     let note = match attached {
         Ok(Attached { block, resized }) => {
             images.push(block);

@@ -1,7 +1,6 @@
-//! The RPC mode: stdin records → commands → the agent; responses and events → one stdout writer.
+//! The RPC mode, framing only: stdin records → typed commands → the session port
+//! ([`crate::agent::port`]); responses and events → one stdout writer.
 
-pub mod dispatch;
-pub mod images;
 mod outbox;
 pub mod parse;
 pub use crate::frontend::reader;
@@ -9,15 +8,13 @@ mod salvage;
 
 pub use outbox::{Line, Outbox};
 
+use crate::agent::port::{self, Reply as _};
 use crate::agent::{Agent, Runtime};
 use crate::frontend::{self, Second, Signals};
+use parse::Parsed;
 use reader::{Record, RecordReader};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How long shutdown waits for an aborted run to emit its final events.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Opens the session the command line describes and serves it on stdin and stdout until stdin
 /// closes or a signal arrives.
@@ -33,16 +30,17 @@ pub async fn run(runtime: Runtime) -> ExitCode {
         Ok(s) => s,
         Err(e) => return frontend::fatal(&format!("cannot install signal handlers: {e}")),
     };
-    let agent = prepared.start(Arc::new(out.clone()));
-    serve(agent.clone(), out.clone(), signals).await;
-    agent.shutdown().await;
+    let (live, subscription) = runtime.live().open(prepared, Arc::new(out.clone()));
+    serve(live.agent().clone(), out.clone(), signals).await;
+    runtime.live().close_all().await;
+    drop(subscription);
     frontend::close_writer(&out, writer).await;
     ExitCode::SUCCESS
 }
 
-/// Serves commands from stdin until it closes or a SIGTERM/SIGINT arrives, then aborts any run
-/// and returns once its final events are queued for the writer.
-pub async fn serve(agent: Agent, out: Outbox, mut signals: Signals) {
+/// Serves commands from stdin until it closes or a SIGTERM/SIGINT arrives; closing the live
+/// session then aborts any run and waits (a bounded time) for its final events.
+async fn serve(agent: Agent, out: Outbox, mut signals: Signals) {
     let (tx, mut records) = tokio::sync::mpsc::channel::<Record>(16);
     // Blocking reads on a plain thread: the reader's bounded buffer is what keeps a huge record
     // from ever being held in memory, and stdin has no useful async form.
@@ -59,12 +57,17 @@ pub async fn serve(agent: Agent, out: Outbox, mut signals: Signals) {
             // A client that sends commands but reads nothing is not served further until it
             // reads: each command's response and events would only pile up.
             record = async { out.ready().await; records.recv().await } => match record {
-                Some(Record::Line(line)) => dispatch::dispatch(&agent, &out, &line).await,
-                Some(Record::Oversized { head }) => out.respond(dispatch::oversized_response(&head)),
+                Some(Record::Line(line)) => match parse::parse_record(&line) {
+                    Parsed::Blank => {}
+                    Parsed::Error(response) => out.respond(response),
+                    Parsed::Command { id, name, command } => {
+                        port::execute(&agent, &out, id, name, command).await;
+                    }
+                },
+                Some(Record::Oversized { head }) => out.respond(parse::oversized_response(&head)),
                 None => break,
             },
             () = signals.recv() => break,
         }
     }
-    let _ = tokio::time::timeout(SHUTDOWN_GRACE, agent.abort()).await;
 }

@@ -2,6 +2,7 @@
 //! [writer](crate::frontend::writer).
 
 use crate::agent::EventSink;
+use crate::agent::port::Reply;
 use crate::frontend::{self, writer};
 use crate::protocol::{Event, Response, weigh};
 use std::io::Write;
@@ -43,8 +44,8 @@ impl writer::Line for Line {
 
 pub type Outbox = frontend::Outbox<Line>;
 
-impl Outbox {
-    pub fn respond(&self, response: Response) {
+impl Reply for Outbox {
+    fn respond(&self, response: Response) {
         self.push(Line::Response(response));
     }
 }

@@ -1,6 +1,7 @@
 //! Turns one record into a [`Command`] or an error [`Response`] that names the problem.
 //! Nothing here panics, whatever the bytes: the fuzz target drives this with arbitrary input.
 
+use super::reader::MAX_RECORD;
 use super::salvage;
 use crate::protocol::{Command, Response};
 use serde_json::{Map, Value};
@@ -17,6 +18,18 @@ pub enum Parsed {
         command: Command,
     },
     Error(Response),
+}
+
+/// The answer to a record over the limit; `head` is its start, which may show its `id`.
+pub fn oversized_response(head: &[u8]) -> Response {
+    Response::error(
+        salvage::readable_id(head),
+        "parse",
+        format!(
+            "Record exceeded the {} MiB limit; it was discarded up to the next newline",
+            MAX_RECORD / (1024 * 1024)
+        ),
+    )
 }
 
 pub fn parse_record(line: &[u8]) -> Parsed {

@@ -29,6 +29,8 @@ pub enum SessionError {
     Ambiguous { query: String, candidates: String },
     #[error("No session found with id '{0}'")]
     NoSuchId(String),
+    #[error("Session already exists with id '{id}': {path}")]
+    IdTaken { id: String, path: String },
 }
 
 impl SessionError {

@@ -50,7 +50,21 @@ impl Session {
     /// A new, empty session with a fresh UUIDv7 id. With `file_dir`, its file will be
     /// `<file_dir>/<timestamp>_<id>.jsonl`, written from the first user message on.
     pub fn create(file_dir: Option<PathBuf>, cwd: &Path, parent_session: Option<String>) -> Self {
-        let id = uuid::Uuid::now_v7().to_string();
+        Session::create_with_id(
+            file_dir,
+            cwd,
+            parent_session,
+            uuid::Uuid::now_v7().to_string(),
+        )
+    }
+
+    /// [`Session::create`] with an id the caller chose (Pi's `--session-id`).
+    pub fn create_with_id(
+        file_dir: Option<PathBuf>,
+        cwd: &Path,
+        parent_session: Option<String>,
+        id: String,
+    ) -> Self {
         let timestamp = now_iso();
         let path = file_dir.map(|d| d.join(paths::file_name(&timestamp, &id)));
         Session {
@@ -491,6 +505,22 @@ impl Session {
             .and_then(|p| self.index.get(p).copied());
         let session = self.branch(parent, new_file_dir)?;
         Ok((session, user_text(&user.content)))
+    }
+
+    /// The current path in a new session of `cwd` (Pi's `--fork`), with `id` when given.
+    pub fn fork_into(
+        &self,
+        cwd: &Path,
+        file_dir: Option<PathBuf>,
+        id: Option<String>,
+    ) -> Result<Session, SessionError> {
+        let mut s = self.branch(self.leaf, None)?;
+        let id = id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let fresh = Session::create_with_id(file_dir, cwd, s.header.parent_session.take(), id);
+        s.header = fresh.header;
+        s.path = fresh.path;
+        s.materialize_if_due()?;
+        Ok(s)
     }
 
     /// The current path in a new session.

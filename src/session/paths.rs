@@ -58,6 +58,14 @@ pub fn find_id(id: &str, scope: Scope<'_>) -> Result<PathBuf, SessionError> {
     by_id(id, false, scope)
 }
 
+/// The session in `dir` (only there) whose header id is exactly `id`: Pi's `--session-id`,
+/// which names a session of the current directory.
+pub fn find_in(dir: &Path, id: &str) -> Option<PathBuf> {
+    session_files(dir)
+        .into_iter()
+        .find(|p| header_id(p).as_deref() == Some(id))
+}
+
 fn by_id(query: &str, prefix: bool, scope: Scope<'_>) -> Result<PathBuf, SessionError> {
     let wanted = query.trim().to_ascii_lowercase();
     if wanted.is_empty() {

@@ -95,7 +95,8 @@ struct Seen {
 }
 
 /// A command an editor runs for nova: really started, as an editor starts it (its own
-/// environment plus the requested variables), its output kept.
+/// environment plus the requested variables, from a thread that ends once it has spawned it),
+/// its output kept.
 struct Terminal {
     pid: u32,
     output: Arc<Mutex<Vec<u8>>>,
@@ -116,7 +117,16 @@ impl Terminal {
         if let Some(cwd) = &req.cwd {
             cmd.current_dir(cwd);
         }
-        let mut child = cmd.spawn().unwrap();
+        // From a short-lived thread, as editors often spawn: what it starts must not die with
+        // the thread.
+        let runtime = tokio::runtime::Handle::current();
+        let mut child = std::thread::spawn(move || {
+            let _entered = runtime.enter();
+            cmd.spawn()
+        })
+        .join()
+        .unwrap()
+        .unwrap();
         let output: Arc<Mutex<Vec<u8>>> = Arc::default();
         let readers = [
             Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
@@ -195,7 +205,11 @@ impl Session {
     }
 
     async fn start_with(dirs: &Dirs, capabilities: acp::ClientCapabilities) -> Session {
-        let mut child = command(dirs).spawn().unwrap();
+        Session::start_command(command(dirs), capabilities).await
+    }
+
+    async fn start_command(mut command: Command, capabilities: acp::ClientCapabilities) -> Session {
+        let mut child = command.spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let seen = Arc::new(Seen::default());
@@ -698,6 +712,43 @@ async fn two_sessions_on_two_cwds_share_one_process() {
     nova.end().await;
 }
 
+/// Issue 30 item 4: an editor passes its configured flags to every folder it opens, so
+/// `--approve` trusts only the folder nova was started in; another folder's own system prompt
+/// (a file only a trusted project may use) stays out.
+#[tokio::test(flavor = "current_thread")]
+async fn approve_trusts_the_start_folder_and_no_other_one() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("for one"));
+    mock.push(Reply::text("for two"));
+    let dirs = Dirs::new(&mock);
+    let other = tempfile::tempdir().unwrap();
+    for (dir, text) in [
+        (dirs.cwd.path(), "START PROMPT"),
+        (other.path(), "OTHER PROMPT"),
+    ] {
+        std::fs::create_dir_all(dir.join(".nova")).unwrap();
+        std::fs::write(dir.join(".nova/SYSTEM.md"), text).unwrap();
+    }
+    let mut cmd = command(&dirs);
+    cmd.arg("--approve");
+    let nova = Session::start_command(cmd, acp::ClientCapabilities::new()).await;
+    let one = nova.new_session(&dirs.cwd()).await.session_id;
+    let two = nova
+        .new_session(&other.path().canonicalize().unwrap())
+        .await
+        .session_id;
+    nova.prompt(&one, "hi one").await.unwrap();
+    nova.prompt(&two, "hi two").await.unwrap();
+    let bodies: Vec<String> = mock
+        .chat_requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert!(bodies[0].contains("START PROMPT"), "{}", bodies[0]);
+    assert!(!bodies[1].contains("OTHER PROMPT"), "{}", bodies[1]);
+    nova.end().await;
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn bad_input_gets_json_rpc_errors_and_the_process_lives_on() {
     let mock = MockLlm::start();
@@ -899,6 +950,23 @@ async fn read_write_and_edit_go_through_the_editors_buffers_when_it_offers_them(
         statuses(&nova.seen.updates(&id), "e1").last(),
         Some(&acp::ToolCallStatus::Completed)
     );
+    // The finished edit says where it landed, so the editor can jump to the line.
+    let landed: Vec<acp::ToolCallLocation> = nova
+        .seen
+        .updates(&id)
+        .into_iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::ToolCallUpdate(u) if &*u.tool_call_id.0 == "e1" => {
+                u.fields.locations
+            }
+            _ => None,
+        })
+        .flatten()
+        .filter(|l| l.line.is_some())
+        .collect();
+    assert_eq!(landed.len(), 1, "{landed:?}");
+    assert_eq!(landed[0].path, cwd.join("old.txt"));
+    assert_eq!(landed[0].line, Some(1));
     nova.end().await;
 }
 
@@ -1317,6 +1385,30 @@ async fn a_todo_list_a_tool_keeps_is_shown_as_the_plan() {
                 entry("fix the bug", S::InProgress, P::High)
             ],
         ]
+    );
+    nova.end().await;
+}
+
+/// Issue 30 item 11: the editor starts nova's launcher from a thread that ends at once (see
+/// [`Terminal::spawn`]); the command still runs to its end, since the launcher's life is tied
+/// to nova, not to that thread.
+#[tokio::test(flavor = "current_thread")]
+async fn a_command_outlives_the_editor_thread_that_started_it() {
+    let mock = MockLlm::start();
+    let command = "sleep 0.5; echo still-here";
+    mock.push(Reply::new().tool_call("c1", "bash", json!({ "command": command })));
+    mock.push(Reply::text("done"));
+    let dirs = Dirs::new(&mock);
+    let nova = Session::start_with(&dirs, acp::ClientCapabilities::new().terminal(true)).await;
+    let id = nova.new_session(&dirs.cwd()).await.session_id;
+    let answer = nova.prompt(&id, "run it").await.unwrap();
+    assert_eq!(answer.stop_reason, acp::StopReason::EndTurn);
+    assert_eq!(nova.seen.created.lock().unwrap().len(), 1);
+    let last = mock.chat_requests().last().unwrap().body.to_string();
+    assert!(last.contains("still-here"), "{last}");
+    assert_eq!(
+        statuses(&nova.seen.updates(&id), "c1").last(),
+        Some(&acp::ToolCallStatus::Completed)
     );
     nova.end().await;
 }

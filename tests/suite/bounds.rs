@@ -9,7 +9,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-/// nova's documented bounds (README, "Bounded resources").
+/// nova's documented bounds (docs/performance.md, "Bounded resources").
 const MAX_QUEUED: usize = 1000;
 const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
 
@@ -163,7 +163,7 @@ fn a_trailing_cr_does_not_count_toward_the_record_limit() {
     assert!(error_of(&r).contains("8 MiB"), "{r}");
 }
 
-/// nova's documented limits on one reply's tool calls (README, "Bounded resources").
+/// nova's documented limits on one reply's tool calls (docs/performance.md, "Bounded resources").
 const MAX_CALLS_PER_REPLY: usize = 128;
 const MAX_CONCURRENT_TOOLS: usize = 8;
 
@@ -217,7 +217,7 @@ fn a_reply_runs_its_first_calls_and_answers_the_rest_with_an_error() {
     nova.wait_for_type("tool_execution_start", Duration::from_secs(30));
     // Asked while the batch runs, and answered after the events already queued before it (this
     // harness parses each of them, in a debug build on a shared machine: the bench measures the
-    // figure the README gives).
+    // figure docs/performance.md gives).
     let asked = Instant::now();
     let state = nova.request_ok(json!({"type": "get_state"}));
     let answered = asked.elapsed();
@@ -347,7 +347,7 @@ fn read_and_grep_hold_a_bounded_part_of_a_huge_line() {
     assert!(peak < RSS_BOUND_MIB, "grep: peak RSS {peak} MiB");
 }
 
-/// A command's full output is kept in a file up to 16 MiB (README, "Bounded resources").
+/// A command's full output is kept in a file up to 16 MiB (docs/performance.md, "Bounded resources").
 const MAX_OUTPUT_FILE: u64 = 16 * 1024 * 1024;
 
 #[test]

@@ -115,7 +115,7 @@ fn unknown_flag_is_one_line_and_exit_2() {
 }
 
 #[test]
-fn mode_text_is_rejected() {
+fn mode_text_without_a_prompt_is_a_usage_error() {
     let r = run_nova(&["--mode", "text"], None);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(one_line(&r.stderr).contains("text"), "{}", r.stderr);

@@ -218,3 +218,139 @@ fn a_revoked_login_names_nova_login() {
     assert!(mock.chat_requests().is_empty());
     assert_eq!(stored(agent.path())["kimi-coding"]["refresh"], "refresh-1");
 }
+
+/// `nova auth <args>` with `agent` as the agent dir and the token server as Kimi Code's.
+fn auth(agent: &std::path::Path, tokens: &TokenServer, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_nova"));
+    cmd.arg("auth")
+        .args(args)
+        .env("NOVA_AGENT_DIR", agent)
+        .env("HOME", agent)
+        .env(
+            "KIMI_CODE_OAUTH_HOST",
+            format!("http://127.0.0.1:{}", tokens.port),
+        )
+        .stdin(std::process::Stdio::null());
+    for builtin in nova::config::builtin::CATALOG {
+        for var in builtin.key_vars {
+            cmd.env_remove(var);
+        }
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Pi's credential commands: a key or a token printed for another program (a login refreshed
+/// first when it would expire too soon, under the same lock a session uses), and a readiness
+/// check with Pi's statuses, JSON and exit codes.
+#[test]
+fn auth_commands_print_and_check_credentials_as_pi_does() {
+    let mock = MockLlm::start();
+    let tokens = TokenServer::start(false);
+    // Twenty minutes left: enough for a session (five), not for a printed token (thirty).
+    let agent = agent_dir(&mock, now_ms() + 20 * 60_000);
+    let dir = agent.path();
+
+    let (code, out, err) = auth(
+        dir,
+        &tokens,
+        &[
+            "print-bearer-token",
+            "--provider",
+            "kimi-coding",
+            "--min-expiry",
+            "10m",
+        ],
+    );
+    assert_eq!((code, out.as_str()), (0, "access-1\n"), "{err}");
+    assert!(tokens.seen().is_empty(), "still valid for ten minutes");
+    let (code, out, err) = auth(
+        dir,
+        &tokens,
+        &["print-bearer-token", "--provider", "kimi-coding"],
+    );
+    assert_eq!((code, out.as_str()), (0, "access-2\n"), "{err}");
+    assert_eq!(tokens.seen(), ["refresh-1"]);
+    assert_eq!(
+        stored(dir)["kimi-coding"]["refresh"],
+        "refresh-2",
+        "written back"
+    );
+
+    let (code, out, err) = auth(dir, &tokens, &["print-api-key", "--provider", "groq"]);
+    assert_eq!((code, out.as_str()), (0, "gsk-kept\n"), "{err}");
+    let (code, out, err) = auth(
+        dir,
+        &tokens,
+        &["print-api-key", "--provider", "kimi-coding"],
+    );
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(err.contains("OAuth login, not an API key"), "{err}");
+    let (code, _, err) = auth(dir, &tokens, &["print-bearer-token", "--provider", "groq"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no OAuth login"), "{err}");
+
+    let check = |args: &[&str]| {
+        let (code, out, err) = auth(dir, &tokens, args);
+        (code, out.trim().to_owned(), err)
+    };
+    assert_eq!(check(&["check", "--provider", "groq"]).1, "ready");
+    let (code, out, _) = check(&["check", "--provider", "groq", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!({"status": "ready", "provider": "groq", "authType": "api_key"})
+    );
+    let (code, out, _) = check(&[
+        "check",
+        "--provider",
+        "kimi-coding",
+        "--json",
+        "--credentials",
+    ]);
+    assert_eq!(code, 0);
+    let out: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (out["authType"].as_str(), out["credentials"].as_str()),
+        (Some("oauth"), Some("access-2"))
+    );
+    let (code, out, _) = check(&["check", "--provider", "openai", "--json"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!({"status": "not_ready", "provider": "openai", "reason": "credentials_not_configured"})
+    );
+    let (code, out, _) = check(&["check", "--provider", "no-such-provider", "--json"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("provider_not_found"), "{out}");
+    assert_eq!(check(&["check", "--provider", "openai"]).1, "not_ready");
+
+    let (code, out, _) = auth(dir, &tokens, &[]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("print-bearer-token") && out.contains("check"),
+        "{out}"
+    );
+    let (code, _, err) = auth(dir, &tokens, &["frobnicate"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("frobnicate"), "{err}");
+    let (code, _, err) = auth(dir, &tokens, &["check"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--provider"), "{err}");
+    let (code, _, err) = auth(
+        dir,
+        &tokens,
+        &["print-api-key", "--provider", "groq", "--json"],
+    );
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = auth(dir, &tokens, &["logout", "groq"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stored(dir).get("groq").is_none(),
+        "auth logout is nova logout"
+    );
+}

@@ -231,7 +231,7 @@ fn usage_errors_exit_2_and_write_nothing_on_stdout() {
             "cannot attach @missing.txt",
         ),
         (&["--mode", "rpc", "hi"][..], "--mode rpc takes its prompts"),
-        (&["--mode", "text", "hi"][..], "text"),
+        (&["--mode", "text"][..], "nothing to run"),
     ] {
         let done = shell.run(args, "");
         assert_eq!(done.code, Some(2), "{args:?}: {done:?}");

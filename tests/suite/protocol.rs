@@ -201,6 +201,36 @@ fn attached_images_are_typed_by_their_bytes_and_shrunk_to_fit() {
     );
 }
 
+/// RPC.md: attachments are not downscaled past 5 MiB; one over it is refused with its size,
+/// even when nova could decode and shrink it, and the conversation is left as it was.
+#[test]
+fn an_attachment_over_five_mib_is_refused_not_shrunk() {
+    let mock = MockLlm::start();
+    let mut nova = Nova::builder().ollama(&mock).spawn();
+    let noisy = image::RgbImage::from_fn(1350, 1350, |x, y| {
+        let v = (x.wrapping_mul(2_654_435_761) ^ y.wrapping_mul(40_503)) as u8;
+        image::Rgb([v, v.rotate_left(3), v.rotate_left(5)])
+    });
+    let mut png = Vec::new();
+    image::DynamicImage::ImageRgb8(noisy)
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .unwrap();
+    // Over 5 MiB decoded, yet within the 8 MiB record once in base64.
+    assert!(png.len() > 5 << 20, "{} bytes", png.len());
+    assert!(png.len() / 3 * 4 < 8 << 20, "{} bytes", png.len());
+    let data = base64::engine::general_purpose::STANDARD.encode(&png);
+    let r = nova.request(json!({"type": "prompt", "message": "look", "images": [
+        {"type": "image", "data": data, "mimeType": "image/png"},
+    ]}));
+    let text = error_text(&r);
+    assert!(text.contains("images[0]"), "{r}");
+    assert!(text.contains(&format!("{} bytes", png.len())), "{r}");
+    assert!(text.contains("not downscaled"), "{r}");
+    let messages = nova.request_ok(json!({"type": "get_messages"}));
+    assert_eq!(messages["messages"], json!([]));
+    assert!(mock.chat_requests().is_empty());
+}
+
 #[test]
 fn unknown_sessions_and_requests_say_so() {
     let mut nova = idle_nova();

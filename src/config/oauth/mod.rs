@@ -85,8 +85,8 @@ impl Tokens {
         })
     }
 
-    fn fresh(&self, now: u64) -> bool {
-        self.expires > now.saturating_add(MIN_VALIDITY.as_millis() as u64)
+    fn fresh_for(&self, now: u64, min_validity: Duration) -> bool {
+        self.expires > now.saturating_add(min_validity.as_millis() as u64)
     }
 }
 
@@ -109,7 +109,19 @@ pub async fn access_token(
     tokens: &Tokens,
     store: &Store<'_>,
 ) -> Result<String, String> {
-    if tokens.fresh(now_ms()) {
+    access_token_valid_for(provider, tokens, store, MIN_VALIDITY).await
+}
+
+/// [`access_token`] for a caller that needs the token to last `min_validity` (`nova auth
+/// print-bearer-token --min-expiry`): one with less left is refreshed first.
+pub async fn access_token_valid_for(
+    provider: &str,
+    tokens: &Tokens,
+    store: &Store<'_>,
+    min_validity: Duration,
+) -> Result<String, String> {
+    let fresh = |t: &Tokens| t.fresh_for(now_ms(), min_validity.max(MIN_VALIDITY));
+    if fresh(tokens) {
         return Ok(tokens.access.clone());
     }
     let row = providers::find(provider)
@@ -119,7 +131,7 @@ pub async fn access_token(
     let current = store::read_entry(store.path, provider)?;
     let current_tokens = current.as_ref().and_then(Tokens::of);
     if let Some(current) = &current_tokens
-        && current.fresh(now_ms())
+        && fresh(current)
     {
         drop(lock);
         return Ok(current.access.clone());
@@ -155,7 +167,8 @@ mod tests {
         let entry = serde_json::json!({"type": "oauth", "access": "a", "refresh": "r",
                                        "expires": 1_000_000.0, "enterpriseUrl": "x"});
         let tokens = Tokens::of(&entry).unwrap();
-        assert!(tokens.fresh(0) && !tokens.fresh(1_000_000 - 60_000));
+        assert!(tokens.fresh_for(0, MIN_VALIDITY));
+        assert!(!tokens.fresh_for(1_000_000 - 60_000, MIN_VALIDITY));
         assert_eq!(tokens.extra["enterpriseUrl"], "x");
         assert_eq!(tokens.extra.len(), 1);
         assert!(Tokens::of(&serde_json::json!({"type": "api_key", "key": "k"})).is_none());

@@ -1,8 +1,9 @@
-//! Images attached to `prompt`, `steer` and `follow_up`, checked on arrival (RPC.md) by the
-//! one attachment policy ([`crate::attach`]): a bad attachment is refused with the index and
-//! the problem, before anything changes.
+//! Images attached to Pi's `prompt`, `steer` and `follow_up` commands, whatever transport
+//! brought them, checked on arrival (RPC.md) by the one attachment policy ([`crate::attach`]):
+//! a bad attachment, or one over 5 MiB, is refused with the index and the problem, before
+//! anything changes.
 
-use crate::attach::{self, Data, MAX_IMAGES};
+use super::{Data, MAX_IMAGES};
 use crate::protocol::{ContentBlock, ImageInput};
 use std::path::Path;
 
@@ -10,7 +11,7 @@ use std::path::Path;
 /// a while, so async callers run this on a blocking thread.
 pub fn validate(images: Option<Vec<ImageInput>>) -> Result<Vec<ContentBlock>, String> {
     let images = images.unwrap_or_default();
-    attach::count(images.len()).map_err(|e| format!("images[{MAX_IMAGES}]: {e}"))?;
+    super::count(images.len()).map_err(|e| format!("images[{MAX_IMAGES}]: {e}"))?;
     images
         .into_iter()
         .enumerate()
@@ -22,10 +23,11 @@ fn validate_one(image: ImageInput) -> Result<ContentBlock, String> {
     if let Some(kind) = image.kind.as_deref().filter(|k| *k != "image") {
         return Err(format!("type must be \"image\", got \"{kind}\""));
     }
-    let attached = attach::image(
+    let attached = super::image(
         Data::Base64(image.data),
         Some(&image.mime_type),
         Path::new("the image"),
+        super::Oversize::Refuse,
     )
     .map_err(|e| e.to_string())?;
     Ok(attached.block)

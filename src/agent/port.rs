@@ -1,30 +1,26 @@
-//! Commands → agent calls → exactly one response each. Commands that wait for the agent
-//! (`abort`, `compact`) or for the disk (`export_html`, which takes the conversation at once and
-//! writes it within a time bound) answer from their own task, so other commands are served
-//! meanwhile; `switch_session` runs off the runtime thread but is awaited here, so the commands
-//! after it see its effect. This is the one place where agent errors become
-//! wire text.
+//! The session port: Pi's command table, for every front end. A front end turns its bytes
+//! into a typed [`Command`] (RPC's stdin lines, a served WebSocket's frames) and hands it here
+//! with a [`Reply`] that knows where the response goes; this is all that knows what each
+//! command does to a session, and the one place where agent errors become wire text.
+//!
+//! Every command gets exactly one response. Commands that wait for the agent (`abort`,
+//! `compact`) or for the disk (`export_html`, which takes the conversation at once and writes
+//! it within a time bound; `list_sessions`) answer from their own task, so other commands are
+//! served meanwhile; `switch_session` runs off the runtime thread but is awaited here, so the
+//! commands after it see its effect. A user `bash` command's output is an event of the session, tagged with the
+//! id of the request that started it.
 
-use super::Outbox;
-use super::images;
-use super::parse::{Parsed, parse_record};
-use super::reader::MAX_RECORD;
-use crate::agent::{Agent, CommandError, EventSink, Prompted};
+use super::{Agent, CommandError, Prompted};
+use crate::attach;
 use crate::protocol::{
     Command, ContentBlock, Disposition, Event, ImageInput, Response, ResponseData,
 };
 use serde_json::Value;
 
-/// The answer to a record over the limit; `head` is its start, which may show its `id`.
-pub fn oversized_response(head: &[u8]) -> Response {
-    Response::error(
-        super::salvage::readable_id(head),
-        "parse",
-        format!(
-            "Record exceeded the {} MiB limit; it was discarded up to the next newline",
-            MAX_RECORD / (1024 * 1024)
-        ),
-    )
+/// Where a command's response goes: the connection (or stdout) it came from.
+pub trait Reply: Clone + Send + Sync + 'static {
+    /// Never waits: a front end queues the response with the session's events.
+    fn respond(&self, response: Response);
 }
 
 type Answer = Result<Option<ResponseData>, CommandError>;
@@ -35,7 +31,7 @@ async fn attached(images: Option<Vec<ImageInput>>) -> Result<Vec<ContentBlock>, 
     if images.as_ref().is_none_or(Vec::is_empty) {
         return Ok(Vec::new());
     }
-    tokio::task::spawn_blocking(move || images::validate(images))
+    tokio::task::spawn_blocking(move || attach::wire::validate(images))
         .await
         .map_err(|e| CommandError::Crashed {
             what: "checking the images",
@@ -44,12 +40,15 @@ async fn attached(images: Option<Vec<ImageInput>>) -> Result<Vec<ContentBlock>, 
         .map_err(CommandError::Invalid)
 }
 
-pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
-    let (id, name, command) = match parse_record(record) {
-        Parsed::Blank => return,
-        Parsed::Error(response) => return out.respond(response),
-        Parsed::Command { id, name, command } => (id, name, command),
-    };
+/// Runs `command` on `agent`; its response (`id` and `name` echo the request's) goes to `out`,
+/// now or from a task of its own.
+pub async fn execute<R: Reply>(
+    agent: &Agent,
+    out: &R,
+    id: Option<Value>,
+    name: String,
+    command: Command,
+) {
     let answer: Answer = match command {
         Command::Prompt {
             message,
@@ -185,7 +184,11 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
         Command::Bash {
             command,
             exclude_from_context,
-        } => match agent.bash(command, exclude_from_context, bash_output(out, id.clone())) {
+        } => match agent.bash(
+            command,
+            exclude_from_context,
+            bash_output(agent, id.clone()),
+        ) {
             Ok(run) => {
                 return answer_later(out, id, name, async move {
                     Ok(Some(ResponseData::Bash(Box::new(run.await?))))
@@ -221,10 +224,13 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
         Command::GetTools {} => Ok(Some(ResponseData::Tools {
             tools: agent.tools(),
         })),
-        Command::ListSessions { all } => agent
-            .list_sessions(all)
-            .await
-            .map(|sessions| Some(ResponseData::Sessions { sessions })),
+        Command::ListSessions { all } => {
+            let listing = agent.list_sessions(all);
+            return answer_later(out, id, name, async move {
+                let sessions = listing.await?;
+                Ok(Some(ResponseData::Sessions { sessions }))
+            });
+        }
         Command::SetActiveTools { tools } => agent
             .set_active_tools(tools)
             .map(|tools| Some(ResponseData::Tools { tools })),
@@ -239,11 +245,11 @@ pub async fn dispatch(agent: &Agent, out: &Outbox, record: &[u8]) {
 }
 
 /// Where a user `bash` command's output goes: events tagged with the id of the request that
-/// started it, in the same queue as the agent's own events.
-fn bash_output(out: &Outbox, id: Option<Value>) -> impl Fn(&str) + Send + Sync + 'static {
-    let out = out.clone();
+/// started it, to the session's subscribers with the agent's own events.
+fn bash_output(agent: &Agent, id: Option<Value>) -> impl Fn(&str) + Send + Sync + 'static {
+    let agent = agent.clone();
     move |delta| {
-        out.emit(Event::BashExecutionUpdate {
+        agent.emit(Event::BashExecutionUpdate {
             id: id.clone(),
             delta: delta.to_owned(),
         })
@@ -251,8 +257,8 @@ fn bash_output(out: &Outbox, id: Option<Value>) -> impl Fn(&str) + Send + Sync +
 }
 
 /// Answers from a task of its own once `answer` resolves.
-fn answer_later(
-    out: &Outbox,
+fn answer_later<R: Reply>(
+    out: &R,
     id: Option<Value>,
     name: String,
     answer: impl Future<Output = Answer> + Send + 'static,

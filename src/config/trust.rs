@@ -1,0 +1,174 @@
+//! Whether a project's own files are trusted, decided as Pi 1.6 decides it: the command line
+//! (`--approve` / `--no-approve`) first; then the saved decisions in the agent dir's
+//! `trust.json` (a canonical directory → `true`, `false` or `null`; the closest directory with
+//! a decision wins); then nova's `trustedProjects` list (its older spelling of a saved `true`
+//! for exactly that directory); then the user's `defaultProjectTrust` (`"ask"`, `"always"` or
+//! `"never"`). nova asks no one at startup, so `"ask"` means not trusted, as it does in Pi's
+//! print, JSON and RPC modes.
+//!
+//! Everything here comes from the user's side (the flag, the agent dir, the user's settings):
+//! a project can never trust itself.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The file of saved decisions, in the agent dir.
+pub const TRUST_FILE: &str = "trust.json";
+
+/// What decides, in Pi's order.
+pub struct Inputs<'a> {
+    /// `Some(true)` for `--approve`, `Some(false)` for `--no-approve`, when they apply here.
+    pub flag: Option<bool>,
+    /// The agent dir's `trust.json`.
+    pub trust_file: &'a Path,
+    /// The user's `trustedProjects`, taken out of their settings.
+    pub trusted_projects: Option<Value>,
+    /// The user's `defaultProjectTrust`, taken out of their settings.
+    pub default: Option<Value>,
+    pub cwd: &'a Path,
+}
+
+/// The decision for `inputs.cwd`; problems with the files are pushed to `warnings` and the
+/// file is then taken as saying nothing.
+pub fn decide(inputs: Inputs<'_>, warnings: &mut Vec<String>) -> bool {
+    if let Some(decision) = inputs.flag {
+        return decision;
+    }
+    let here = canonical(inputs.cwd);
+    if let Some(decision) = saved(inputs.trust_file, &here, warnings) {
+        return decision;
+    }
+    if listed(inputs.trusted_projects, &here, warnings) {
+        return true;
+    }
+    match inputs.default {
+        None => false,
+        Some(Value::String(s)) if s == "always" => true,
+        Some(Value::String(s)) if s == "ask" || s == "never" => false,
+        Some(other) => {
+            warnings.push(format!(
+                "settings: \"defaultProjectTrust\" must be \"ask\", \"always\" or \"never\", not \
+                 {other}; taken as \"ask\""
+            ));
+            false
+        }
+    }
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The decision `trust.json` saved for `here` or its closest ancestor that has one.
+fn saved(file: &Path, here: &Path, warnings: &mut Vec<String>) -> Option<bool> {
+    let text = match crate::files::safe_open::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            warnings.push(format!("cannot read {}: {e}; ignored", file.display()));
+            return None;
+        }
+    };
+    let decisions = match serde_json::from_str::<serde_json::Map<String, Value>>(&text) {
+        Ok(map) => map,
+        Err(e) => {
+            warnings.push(format!(
+                "{}: {e}; its saved trust decisions are ignored",
+                file.display()
+            ));
+            return None;
+        }
+    };
+    let decisions: Vec<(PathBuf, bool)> = decisions
+        .into_iter()
+        .filter_map(|(dir, decision)| Some((PathBuf::from(dir), decision.as_bool()?)))
+        .collect();
+    here.ancestors().find_map(|dir| {
+        decisions
+            .iter()
+            .find(|(saved, _)| saved == dir)
+            .map(|(_, decision)| *decision)
+    })
+}
+
+/// Whether `trustedProjects` lists `here` (each entry compared after resolving symlinks).
+fn listed(list: Option<Value>, here: &Path, warnings: &mut Vec<String>) -> bool {
+    let Some(list) = list else {
+        return false;
+    };
+    match serde_json::from_value::<Vec<PathBuf>>(list) {
+        Ok(paths) => paths.iter().any(|p| canonical(p) == here),
+        Err(e) => {
+            warnings.push(format!("settings: \"trustedProjects\": {e}; ignored"));
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn decide_in(
+        cwd: &Path,
+        trust_file: &Path,
+        flag: Option<bool>,
+        default: Option<Value>,
+    ) -> (bool, Vec<String>) {
+        let mut warnings = Vec::new();
+        let inputs = Inputs {
+            flag,
+            trust_file,
+            trusted_projects: None,
+            default,
+            cwd,
+        };
+        (decide(inputs, &mut warnings), warnings)
+    }
+
+    #[test]
+    fn the_closest_saved_decision_wins_and_the_flag_over_it() {
+        let root = tempfile::tempdir().unwrap();
+        let root_path = root.path().canonicalize().unwrap();
+        let inner = root_path.join("a/b");
+        std::fs::create_dir_all(&inner).unwrap();
+        let file = root_path.join("trust.json");
+        let save = |v: Value| std::fs::write(&file, v.to_string()).unwrap();
+        let key = |p: &Path| p.display().to_string();
+        save(json!({ key(&root_path): true }));
+        assert!(
+            decide_in(&inner, &file, None, None).0,
+            "a parent's decision covers it"
+        );
+        save(json!({ key(&root_path): true, key(&root_path.join("a")): false }));
+        assert!(
+            !decide_in(&inner, &file, None, None).0,
+            "the closest decides"
+        );
+        assert!(
+            decide_in(&inner, &file, Some(true), None).0,
+            "--approve first"
+        );
+        save(json!({ key(&root_path): false, key(&root_path.join("a")): null }));
+        assert!(
+            !decide_in(&inner, &file, None, Some(json!("always"))).0,
+            "null is no decision; the parent's false still stands"
+        );
+        save(json!({}));
+        assert!(decide_in(&inner, &file, None, Some(json!("always"))).0);
+        assert!(!decide_in(&inner, &file, None, Some(json!("ask"))).0);
+        let (trusted, warnings) = decide_in(&inner, &file, None, Some(json!(3)));
+        assert!(
+            !trusted && warnings[0].contains("defaultProjectTrust"),
+            "{warnings:?}"
+        );
+        std::fs::write(&file, "{").unwrap();
+        let (trusted, warnings) = decide_in(&inner, &file, None, None);
+        assert!(
+            !trusted && warnings[0].contains("trust.json"),
+            "{warnings:?}"
+        );
+    }
+}
