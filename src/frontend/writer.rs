@@ -534,10 +534,26 @@ mod tests {
         let sink = Sink::default();
         let mut spool = Spool::new(sink.clone());
         let lines = [
-            Long { len: 10 << 20, piece: 128, fail: false },
-            Long { len: 10 << 20, piece: 1 << 20, fail: false },
-            Long { len: 1000, piece: 10, fail: true },
-            Long { len: 3, piece: 1, fail: false },
+            Long {
+                len: 10 << 20,
+                piece: 128,
+                fail: false,
+            },
+            Long {
+                len: 10 << 20,
+                piece: 1 << 20,
+                fail: false,
+            },
+            Long {
+                len: 1000,
+                piece: 10,
+                fail: true,
+            },
+            Long {
+                len: 3,
+                piece: 1,
+                fail: false,
+            },
         ];
         for line in &lines {
             spool.line(line);

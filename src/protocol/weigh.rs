@@ -40,7 +40,7 @@ impl fmt::Write for Count {
     }
 }
 
-impl<'a> Serializer for &'a mut Count {
+impl Serializer for &mut Count {
     type Ok = ();
     type Error = fmt::Error;
     type SerializeSeq = Self;

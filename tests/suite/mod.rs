@@ -14,7 +14,6 @@ mod crash;
 mod differential;
 mod docs;
 mod export;
-mod flood;
 mod github_copilot;
 mod google;
 mod mcp;
