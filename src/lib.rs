@@ -41,6 +41,7 @@ pub mod sandbox;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod secret;
+pub mod serve;
 pub mod session;
 pub mod tools;
 pub mod warnings;

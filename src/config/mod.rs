@@ -9,6 +9,7 @@ pub mod models;
 pub mod oauth;
 pub mod radius;
 pub mod scope;
+mod serve;
 pub mod settings;
 mod tools;
 pub mod trust;
@@ -21,6 +22,7 @@ pub use cli::{Cli, Mode};
 pub use error::ConfigError;
 pub use models::{DiscoveredModel, ProviderConfig, Registry};
 pub use scope::ScopedModel;
+pub use serve::ServeArgs;
 pub use settings::{
     CompactionSettings, ListedPath, McpPermissions, OllamaSettings, RetrySettings, Settings,
 };

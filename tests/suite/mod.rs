@@ -42,6 +42,7 @@ mod run;
 mod runtime;
 mod safety_files;
 mod sandbox;
+mod serve;
 mod schema;
 mod session_commands;
 mod session_id;
