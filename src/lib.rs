@@ -44,4 +44,5 @@ pub mod secret;
 pub mod serve;
 pub mod session;
 pub mod tools;
+pub mod update;
 pub mod warnings;

@@ -3,7 +3,8 @@
 //! the code pasted on stdin as the fallback, or a device code) and stores the tokens as Pi
 //! does; `--api-key` (and every other provider) stores an API key instead, in Pi's format
 //! (`{"type": "api_key", "key": …}`), read from stdin — one line, not echoed when stdin is a
-//! terminal — so it never lands in the shell's history or the process list. auth.json is
+//! terminal — so it never lands in the shell's history or the process list — and stored as
+//! exactly what was given ([`crate::secret::literal`]: Pi 1.6's `$$`/`$!` escapes). auth.json is
 //! written as the OAuth refresh writes it (under its lock, replaced atomically, 0600); logout
 //! removes the provider's entry, whichever kind it is.
 
@@ -111,7 +112,8 @@ pub async fn run(request: Request, agent_dir: &Path) -> ExitCode {
                 Ok(key) => key,
                 Err(message) => return fatal(&message),
             };
-            let entry = serde_json::json!({"type": "api_key", "key": key});
+            // Stored escaped, so a pasted `!…` never runs and a pasted `$…` is never expanded.
+            let entry = serde_json::json!({"type": "api_key", "key": crate::secret::literal(&key)});
             match auth::store(&path, &provider, Some(entry)).await {
                 Ok(_) => {
                     note(&format!(

@@ -1,8 +1,9 @@
 //! `nova`: flags → the runtime → the front end they choose, which opens the session they
 //! describe: the RPC loop (`--mode rpc`), the Agent Client Protocol for editors (`--mode acp`),
 //! or the prompts on the command line run once (print mode, or `--mode json`); or a command
-//! that needs no session: `nova auth …` (and `nova login|logout <provider>`), `--list-models`,
-//! `--export`; or `nova serve`, many sessions over sockets. Exit codes: 0 success, 1 a failed run or startup, 2 a usage error.
+//! that needs no session: `nova auth …` (and `nova login|logout <provider>`), `nova update
+//! --models` (refreshes the model catalog), `--list-models`, `--export`; or `nova serve`, many
+//! sessions over sockets. Exit codes: 0 success, 1 a failed run or startup, 2 a usage error.
 
 use clap::error::ErrorKind;
 use nova::agent::Runtime;
@@ -44,6 +45,12 @@ fn main() -> ExitCode {
     if let Some(request) = nova::login::parse(&args) {
         return match request {
             Ok(request) => login(request),
+            Err(code) => code,
+        };
+    }
+    if let Some(request) = nova::update::parse(&args) {
+        return match request {
+            Ok(request) => with_runtime(nova::update::run(request, &nova::config::agent_dir())),
             Err(code) => code,
         };
     }

@@ -1,7 +1,9 @@
-//! Configured secrets, resolved in one place: `apiKey` and `headers` of models.json, `env` and
-//! `headers` of mcp.json. Both files follow Pi's rules — a value starting with `!` is a shell
-//! command whose trimmed stdout is the value (10 s at most, under the keeper like every command
-//! nova starts) — and differ only in how they name environment variables ([`Syntax`]).
+//! Configured secrets, resolved in one place: `apiKey` and `headers` of models.json, `key` of
+//! auth.json, `env` and `headers` of mcp.json. All follow Pi 1.6's rules — a value starting with
+//! `!` is a shell command whose trimmed stdout is the value (10 s at most, under the keeper like
+//! every command nova starts) — and differ only in how they name environment variables
+//! ([`Syntax`]). A value nova writes itself (a key pasted into `nova login`) is stored with
+//! [`literal`], so it reads back as exactly what was pasted, in nova and in Pi alike.
 //!
 //! Error texts name the variable or the command, never a resolved value. A command runs in
 //! nova's cwd with nova's environment unless the caller prepares its shell ([`Prepare`]: a
@@ -18,10 +20,11 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 /// How a value names environment variables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Syntax {
-    /// models.json, as Pi reads it: `$NAME` or `${NAME}` as the whole value reads the variable
-    /// (unset is an error), a bare name of a set variable reads it too, anything else is
-    /// literal.
-    WholeValue,
+    /// models.json and auth.json, as Pi 1.6 reads them: every `$NAME` or `${NAME}` in the value
+    /// is replaced (unset or empty is an error), `$$` is a literal `$` and `$!` a literal `!`,
+    /// everything else is literal — except that a value which is just the name of a set
+    /// variable reads it, as older Pi's files expect.
+    Template,
     /// mcp.json, as Claude and Pi write it: every `${NAME}` or `${NAME:-default}` inside the
     /// value is replaced (unset without a default is an error, since a server started with an
     /// empty token fails later with a far less helpful message); a lone `$NAME` stays literal.
@@ -87,7 +90,7 @@ async fn resolve_with(
         return Ok(value);
     }
     match syntax {
-        Syntax::WholeValue => whole_value(raw, lookup),
+        Syntax::Template => template(raw, lookup),
         Syntax::Interpolated => interpolate(raw, lookup),
     }
 }
@@ -113,15 +116,59 @@ fn unset(name: &str) -> String {
     format!("environment variable {name} is not set")
 }
 
-fn whole_value(raw: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
-    if let Some(name) = raw
-        .strip_prefix("${")
-        .and_then(|r| r.strip_suffix('}'))
-        .or_else(|| raw.strip_prefix('$'))
-    {
-        return lookup(name).ok_or_else(|| unset(name));
+/// `value` written so that [`Syntax::Template`] reads it back unchanged: every `$` doubled and
+/// a leading `!` escaped as `$!`, as Pi 1.6 documents both escapes.
+pub fn literal(value: &str) -> String {
+    let escaped = value.replace('$', "$$");
+    match escaped.strip_prefix('!') {
+        Some(rest) => format!("$!{rest}"),
+        None => escaped,
     }
-    Ok(lookup(raw).unwrap_or_else(|| raw.to_owned()))
+}
+
+fn template(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let is_name_start = |c: char| c.is_ascii_alphabetic() || c == '_';
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let read = |name: &str| {
+        lookup(name)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| unset(name))
+    };
+    if value.starts_with(is_name_start)
+        && value.chars().all(is_name)
+        && let Some(set) = lookup(value)
+    {
+        return Ok(set);
+    }
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix(['$', '!']) {
+            out.push_str(&after[..1]);
+            rest = tail;
+        } else if let Some(braced) = after.strip_prefix('{')
+            && let Some(end) = braced.find('}')
+        {
+            let name = &braced[..end];
+            if name.starts_with(is_name_start) && name.chars().all(is_name) {
+                out.push_str(&read(name)?);
+            } else {
+                out.push_str(&rest[at..at + 2 + end + 1]);
+            }
+            rest = &braced[end + 1..];
+        } else if after.starts_with(is_name_start) {
+            let len = after.find(|c| !is_name(c)).unwrap_or(after.len());
+            out.push_str(&read(&after[..len])?);
+            rest = &after[len..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 fn interpolate(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
@@ -197,22 +244,50 @@ mod tests {
     }
 
     #[test]
-    fn whole_values_read_one_variable_or_stay_literal() {
-        let w = |v| whole_value(v, vars);
-        assert_eq!(w("$TOKEN").unwrap(), "s3cret");
-        assert_eq!(w("${TOKEN}").unwrap(), "s3cret");
-        assert_eq!(w("TOKEN").unwrap(), "s3cret");
-        assert_eq!(w("literal-key").unwrap(), "literal-key");
-        assert_eq!(w("Bearer ${TOKEN}").unwrap(), "Bearer ${TOKEN}");
+    fn templates_read_variables_and_escapes_as_pi_does() {
+        let t = |v| template(v, vars);
+        assert_eq!(t("$TOKEN").unwrap(), "s3cret");
+        assert_eq!(t("${TOKEN}").unwrap(), "s3cret");
+        assert_eq!(t("Bearer ${TOKEN}!").unwrap(), "Bearer s3cret!");
+        assert_eq!(t("$TOKEN-x").unwrap(), "s3cret-x");
         assert_eq!(
-            w("$NOPE").unwrap_err(),
-            "environment variable NOPE is not set"
+            t("TOKEN").unwrap(),
+            "s3cret",
+            "older Pi: a set variable's bare name"
         );
+        assert_eq!(t("NOPE").unwrap(), "NOPE");
+        assert_eq!(t("literal-key").unwrap(), "literal-key");
+        assert_eq!(t("$$TOKEN $!x $").unwrap(), "$TOKEN !x $");
+        assert_eq!(t("${not a name} ${open").unwrap(), "${not a name} ${open");
+        assert_eq!(t("5$").unwrap(), "5$");
+        for unset in ["$NOPE", "a${NOPE}", "$EMPTY"] {
+            assert!(t(unset).unwrap_err().contains("is not set"), "{unset}");
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_literal_reads_back_exactly_and_runs_nothing() {
+        for pasted in [
+            "!touch /tmp/x",
+            "$HOME",
+            "${TOKEN}",
+            "a$$b",
+            "$!",
+            "plain",
+            "",
+            "!",
+        ] {
+            let stored = literal(pasted);
+            assert!(!stored.starts_with('!'), "{stored}");
+            let read = resolve_with(&stored, Syntax::Template, None, None, vars).await;
+            assert_eq!(read.unwrap(), pasted);
+        }
+        assert_eq!(literal("!k$y"), "$!k$$y");
     }
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_leading_bang_runs_the_whole_value_once_when_cached() {
-        for syntax in [Syntax::WholeValue, Syntax::Interpolated] {
+        for syntax in [Syntax::Template, Syntax::Interpolated] {
             let r = |v| resolve_with(v, syntax, None, None, vars);
             assert_eq!(r("!echo ' hi '").await.unwrap(), "hi");
             assert_eq!(r("!echo Bearer $(echo t)").await.unwrap(), "Bearer t");
@@ -227,7 +302,7 @@ mod tests {
         let command = format!("!echo x >> {0}; wc -l < {0}", counter.display());
         let cache = CommandCache::default();
         for _ in 0..3 {
-            let value = resolve_with(&command, Syntax::WholeValue, Some(&cache), None, vars).await;
+            let value = resolve_with(&command, Syntax::Template, Some(&cache), None, vars).await;
             assert_eq!(value.unwrap(), "1");
         }
         let pairs = [("A".to_owned(), "${NOVA_TEST_SURELY_UNSET_VAR}".to_owned())];

@@ -40,6 +40,9 @@ pub enum CommandError {
     Unchecked { reason: String },
     #[error("Unknown tool(s): {names}. Tools nova can offer now: {known}")]
     UnknownTools { names: String, known: String },
+    /// Built-in tools the command line's `--tools`/`--no-tools` left out.
+    #[error("Tools not allowed by the command line (--tools/--no-tools): {0}")]
+    ToolsNotAllowed(String),
     #[error("Model not found: {provider}/{id}")]
     ModelNotFound { provider: String, id: String },
     /// A Pi command for a feature nova does not have; the text says which and why.

@@ -5,9 +5,9 @@
 //!
 //! Every command gets exactly one response. Commands that wait for the agent (`abort`,
 //! `compact`) or for the disk (`export_html`, which takes the conversation at once and writes
-//! it within a time bound) answer from their own task, so other commands are served meanwhile;
-//! `switch_session` runs off the runtime thread but is awaited here, so the commands after it
-//! see its effect. A user `bash` command's output is an event of the session, tagged with the
+//! it within a time bound; `list_sessions`) answer from their own task, so other commands are
+//! served meanwhile; `switch_session` runs off the runtime thread but is awaited here, so the
+//! commands after it see its effect. A user `bash` command's output is an event of the session, tagged with the
 //! id of the request that started it.
 
 use super::{Agent, CommandError, Prompted};
@@ -224,10 +224,13 @@ pub async fn execute<R: Reply>(
         Command::GetTools {} => Ok(Some(ResponseData::Tools {
             tools: agent.tools(),
         })),
-        Command::ListSessions { all } => agent
-            .list_sessions(all)
-            .await
-            .map(|sessions| Some(ResponseData::Sessions { sessions })),
+        Command::ListSessions { all } => {
+            let listing = agent.list_sessions(all);
+            return answer_later(out, id, name, async move {
+                let sessions = listing.await?;
+                Ok(Some(ResponseData::Sessions { sessions }))
+            });
+        }
         Command::SetActiveTools { tools } => agent
             .set_active_tools(tools)
             .map(|tools| Some(ResponseData::Tools { tools })),

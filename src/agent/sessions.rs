@@ -166,15 +166,21 @@ impl Agent {
     }
 
     /// `list_sessions`: the sessions of this cwd's directory, or of all of them, read off the
-    /// runtime thread (thousands of files take a while).
-    pub async fn list_sessions(&self, all: bool) -> Result<Vec<SessionListing>, CommandError> {
+    /// runtime thread from the returned future, which holds nothing of the session: thousands
+    /// of files (or one huge one) take a while, and the caller's other commands must not wait.
+    pub fn list_sessions(
+        &self,
+        all: bool,
+    ) -> impl Future<Output = Result<Vec<SessionListing>, CommandError>> + Send + 'static {
         let agent = self.clone();
-        tokio::task::spawn_blocking(move || crate::session::list(agent.session_scope(), all))
-            .await
-            .map_err(|e| CommandError::Crashed {
-                what: "listing the sessions",
-                detail: Some(e.to_string()),
-            })
+        async move {
+            tokio::task::spawn_blocking(move || crate::session::list(agent.session_scope(), all))
+                .await
+                .map_err(|e| CommandError::Crashed {
+                    what: "listing the sessions",
+                    detail: Some(e.to_string()),
+                })
+        }
     }
 
     /// `switch_session {sessionId}` (or Pi's `sessionPath`). Answers whether it was cancelled

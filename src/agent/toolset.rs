@@ -3,6 +3,8 @@
 //! model: image tools only for a model that takes images) and every tool of the MCP servers
 //! that are ready. A named set is exact, built-in and MCP names alike, and is recorded in the
 //! session as a `custom` entry, so it comes back with the session as a model change does.
+//! `--tools`/`--no-tools` bound every set: a built-in tool they leave out is never offered,
+//! whatever a resumed session recorded, and `set_active_tools` naming one is refused.
 
 use super::{Agent, CommandError, State};
 use crate::config::ToolSelection;
@@ -32,7 +34,11 @@ impl Tools {
     ) -> Self {
         let active: Vec<Tool> = match &named {
             None => startup.active(model),
-            Some(names) => names.iter().filter_map(|n| Tool::from_name(n)).collect(),
+            Some(names) => names
+                .iter()
+                .filter_map(|n| Tool::from_name(n))
+                .filter(|&t| startup.allows(t))
+                .collect(),
         };
         Tools {
             specs: active.iter().map(|t| t.spec()).collect(),
@@ -119,6 +125,14 @@ impl Agent {
                 names: unknown.join(", "),
                 known: offered.join(", "),
             });
+        }
+        let bounded: Vec<&str> = names
+            .iter()
+            .map(String::as_str)
+            .filter(|n| Tool::from_name(n).is_some_and(|t| !self.inner.tool_selection.allows(t)))
+            .collect();
+        if !bounded.is_empty() {
+            return Err(CommandError::ToolsNotAllowed(bounded.join(", ")));
         }
         let mut set: Vec<String> = Vec::with_capacity(names.len());
         for name in names {

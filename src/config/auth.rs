@@ -1,6 +1,7 @@
 //! `auth.json` in the agent dir, in Pi 1.6's format: `{"<provider>": {"type": "api_key", "key":
 //! "…", "env": {…}}}`, the key literal, `$VAR` or `!command` (resolved by [`crate::secret`] when
-//! a request first needs it, a command's output cached for the process). `env` holds variables
+//! a request first needs it, a command's output cached for the process; `nova login` writes a
+//! pasted key with Pi 1.6's `$$`/`$!` escapes so it is never taken for either). `env` holds variables
 //! that apply to that provider only, over the process environment, as Pi applies them: the
 //! key's `$VAR` reads them, and so do the provider's own settings (Bedrock's `AWS_PROFILE` and
 //! `AWS_REGION`, Azure's address). OAuth entries are used and refreshed ([`super::oauth`]) for

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod builtin;
+pub mod catalog;
 pub mod cli;
 mod error;
 pub mod models;
@@ -209,8 +210,23 @@ pub async fn load_process(
         .iter()
         .filter(|b| builtin_enabled(&registry, b))
         .collect();
+    // `nova update --models` may have fetched a newer catalog than the one compiled in.
+    let refreshed = catalog::Refreshed::find(&agent_dir);
     for builtin in enabled {
-        let (provider, mut models) = builtin.provider_and_models();
+        let found = match refreshed.as_ref().and_then(|r| r.text(builtin.name)) {
+            Some(text) => builtin.provider_and_models_from(&text).or_else(|e| {
+                warnings.push(format!("ignoring the refreshed catalog: {e}"));
+                builtin.provider_and_models()
+            }),
+            None => builtin.provider_and_models(),
+        };
+        let (provider, mut models) = match found {
+            Ok(found) => found,
+            Err(e) => {
+                warnings.push(e);
+                continue;
+            }
+        };
         // A login that names the models its account may use (Copilot's) hides the others, as
         // Pi does.
         if let Some(allowed) = registry.login_models(builtin.name) {
@@ -437,17 +453,23 @@ fn mcp_config(
 
 /// Pi lists a built-in provider's models once it has a key: its variable (`OPENAI_API_KEY`, …),
 /// or an `apiKey` given to the provider of that name in models.json; Bedrock's also once AWS
-/// credentials are in the environment.
+/// credentials are in the environment; Cloudflare's only once the ids its address needs are
+/// set too.
 fn builtin_enabled(registry: &Registry, builtin: &builtin::Builtin) -> bool {
     let configured = registry
         .provider(builtin.name)
         .is_some_and(|p| p.api_key.is_some());
     let aws = builtin.api == crate::provider::Api::BedrockConverseStream
         && builtin::aws_enabled(|name| std::env::var(name).ok());
-    configured
-        || aws
-        || registry.has_stored_key(builtin.name)
-        || builtin::env_key(builtin.name).is_some()
+    let addressed = builtin
+        .address_vars
+        .iter()
+        .all(|name| registry.provider_var(builtin.name, name).is_some());
+    addressed
+        && (configured
+            || aws
+            || registry.has_stored_key(builtin.name)
+            || builtin::env_key(builtin.name).is_some())
 }
 
 async fn discover_ollama(

@@ -1,7 +1,7 @@
 //! The model registry: `models.json` in Pi's format, or, without one, the local Ollama server's
 //! models. Secrets (`apiKey`, header values) stay unresolved here and are resolved per request.
 
-use super::{ConfigError, builtin};
+use super::{ConfigError, builtin, catalog};
 use crate::protocol::{LoadOptions, Model, ModelCompat, ModelCost, ThinkingLevelMap};
 use crate::provider::http::Route;
 use crate::provider::{Api, aws, azure, compat, github_copilot};
@@ -369,6 +369,17 @@ impl Registry {
             .collect()
     }
 
+    /// The variable `name` as `provider` sees it: its login's `env` in auth.json applies over
+    /// the process environment, for that provider only. An empty value is no value.
+    pub fn provider_var(&self, provider: &str, name: &str) -> Option<String> {
+        self.auth
+            .env(provider)
+            .and_then(|env| env.get(name))
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+            .filter(|v| !v.is_empty())
+    }
+
     pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
         self.providers.iter().find(|p| p.name == name)
     }
@@ -384,15 +395,8 @@ impl Registry {
             .as_ref()
             .filter(|(p, _)| *p == provider.name)
             .map(|(_, key)| key.clone());
-        // The entry's `env` applies over the process environment, for this provider only.
         let scoped = self.auth.env(&provider.name);
-        let var = |name: &str| {
-            scoped
-                .and_then(|env| env.get(name))
-                .filter(|v| !v.is_empty())
-                .cloned()
-                .or_else(|| std::env::var(name).ok())
-        };
+        let var = |name: &str| self.provider_var(&provider.name, name);
         // Pi's order: the command line, auth.json, models.json's `apiKey`, the environment.
         let login = self
             .auth
@@ -417,7 +421,7 @@ impl Registry {
             Some(raw) => Some(
                 secret::resolve_in(
                     raw,
-                    secret::Syntax::WholeValue,
+                    secret::Syntax::Template,
                     Some(&self.command_cache),
                     var,
                 )
@@ -470,6 +474,11 @@ impl Registry {
             Api::AzureOpenAiResponses => Some(Route::Azure(
                 azure::target(&model.id, &model.base_url, &var).map_err(unresolved)?,
             )),
+            // A catalog address naming `{VARIABLE}`s (Cloudflare's account and gateway) is
+            // filled here, where the login's `env` is known.
+            _ if model.base_url.contains('{') => Some(Route::Address(
+                catalog::fill_address(&model.base_url, var).map_err(unresolved)?,
+            )),
             // A Copilot login on GitHub Enterprise has an address of its own, used when its
             // token names none.
             _ if provider.name == github_copilot::PROVIDER => login
@@ -478,7 +487,15 @@ impl Registry {
             _ => None,
         };
         let own = provider.model_headers.get(&model.id).into_iter().flatten();
-        let mut headers: Vec<(String, String)> = Vec::with_capacity(provider.headers.len());
+        let mut headers: Vec<(String, String)> = Vec::with_capacity(provider.headers.len() + 1);
+        // A gateway that reads its key from a header of its own leaves the API's usual ones to
+        // the provider behind it (Cloudflare's `cf-aig-authorization`).
+        let mut key = key;
+        if let Some(name) = builtin::find(&provider.name).and_then(|b| b.key_header)
+            && let Some(k) = key.take()
+        {
+            headers.push((name.to_owned(), format!("Bearer {k}")));
+        }
         for (name, raw) in provider.headers.iter().chain(own) {
             let value = self
                 .resolve_value(raw)
@@ -499,10 +516,10 @@ impl Registry {
         })
     }
 
-    /// A configured secret, as Pi reads models.json ([`secret::Syntax::WholeValue`]); each
+    /// A configured secret, as Pi reads models.json ([`secret::Syntax::Template`]); each
     /// `!command` runs once per process.
     pub async fn resolve_value(&self, raw: &str) -> Result<String, String> {
-        secret::resolve(raw, secret::Syntax::WholeValue, Some(&self.command_cache)).await
+        secret::resolve(raw, secret::Syntax::Template, Some(&self.command_cache)).await
     }
 }
 
@@ -662,7 +679,10 @@ mod tests {
             &mut Vec::new(),
         )
         .unwrap();
-        let (provider, models) = builtin::find("anthropic").unwrap().provider_and_models();
+        let (provider, models) = builtin::find("anthropic")
+            .unwrap()
+            .provider_and_models()
+            .unwrap();
         let builtin_count = models.len();
         r.add_builtin(provider, models);
         let mine = r.find("anthropic", "my-claude").unwrap();
@@ -728,7 +748,8 @@ mod tests {
         r.set_auth(super::super::auth::load(&path, &mut Vec::new()));
         let (provider, models) = builtin::find("github-copilot")
             .unwrap()
-            .provider_and_models();
+            .provider_and_models()
+            .unwrap();
         r.add_builtin(provider, models);
         let credentials = r.credentials(&r.models()[0].clone()).await.unwrap();
         assert_eq!(credentials.api_key.as_deref(), Some("tid=1"));
@@ -741,7 +762,10 @@ mod tests {
     #[tokio::test]
     async fn anthropic_reads_its_key_from_the_environment() {
         let mut r = Registry::default();
-        let (provider, models) = builtin::find("anthropic").unwrap().provider_and_models();
+        let (provider, models) = builtin::find("anthropic")
+            .unwrap()
+            .provider_and_models()
+            .unwrap();
         r.add_builtin(provider, models);
         let model = r.models()[0].clone();
         assert_eq!(model.base_url, "https://api.anthropic.com");

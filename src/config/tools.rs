@@ -210,6 +210,16 @@ impl ToolSelection {
         tools
     }
 
+    /// Whether the command line lets the built-in `tool` be offered at all: a resumed session's
+    /// recorded set and `set_active_tools` can narrow the selection, never widen it.
+    pub fn allows(&self, tool: Tool) -> bool {
+        let listed = match &self.builtin {
+            Builtin::Default { remove, .. } => !remove.contains(&tool),
+            Builtin::Only(tools) => tools.contains(&tool),
+        };
+        listed && !self.excluded(tool.name())
+    }
+
     /// Whether the MCP tool `name` is offered.
     pub fn offers_mcp(&self, name: &str) -> bool {
         let selected = match &self.mcp {

@@ -1,8 +1,8 @@
 //! What the model is told: the system prompt — nova's own instructions (or the user's
 //! replacement), the append text, the project's context files (`AGENTS.md`, else `CLAUDE.md`,
-//! from the agent dir and from the filesystem root down to the cwd), the skills, then the date
-//! and working directory, in Pi's order — and the skills and prompt templates that `/` commands
-//! in user messages expand to.
+//! from the agent dir and from the filesystem root down to the cwd, each only where no other
+//! user can have written it), the skills, then the date and working directory, in Pi's order —
+//! and the skills and prompt templates that `/` commands in user messages expand to.
 
 mod frontmatter;
 pub mod resources;
@@ -50,18 +50,22 @@ pub struct PromptFiles<'a> {
 }
 
 impl PromptSource {
-    /// The second value names project files skipped because the project is not trusted.
+    /// The second value names project files skipped because the project is not trusted, and
+    /// context files skipped because other users can change them.
     pub fn load(files: &PromptFiles) -> (Self, Vec<String>) {
-        let project = files.cwd.join(".nova");
         let mut skipped = Vec::new();
+        // nova's project dir, then Pi's, then the agent dir: the first file found is used.
         let mut candidates = |name: &str| {
-            let mut paths = vec![files.agent_dir.join(name)];
-            let own = project.join(name);
-            if files.project_trusted {
-                paths.insert(0, own);
-            } else if own.exists() {
-                skipped.push(own.display().to_string());
+            let mut paths = Vec::new();
+            for dir in [".nova", ".pi"] {
+                let own = files.cwd.join(dir).join(name);
+                if files.project_trusted {
+                    paths.push(own);
+                } else if own.exists() {
+                    skipped.push(own.display().to_string());
+                }
             }
+            paths.push(files.agent_dir.join(name));
             paths
         };
         let custom = files
@@ -80,14 +84,16 @@ impl PromptSource {
                 skipped.join(" and ")
             ));
         }
+        let (context, skipped) = if files.context_files {
+            context_files(files.agent_dir, files.cwd)
+        } else {
+            (Vec::new(), None)
+        };
+        warnings.extend(skipped);
         let source = PromptSource {
             custom,
             append,
-            files: if files.context_files {
-                context_files(files.agent_dir, files.cwd)
-            } else {
-                Vec::new()
-            },
+            files: context,
             cwd: files.cwd.to_path_buf(),
             date: files.date.to_owned(),
             resources: Resources::default(),
@@ -196,27 +202,71 @@ fn read_first(paths: &[PathBuf]) -> Option<String> {
         .find_map(|p| crate::files::safe_open::read_to_string(p).ok())
 }
 
-/// One context file per directory: the agent dir's first, then root → cwd.
-fn context_files(agent_dir: &Path, cwd: &Path) -> Vec<(PathBuf, String)> {
+/// One context file per directory: the agent dir's first, then root → cwd. A file someone
+/// other than the user (or root) could have written is skipped ([`foreign`]); the warning
+/// names each one skipped.
+fn context_files(agent_dir: &Path, cwd: &Path) -> (Vec<(PathBuf, String)>, Option<String>) {
     let mut dirs = vec![agent_dir.to_path_buf()];
     let mut ancestors: Vec<&Path> = cwd.ancestors().collect();
     ancestors.reverse();
     dirs.extend(ancestors.into_iter().map(Path::to_path_buf));
     let mut seen = Vec::new();
     let mut files = Vec::new();
+    let mut skipped = Vec::new();
     for dir in dirs {
         for name in ["AGENTS.md", "CLAUDE.md"] {
             let path = dir.join(name);
-            if let Ok(text) = crate::files::safe_open::read_to_string(&path) {
-                if !seen.contains(&path) {
-                    seen.push(path.clone());
-                    files.push((path, text));
-                }
+            let Ok(mut file) = crate::files::safe_open::open_regular(&path) else {
+                continue;
+            };
+            if seen.contains(&path) {
                 break;
             }
+            seen.push(path.clone());
+            if let Some(why) = foreign(&dir, &file) {
+                skipped.push(format!("{} ({why})", path.display()));
+                break;
+            }
+            let mut text = String::new();
+            if std::io::Read::read_to_string(&mut file, &mut text).is_ok() {
+                files.push((path, text));
+            }
+            break;
         }
     }
-    files
+    let warning = (!skipped.is_empty()).then(|| {
+        format!(
+            "skipped context files other users can change: {}",
+            skipped.join(", ")
+        )
+    });
+    (files, warning)
+}
+
+/// Why a context file in `dir` may hold someone else's instructions, or `None` when only the
+/// user (and root) can have written it: it is owned by another user than those two, or its
+/// directory can be written by another user (its owner, or anyone through the mode's group or
+/// other bits; a group-writable directory of the user's own group counts as theirs) — unless
+/// the directory is sticky and the file is the user's, which others then cannot replace.
+fn foreign(dir: &Path, file: &std::fs::File) -> Option<&'static str> {
+    use std::os::unix::fs::MetadataExt;
+    let (me, my_group) = (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    let trusted = |uid: u32| uid == me || uid == 0;
+    let (Ok(meta), Ok(dir_meta)) = (file.metadata(), std::fs::metadata(dir)) else {
+        return Some("its owner cannot be read");
+    };
+    if !trusted(meta.uid()) {
+        return Some("owned by another user");
+    }
+    let mode = dir_meta.mode();
+    let writable_by_others = !trusted(dir_meta.uid())
+        || mode & 0o002 != 0
+        || (mode & 0o020 != 0 && dir_meta.gid() != my_group);
+    let sticky_and_mine = mode & 0o1000 != 0 && meta.uid() == me;
+    (writable_by_others && !sticky_and_mine).then_some("its directory is writable by other users")
 }
 
 #[cfg(test)]

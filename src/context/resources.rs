@@ -2,9 +2,10 @@
 //! commands in user messages turn into.
 //!
 //! Skills are looked for, in this order (the first skill of a name wins): `<agent dir>/skills`,
-//! `~/.agents/skills`, `<cwd>/.nova/skills`, `.agents/skills` in the cwd and each parent up to
-//! the git root (or `/`), the `skills` setting, then `--skill`. Templates: `<agent dir>/prompts`,
-//! `<cwd>/.nova/prompts`, the `prompts` setting, then `--prompt-template`. A file reached twice
+//! `~/.agents/skills`, `<cwd>/.nova/skills`, Pi's `<cwd>/.pi/skills`, `.agents/skills` in the cwd
+//! and each parent up to the git root (or `/`), the `skills` setting, then `--skill`. Templates:
+//! `<agent dir>/prompts`, `<cwd>/.nova/prompts`, `<cwd>/.pi/prompts`, the `prompts` setting, then
+//! `--prompt-template`. A file reached twice
 //! (through a symlink, or listed again) counts once.
 //!
 //! The project's own places (`.nova/skills`, `.nova/prompts`, `.agents/skills` in the project,
@@ -124,8 +125,10 @@ fn skill_locations(sources: &Sources) -> Vec<(PathBuf, Location)> {
         let agents = home.join(".agents");
         out.push(auto(agents.join("skills"), SourceScope::User, &agents));
     }
-    let project = sources.cwd.join(".nova");
-    out.push(auto(project.join("skills"), SourceScope::Project, &project));
+    // nova's project dir first (the first skill of a name wins), then Pi's.
+    for project in [sources.cwd.join(".nova"), sources.cwd.join(".pi")] {
+        out.push(auto(project.join("skills"), SourceScope::Project, &project));
+    }
     for dir in up_to_git_root(sources.cwd) {
         let agents = dir.join(".agents");
         out.push(auto(agents.join("skills"), SourceScope::Project, &agents));
@@ -142,15 +145,18 @@ fn template_locations(sources: &Sources) -> Vec<(PathBuf, Location)> {
     if !sources.discover_templates {
         return listed(&[], sources.template_flags, sources.cwd);
     }
-    let project = sources.cwd.join(".nova");
-    let mut out = vec![
-        auto(
-            sources.agent_dir.join("prompts"),
-            SourceScope::User,
-            sources.agent_dir,
-        ),
-        auto(project.join("prompts"), SourceScope::Project, &project),
-    ];
+    let mut out = vec![auto(
+        sources.agent_dir.join("prompts"),
+        SourceScope::User,
+        sources.agent_dir,
+    )];
+    for project in [sources.cwd.join(".nova"), sources.cwd.join(".pi")] {
+        out.push(auto(
+            project.join("prompts"),
+            SourceScope::Project,
+            &project,
+        ));
+    }
     out.extend(listed(
         &sources.settings.prompts,
         sources.template_flags,

@@ -107,6 +107,8 @@ pub enum Route {
     Azure(azure::Target),
     /// GitHub Copilot on an enterprise's address, when the token names none.
     Copilot(String),
+    /// The model's address with the variables it names filled in (Cloudflare's).
+    Address(String),
 }
 
 /// Streams one reply: sends `req` in the wire format its model's `api` names and calls
@@ -142,7 +144,11 @@ pub async fn stream_paced<F: Future<Output = ()>>(
     };
     let copilot_base =
         copilot.then(|| github_copilot::base_url(key, enterprise, &req.model.base_url));
-    let req = match copilot_base {
+    let filled = match &transport.route {
+        Some(Route::Address(base)) => Some(base.clone()),
+        _ => None,
+    };
+    let req = match copilot_base.or(filled) {
         Some(base_url) if base_url != req.model.base_url => {
             rebased = crate::protocol::Model {
                 base_url,
@@ -331,24 +337,14 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         idle_timeout: transport.idle_timeout,
         url: &url,
     };
-    // A pooled connection that the server closed as the request went out fails before any
-    // response; llama.cpp's server closes every connection after a streamed reply while
-    // advertising keep-alive, so the next request on it always meets that. Nothing was answered,
-    // so the request goes out again, on another connection.
-    let mut resent = 0;
-    let mut response = loop {
-        let again = builder.try_clone();
-        match guard.run(builder.send()).await? {
-            Err(e) if resent < 2 && closed_before_response(&e) => match again {
-                Some(again) => {
-                    builder = again;
-                    resent += 1;
-                }
-                None => return Err(send_error(&e, &url, api)),
-            },
-            sent => break sent.map_err(|e| send_error(&e, &url, api))?,
-        }
-    };
+    // Sent once. A pooled connection found closed before the request was written is retried by
+    // the connection pool itself; once written, a request may have been delivered (a server or
+    // proxy that read it and hung up), so sending it again here could bill or act twice. That
+    // failure is retryable and goes through the retry policy like any other.
+    let mut response = guard
+        .run(builder.send())
+        .await?
+        .map_err(|e| send_error(&e, &url, api))?;
     let status = response.status();
     if !status.is_success() {
         let retry_after = retry_after(response.headers());
@@ -805,22 +801,6 @@ fn send_error(e: &reqwest::Error, url: &str, api: Api) -> ProviderError {
     }
 }
 
-/// Whether the connection closed after the request went out and before any response: hyper's
-/// incomplete-message error.
-fn closed_before_response(e: &reqwest::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = source {
-        if err
-            .downcast_ref::<hyper::Error>()
-            .is_some_and(hyper::Error::is_incomplete_message)
-        {
-            return true;
-        }
-        source = err.source();
-    }
-    false
-}
-
 fn is_connection_refused(e: &reqwest::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {
@@ -1022,28 +1002,26 @@ pub(crate) mod tests {
         assert_eq!(body["stream"], true);
     }
 
-    /// A server that closes the first connection after reading the request, without a word (as
-    /// a keep-alive connection closed under a request does), and answers on the next one.
+    /// A server that reads the whole request and hangs up without a word may have acted on it:
+    /// the request is sent once, and the failure is left to the retry policy.
     #[tokio::test]
-    async fn a_connection_closed_before_any_response_is_tried_again() {
+    async fn a_request_read_and_hung_up_on_is_sent_once_and_fails_retryably() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let server = tokio::spawn(async move {
             let (mut first, _) = listener.accept().await.unwrap();
             read_request(&mut first).await;
             drop(first);
-            let (mut second, _) = listener.accept().await.unwrap();
-            read_request(&mut second).await;
-            let reply = format!(
-                "{SSE_HEAD}data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"again\"}},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n"
-            );
-            second.write_all(reply.as_bytes()).await.unwrap();
+            // A second request would arrive well within this wait.
+            tokio::time::timeout(Duration::from_millis(500), listener.accept())
+                .await
+                .is_ok()
         });
         let m = model_at("openai-completions", &format!("{base}/v1"));
-        let (events, result) = run(&m, &CancellationToken::new(), 5000).await;
-        result.unwrap();
-        assert_eq!(events[0], Text("again".into()));
-        server.await.unwrap();
+        let (_, result) = run(&m, &CancellationToken::new(), 5000).await;
+        let err = result.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Retryable, "{err}");
+        assert!(!server.await.unwrap(), "the request was sent again");
     }
 
     #[tokio::test]

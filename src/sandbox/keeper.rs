@@ -11,8 +11,9 @@
 //! - nova's death is a stop signal too (`PR_SET_PDEATHSIG`), so this holds when nova is killed
 //!   with SIGKILL. The signal follows the *thread* that spawned the keeper: nova spawns from the
 //!   thread of its single-threaded runtime, which lives as long as nova. A keeper another
-//!   program started for nova (see [`super::launcher`]) looks every 250 ms whether nova still
-//!   lives instead.
+//!   program started for nova (see [`super::launcher`]) arms no parent-death signal — its
+//!   parent is an editor's thread, which may end as soon as it has spawned it — and looks every
+//!   250 ms whether nova still lives instead.
 //!
 //! Signals are caught by handlers that only record them and wake the keeper through a socket
 //! (signal-hook). Not by blocking them: a blocked signal stays blocked across `exec`, so the
@@ -104,7 +105,8 @@ pub(super) fn keep_handed_over(
     inner: Command,
     program: &OsString,
 ) -> ExitCode {
-    arm();
+    // Only the subreaper: its life is tied to nova (watched below), not to its starter.
+    let _ = prctl::set_child_subreaper(true);
     let Some(watched) = Watched::new(nova) else {
         return ExitCode::from(CANNOT_RUN);
     };

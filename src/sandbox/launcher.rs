@@ -21,8 +21,9 @@
 //! sees to itself: the program's environment is exactly nova's (the names travel in the launch
 //! description, the values as the starter's environment for it; the starter's own variables are
 //! dropped), its stdin is empty, and nova's death stops it (watched, since nova is not the
-//! parent). The program runs under a second, plain keeper whose parent-death signal is the
-//! first: a starter that kills the launcher outright (SIGKILL) still ends everything below it.
+//! parent) — never the end of the starter's thread, which the parent-death signal would follow.
+//! The program runs under a second, plain keeper whose parent-death signal is the first: a
+//! starter that kills the launcher outright (SIGKILL) still ends everything below it.
 
 use super::{SandboxError, keeper};
 use landlock::{

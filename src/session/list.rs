@@ -1,14 +1,15 @@
 //! `list_sessions`: a summary of each session file from one streaming pass over its lines.
 //! Only the header, the first user message and `session_info` lines are parsed; every other
 //! line is told apart by its prefix (Pi and nova both write `type` first), so listing thousands
-//! of sessions never loads one into memory.
+//! of sessions never loads one into memory: at most [`MAX_PARSED_LINE`] bytes of a line are
+//! held, the rest is skipped as it streams past.
 
 use super::entry::Header;
 use super::paths::{self, Scope};
 use crate::protocol::SessionListing;
 use serde::Deserialize;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 /// How much of the first user message a listing shows, in characters.
@@ -62,7 +63,9 @@ fn summarize(path: &Path) -> Option<SessionListing> {
     let modified = file.metadata().and_then(|m| m.modified()).ok()?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut line = Vec::new();
-    reader.read_until(b'\n', &mut line).ok()?;
+    if !next_line(&mut reader, &mut line)? {
+        return None;
+    }
     let header: Header = serde_json::from_slice(&line).ok()?;
     if !header.is_valid() {
         return None;
@@ -70,13 +73,7 @@ fn summarize(path: &Path) -> Option<SessionListing> {
     let mut message_count = 0;
     let mut first_message: Option<String> = None;
     let mut name = None;
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let parsable = line.len() <= MAX_PARSED_LINE;
+    while let Some(parsable) = next_line(&mut reader, &mut line) {
         if line.starts_with(MESSAGE_PREFIX) {
             message_count += 1;
             if first_message.is_none()
@@ -105,6 +102,27 @@ fn summarize(path: &Path) -> Option<SessionListing> {
         first_message: first_message.unwrap_or_default(),
         parent_session: header.parent_session,
     })
+}
+
+/// Reads the next line into `line`, keeping at most [`MAX_PARSED_LINE`] + 1 bytes of it and
+/// skipping the rest. `Some(true)`: the whole line is in `line`; `Some(false)`: it was longer
+/// (its start is still there, enough for the prefix checks); `None`: end of input, or a read
+/// error, which ends the summary the same way.
+fn next_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> Option<bool> {
+    line.clear();
+    let read = reader
+        .by_ref()
+        .take(MAX_PARSED_LINE as u64 + 1)
+        .read_until(b'\n', line)
+        .ok()?;
+    if read == 0 {
+        return None;
+    }
+    if line.ends_with(b"\n") || read <= MAX_PARSED_LINE {
+        return Some(true);
+    }
+    reader.skip_until(b'\n').ok()?;
+    Some(false)
 }
 
 /// The text of a user message's content (a string or text blocks), on one line, shortened.

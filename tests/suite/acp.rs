@@ -95,7 +95,8 @@ struct Seen {
 }
 
 /// A command an editor runs for nova: really started, as an editor starts it (its own
-/// environment plus the requested variables), its output kept.
+/// environment plus the requested variables, from a thread that ends once it has spawned it),
+/// its output kept.
 struct Terminal {
     pid: u32,
     output: Arc<Mutex<Vec<u8>>>,
@@ -116,7 +117,16 @@ impl Terminal {
         if let Some(cwd) = &req.cwd {
             cmd.current_dir(cwd);
         }
-        let mut child = cmd.spawn().unwrap();
+        // From a short-lived thread, as editors often spawn: what it starts must not die with
+        // the thread.
+        let runtime = tokio::runtime::Handle::current();
+        let mut child = std::thread::spawn(move || {
+            let _entered = runtime.enter();
+            cmd.spawn()
+        })
+        .join()
+        .unwrap()
+        .unwrap();
         let output: Arc<Mutex<Vec<u8>>> = Arc::default();
         let readers = [
             Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
@@ -1375,6 +1385,30 @@ async fn a_todo_list_a_tool_keeps_is_shown_as_the_plan() {
                 entry("fix the bug", S::InProgress, P::High)
             ],
         ]
+    );
+    nova.end().await;
+}
+
+/// Issue 30 item 11: the editor starts nova's launcher from a thread that ends at once (see
+/// [`Terminal::spawn`]); the command still runs to its end, since the launcher's life is tied
+/// to nova, not to that thread.
+#[tokio::test(flavor = "current_thread")]
+async fn a_command_outlives_the_editor_thread_that_started_it() {
+    let mock = MockLlm::start();
+    let command = "sleep 0.5; echo still-here";
+    mock.push(Reply::new().tool_call("c1", "bash", json!({ "command": command })));
+    mock.push(Reply::text("done"));
+    let dirs = Dirs::new(&mock);
+    let nova = Session::start_with(&dirs, acp::ClientCapabilities::new().terminal(true)).await;
+    let id = nova.new_session(&dirs.cwd()).await.session_id;
+    let answer = nova.prompt(&id, "run it").await.unwrap();
+    assert_eq!(answer.stop_reason, acp::StopReason::EndTurn);
+    assert_eq!(nova.seen.created.lock().unwrap().len(), 1);
+    let last = mock.chat_requests().last().unwrap().body.to_string();
+    assert!(last.contains("still-here"), "{last}");
+    assert_eq!(
+        statuses(&nova.seen.updates(&id), "c1").last(),
+        Some(&acp::ToolCallStatus::Completed)
     );
     nova.end().await;
 }

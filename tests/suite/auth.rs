@@ -336,3 +336,61 @@ fn subscription_logins_are_used_and_never_shown() {
     }
     mock.assert_no_violations();
 }
+
+/// Issue 30 item 9: a key pasted into `nova login --api-key` is stored literally. One starting
+/// with `!` is never run, a `$VAR` in it is never expanded: the provider receives exactly what
+/// was pasted. The file holds it in Pi 1.6's escaped form (`$!`, `$$`), which Pi reads back
+/// the same way.
+#[test]
+fn a_pasted_key_is_stored_literally_never_run_or_expanded() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agent");
+    let marker = dir.path().join("ran");
+    let login = |pasted: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nova"))
+            .args(["login", "groq", "--api-key"])
+            .env("NOVA_AGENT_DIR", &agent)
+            .env("HOME", dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{pasted}").unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    let mock = MockLlm::start();
+    let command = format!("!touch {} #k", marker.display());
+    for (i, (pasted, stored)) in [
+        (command.as_str(), format!("$!touch {} #k", marker.display())),
+        ("$LEAKED${LEAKED}$$", "$$LEAKED$${LEAKED}$$$$".to_owned()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        login(pasted);
+        let file: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(agent.join("auth.json")).unwrap())
+                .unwrap();
+        assert_eq!(file["groq"]["key"], stored.as_str());
+        let mut nova = Nova::builder()
+            .dirs(&agent, dir.path())
+            .models_json(json!({"providers": {"groq": {"baseUrl": mock.base_url_openai()}}}))
+            .env("LEAKED", "process-secret")
+            .spawn();
+        mock.push(Reply::text("hello"));
+        nova.run_prompt("hi");
+        let bearer = format!("Bearer {pasted}");
+        assert_eq!(
+            mock.chat_requests()[i].header("authorization"),
+            Some(bearer.as_str())
+        );
+        assert!(!marker.exists(), "the pasted key ran as a command");
+    }
+    mock.assert_no_violations();
+}

@@ -248,8 +248,14 @@ fn param(url: &reqwest::Url, key: &str) -> String {
 
 /// A GET from the test's "browser"; the status.
 fn browse(url: &str) -> u16 {
+    browse_via("127.0.0.1", url)
+}
+
+/// A GET from a "browser" that resolved the redirect's host to `address`; the status.
+fn browse_via(address: &str, url: &str) -> u16 {
     let url = reqwest::Url::parse(url).unwrap();
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", url.port().unwrap())).unwrap();
+    let mut stream = std::net::TcpStream::connect((address, url.port().unwrap()))
+        .unwrap_or_else(|e| panic!("nothing listens on {address} for {url}: {e}"));
     let target = format!("{}?{}", url.path(), url.query().unwrap_or_default());
     write!(
         stream,
@@ -915,4 +921,66 @@ fn radius_refresh_uses_the_new_token_at_the_gateway() {
         serde_json::from_str(&std::fs::read_to_string(nova.agent_dir().join("auth.json")).unwrap())
             .unwrap();
     assert_eq!(stored["radius"]["refresh"], "rad-refresh-2");
+}
+
+/// Issue 30 item 5: Anthropic's redirect names `localhost`, which a browser may try as ::1
+/// first, so nova listens there too; and an idle connection (one on each address) does not
+/// hold the real redirect back.
+#[test]
+fn the_callback_listens_on_both_loopbacks_and_serves_connections_side_by_side() {
+    let server = AuthServer::start(token_endpoint("ant-", anthropic_access));
+    let mut login = Login::start(&["anthropic"], &server);
+    let url = login.authorize_url();
+    *server.state.challenge.lock().unwrap() = Some(param(&url, "code_challenge"));
+    let redirect = param(&url, "redirect_uri");
+    let port = reqwest::Url::parse(&redirect).unwrap().port().unwrap();
+    let state = param(&url, "state");
+    let _idle = [
+        std::net::TcpStream::connect(("127.0.0.1", port)).unwrap(),
+        std::net::TcpStream::connect(("::1", port)).unwrap(),
+    ];
+    let started = Instant::now();
+    assert_eq!(
+        browse_via("::1", &format!("{redirect}?code=good-code&state={state}")),
+        200
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the redirect waited {:?} behind idle connections",
+        started.elapsed()
+    );
+    let (code, text, auth, _home) = login.finish();
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(auth["anthropic"]["access"], anthropic_access(1));
+}
+
+/// Issue 30 item 5: a port taken on either loopback address is not listened on at all: with
+/// [::1]:53692 held by another program, Anthropic's login (which may move) names a port free
+/// on both.
+#[test]
+fn a_port_taken_on_one_loopback_address_is_not_used() {
+    const PREFERRED: u16 = 53692;
+    // Held here, or already by another test's login: taken on ::1 either way.
+    let _held = TcpListener::bind(("::1", PREFERRED));
+    let server = AuthServer::start(token_endpoint("ant-", anthropic_access));
+    let mut login = Login::start(&["anthropic"], &server);
+    let url = login.authorize_url();
+    *server.state.challenge.lock().unwrap() = Some(param(&url, "code_challenge"));
+    let redirect = param(&url, "redirect_uri");
+    let port = reqwest::Url::parse(&redirect).unwrap().port().unwrap();
+    assert_ne!(port, PREFERRED, "{redirect}");
+    let state = param(&url, "state");
+    assert_eq!(
+        browse_via("::1", &format!("{redirect}?code=good-code&state=forged")),
+        400
+    );
+    assert_eq!(
+        browse_via(
+            "127.0.0.1",
+            &format!("{redirect}?code=good-code&state={state}")
+        ),
+        200
+    );
+    let (code, text, _auth, _home) = login.finish();
+    assert_eq!(code, Some(0), "{text}");
 }

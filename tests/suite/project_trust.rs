@@ -177,6 +177,59 @@ fn a_fifo_where_a_context_or_settings_file_belongs_does_not_hang_startup() {
     assert!(stderr.contains("not a regular file (a FIFO)"), "{stderr}");
 }
 
+/// Issue 30 item 12: a context file another user can have written — in a directory others can
+/// write (not sticky, or sticky but the file is not the user's), or owned by another non-root
+/// user — stays out of the system prompt, and one stderr line names each one skipped.
+#[test]
+fn context_files_other_users_can_change_are_skipped_and_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let base = tempfile::tempdir().unwrap();
+    let base_path = std::fs::canonicalize(base.path()).unwrap();
+    let open = base_path.join("open");
+    let sticky = open.join("sticky");
+    let theirs = sticky.join("theirs");
+    let work = theirs.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    for (dir, mode, text) in [
+        (&open, 0o777, "RULES FROM A WORLD-WRITABLE DIR"),
+        (&sticky, 0o1777, "RULES OF MINE IN A STICKY DIR"),
+        (&theirs, 0o755, "RULES FROM ANOTHER USER"),
+        (&work, 0o755, "RULES OF MY PROJECT"),
+    ] {
+        std::fs::write(dir.join("AGENTS.md"), text).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    // Another user's file needs root to make; without it that case is left out.
+    let chowned = std::os::unix::fs::chown(theirs.join("AGENTS.md"), Some(65534), Some(65534));
+    let mock = MockLlm::start();
+    mock.push(Reply::text("ok"));
+    let mut nova = Nova::builder()
+        .dirs(base_path.join("agent"), &work)
+        .ollama(&mock)
+        .spawn();
+    nova.run_prompt("hi");
+    let system = super::cli::system_message(&mock.chat_requests()[0]);
+    assert!(system.contains("RULES OF MY PROJECT"), "{system}");
+    assert!(system.contains("RULES OF MINE IN A STICKY DIR"), "{system}");
+    assert!(!system.contains("WORLD-WRITABLE"), "{system}");
+    let stderr = nova.stderr_with("skipped context files");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("skipped context files"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    let open_file = open.join("AGENTS.md");
+    assert!(lines[0].contains(open_file.to_str().unwrap()), "{stderr}");
+    if chowned.is_ok() {
+        assert!(!system.contains("ANOTHER USER"), "{system}");
+        let their_file = theirs.join("AGENTS.md");
+        assert!(lines[0].contains(their_file.to_str().unwrap()), "{stderr}");
+    }
+    for dir in [&open, &sticky] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
 /// Whether the project's own system prompt reached the model.
 fn loads_project_files(builder: NovaBuilder, mock: &MockLlm) -> bool {
     let (system, _, _) = system_prompt_and_commands(builder.spawn(), mock);
@@ -257,4 +310,43 @@ fn trust_is_decided_as_pi_decides_it() {
         ),
         "nor its own trustedProjects"
     );
+}
+
+/// A repository that keeps Pi's project dir: its system prompt, skills and templates count
+/// once the project is trusted, as `.nova/`'s do, and nova's own file wins where both exist.
+#[test]
+fn pis_project_dir_is_read_under_the_same_trust() {
+    let mock = MockLlm::start();
+    let project = || {
+        Nova::builder()
+            .openai(&mock)
+            .file(".pi/SYSTEM.md", "PI SYSTEM PROMPT")
+            .file(".pi/APPEND_SYSTEM.md", "PI APPENDIX")
+            .file(".nova/APPEND_SYSTEM.md", "NOVA APPENDIX")
+            .file(
+                ".pi/skills/pi-skill/SKILL.md",
+                "---\nname: pi-skill\ndescription: PI SKILL\n---\nbody\n",
+            )
+            .file(
+                ".pi/prompts/fix.md",
+                "---\ndescription: PI TEMPLATE\n---\nFix it",
+            )
+    };
+    let (system, rest, _) = system_prompt_and_commands(project().args(["-a"]).spawn(), &mock);
+    assert!(system.contains("PI SYSTEM PROMPT"), "{system}");
+    assert!(
+        system.contains("NOVA APPENDIX") && !system.contains("PI APPENDIX"),
+        "{system}"
+    );
+    assert!(
+        rest.contains("PI TEMPLATE") && rest.contains("PI SKILL"),
+        "{rest}"
+    );
+    let (system, rest, stderr) = system_prompt_and_commands(project().spawn(), &mock);
+    assert!(!system.contains("PI SYSTEM PROMPT"), "{system}");
+    assert!(
+        !rest.contains("PI TEMPLATE") && !rest.contains("PI SKILL"),
+        "{rest}"
+    );
+    assert!(stderr.contains(".pi/SYSTEM.md"), "{stderr}");
 }

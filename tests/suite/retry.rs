@@ -360,3 +360,33 @@ fn a_stream_cut_after_some_text_is_retried_as_pi_does() {
     assert_eq!(requests[0].messages(), requests[1].messages());
     assert_eq!(roles_and_stops(&mut nova), ["user", "assistant:stop"]);
 }
+
+/// Issue 30 item 6: a server (or proxy) that reads the whole request and hangs up without
+/// answering may have acted on it. The prompt reaches it once with retry off, and once per
+/// attempt of the retry policy with retry on (1 + `maxRetries`), never more.
+#[test]
+fn a_request_read_and_hung_up_on_is_sent_once_per_attempt() {
+    for (retry, attempts) in [
+        (json!({"enabled": false}), 1),
+        (json!({"baseDelayMs": 10, "maxRetries": 2}), 3),
+    ] {
+        let mock = MockLlm::start();
+        for _ in 0..attempts {
+            mock.push(Reply::hang_up());
+        }
+        let mut nova = start(&mock, retry.clone());
+        nova.run_prompt("bill me once");
+        assert_eq!(
+            roles_and_stops(&mut nova),
+            ["user", "assistant:error"],
+            "{retry}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            mock.chat_requests().len(),
+            attempts,
+            "{retry}: the prompt reached the server this many times"
+        );
+        assert_eq!(mock.pending_replies(), 0);
+    }
+}

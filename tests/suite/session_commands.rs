@@ -6,6 +6,7 @@ use super::sessions::{
     make_session, messages, session_file, state, text, texts,
 };
 use crate::support::mock_llm::{MockLlm, Reply};
+use crate::support::nova_proc::EVENT_TIMEOUT;
 use serde_json::{Value, json};
 use std::fs;
 use std::path::PathBuf;
@@ -372,5 +373,73 @@ fn list_sessions_summarises_the_cwd_s_sessions_or_all_of_them_newest_first() {
 
     let r = nova.request(json!({"type": "list_sessions", "all": "yes"}));
     assert_eq!(r["success"], false, "{r}");
+    finish(nova);
+}
+
+/// Peak resident memory of a process, in bytes (`VmHWM` in `/proc/<pid>/status`).
+fn peak_rss(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+/// Issue 30 item 7: session files holding one huge line each (here 64 MiB of a `message` line,
+/// sparse on disk) costs the listing a bounded buffer, not the line, and the listing runs beside
+/// the command loop: a `get_state` sent after `list_sessions` is answered first.
+#[test]
+fn list_sessions_reads_a_huge_line_in_bounded_memory_and_blocks_no_command() {
+    use std::io::{Seek, SeekFrom, Write};
+    const HUGE: u64 = 64 << 20;
+    const LISTING: std::time::Duration = std::time::Duration::from_secs(60);
+    let mock = MockLlm::start();
+    let dirs = Dirs::new();
+    let mut nova = dirs.nova(&mock, &[]);
+    fs::create_dir_all(dirs.session_dir()).unwrap();
+    let cwd = dirs.cwd().to_str().unwrap();
+    for n in 0..4 {
+        let path = dirs
+            .session_dir()
+            .join(format!("2026-01-0{n}T00-00-00-000Z_huge.jsonl"));
+        let mut file = fs::File::create(&path).unwrap();
+        let header = json!({"type": "session", "version": 3, "id": format!("huge-{n}"),
+            "timestamp": "2026-01-01T00:00:00.000Z", "cwd": cwd});
+        writeln!(file, "{header}").unwrap();
+        // The huge line: a message's start, then zeros (a hole) up to HUGE bytes.
+        file.write_all(br#"{"type":"message","message":{"role":"user","content":""#)
+            .unwrap();
+        file.set_len(HUGE).unwrap();
+        file.seek(SeekFrom::End(0)).unwrap();
+        let message = json!({"type": "message", "id": "m2", "message":
+            {"role": "user", "content": "after the huge line", "timestamp": 0}});
+        write!(file, "\n{message}\n").unwrap();
+    }
+    let before = peak_rss(nova.pid());
+
+    nova.send(&json!({"id": "list", "type": "list_sessions"}));
+    nova.send(&json!({"id": "state", "type": "get_state"}));
+    let first = nova.wait_for(|v| v["type"] == "response", EVENT_TIMEOUT);
+    assert_eq!(
+        first["id"], "state",
+        "get_state waited for the listing: {first}"
+    );
+    let listed = nova.wait_for(|v| v["type"] == "response", LISTING);
+    assert_eq!(listed["id"], "list", "{listed}");
+    let sessions = listed["data"]["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 4, "{listed}");
+    for s in sessions {
+        assert_eq!(s["messageCount"], 2, "{s}");
+        assert_eq!(s["firstMessage"], "after the huge line", "{s}");
+    }
+    let grown = peak_rss(nova.pid()).saturating_sub(before);
+    assert!(
+        grown < 32 << 20,
+        "listing a {} MiB line grew nova's peak memory by {} MiB",
+        HUGE >> 20,
+        grown >> 20
+    );
     finish(nova);
 }

@@ -52,6 +52,7 @@ fn catalog_on_mock(
         .find(|b| b.name == provider)
         .unwrap()
         .provider_and_models()
+        .unwrap()
         .1
         .remove(0)
         .id;

@@ -549,3 +549,72 @@ fn the_recorded_thinking_level_comes_back_with_the_session() {
     nova.request_ok(json!({"type": "switch_session", "sessionPath": path.to_str().unwrap()}));
     assert_eq!(state(&mut nova)["thinkingLevel"], "high");
 }
+
+/// Issue 30 item 8: `--tools`/`--no-tools` bound the tool set. A session that recorded
+/// `set_active_tools [read, bash, write]`, resumed under `--tools read` (or `--no-tools`),
+/// offers only what the command line allows, a `bash` call the model makes anyway is not run,
+/// and `set_active_tools` cannot widen the set either.
+#[test]
+fn the_command_line_tool_set_bounds_a_resumed_sessions_recorded_set() {
+    let mock = MockLlm::start();
+    let dirs = Dirs::new();
+    mock.push(Reply::text("noted"));
+    let mut nova = dirs.nova(&mock, &[]);
+    nova.request_ok(json!({"type": "set_active_tools", "tools": ["read", "bash", "write"]}));
+    nova.run_prompt("remember the tools");
+    let file = session_file(&mut nova);
+    finish(nova);
+
+    let offered = |mock: &MockLlm| -> Vec<String> {
+        let mut names: Vec<String> = mock.chat_requests().last().unwrap().body["tools"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    for (flags, allowed) in [
+        (&["--tools", "read"][..], &["read"][..]),
+        (&["--no-tools"], &[]),
+    ] {
+        let marker = dirs.cwd().join("bash-ran");
+        mock.push(Reply::text("").tool_call(
+            "c1",
+            "bash",
+            json!({"command": format!("touch {}", marker.display())}),
+        ));
+        mock.push(Reply::text("done"));
+        let mut args = flags.to_vec();
+        let path = file.to_str().unwrap();
+        args.extend(["--session", path]);
+        let mut nova = dirs.nova(&mock, &args);
+        let events = nova.run_prompt("run bash");
+        assert_eq!(offered(&mock), allowed, "{flags:?}");
+        let result = events
+            .iter()
+            .find(|e| e["type"] == "tool_execution_end")
+            .unwrap();
+        assert_eq!(result["isError"], true, "{flags:?}: {result}");
+        assert!(!marker.exists(), "{flags:?}: bash ran");
+
+        let widen = nova.request(json!({"type": "set_active_tools", "tools": ["read", "bash"]}));
+        assert_eq!(widen["success"], false, "{flags:?}: {widen}");
+        let error = widen["error"].as_str().unwrap();
+        assert!(
+            error.contains("bash") && error.contains("--tools"),
+            "{error}"
+        );
+        let active: Vec<Value> = nova.request_ok(json!({"type": "get_tools"}))["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["active"] == true)
+            .map(|t| t["name"].clone())
+            .collect();
+        assert_eq!(active, allowed, "{flags:?}");
+        finish(nova);
+    }
+}

@@ -254,7 +254,7 @@ impl NovaBuilder {
         // Every built-in provider's key, from the catalog itself, so a developer's real keys
         // never reach a test (nor enable providers it does not expect).
         for builtin in nova::config::builtin::CATALOG {
-            for var in builtin.key_vars {
+            for var in builtin.key_vars.iter().chain(builtin.address_vars) {
                 cmd.env_remove(var);
             }
         }

@@ -1,6 +1,7 @@
 //! The two ways Pi's providers log in, carried out for `nova login`: the authorization-code
-//! flow with PKCE, whose redirect reaches a loopback server on the provider's port (bound to
-//! 127.0.0.1 only; a redirect without the login's `state` is refused), raced against a code or
+//! flow with PKCE, whose redirect reaches a loopback server on the provider's port ([`Loopback`]:
+//! every loopback address the redirect's host can mean, or none; each connection served on its
+//! own; a redirect without the login's `state` is refused), raced against a code or
 //! redirect URL pasted on stdin for machines whose browser cannot reach that server; and the
 //! device-code flow (RFC 8628), polled at the server's interval, slower after `slow_down`,
 //! until it succeeds, is refused or expires. Both end with the entry Pi would store.
@@ -21,7 +22,8 @@ pub(super) struct Browser {
     /// Whether the provider accepts any loopback port when that one is taken.
     pub any_port: bool,
     pub path: &'static str,
-    /// The host the redirect URI names (the server still binds 127.0.0.1).
+    /// The host the redirect URI names; for `localhost` the server listens on 127.0.0.1 and
+    /// ::1 alike, since a browser may try either first.
     pub redirect_host: &'static str,
     /// The PKCE verifier doubles as the `state` (Anthropic), else a random one is made.
     pub state_is_verifier: bool,
@@ -177,16 +179,8 @@ async fn by_browser(
     } else {
         random_hex(16)?
     };
-    let mut listener = tokio::net::TcpListener::bind(("127.0.0.1", browser.port))
-        .await
-        .ok();
-    if listener.is_none() && browser.any_port {
-        listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.ok();
-    }
-    let port = listener
-        .as_ref()
-        .and_then(|l| l.local_addr().ok())
-        .map_or(browser.port, |a| a.port());
+    let listener = Loopback::bind(browser.redirect_host, browser.port, browser.any_port).await;
+    let port = listener.as_ref().map_or(browser.port, |l| l.port);
     let redirect = format!("http://{}:{port}{}", browser.redirect_host, browser.path);
     let mut query = vec![
         ("response_type", "code"),
@@ -213,9 +207,10 @@ async fn by_browser(
              machine, paste the address it ends on (or the code it shows) here and press Enter."
         )),
         None => (io.say)(&format!(
-            "Port {} is taken, so the redirect cannot reach nova: paste the address the browser \
-             ends on (or the code it shows) here and press Enter.",
-            browser.port
+            "Port {} is taken on {}, so nova does not listen for the redirect: paste the \
+             address the browser ends on (or the code it shows) here and press Enter.",
+            browser.port,
+            Loopback::addresses(browser.redirect_host)
         )),
     }
     open_browser(&url);
@@ -284,9 +279,7 @@ async fn by_chatgpt(
         b64url(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref());
     let (state, nonce) = (random_b64(32)?, random_b64(32)?);
     let host = format!("urn:uuid:{}", io.device_id.to_ascii_lowercase());
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", login.port))
-        .await
-        .ok();
+    let listener = Loopback::bind("127.0.0.1", login.port, false).await;
     let redirect = format!("http://127.0.0.1:{}{}", login.port, login.path);
     let resource = grant
         .extra
@@ -466,14 +459,10 @@ async fn by_key_exchange(
     let challenge =
         b64url(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref());
     let path = format!("/oauth/callback/{}", random_hex(16)?);
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+    let listener = Loopback::bind("127.0.0.1", 0, true)
         .await
-        .map_err(|e| format!("cannot listen on 127.0.0.1 for the sign-in: {e}"))?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| format!("cannot listen on 127.0.0.1 for the sign-in: {e}"))?
-        .port();
-    let redirect = format!("http://127.0.0.1:{port}{path}");
+        .ok_or("cannot listen on 127.0.0.1 for the sign-in")?;
+    let redirect = format!("http://127.0.0.1:{}{path}", listener.port);
     let query = [
         ("callback_url", redirect.as_str()),
         ("code_challenge", challenge.as_str()),
@@ -528,82 +517,179 @@ async fn post(
     http::send(url, headers, Body::pairs(pairs, json), name).await
 }
 
-/// Serves the redirect until one carries the login's `state` and a code (or an error).
+/// The listeners a loopback redirect can reach: 127.0.0.1, and ::1 too when the redirect names
+/// `localhost` (where the machine has IPv6). All on one port or none at all: a browser that
+/// tries ::1 first would otherwise hand the code and `state` to whoever holds [::1]:<port>.
+struct Loopback {
+    listeners: Vec<tokio::net::TcpListener>,
+    port: u16,
+}
+
+impl Loopback {
+    /// Listens on `port` for a redirect to `host`; with `any_port`, on another port free on
+    /// every address when that one is taken anywhere (`port` 0: any port from the start).
+    async fn bind(host: &str, port: u16, any_port: bool) -> Option<Loopback> {
+        if port != 0
+            && let Some(bound) = Self::bind_all(host, port).await
+        {
+            return Some(bound);
+        }
+        if !any_port {
+            return None;
+        }
+        // The port the first address gets may be taken on the other: try a few.
+        for _ in 0..16 {
+            let first = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.ok()?;
+            let port = first.local_addr().ok()?.port();
+            if let Some(rest) = Self::bind_v6(host, port).await {
+                let mut listeners = vec![first];
+                listeners.extend(rest);
+                return Some(Loopback { listeners, port });
+            }
+        }
+        None
+    }
+
+    async fn bind_all(host: &str, port: u16) -> Option<Loopback> {
+        let first = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .ok()?;
+        let mut listeners = vec![first];
+        listeners.extend(Self::bind_v6(host, port).await?);
+        Some(Loopback { listeners, port })
+    }
+
+    /// The ::1 listener a `localhost` redirect needs: `Some(None)` when it needs none (another
+    /// host, or no IPv6 loopback here, which no browser can reach either), `None` when the
+    /// port is taken there.
+    async fn bind_v6(host: &str, port: u16) -> Option<Option<tokio::net::TcpListener>> {
+        if host != "localhost" {
+            return Some(None);
+        }
+        match tokio::net::TcpListener::bind(("::1", port)).await {
+            Ok(listener) => Some(Some(listener)),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => Some(None),
+            Err(e) if e.raw_os_error() == Some(nix::libc::EAFNOSUPPORT) => Some(None),
+            Err(_) => None,
+        }
+    }
+
+    /// The addresses a redirect to `host` may reach, for messages.
+    fn addresses(host: &str) -> &'static str {
+        if host == "localhost" {
+            "127.0.0.1 or [::1]"
+        } else {
+            "127.0.0.1"
+        }
+    }
+
+    async fn accept(&self) -> std::io::Result<tokio::net::TcpStream> {
+        let accepts = self.listeners.iter().map(|l| Box::pin(l.accept()));
+        let (accepted, _, _) = futures_util::future::select_all(accepts).await;
+        accepted.map(|(stream, _)| stream)
+    }
+}
+
+/// How many callback connections are served at once; more wait to be accepted.
+const CALLBACK_CONNECTIONS: usize = 32;
+
+/// Serves the redirect until one carries the login's `state` and a code (or an error). Each
+/// connection is served on its own, so one that sends nothing cannot hold the real redirect
+/// back while its 10 s run out.
 async fn callback(
-    listener: Option<tokio::net::TcpListener>,
+    listener: Option<Loopback>,
     path: &str,
     state: Option<&str>,
     name: &str,
 ) -> Result<Redirect, String> {
+    use futures_util::StreamExt;
     let Some(listener) = listener else {
         return std::future::pending().await;
     };
+    let mut serving = futures_util::stream::FuturesUnordered::new();
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            // Out of descriptors, say: wait rather than spin.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
-        let head = match tokio::time::timeout(Duration::from_secs(10), read_head(&mut stream)).await
-        {
-            Ok(Some(head)) => head,
-            _ => continue,
-        };
-        let target = head
-            .lines()
-            .next()
-            .and_then(|line| line.strip_prefix("GET "))
-            .and_then(|rest| rest.split(' ').next())
-            .unwrap_or_default();
-        let Ok(url) = reqwest::Url::parse(&format!("http://localhost{target}")) else {
-            reply(&mut stream, 400, "Not a sign-in address.").await;
-            continue;
-        };
-        if url.path() != path {
-            reply(&mut stream, 404, "Not a sign-in address.").await;
-            continue;
+        tokio::select! {
+            accepted = listener.accept(), if serving.len() < CALLBACK_CONNECTIONS => {
+                match accepted {
+                    Ok(stream) => serving.push(serve_callback(stream, path, state, name)),
+                    // Out of descriptors, say: wait rather than spin.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+            Some(served) = serving.next() => {
+                if let Some(outcome) = served {
+                    return outcome;
+                }
+            }
         }
-        let param = |key: &str| {
-            url.query_pairs()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.into_owned())
-        };
-        if state.is_some() && param("state").as_deref() != state {
-            reply(
-                &mut stream,
-                400,
-                "This sign-in is not the one nova started (state mismatch).",
-            )
-            .await;
-            continue;
-        }
-        if let Some(error) = param("error") {
-            reply(&mut stream, 400, &format!("{name} refused the sign-in.")).await;
-            let error: String = error
-                .chars()
-                .filter(char::is_ascii_graphic)
-                .take(80)
-                .collect();
-            return Err(format!("{name} refused the sign-in: {error}"));
-        }
-        let Some(code) = param("code").filter(|c| !c.is_empty()) else {
-            reply(
-                &mut stream,
-                400,
-                "The address carries no authorization code.",
-            )
-            .await;
-            continue;
-        };
+    }
+}
+
+/// One connection to the callback server: `None` when it was not the redirect (the login
+/// keeps waiting), else the code or the provider's refusal.
+async fn serve_callback(
+    mut stream: tokio::net::TcpStream,
+    path: &str,
+    state: Option<&str>,
+    name: &str,
+) -> Option<Result<Redirect, String>> {
+    let head = tokio::time::timeout(Duration::from_secs(10), read_head(&mut stream))
+        .await
+        .ok()??;
+    let target = head
+        .lines()
+        .next()
+        .and_then(|line| line.strip_prefix("GET "))
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_default();
+    let Ok(url) = reqwest::Url::parse(&format!("http://localhost{target}")) else {
+        reply(&mut stream, 400, "Not a sign-in address.").await;
+        return None;
+    };
+    if url.path() != path {
+        reply(&mut stream, 404, "Not a sign-in address.").await;
+        return None;
+    }
+    let param = |key: &str| {
+        url.query_pairs()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.into_owned())
+    };
+    if state.is_some() && param("state").as_deref() != state {
         reply(
             &mut stream,
-            200,
-            &format!("Signed in to {name}. You can close this page and return to nova."),
+            400,
+            "This sign-in is not the one nova started (state mismatch).",
         )
         .await;
-        let client_id = param("client_id");
-        return Ok(Redirect { code, client_id });
+        return None;
     }
+    if let Some(error) = param("error") {
+        reply(&mut stream, 400, &format!("{name} refused the sign-in.")).await;
+        let error: String = error
+            .chars()
+            .filter(char::is_ascii_graphic)
+            .take(80)
+            .collect();
+        return Some(Err(format!("{name} refused the sign-in: {error}")));
+    }
+    let Some(code) = param("code").filter(|c| !c.is_empty()) else {
+        reply(
+            &mut stream,
+            400,
+            "The address carries no authorization code.",
+        )
+        .await;
+        return None;
+    };
+    reply(
+        &mut stream,
+        200,
+        &format!("Signed in to {name}. You can close this page and return to nova."),
+    )
+    .await;
+    let client_id = param("client_id");
+    Some(Ok(Redirect { code, client_id }))
 }
 
 /// A request's head (up to 16 KiB), or `None` when the client sends none.

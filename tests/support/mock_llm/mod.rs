@@ -603,6 +603,7 @@ async fn handle(stream: TcpStream, shared: Arc<Shared>) {
             let _ = wr.write_all(head.as_bytes()).await;
             let _ = wr.shutdown().await;
         }
+        Action::Stream { reply, .. } if reply.hang_up => {}
         Action::Stream {
             reply,
             format,

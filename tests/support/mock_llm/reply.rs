@@ -53,6 +53,7 @@ pub struct Reply {
     pub(super) gates: Vec<(usize, Gate)>,
     pub(super) http_error: Option<(u16, String)>,
     pub(super) headers: Vec<(String, String)>,
+    pub(super) hang_up: bool,
 }
 
 impl Default for Reply {
@@ -83,6 +84,16 @@ impl Reply {
             gates: Vec::new(),
             http_error: None,
             headers: Vec::new(),
+            hang_up: false,
+        }
+    }
+
+    /// Read the whole request (it is recorded), then close the connection without a byte of
+    /// response: a server or proxy that may have acted on the request but never answered.
+    pub fn hang_up() -> Self {
+        Reply {
+            hang_up: true,
+            ..Self::new()
         }
     }
 
