@@ -104,7 +104,9 @@ fn init_tracing() {
 /// `nova serve [flags]`: its own flags; the sessions' configuration is the agent dir's, as
 /// for every session without command-line flags.
 fn serve(rest: &[String]) -> ExitCode {
-    let args = match ServeArgs::try_parse_from(std::iter::once("nova serve").chain(rest.iter().map(String::as_str))) {
+    let args = match <ServeArgs as clap::Parser>::try_parse_from(
+        std::iter::once("nova serve").chain(rest.iter().map(String::as_str)),
+    ) {
         Ok(args) => args,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             let _ = write!(std::io::stdout(), "{e}");
@@ -112,7 +114,7 @@ fn serve(rest: &[String]) -> ExitCode {
         }
         Err(e) => return usage_error(&first_line(&e.to_string())),
     };
-    let cli = match Cli::try_parse_from(["nova"]) {
+    let cli = match Cli::parse_args(&[]) {
         Ok(cli) => cli,
         Err(e) => return usage_error(&first_line(&e.to_string())),
     };

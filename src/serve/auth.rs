@@ -83,7 +83,9 @@ pub fn bind_private_socket(path: &Path) -> Result<tokio::net::UnixListener, Stri
             return Err(format!("--socket {shown}: exists and is not a socket"));
         }
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            return Err(format!("--socket {shown}: another server is listening there"));
+            return Err(format!(
+                "--socket {shown}: another server is listening there"
+            ));
         }
         std::fs::remove_file(path).map_err(|e| format!("--socket {shown}: {e}"))?;
     }

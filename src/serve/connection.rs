@@ -8,8 +8,8 @@
 use super::journal::{CAPACITY, ClientKey, Journal, Read, gap_marker};
 use crate::agent::Live;
 use crate::agent::port::{self, Reply};
+use crate::frontend::parse::{Parsed, parse_record};
 use crate::protocol::Response;
-use crate::rpc::parse::{Parsed, parse_record};
 use axum::extract::ws::{Message, WebSocket};
 use futures_util::{SinkExt, StreamExt};
 use std::sync::Arc;

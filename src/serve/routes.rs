@@ -211,7 +211,11 @@ async fn attach(
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, Refusal> {
     let Query(query) = query.map_err(|e| Refusal(StatusCode::BAD_REQUEST, e.body_text()))?;
-    let live = server.runtime.live().find(&id).ok_or_else(|| not_live(&id))?;
+    let live = server
+        .runtime
+        .live()
+        .find(&id)
+        .ok_or_else(|| not_live(&id))?;
     let journal = server.journal(&live);
     let client: ClientKey = query
         .client

@@ -201,7 +201,10 @@ async fn two_clients_share_one_session_and_each_gets_its_own_responses() {
         .find(|s| s["id"] == id.as_str())
         .unwrap()
         .clone();
-    assert_eq!((entry["live"].clone(), entry["clients"].clone()), (json!(true), json!(2)));
+    assert_eq!(
+        (entry["live"].clone(), entry["clients"].clone()),
+        (json!(true), json!(2))
+    );
 
     a.send(json!({"id": "a1", "type": "prompt", "message": "hi"}))
         .await;
@@ -209,25 +212,32 @@ async fn two_clients_share_one_session_and_each_gets_its_own_responses() {
     let seen_by_b = b.until("agent_settled").await;
     let response = &seen_by_a[0];
     assert_eq!(
-        (response["type"].clone(), response["id"].clone(), response["success"].clone()),
+        (
+            response["type"].clone(),
+            response["id"].clone(),
+            response["success"].clone()
+        ),
         (json!("response"), json!("a1"), json!(true))
     );
-    assert!(seen_by_b.iter().all(|r| r["type"] != "response"), "{seen_by_b:?}");
+    assert!(
+        seen_by_b.iter().all(|r| r["type"] != "response"),
+        "{seen_by_b:?}"
+    );
     // The same events, in the same order, under the same numbers.
     assert_eq!(&seen_by_a[1..], &seen_by_b[..]);
     let numbers = seqs(&seen_by_a);
     assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{numbers:?}");
-    assert!(
-        seen_by_b
-            .iter()
-            .any(|r| r["type"] == "message_update"
-                && r["assistantMessageEvent"]["type"] == "text_delta")
-    );
+    assert!(seen_by_b.iter().any(
+        |r| r["type"] == "message_update" && r["assistantMessageEvent"]["type"] == "text_delta"
+    ));
 
     // B asks too; A does not see B's answer.
     b.send(json!({"id": "b1", "type": "get_state"})).await;
     let answer = b.next().await;
-    assert_eq!((answer["id"].clone(), answer["command"].clone()), (json!("b1"), json!("get_state")));
+    assert_eq!(
+        (answer["id"].clone(), answer["command"].clone()),
+        (json!("b1"), json!("get_state"))
+    );
     a.send(json!({"id": "a2", "type": "get_last_assistant_text"}))
         .await;
     let answer = a.next().await;
@@ -272,7 +282,10 @@ async fn a_client_that_reattaches_gets_exactly_what_it_missed() {
     let mut again = served.attach(&id, "?client=me&since=0").await;
     let replayed = again.until("agent_settled").await;
     assert_eq!(replayed[0]["id"], "p1");
-    assert_eq!(replayed.iter().filter(|r| r["type"] == "response").count(), 1);
+    assert_eq!(
+        replayed.iter().filter(|r| r["type"] == "response").count(),
+        1
+    );
     // …and then the live stream goes on where the replay ended.
     again.send(json!({"id": "s", "type": "get_state"})).await;
     let state = again.next().await;
@@ -290,9 +303,13 @@ async fn a_client_that_reattaches_gets_exactly_what_it_missed() {
     assert!(marker["error"].as_str().unwrap().contains("get_messages"));
 
     // Closed, the session is gone for clients; its file stays.
-    let (status, _) = served.http("DELETE", &format!("/v1/sessions/{id}"), None).await;
+    let (status, _) = served
+        .http("DELETE", &format!("/v1/sessions/{id}"), None)
+        .await;
     assert_eq!(status, 204);
-    let (status, _) = served.http("DELETE", &format!("/v1/sessions/{id}"), None).await;
+    let (status, _) = served
+        .http("DELETE", &format!("/v1/sessions/{id}"), None)
+        .await;
     assert_eq!(status, 404);
 }
 
@@ -305,7 +322,11 @@ async fn tcp_needs_the_token_and_refuses_foreign_origins_and_cwds() {
     let cwd = served.nova.cwd();
     let open = json!({"cwd": cwd, "model": "mock-ollama/test-model"});
 
-    for auth in ["", "Authorization: Bearer wrong\r\n", "Authorization: s3cret-token\r\n"] {
+    for auth in [
+        "",
+        "Authorization: Bearer wrong\r\n",
+        "Authorization: s3cret-token\r\n",
+    ] {
         let (status, body) = served
             .http_raw("POST", "/v1/sessions", Some(open.clone()), auth)
             .await;
