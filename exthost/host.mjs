@@ -243,8 +243,10 @@ const methods = {
 		const sessionManager = pi.SessionManager.inMemory(cwd);
 		runner = new pi.ExtensionRunner(loaded.extensions, loaded.runtime, cwd, sessionManager, undefined);
 		bind();
-		// As in Pi, session_start follows loading (once nova has the registrations).
-		setImmediate(() => void runner.emit({ type: "session_start", reason: "startup" }));
+		// As in Pi, session_start follows loading and comes before the first command is
+		// served: what its handlers do before they first wait reaches nova ahead of this
+		// answer. Not awaited, since a handler may wait for a dialog only a client can answer.
+		void runner.emit({ type: "session_start", reason: "startup" });
 		return {
 			errors: loaded.errors,
 			tools: tools(),

