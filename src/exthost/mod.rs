@@ -247,10 +247,14 @@ impl Shared {
         rx.await.unwrap_or_else(|_| Err(GONE.into()))
     }
 
-    /// Sends a notification without waiting; `false` when the queue is full or the host gone.
+    /// Sends a notification without waiting; `false` when the queue is full (a host that is
+    /// gone has been reported already).
     fn notify(&self, method: &str, params: Value) -> bool {
         let line = json!({"method": method, "params": params}).to_string();
-        self.lines.try_send(line).is_ok()
+        !matches!(
+            self.lines.try_send(line),
+            Err(mpsc::error::TrySendError::Full(_))
+        )
     }
 
     fn subscribed(&self, event: &str) -> bool {

@@ -551,3 +551,113 @@ fn pis_rpc_demo_extension_speaks_as_in_pi() {
     };
     assert_eq!(show(&nova), show(&pi));
 }
+
+const FAULTS: &str = r#"
+import { Type } from "typebox";
+export default function (pi) {
+  pi.on("tool_call", async (event) => {
+    if (event.toolName === "bash" && event.input.command === "hang") await new Promise(() => {});
+  });
+  pi.registerTool({
+    name: "wait_for_abort", label: "Wait", description: "Waits until cancelled",
+    parameters: Type.Object({}),
+    async execute(_id, _params, signal, onUpdate) {
+      onUpdate?.({ content: [{ type: "text", text: "waiting" }], details: {} });
+      await new Promise((resolve) => signal.addEventListener("abort", resolve));
+      return { content: [{ type: "text", text: "stopped early" }], details: {} };
+    },
+  });
+  pi.registerTool({
+    name: "still_there", label: "Still", description: "Answers",
+    parameters: Type.Object({}),
+    async execute() { return { content: [{ type: "text", text: "yes" }], details: {} }; },
+  });
+  pi.registerCommand("crash", { handler: async () => { process.exit(3); } });
+}
+"#;
+
+#[test]
+fn a_hanging_hook_stalls_nothing_else_and_abort_ends_it() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "bash", json!({"command": "hang"})));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("faults.ts", FAULTS)
+        .args(["-e", "faults.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.request_ok(json!({"type": "prompt", "message": "go"}));
+    nova.wait_for(|v| v["type"] == "tool_execution_start", WAIT);
+    let asked = std::time::Instant::now();
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    assert_eq!(state["isStreaming"], true);
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+    nova.request_ok(json!({"type": "abort"}));
+    let events = nova.events_until_timeout("agent_settled", WAIT);
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .expect("the hung call ends");
+    assert_eq!(end["isError"], true);
+    assert_eq!(end["result"]["content"][0]["text"], "Command aborted");
+}
+
+#[test]
+fn abort_cancels_a_running_extension_tool() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "wait_for_abort", json!({})));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("faults.ts", FAULTS)
+        .args(["-e", "faults.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.request_ok(json!({"type": "prompt", "message": "go"}));
+    nova.wait_for(|v| v["type"] == "tool_execution_update", WAIT);
+    nova.request_ok(json!({"type": "abort"}));
+    let events = nova.events_until_timeout("agent_settled", WAIT);
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .expect("the tool ends");
+    assert_eq!(
+        end["result"]["content"][0]["text"], "stopped early",
+        "{end}"
+    );
+}
+
+#[test]
+fn a_crashed_host_is_reported_and_nova_goes_on() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "still_there", json!({})));
+    mock.push(Reply::text("carried on"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("faults.ts", FAULTS)
+        .args(["-e", "faults.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.send(&json!({"id": "crash", "type": "prompt", "message": "/crash"}));
+    let error = nova.wait_for(|v| v["type"] == "extension_error", WAIT);
+    assert_eq!(error["error"], "the extension host has exited", "{error}");
+    nova.wait_for(|v| v["id"] == "crash", WAIT);
+    let events = nova.run_prompt("try the tool");
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .expect("the call ends");
+    // Its tool_call hook cannot run, so the call is blocked: hooks fail closed, as in Pi.
+    assert_eq!(end["isError"], true);
+    assert_eq!(
+        end["result"]["content"][0]["text"],
+        "Extension failed, blocking execution: the extension host has exited"
+    );
+    assert_eq!(descendants_named(nova.pid(), "node"), Vec::<u32>::new());
+}
