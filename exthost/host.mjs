@@ -11,9 +11,14 @@
 //
 // stdout carries the protocol only: whatever an extension prints goes to stderr.
 
-import { pathToFileURL } from "node:url";
-import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { dirname, join } from "node:path";
 import { randomUUID } from "node:crypto";
+import module from "node:module";
+
+// Pi's packages are large: V8's compile cache beside this script makes every start after the
+// first skip compiling them (Node 22.1+; a no-op where unavailable).
+module.enableCompileCache?.(join(dirname(fileURLToPath(import.meta.url)), "compile-cache"));
 
 const modules = process.argv[2];
 if (!modules) {
@@ -50,12 +55,18 @@ function message(err) {
 	return err instanceof Error ? err.message : String(err);
 }
 
+// Pi's modules by file, not its index: the index pulls in the whole coding agent (its terminal
+// UI, every provider), which more than doubles the start. An extension that imports the index
+// itself still gets it, through Pi's loader.
 const piRoot = join(modules, "@earendil-works/pi-coding-agent/dist");
-const pi = await import(pathToFileURL(join(piRoot, "index.js")).href);
-// Pi's loader (jiti with Pi's module aliases) is not re-exported from its index.
-const { loadExtensions } = await import(
-	pathToFileURL(join(piRoot, "core/extensions/loader.js")).href
-);
+const piModule = (path) => import(pathToFileURL(join(piRoot, path)).href);
+const [{ loadExtensions }, { ExtensionRunner }, { SessionManager }, { wrapRegisteredTool }] =
+	await Promise.all([
+		piModule("core/extensions/loader.js"),
+		piModule("core/extensions/runner.js"),
+		piModule("core/session-manager.js"),
+		piModule("core/extensions/wrapper.js"),
+	]);
 
 /** State nova keeps current here, read by the synchronous getters of Pi's API. */
 const mirror = {
@@ -240,8 +251,8 @@ const methods = {
 		mirror.mode = mode;
 		mirror.hasUI = hasUI;
 		const loaded = await loadExtensions(paths, cwd);
-		const sessionManager = pi.SessionManager.inMemory(cwd);
-		runner = new pi.ExtensionRunner(loaded.extensions, loaded.runtime, cwd, sessionManager, undefined);
+		const sessionManager = SessionManager.inMemory(cwd);
+		runner = new ExtensionRunner(loaded.extensions, loaded.runtime, cwd, sessionManager, undefined);
 		bind();
 		// As in Pi, session_start follows loading and comes before the first command is
 		// served: what its handlers do before they first wait reaches nova ahead of this
@@ -280,7 +291,7 @@ const methods = {
 	async tool({ toolCallId, name, input }) {
 		const registered = runner.getAllRegisteredTools().find((t) => t.definition.name === name);
 		if (!registered) return { content: [{ type: "text", text: `Tool ${name} not found` }], isError: true };
-		const tool = pi.wrapRegisteredTool(registered, runner);
+		const tool = wrapRegisteredTool(registered, runner);
 		const controller = new AbortController();
 		running.set(toolCallId, controller);
 		try {
