@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -103,15 +103,26 @@ pub struct Spec {
 
 /// A running host, attached to its session until dropped (which stops it).
 pub struct Host {
-    pgid: Pid,
+    shared: Arc<Shared>,
     _events: Subscription,
 }
 
 impl Drop for Host {
     fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
         // SIGTERM, not SIGKILL: the keeper must live to kill what left the group.
-        let _ = killpg(self.pgid, Signal::SIGTERM);
+        let _ = killpg(
+            Pid::from_raw(self.shared.pgid.load(Ordering::SeqCst)),
+            Signal::SIGTERM,
+        );
     }
+}
+
+/// How to start the host again after a crash.
+struct Launch {
+    runner: node::Runner,
+    script: PathBuf,
+    spec: Spec,
 }
 
 /// Starts the host for `live`'s extensions and attaches it; the `Vec` holds what failed to
@@ -127,70 +138,98 @@ pub async fn start(
         .map_err(|e| HostError::Load(e.to_string()))??;
     let script = spec.agent_dir.join("exthost").join("host.mjs");
     write_script(&script)?;
-    let mut command = tokio::process::Command::from(crate::sandbox::kept(
-        &runner.node,
-        [script.as_os_str(), runner.modules.as_os_str()],
-    ));
-    let mut child = command
-        .current_dir(&spec.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .process_group(0)
-        .spawn()
-        .map_err(|source| HostError::Spawn {
-            node: runner.node.clone(),
-            source,
-        })?;
-    let (Some(pid), Some(stdin), Some(stdout)) =
-        (child.id(), child.stdin.take(), child.stdout.take())
-    else {
-        return Err(HostError::Load("the host's pipes did not open".into()));
-    };
-    tokio::spawn(async move {
-        let _ = child.wait().await;
-    });
-    let (lines, queue) = mpsc::channel::<String>(QUEUE);
-    tokio::spawn(write_lines(stdin, queue));
+    let (lines, _) = mpsc::channel(1);
     let shared = Arc::new(Shared {
-        lines,
+        lines: Mutex::new(lines),
         pending: Mutex::default(),
         next: AtomicU64::new(1),
         registry: Mutex::default(),
         updates: Mutex::default(),
         extensions: spec.extensions.clone(),
+        pgid: AtomicI32::new(0),
+        stopping: AtomicBool::new(false),
+        restarted: AtomicBool::new(false),
+        launch: Launch {
+            runner,
+            script,
+            spec,
+        },
     });
-    tokio::spawn(read_lines(stdout, shared.clone(), live.agent().clone()));
+    let failures = launch(&shared, live.agent()).await?;
     let host = Host {
-        pgid: Pid::from_raw(pid as i32),
+        shared: shared.clone(),
         _events: live.subscribe(Arc::new(HostEvents(shared.clone()))),
     };
-    let paths: Vec<String> = spec
-        .extensions
-        .iter()
-        .map(|e| e.path.display().to_string())
-        .collect();
-    let params = json!({
-        "cwd": spec.cwd,
-        "paths": paths,
-        "trusted": spec.project_trusted,
-        "mode": spec.mode.name(),
-        "hasUI": matches!(spec.mode, Mode::Rpc),
-    });
-    let loaded = tokio::time::timeout(LOAD_TIMEOUT, shared.request("load", params))
-        .await
-        .map_err(|_| HostError::Load(format!("no answer in {}s", LOAD_TIMEOUT.as_secs())))?
-        .map_err(HostError::Load)?;
-    let loaded: wire::Loaded =
-        serde_json::from_value(loaded).map_err(|e| HostError::Load(e.to_string()))?;
-    let failures = loaded
-        .errors
-        .iter()
-        .map(|e| format!("extension {}: {}", e.path, e.error))
-        .collect();
-    shared.lock_registry().replace(loaded);
     live.agent().attach_extensions(Arc::new(Side(shared)));
     Ok((host, failures))
+}
+
+/// Spawns the host, connects it and loads the extensions; returns what failed to load. Boxed:
+/// the reader it spawns launches the host again after a crash.
+fn launch<'a>(
+    shared: &'a Arc<Shared>,
+    agent: &'a Agent,
+) -> BoxFuture<'a, Result<Vec<String>, HostError>> {
+    Box::pin(async move {
+        let Launch {
+            runner,
+            script,
+            spec,
+        } = &shared.launch;
+        let mut command = tokio::process::Command::from(crate::sandbox::kept(
+            &runner.node,
+            [script.as_os_str(), runner.modules.as_os_str()],
+        ));
+        let mut child = command
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .spawn()
+            .map_err(|source| HostError::Spawn {
+                node: runner.node.clone(),
+                source,
+            })?;
+        let (Some(pid), Some(stdin), Some(stdout)) =
+            (child.id(), child.stdin.take(), child.stdout.take())
+        else {
+            return Err(HostError::Load("the host's pipes did not open".into()));
+        };
+        shared.pgid.store(pid as i32, Ordering::SeqCst);
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+        let (lines, queue) = mpsc::channel::<String>(QUEUE);
+        *lock(&shared.lines) = lines;
+        tokio::spawn(write_lines(stdin, queue));
+        tokio::spawn(read_lines(stdout, shared.clone(), agent.clone()));
+        let paths: Vec<String> = spec
+            .extensions
+            .iter()
+            .map(|e| e.path.display().to_string())
+            .collect();
+        let params = json!({
+            "cwd": spec.cwd,
+            "paths": paths,
+            "trusted": spec.project_trusted,
+            "mode": spec.mode.name(),
+            "hasUI": matches!(spec.mode, Mode::Rpc),
+        });
+        let loaded = tokio::time::timeout(LOAD_TIMEOUT, shared.request("load", params))
+            .await
+            .map_err(|_| HostError::Load(format!("no answer in {}s", LOAD_TIMEOUT.as_secs())))?
+            .map_err(HostError::Load)?;
+        let loaded: wire::Loaded =
+            serde_json::from_value(loaded).map_err(|e| HostError::Load(e.to_string()))?;
+        let failures = loaded
+            .errors
+            .iter()
+            .map(|e| format!("extension {}: {}", e.path, e.error))
+            .collect();
+        shared.lock_registry().replace(loaded);
+        Ok(failures)
+    })
 }
 
 fn write_script(path: &std::path::Path) -> Result<(), HostError> {
@@ -214,7 +253,8 @@ type Answer = Result<Value, String>;
 
 /// What the host's side of the session shares between the agent, the reader and the writer.
 struct Shared {
-    lines: mpsc::Sender<String>,
+    /// The current host's stdin queue (a restarted host has a new one).
+    lines: Mutex<mpsc::Sender<String>>,
     pending: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
     next: AtomicU64,
     /// What the extensions registered; `None` until they load.
@@ -222,6 +262,13 @@ struct Shared {
     /// Where each running extension tool's partial results go, by tool call id.
     updates: Mutex<HashMap<String, UpdateFn>>,
     extensions: Vec<Extension>,
+    /// The current host's process group.
+    pgid: AtomicI32,
+    /// Set when nova stops the host, which is then not restarted.
+    stopping: AtomicBool,
+    /// A crashed host is started again once; a second crash is final.
+    restarted: AtomicBool,
+    launch: Launch,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -240,7 +287,8 @@ impl Shared {
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
         let line = json!({"id": id, "method": method, "params": params}).to_string();
-        if self.lines.send(line).await.is_err() {
+        let lines = lock(&self.lines).clone();
+        if lines.send(line).await.is_err() {
             lock(&self.pending).remove(&id);
             return Err(GONE.into());
         }
@@ -252,7 +300,7 @@ impl Shared {
     fn notify(&self, method: &str, params: Value) -> bool {
         let line = json!({"method": method, "params": params}).to_string();
         !matches!(
-            self.lines.try_send(line),
+            lock(&self.lines).try_send(line),
             Err(mpsc::error::TrySendError::Full(_))
         )
     }
@@ -302,11 +350,24 @@ async fn read_lines(stdout: tokio::process::ChildStdout, shared: Arc<Shared>, ag
     for (_, tx) in waiting {
         let _ = tx.send(Err(GONE.into()));
     }
-    agent.extension_event(Event::ExtensionError {
-        extension_path: "<extension host>".into(),
-        event: "exit".into(),
-        error: GONE.into(),
-    });
+    if shared.stopping.load(Ordering::SeqCst) {
+        return;
+    }
+    let error = |error: String| {
+        agent.extension_event(Event::ExtensionError {
+            extension_path: "<extension host>".into(),
+            event: "exit".into(),
+            error,
+        })
+    };
+    if shared.restarted.swap(true, Ordering::SeqCst) {
+        return error(format!("{GONE} again; it is not restarted a second time"));
+    }
+    // What the extensions kept in memory is lost; their registrations come back with the load.
+    match launch(&shared, &agent).await {
+        Ok(_) => error(format!("{GONE}; it was restarted once")),
+        Err(e) => error(format!("{GONE}, and restarting it failed: {e}")),
+    }
 }
 
 fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
@@ -433,7 +494,7 @@ impl HostReply {
             Ok(result) => json!({"id": self.id, "result": result}),
             Err(error) => json!({"id": self.id, "error": error}),
         };
-        let _ = self.shared.lines.try_send(line.to_string());
+        let _ = lock(&self.shared.lines).try_send(line.to_string());
     }
 }
 

@@ -633,11 +633,13 @@ fn abort_cancels_a_running_extension_tool() {
 }
 
 #[test]
-fn a_crashed_host_is_reported_and_nova_goes_on() {
+fn a_crashed_host_is_restarted_once_and_reported() {
     let Some(modules) = pi_modules() else { return };
     let mock = MockLlm::start();
     mock.push(Reply::new().tool_call("c1", "still_there", json!({})));
     mock.push(Reply::text("carried on"));
+    mock.push(Reply::new().tool_call("c2", "still_there", json!({})));
+    mock.push(Reply::text("carried on without it"));
     let builder = Nova::builder()
         .ollama(&mock)
         .file("faults.ts", FAULTS)
@@ -645,10 +647,28 @@ fn a_crashed_host_is_reported_and_nova_goes_on() {
     let mut nova = with_pi(builder, &modules).spawn();
     commands(&mut nova);
     nova.send(&json!({"id": "crash", "type": "prompt", "message": "/crash"}));
-    let error = nova.wait_for(|v| v["type"] == "extension_error", WAIT);
-    assert_eq!(error["error"], "the extension host has exited", "{error}");
-    nova.wait_for(|v| v["id"] == "crash", WAIT);
+    let error = nova.wait_for(|v| v["type"] == "extension_error", LOAD);
+    assert_eq!(
+        error["error"], "the extension host has exited; it was restarted once",
+        "{error}"
+    );
+    assert!(nova.log().iter().any(|l| l.value["id"] == "crash"));
     let events = nova.run_prompt("try the tool");
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .expect("the call ends");
+    assert_eq!(end["result"]["content"][0]["text"], "yes", "{end}");
+
+    nova.send(&json!({"id": "again", "type": "prompt", "message": "/crash"}));
+    let error = nova.wait_for(|v| v["type"] == "extension_error", WAIT);
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not restarted a second time")),
+        "{error}"
+    );
+    let events = nova.run_prompt("try again");
     let end = events
         .iter()
         .find(|e| e["type"] == "tool_execution_end")
