@@ -1,6 +1,7 @@
 //! Which Pi extensions a session loads, found as Pi 1.6 finds them: the project's
-//! `.nova/extensions/` (only when the project is trusted), the agent dir's `extensions/`, then
-//! each `-e`/`--extension` path; `--no-extensions` turns off the two directories but not `-e`.
+//! `.nova/extensions/` (only when the project is trusted), the agent dir's `extensions/`, the
+//! `extensions` setting's paths (a project's only when it is trusted), then each
+//! `-e`/`--extension` path; `--no-extensions` turns off all but `-e`.
 //!
 //! In a directory, an extension is a `*.ts`/`*.js` file, or a subdirectory with a
 //! `package.json` whose `pi.extensions` lists its entry files, or else an `index.ts`/`index.js`
@@ -29,6 +30,8 @@ pub struct Sources<'a> {
     pub agent_dir: &'a Path,
     pub cwd: &'a Path,
     pub project_trusted: bool,
+    /// The `extensions` setting's paths (the project's only when it is trusted).
+    pub settings: &'a [super::ListedPath],
     /// `-e` paths as given (relative ones from the cwd).
     pub flags: &'a [String],
     /// `--no-extensions`.
@@ -36,8 +39,9 @@ pub struct Sources<'a> {
 }
 
 /// Every extension the sources name, each once, in load order; an `Err` names a `-e` path
-/// where nothing is (running without an extension asked for by name could do harm).
-pub fn find(sources: &Sources) -> Result<Vec<Extension>, ConfigError> {
+/// where nothing is (running without an extension asked for by name could do harm), and a
+/// setting's path where nothing is goes to `warnings`.
+pub fn find(sources: &Sources, warnings: &mut Vec<String>) -> Result<Vec<Extension>, ConfigError> {
     let mut found: Vec<Extension> = Vec::new();
     let mut add = |path: PathBuf, scope, source, base_dir: Option<&Path>| {
         if !found.iter().any(|e| e.path == path) {
@@ -63,6 +67,31 @@ pub fn find(sources: &Sources) -> Result<Vec<Extension>, ConfigError> {
                 DiscoveredBy::Auto,
                 Some(sources.agent_dir),
             );
+        }
+    }
+    let listed = if sources.no_discovery {
+        &[][..]
+    } else {
+        sources.settings
+    };
+    for listed in listed {
+        // A project's settings name code to run: only a trusted project's count.
+        if listed.scope == SourceScope::Project && !sources.project_trusted {
+            continue;
+        }
+        let entries = if listed.path.is_dir() {
+            entries(&listed.path).unwrap_or_else(|| in_dir(&listed.path))
+        } else if listed.path.is_file() {
+            vec![listed.path.clone()]
+        } else {
+            warnings.push(format!(
+                "settings: \"extensions\" lists {}, where there is no extension; skipped",
+                listed.path.display()
+            ));
+            continue;
+        };
+        for entry in entries {
+            add(entry, listed.scope, DiscoveredBy::Local, None);
         }
     }
     for flag in sources.flags {
@@ -148,6 +177,7 @@ mod tests {
             agent_dir: agent,
             cwd,
             project_trusted: false,
+            settings: &[],
             flags,
             no_discovery: false,
         }
@@ -174,7 +204,7 @@ mod tests {
         fs::write(ext.join("plain/deeper/x.ts"), "").unwrap();
         fs::write(ext.join("none/other.ts"), "").unwrap();
         let agent = tmp.path().join("agent");
-        let found = find(&sources(&agent, tmp.path(), &[])).unwrap();
+        let found = find(&sources(&agent, tmp.path(), &[]), &mut Vec::new()).unwrap();
         let names: Vec<PathBuf> = found.iter().map(|e| e.path.clone()).collect();
         assert_eq!(
             names,
@@ -197,23 +227,57 @@ mod tests {
         fs::write(tmp.path().join("cli.ts"), "").unwrap();
         let agent = tmp.path().join("agent");
         let gone = vec!["gone.ts".to_owned()];
-        let error = find(&sources(&agent, tmp.path(), &gone)).unwrap_err();
+        let error = find(&sources(&agent, tmp.path(), &gone), &mut Vec::new()).unwrap_err();
         assert!(error.to_string().contains("gone.ts"), "{error}");
         let flags = vec!["cli.ts".to_owned()];
-        let untrusted = find(&sources(&agent, tmp.path(), &flags)).unwrap();
+        let untrusted = find(&sources(&agent, tmp.path(), &flags), &mut Vec::new()).unwrap();
         assert_eq!(untrusted.len(), 1);
         assert_eq!(untrusted[0].path, tmp.path().join("cli.ts"));
         assert_eq!(untrusted[0].scope, SourceScope::Temporary);
 
         let mut trusted = sources(&agent, tmp.path(), &flags);
         trusted.project_trusted = true;
-        let found = find(&trusted).unwrap();
+        let found = find(&trusted, &mut Vec::new()).unwrap();
         assert_eq!(found[0].path, project.join("p.ts"));
         assert_eq!(found[0].scope, SourceScope::Project);
 
         trusted.no_discovery = true;
-        let found = find(&trusted).unwrap();
+        let found = find(&trusted, &mut Vec::new()).unwrap();
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].path, tmp.path().join("cli.ts"));
+    }
+
+    #[test]
+    fn settings_paths_load_after_the_directories_unless_discovery_is_off() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pkg = tmp.path().join("pkg");
+        fs::create_dir_all(&pkg).unwrap();
+        fs::write(pkg.join("index.ts"), "").unwrap();
+        fs::write(tmp.path().join("one.js"), "").unwrap();
+        let listed = |p: &Path| super::super::ListedPath {
+            path: p.to_path_buf(),
+            scope: SourceScope::User,
+        };
+        let mut project = listed(&tmp.path().join("one.js"));
+        project.scope = SourceScope::Project;
+        let settings = vec![
+            project,
+            listed(&pkg),
+            listed(&tmp.path().join("one.js")),
+            listed(&tmp.path().join("gone")),
+        ];
+        let agent = tmp.path().join("agent");
+        let mut sources = sources(&agent, tmp.path(), &[]);
+        sources.settings = &settings;
+        let mut warnings = Vec::new();
+        let found = find(&sources, &mut warnings).unwrap();
+        let paths: Vec<&Path> = found.iter().map(|e| e.path.as_path()).collect();
+        // The untrusted project's entry is left out; the user's copy of it still loads.
+        assert_eq!(paths, vec![pkg.join("index.ts"), tmp.path().join("one.js")]);
+        assert_eq!(found[1].scope, SourceScope::User);
+        assert_eq!(found[0].source, DiscoveredBy::Local);
+        assert!(warnings[0].contains("gone"), "{warnings:?}");
+        sources.no_discovery = true;
+        assert!(find(&sources, &mut Vec::new()).unwrap().is_empty());
     }
 }

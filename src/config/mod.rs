@@ -382,13 +382,17 @@ impl Process {
         if cli.no_mcp {
             mcp.servers.clear();
         }
-        let extensions = extensions::find(&extensions::Sources {
-            agent_dir,
-            cwd,
-            project_trusted: settings.project_trusted,
-            flags: &cli.extensions,
-            no_discovery: cli.no_extensions,
-        })?;
+        let extensions = extensions::find(
+            &extensions::Sources {
+                agent_dir,
+                cwd,
+                project_trusted: settings.project_trusted,
+                settings: &settings.extensions,
+                flags: &cli.extensions,
+                no_discovery: cli.no_extensions,
+            },
+            &mut warnings,
+        )?;
         Ok(Config {
             extensions,
             system_prompt: self.system_prompt.clone(),
