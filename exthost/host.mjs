@@ -288,6 +288,20 @@ const methods = {
 		}
 	},
 
+	/** The tool_result hooks: what they changed of a finished call's result (nothing: {}). */
+	async tool_result({ toolCallId, toolName, input, content, details, isError }) {
+		const event = { type: "tool_result", toolCallId, toolName, input, content, details, isError };
+		const result = await runner.emitToolResult(event);
+		if (!result) return {};
+		// Only what changed: unchanged content must not drop nova's structured content.
+		const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+		return {
+			content: same(result.content, content) ? undefined : result.content,
+			details: same(result.details, details) ? undefined : result.details,
+			isError: result.isError === isError ? undefined : result.isError,
+		};
+	},
+
 	async tool({ toolCallId, name, input }) {
 		const registered = runner.getAllRegisteredTools().find((t) => t.definition.name === name);
 		if (!registered) return { content: [{ type: "text", text: `Tool ${name} not found` }], isError: true };

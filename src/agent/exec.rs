@@ -93,13 +93,16 @@ pub(super) async fn run_tools(
     let mut ended = Vec::with_capacity(calls.len());
     for (call, slot) in calls.iter().zip(slots) {
         pacer.tick(|| agent.inner.sink.ready()).await;
-        let ran = match slot {
+        let mut ran = match slot {
             Slot::Done(output) => Ran { output, took: None },
             Slot::Running(handle) => handle.await.unwrap_or_else(|e| Ran {
                 output: ToolOutput::error(format!("Tool {} failed unexpectedly: {e}", call.1)),
                 took: None,
             }),
         };
+        if ran.took.is_some() {
+            review(agent, cancel, call, &mut ran.output).await;
+        }
         ended.push(end(agent, call, ran));
     }
     let mut results = Vec::with_capacity(ended.len());
@@ -136,6 +139,21 @@ async fn hooked<'c>(
             Hooked::Block(reason) => Err(reason),
         },
         () = cancel.cancelled() => Err(ABORTED.to_owned()),
+    }
+}
+
+/// The extensions' `tool_result` hooks on a call that ran, before its end is announced (as
+/// in Pi); an abort keeps the result as it is.
+async fn review(agent: &Agent, cancel: &CancellationToken, call: &Call, output: &mut ToolOutput) {
+    let Some(hooks) = agent
+        .extensions()
+        .and_then(|e| e.after_tool_call(call, output))
+    else {
+        return;
+    };
+    tokio::select! {
+        reviewed = hooks => reviewed.apply(output),
+        () = cancel.cancelled() => {}
     }
 }
 

@@ -5,7 +5,7 @@
 //! Events reach the host as they reach every other subscriber of the session.
 
 use super::Agent;
-use crate::protocol::{SlashCommand, ToolSpec};
+use crate::protocol::{ContentBlock, SlashCommand, ToolSpec};
 use crate::tools::{ToolOutput, UpdateFn};
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -20,6 +20,31 @@ pub enum Hooked {
     Run(Value),
     /// A hook blocked it; the text is the call's error result.
     Block(String),
+}
+
+/// What the extensions' `tool_result` hooks changed of a result; `None` fields are kept.
+#[derive(Debug, Default)]
+pub struct Reviewed {
+    pub content: Option<Vec<ContentBlock>>,
+    pub details: Option<Value>,
+    pub is_error: Option<bool>,
+}
+
+impl Reviewed {
+    /// Applies the changes to `output`; new content drops the old structured content, which
+    /// may no longer match it (as in Pi).
+    pub fn apply(self, output: &mut ToolOutput) {
+        if let Some(content) = self.content {
+            output.content = content;
+            output.structured = None;
+        }
+        if let Some(details) = self.details {
+            output.details = Some(crate::protocol::ToolDetails::Other(details));
+        }
+        if let Some(is_error) = self.is_error {
+            output.is_error = is_error;
+        }
+    }
 }
 
 /// The extensions of one session, as the agent sees them.
@@ -38,6 +63,13 @@ pub trait Extensions: Send + Sync {
     /// The `tool_call` hooks for `call`; `None` when no extension has one, so a call costs
     /// nothing across the boundary.
     fn before_tool_call(&self, call: &Call) -> Option<BoxFuture<'static, Hooked>>;
+
+    /// The `tool_result` hooks for a call that ran; `None` when no extension has one.
+    fn after_tool_call(
+        &self,
+        call: &Call,
+        output: &ToolOutput,
+    ) -> Option<BoxFuture<'static, Reviewed>>;
 
     /// Runs an extension tool; `updates` takes its streamed partial results, `cancel` stops it.
     fn call_tool(

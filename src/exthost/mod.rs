@@ -22,7 +22,7 @@ mod wire;
 pub use node::{MIN_NODE, NodeError, PI_VERSION};
 
 use crate::agent::port::{self, Reply};
-use crate::agent::{Agent, EventSink, Extensions, Hooked, Live, Subscription};
+use crate::agent::{Agent, EventSink, Extensions, Hooked, Live, Reviewed, Subscription};
 use crate::config::extensions::Extension;
 use crate::protocol::{
     Command, CommandSource, Event, Response, SlashCommand, SourceInfo, SourceOrigin,
@@ -614,6 +614,38 @@ impl Extensions for Side {
                 // Fail closed, as Pi does when a hook throws.
                 Err(e) => Hooked::Block(format!("Extension failed, blocking execution: {e}")),
             }
+        }))
+    }
+
+    fn after_tool_call(
+        &self,
+        (id, name, args): &(String, String, Value),
+        output: &ToolOutput,
+    ) -> Option<BoxFuture<'static, Reviewed>> {
+        if !self.0.subscribed("tool_result") {
+            return None;
+        }
+        let shared = self.0.clone();
+        let params = json!({
+            "toolCallId": id,
+            "toolName": name,
+            "input": args,
+            "content": output.content,
+            "details": output.details,
+            "isError": output.is_error,
+        });
+        Some(Box::pin(async move {
+            let answer = shared.request("tool_result", params).await;
+            // The hooks' own failures are extension_error events; the result stays as it was.
+            answer
+                .ok()
+                .and_then(|v| serde_json::from_value::<wire::ToolResultPatch>(v).ok())
+                .map(|p| Reviewed {
+                    content: p.content,
+                    details: p.details,
+                    is_error: p.is_error,
+                })
+                .unwrap_or_default()
         }))
     }
 

@@ -93,6 +93,18 @@ pub struct ToolResult {
     pub is_error: bool,
 }
 
+/// What the `tool_result` hooks changed; absent fields are kept.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultPatch {
+    #[serde(default)]
+    pub content: Option<Vec<ContentBlock>>,
+    #[serde(default)]
+    pub details: Option<Value>,
+    #[serde(default)]
+    pub is_error: Option<bool>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolUpdate {

@@ -134,6 +134,10 @@ export default function (pi: ExtensionAPI) {
   });
   pi.registerCommand("boom", { handler: async () => { throw new Error("the command broke"); } });
   pi.on("agent_start", () => { throw new Error("agent_start handler failed"); });
+  pi.on("tool_result", (event) => {
+    if (event.toolName !== "greet") return undefined;
+    return { content: [{ type: "text", text: `${event.content[0].text} (reviewed)` }] };
+  });
   pi.on("tool_call", (event) => {
     if (event.toolName === "bash" && String(event.input.command).includes("rm -rf")) {
       return { block: true, reason: "no rm -rf here" };
@@ -203,7 +207,11 @@ fn an_extension_tool_runs_in_the_host_with_streamed_updates() {
         .find(|e| e["type"] == "tool_execution_end")
         .expect("the tool ended");
     assert_eq!(end["isError"], false, "{end}");
-    assert_eq!(end["result"]["content"][0]["text"], "Hello, Bob!");
+    // The tool's result, as the extension's tool_result hook rewrote it.
+    assert_eq!(
+        end["result"]["content"][0]["text"],
+        "Hello, Bob! (reviewed)"
+    );
     assert_eq!(end["result"]["details"]["greeted"], "Bob");
     // A throwing handler is reported and the run goes on.
     let error = events
@@ -227,7 +235,10 @@ fn an_extension_tool_runs_in_the_host_with_streamed_updates() {
         .collect();
     assert!(tools.contains(&"greet"), "{tools:?}");
     assert!(
-        requests[1].body.to_string().contains("Hello, Bob!"),
+        requests[1]
+            .body
+            .to_string()
+            .contains("Hello, Bob! (reviewed)"),
         "the result reaches the model"
     );
     assert!(nova.stderr().contains("must not reach nova's stdout"));
