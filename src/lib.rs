@@ -26,6 +26,7 @@ pub mod commands;
 pub mod config;
 pub mod context;
 pub mod export;
+pub mod exthost;
 pub mod files;
 pub mod frontend;
 pub mod gate;

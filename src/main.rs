@@ -65,12 +65,6 @@ fn main() -> ExitCode {
         }
         Err(e) => return usage_error(&first_line(&e.to_string())),
     };
-    if let Some(path) = cli.extensions.first() {
-        return usage_error(&format!(
-            "-e/--extension {path}: nova does not load extensions yet; run without it \
-             (--no-extensions is accepted and changes nothing)"
-        ));
-    }
     if let Some(file) = cli.export.clone() {
         let output = cli.prompts.first().map(std::path::PathBuf::from);
         return with_runtime(nova::commands::export(file, output));

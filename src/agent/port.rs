@@ -49,6 +49,16 @@ pub async fn execute<R: Reply>(
     name: String,
     command: Command,
 ) {
+    if let Command::Prompt { message, .. } = &command
+        && let Some(handler) = agent.extension_command(message)
+    {
+        // As in Pi, the answer waits for the command's handler; from a task of its own,
+        // because the handler may wait for a dialog answered by a later command.
+        return answer_later(out, id, name, async move {
+            handler.await;
+            Ok(Some(disposition(Disposition::Handled)))
+        });
+    }
     let answer: Answer = match command {
         Command::Prompt {
             message,
@@ -211,10 +221,23 @@ pub async fn execute<R: Reply>(
                 Ok(None)
             });
         }
-        Command::ExtensionUiResponse {} => Err(CommandError::Unsupported(
-            "extension_ui_response: nova has no extensions, so it never sends \
-             extension_ui_request and has no dialog to answer",
-        )),
+        Command::ExtensionUiResponse {
+            value,
+            confirmed,
+            cancelled,
+        } => {
+            let answer = serde_json::json!({
+                "id": id,
+                "value": value,
+                "confirmed": confirmed,
+                "cancelled": cancelled,
+            });
+            // Pi sends no response to a dialog's answer; only a misdirected one gets an error.
+            match agent.answer_dialog(answer) {
+                Ok(()) => return,
+                Err(e) => Err(e),
+            }
+        }
         Command::GetCapabilities {} => Ok(Some(ResponseData::Capabilities(Box::new(
             crate::protocol::Capabilities::of(agent.wire_state().sandbox),
         )))),

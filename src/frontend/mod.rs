@@ -39,6 +39,42 @@ pub fn open_cli_session(runtime: &Runtime) -> Result<Prepared, ExitCode> {
     Ok(prepared)
 }
 
+/// What the session's extension host needs, or `None` when it has no extension (then no Node
+/// process starts).
+pub fn extension_spec(
+    prepared: &Prepared,
+    mode: crate::exthost::Mode,
+) -> Option<crate::exthost::Spec> {
+    if prepared.extensions().is_empty() {
+        return None;
+    }
+    Some(crate::exthost::Spec {
+        agent_dir: prepared.agent_dir().to_path_buf(),
+        cwd: prepared.cwd().to_path_buf(),
+        project_trusted: prepared.project_trusted(),
+        extensions: prepared.extensions().to_vec(),
+        mode,
+    })
+}
+
+/// Starts the session's extension host, saying on stderr what failed to load; an `Err` is the
+/// exit code of a host that cannot start (the extensions were asked for, so nova does not run
+/// without them).
+pub async fn start_extensions(
+    spec: crate::exthost::Spec,
+    live: &crate::agent::Live,
+) -> Result<crate::exthost::Host, ExitCode> {
+    match crate::exthost::start(spec, live, note).await {
+        Ok((host, failures)) => {
+            for failure in failures {
+                note(&format!("warning: {failure}"));
+            }
+            Ok(host)
+        }
+        Err(e) => Err(fatal(&e.to_string())),
+    }
+}
+
 /// Closes `out` and waits for its writer to write what is queued, at most [`WRITER_GRACE`]: a
 /// reader that never reads leaves the writer blocked on stdout, and nova exits without it.
 pub async fn close_writer<L: Line>(out: &Outbox<L>, writer: JoinHandle<()>) {

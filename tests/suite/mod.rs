@@ -14,6 +14,7 @@ mod crash;
 mod differential;
 mod docs;
 mod export;
+mod extensions;
 mod github_copilot;
 mod google;
 mod mcp;
