@@ -2,7 +2,7 @@
 //! WebSocket to several clients at once, reattaching with the last `seq` seen, and the access
 //! rules (token on TCP, Origin allowlist, `--root`).
 
-use crate::support::mock_llm::{MockLlm, Reply};
+use crate::support::mock_llm::{Gate, MockLlm, Reply};
 use crate::support::nova_proc::{Nova, ollama_models};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -365,4 +365,159 @@ async fn tcp_needs_the_token_and_refuses_foreign_origins_and_cwds() {
     let mut client = served.attach(&id, "").await;
     client.send(json!({"id": 1, "type": "get_state"})).await;
     assert_eq!(client.next().await["id"], 1);
+}
+
+/// Cut off mid-stream, a client that reconnects with the last `seq` it saw while the reply is
+/// still streaming receives exactly the records it missed, then the live stream: no duplicate,
+/// no gap at the seam between the replay and what arrives after it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_client_cut_off_mid_stream_resumes_at_its_seq_without_gap_or_duplicate() {
+    let mock = MockLlm::start();
+    let (first, second) = (Gate::new(), Gate::new());
+    mock.push(
+        Reply::many_chunks(40, "w ")
+            .gate_after(10, &first)
+            .gate_after(25, &second),
+    );
+    let served = serve(&mock, None);
+    let id = served.open(&served.nova.cwd()).await;
+    let mut witness = served.attach(&id, "").await;
+    let mut client = served.attach(&id, "?client=me").await;
+    client
+        .send(json!({"id": "p", "type": "prompt", "message": "stream"}))
+        .await;
+    first.wait_reached(WAIT);
+    let mut seen = Vec::new();
+    loop {
+        let record = client.next().await;
+        let delta = record["assistantMessageEvent"]["type"] == "text_delta";
+        seen.push(record);
+        if delta {
+            break;
+        }
+    }
+    let last = seen.last().unwrap()["seq"].as_u64().unwrap();
+    drop(client);
+    // What it misses: the rest of the first part, the second part while it is away…
+    first.open();
+    second.wait_reached(WAIT);
+    let mut back = served
+        .attach(&id, &format!("?client=me&since={last}"))
+        .await;
+    // …and the rest streams live after it is back.
+    second.open();
+    let resumed = back.until("agent_settled").await;
+    let everything = witness.until("agent_settled").await;
+    let missed: Vec<&Value> = everything
+        .iter()
+        .filter(|r| r["seq"].as_u64().unwrap() > last)
+        .collect();
+    assert_eq!(resumed.iter().collect::<Vec<_>>(), missed);
+    // Before and after the cut, one unbroken run of numbers: this client is the only one
+    // with responses, so every number is its.
+    let numbers = seqs(&[seen, resumed].concat());
+    assert_eq!(numbers, (1..=numbers.len() as u64).collect::<Vec<_>>());
+    assert_eq!(mock.chat_requests().len(), 1);
+}
+
+/// A number that has left the session's 4,096-record buffer is never a silent gap: a marker
+/// (itself unnumbered) says which records are gone and to reload with `get_messages`, and the
+/// stream goes on from the oldest record kept.
+#[tokio::test(flavor = "current_thread")]
+async fn a_seq_older_than_the_buffer_gets_the_reload_marker() {
+    let mock = MockLlm::start();
+    mock.push(Reply::many_chunks(5_000, "x"));
+    let served = serve(&mock, None);
+    let id = served.open(&served.nova.cwd()).await;
+    let mut client = served.attach(&id, "").await;
+    client
+        .send(json!({"id": "p", "type": "prompt", "message": "long"}))
+        .await;
+    let all = client.until("agent_settled").await;
+    let newest = all.last().unwrap()["seq"].as_u64().unwrap();
+    assert!(newest > 4_096 + 100, "{newest}");
+
+    let mut late = served.attach(&id, "?since=1").await;
+    let marker = late.next().await;
+    assert_eq!(marker["type"], "replay_gap", "{marker}");
+    assert_eq!(marker["after"], 1);
+    let resumes_after = newest - 4_096;
+    assert_eq!(marker["resumesAfter"], resumes_after);
+    assert!(marker.get("seq").is_none(), "{marker}");
+    assert!(marker["error"].as_str().unwrap().contains("get_messages"));
+    let next = late.next().await;
+    assert_eq!(next["seq"], resumes_after + 1);
+    let rest = late.until("agent_settled").await;
+    assert_eq!(rest.last().unwrap()["seq"], newest);
+}
+
+/// The per-session limits are RPC mode's: a command past one is answered at once, on the
+/// connection that sent it, with an error saying it is overloaded and may be retried; that
+/// connection stays open and usable, and neither another client nor one that never reads is
+/// held back by it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_command_past_the_queue_limit_is_refused_at_once_on_its_own_connection() {
+    let mock = MockLlm::start();
+    let gate = Gate::new();
+    mock.push(Reply::many_chunks(10, "x").gate_after(2, &gate));
+    let served = serve(&mock, None);
+    let id = served.open(&served.nova.cwd()).await;
+    let mut sender = served.attach(&id, "").await;
+    let mut other = served.attach(&id, "").await;
+    // Attached and never read: it must hold back no one.
+    let _silent = served.attach(&id, "").await;
+    sender
+        .send(json!({"id": "p", "type": "prompt", "message": "go"}))
+        .await;
+    gate.wait_reached(WAIT);
+    for i in 0..1_000 {
+        sender
+            .send(json!({"id": format!("s{i}"), "type": "steer", "message": "s"}))
+            .await;
+    }
+    sender
+        .send(json!({"id": "over", "type": "steer", "message": "one too many"}))
+        .await;
+    let refused = loop {
+        let record = sender.next().await;
+        if record["type"] != "response" {
+            continue;
+        }
+        if record["id"] == "over" {
+            break record;
+        }
+        assert_eq!(record["success"], true, "{record}");
+    };
+    assert_eq!(refused["success"], false, "{refused}");
+    let error = refused["error"].as_str().unwrap();
+    assert!(
+        error.contains("Overloaded") && error.contains("Retry"),
+        "{error}"
+    );
+
+    other.send(json!({"id": "o", "type": "get_state"})).await;
+    let answer = loop {
+        let record = other.next().await;
+        if record["type"] == "response" {
+            break record;
+        }
+    };
+    assert_eq!(
+        (answer["id"].clone(), answer["success"].clone()),
+        (json!("o"), json!(true))
+    );
+    sender.send(json!({"id": "c", "type": "clear_queue"})).await;
+    let cleared = loop {
+        let record = sender.next().await;
+        if record["type"] == "response" {
+            break record;
+        }
+    };
+    assert_eq!(
+        (cleared["id"].clone(), cleared["success"].clone()),
+        (json!("c"), json!(true))
+    );
+    gate.open();
+    other.until("agent_settled").await;
+    assert_eq!(mock.chat_requests().len(), 1);
 }
