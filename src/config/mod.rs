@@ -11,6 +11,7 @@ pub mod models;
 pub mod oauth;
 pub mod radius;
 pub mod scope;
+mod serve;
 pub mod settings;
 mod tools;
 pub mod trust;
@@ -23,6 +24,7 @@ pub use cli::{Cli, Mode};
 pub use error::ConfigError;
 pub use models::{DiscoveredModel, ProviderConfig, Registry};
 pub use scope::ScopedModel;
+pub use serve::ServeArgs;
 pub use settings::{
     CompactionSettings, ListedPath, McpPermissions, OllamaSettings, RetrySettings, Settings,
 };

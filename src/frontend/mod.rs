@@ -1,5 +1,6 @@
 //! What every front end needs, in one place none of them owns, so that a new front end imports
-//! no sibling: the stdin record reader ([`reader`]), the stdout writer ([`writer`]), the signal
+//! no sibling: the record reader ([`reader`]) and the parser of records into commands
+//! ([`parse`]), the stdout writer ([`writer`]), the signal
 //! setup ([`signals`]), opening the session the command line describes, and nova's lines on
 //! stderr.
 //!
@@ -7,7 +8,9 @@
 //! session warnings, failures); the core never writes there itself.
 
 mod events;
+pub mod parse;
 pub mod reader;
+mod salvage;
 pub mod signals;
 pub mod writer;
 

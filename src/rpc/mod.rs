@@ -2,9 +2,7 @@
 //! ([`crate::agent::port`]); responses and events → one stdout writer.
 
 mod outbox;
-pub mod parse;
-pub use crate::frontend::reader;
-mod salvage;
+pub use crate::frontend::{parse, reader};
 
 pub use outbox::{Line, Outbox};
 

@@ -44,6 +44,7 @@ mod runtime;
 mod safety_files;
 mod sandbox;
 mod schema;
+mod serve;
 mod session_commands;
 mod session_id;
 mod session_resume;

@@ -1,0 +1,168 @@
+//! `nova serve`: many sessions in one process, for web UIs, orchestrators and remote editors.
+//! Sessions are opened, listed and closed over HTTP, and each speaks nova's RPC over a
+//! WebSocket (one record per text frame), to any number of clients at once; a session
+//! outlives its connections, and a client that reconnects with the last `seq` it saw gets
+//! exactly what it missed ([`journal`]).
+//!
+//! Built on axum (hyper's server, with tungstenite's WebSockets behind its `ws` feature):
+//! the well-kept, tokio-native choice, already sharing hyper and tower with the HTTP client,
+//! and one that serves a Unix socket and TCP alike.
+//!
+//! Access: a Unix socket is created 0600 (its mode is the access control); every TCP request
+//! carries the bearer token ([`auth`]); a request from a web page (an `Origin` not on the
+//! allowlist) is refused; sessions open only in a cwd under the `--root` directories.
+
+mod auth;
+mod connection;
+mod journal;
+mod routes;
+
+use crate::agent::{Runtime, Subscription};
+use crate::config::ServeArgs;
+use crate::frontend::{self, Second, Signals};
+use auth::Token;
+use journal::Journal;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// What the server shares between its requests.
+struct Server {
+    runtime: Runtime,
+    /// Canonical directories sessions may be opened under.
+    roots: Vec<PathBuf>,
+    origins: Vec<String>,
+    /// Required of every TCP request.
+    token: Token,
+    /// Each served live session's journal (the sessions themselves are the runtime's).
+    journals: Mutex<HashMap<String, Served>>,
+}
+
+/// A live session's numbered stream, subscribed to it for as long as the session is served.
+struct Served {
+    journal: Arc<Journal>,
+    _subscription: Subscription,
+}
+
+impl Server {
+    fn journals(&self) -> MutexGuard<'_, HashMap<String, Served>> {
+        self.journals.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Listens where `args` says and serves until SIGTERM or SIGINT, then closes every session.
+pub async fn run(runtime: Runtime, args: ServeArgs) -> ExitCode {
+    for warning in runtime.warnings() {
+        frontend::note(&format!("warning: {warning}"));
+    }
+    if args.socket.is_none() && args.listen.is_none() {
+        return frontend::usage_error(
+            "nova serve needs somewhere to listen: --socket PATH and/or --listen 127.0.0.1:PORT",
+        );
+    }
+    if let Some(addr) = args.listen
+        && !addr.ip().is_loopback()
+        && !args.unsafe_listen_anywhere
+    {
+        return frontend::usage_error(&format!(
+            "--listen {addr} is not a loopback address: the token and every record would \
+             cross the network in clear; put TLS in front and pass --unsafe-listen-anywhere"
+        ));
+    }
+    let roots = match roots(&args.roots) {
+        Ok(r) => r,
+        Err(e) => return frontend::usage_error(&e),
+    };
+    let token = if args.listen.is_some() {
+        let file = args
+            .token_file
+            .clone()
+            .unwrap_or_else(|| crate::config::agent_dir().join("serve-token"));
+        match Token::from_env_or_file(&file) {
+            Ok((token, written)) => {
+                if let Some(path) = written {
+                    frontend::note(&format!("token written to {}", path.display()));
+                }
+                token
+            }
+            Err(e) => return frontend::fatal(&e),
+        }
+    } else {
+        Token::none()
+    };
+    let mut signals = match Signals::install(Arc::default(), Second::Exits) {
+        Ok(s) => s,
+        Err(e) => return frontend::fatal(&format!("cannot install signal handlers: {e}")),
+    };
+    let server = Arc::new(Server {
+        runtime,
+        roots,
+        origins: args.allow_origins.clone(),
+        token,
+        journals: Mutex::default(),
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(path) = &args.socket {
+        let listener = match auth::bind_private_socket(path) {
+            Ok(l) => l,
+            Err(e) => return frontend::fatal(&e),
+        };
+        frontend::note(&format!("listening on {}", path.display()));
+        let app = routes::router(server.clone(), false);
+        tasks.spawn(async move { axum::serve(listener, app).await });
+    }
+    if let Some(addr) = args.listen {
+        let listener = match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => l,
+            Err(e) => return frontend::fatal(&format!("cannot listen on {addr}: {e}")),
+        };
+        let bound = listener.local_addr().map_or(addr, |a| a);
+        frontend::note(&format!("listening on http://{bound}"));
+        let app = routes::router(server.clone(), true);
+        tasks.spawn(async move { axum::serve(listener, app).await });
+    }
+    let code = tokio::select! {
+        () = signals.recv() => ExitCode::SUCCESS,
+        Some(ended) = tasks.join_next() => {
+            let reason = match ended {
+                Ok(Ok(())) => "ended".to_owned(),
+                Ok(Err(e)) => e.to_string(),
+                Err(e) => e.to_string(),
+            };
+            frontend::fatal(&format!("a listener stopped: {reason}"))
+        }
+    };
+    tasks.abort_all();
+    for (_, served) in server.journals().drain() {
+        served.journal.close();
+    }
+    server.runtime.live().close_all().await;
+    if let Some(path) = &args.socket {
+        let _ = std::fs::remove_file(path);
+    }
+    code
+}
+
+/// The `--root` directories, canonical (the current directory when none is given).
+fn roots(given: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let given = if given.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        given.to_vec()
+    };
+    given
+        .iter()
+        .map(|dir| {
+            std::fs::canonicalize(dir)
+                .map_err(|e| format!("--root {}: {e}", dir.display()))
+                .and_then(|d| {
+                    if d.is_dir() {
+                        Ok(d)
+                    } else {
+                        Err(format!("--root {}: not a directory", dir.display()))
+                    }
+                })
+        })
+        .collect()
+}
