@@ -288,6 +288,13 @@ const methods = {
 		}
 	},
 
+	/** The input hooks for a client's prompt: continue, transform (its text) or handled. */
+	async input({ text, streamingBehavior }) {
+		const result = await runner.emitInput(text, undefined, "rpc", streamingBehavior ?? undefined);
+		if (result?.action === "transform") return { action: "transform", text: result.text };
+		return { action: result?.action === "handled" ? "handled" : "continue" };
+	},
+
 	/** The tool_result hooks: what they changed of a finished call's result (nothing: {}). */
 	async tool_result({ toolCallId, toolName, input, content, details, isError }) {
 		const event = { type: "tool_result", toolCallId, toolName, input, content, details, isError };

@@ -5,7 +5,7 @@
 //! Events reach the host as they reach every other subscriber of the session.
 
 use super::Agent;
-use crate::protocol::{ContentBlock, SlashCommand, ToolSpec};
+use crate::protocol::{ContentBlock, SlashCommand, StreamingBehavior, ToolSpec};
 use crate::tools::{ToolOutput, UpdateFn};
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -20,6 +20,15 @@ pub enum Hooked {
     Run(Value),
     /// A hook blocked it; the text is the call's error result.
     Block(String),
+}
+
+/// What the extensions' `input` hooks made of a prompt.
+pub enum Input {
+    Continue,
+    /// Prompt this text instead.
+    Transform(String),
+    /// An extension took care of it: no run.
+    Handled,
 }
 
 /// What the extensions' `tool_result` hooks changed of a result; `None` fields are kept.
@@ -59,6 +68,13 @@ pub trait Extensions: Send + Sync {
     fn tool_specs(&self) -> Vec<ToolSpec>;
 
     fn has_tool(&self, name: &str) -> bool;
+
+    /// The `input` hooks for a client's prompt; `None` when no extension has one.
+    fn review_input(
+        &self,
+        text: &str,
+        behavior: Option<StreamingBehavior>,
+    ) -> Option<BoxFuture<'static, Input>>;
 
     /// The `tool_call` hooks for `call`; `None` when no extension has one, so a call costs
     /// nothing across the boundary.
@@ -104,6 +120,15 @@ impl Agent {
         let invocation = text.strip_prefix('/')?;
         let (name, args) = invocation.split_once(' ').unwrap_or((invocation, ""));
         self.extensions()?.run_command(name, args)
+    }
+
+    /// The extensions' `input` hooks for a prompt, when some extension has one.
+    pub(super) fn review_input(
+        &self,
+        text: &str,
+        behavior: Option<StreamingBehavior>,
+    ) -> Option<BoxFuture<'static, Input>> {
+        self.extensions()?.review_input(text, behavior)
     }
 
     /// Routes a client's dialog answer to the extensions; an error when none are loaded.

@@ -10,7 +10,7 @@
 //! commands after it see its effect. A user `bash` command's output is an event of the session, tagged with the
 //! id of the request that started it.
 
-use super::{Agent, CommandError, Prompted};
+use super::{Agent, CommandError, Input, Prompted};
 use crate::attach;
 use crate::protocol::{
     Command, ContentBlock, Disposition, Event, ImageInput, Response, ResponseData,
@@ -64,21 +64,26 @@ pub async fn execute<R: Reply>(
             message,
             images,
             streaming_behavior,
-        } => match attached(images)
-            .await
-            .and_then(|images| agent.prompt(message, images, streaming_behavior))
-        {
-            Ok(Prompted::Started(run)) => {
-                out.respond(Response::ok(
-                    id,
-                    name,
-                    Some(disposition(Disposition::Started)),
-                ));
-                return run.start();
-            }
-            Ok(Prompted::Queued) => Ok(Some(disposition(Disposition::Queued))),
-            Err(e) => Err(e),
-        },
+        } => {
+            let Some(review) = agent.review_input(&message, streaming_behavior) else {
+                return prompt(agent, out, id, name, message, images, streaming_behavior).await;
+            };
+            // The extensions' input hooks first, from a task of its own: a hook may wait for a
+            // dialog answered by a later command.
+            let (agent, out) = (agent.clone(), out.clone());
+            tokio::spawn(async move {
+                let message = match review.await {
+                    Input::Handled => {
+                        let handled = Some(disposition(Disposition::Handled));
+                        return out.respond(Response::ok(id, name, handled));
+                    }
+                    Input::Transform(text) => text,
+                    Input::Continue => message,
+                };
+                prompt(&agent, &out, id, name, message, images, streaming_behavior).await;
+            });
+            return;
+        }
         Command::Steer { message, images } => attached(images)
             .await
             .and_then(|images| agent.steer(message, images))
@@ -263,6 +268,34 @@ pub async fn execute<R: Reply>(
         } => agent
             .resolve_permission(request_id, approved)
             .map(|()| None),
+    };
+    out.respond(response(id, name, answer));
+}
+
+/// Takes a prompt: a run started (answered before its first event) or a message queued.
+async fn prompt<R: Reply>(
+    agent: &Agent,
+    out: &R,
+    id: Option<Value>,
+    name: String,
+    message: String,
+    images: Option<Vec<ImageInput>>,
+    behavior: Option<crate::protocol::StreamingBehavior>,
+) {
+    let answer = match attached(images)
+        .await
+        .and_then(|images| agent.prompt(message, images, behavior))
+    {
+        Ok(Prompted::Started(run)) => {
+            out.respond(Response::ok(
+                id,
+                name,
+                Some(disposition(Disposition::Started)),
+            ));
+            return run.start();
+        }
+        Ok(Prompted::Queued) => Ok(Some(disposition(Disposition::Queued))),
+        Err(e) => Err(e),
     };
     out.respond(response(id, name, answer));
 }

@@ -22,7 +22,7 @@ mod wire;
 pub use node::{MIN_NODE, NodeError, PI_VERSION};
 
 use crate::agent::port::{self, Reply};
-use crate::agent::{Agent, EventSink, Extensions, Hooked, Live, Reviewed, Subscription};
+use crate::agent::{Agent, EventSink, Extensions, Hooked, Input, Live, Reviewed, Subscription};
 use crate::config::extensions::Extension;
 use crate::protocol::{
     Command, CommandSource, Event, Response, SlashCommand, SourceInfo, SourceOrigin,
@@ -613,6 +613,30 @@ impl Extensions for Side {
                 Ok(v) => Hooked::Run(v.input.unwrap_or(original)),
                 // Fail closed, as Pi does when a hook throws.
                 Err(e) => Hooked::Block(format!("Extension failed, blocking execution: {e}")),
+            }
+        }))
+    }
+
+    fn review_input(
+        &self,
+        text: &str,
+        behavior: Option<StreamingBehavior>,
+    ) -> Option<BoxFuture<'static, Input>> {
+        if !self.0.subscribed("input") {
+            return None;
+        }
+        let shared = self.0.clone();
+        let params = json!({"text": text, "streamingBehavior": behavior});
+        Some(Box::pin(async move {
+            let answer = shared.request("input", params).await;
+            match answer
+                .ok()
+                .and_then(|v| serde_json::from_value::<wire::InputVerdict>(v).ok())
+            {
+                Some(wire::InputVerdict::Handled) => Input::Handled,
+                Some(wire::InputVerdict::Transform { text }) => Input::Transform(text),
+                // A failed hook is an extension_error; the prompt goes on unchanged.
+                Some(wire::InputVerdict::Continue) | None => Input::Continue,
             }
         }))
     }

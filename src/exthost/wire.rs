@@ -71,6 +71,15 @@ pub struct CommandSource {
     pub path: String,
 }
 
+/// What the `input` hooks made of a prompt.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "action", rename_all = "lowercase")]
+pub enum InputVerdict {
+    Continue,
+    Transform { text: String },
+    Handled,
+}
+
 /// What the `tool_call` hooks decided.
 #[derive(Debug, Deserialize)]
 pub struct ToolCallVerdict {

@@ -692,3 +692,35 @@ fn a_crashed_host_is_restarted_once_and_reported() {
     );
     assert_eq!(descendants_named(nova.pid(), "node"), Vec::<u32>::new());
 }
+
+#[test]
+fn pis_input_transform_example_rewrites_or_handles_prompts() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::text("TypeScript is JavaScript with types."));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .args(["-e", &example(&modules, "input-transform.ts")]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.send(&json!({"id": "ping", "type": "prompt", "message": "ping"}));
+    let pong = nova.wait_for(|v| v["method"] == "notify", WAIT);
+    assert_eq!(pong["message"], "pong");
+    let handled = nova.wait_for(|v| v["id"] == "ping", WAIT);
+    assert_eq!(handled["data"]["disposition"], "handled", "{handled}");
+
+    nova.send(&json!({"id": "q", "type": "prompt", "message": "?quick What is TypeScript?"}));
+    let started = nova.wait_for(|v| v["id"] == "q", WAIT);
+    assert_eq!(started["data"]["disposition"], "started", "{started}");
+    nova.wait_for(|v| v["type"] == "agent_settled", WAIT);
+    let requests = mock.chat_requests();
+    assert_eq!(requests.len(), 1, "ping never reached the model");
+    assert!(
+        requests[0]
+            .body
+            .to_string()
+            .contains("Respond briefly in 1-2 sentences: What is TypeScript?"),
+        "{}",
+        requests[0].body
+    );
+}
