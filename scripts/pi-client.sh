@@ -25,4 +25,4 @@ fi
 
 # The tests build nova, serve the mock LLM and run Pi (or its client) with Pi's node.
 NOVA_PI_DIR="$pi_dir" cargo test --test all -- --nocapture pi_client differential \
-    nova_lists_every_model_pi_lists extensions::
+    nova_lists_every_model_pi_lists extensions:: pis_rpc_client_drives_a_served_session

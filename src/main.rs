@@ -3,11 +3,11 @@
 //! or the prompts on the command line run once (print mode, or `--mode json`); or a command
 //! that needs no session: `nova auth …` (and `nova login|logout <provider>`), `nova update
 //! --models` (refreshes the model catalog), `--list-models`, `--export`; or `nova serve`, many
-//! sessions over sockets. Exit codes: 0 success, 1 a failed run or startup, 2 a usage error.
+//! sessions over sockets, and `nova attach`, stdio bridged to one of them. Exit codes: 0 success, 1 a failed run or startup, 2 a usage error.
 
 use clap::error::ErrorKind;
 use nova::agent::Runtime;
-use nova::config::{Cli, Mode, ServeArgs};
+use nova::config::{AttachArgs, Cli, Mode, ServeArgs};
 use nova::frontend::{fatal, usage_error};
 use nova::{acp, print, rpc};
 use std::io::Write;
@@ -56,6 +56,9 @@ fn main() -> ExitCode {
     }
     if args.first().is_some_and(|a| a == "serve") {
         return serve(&args[1..]);
+    }
+    if args.first().is_some_and(|a| a == "attach") {
+        return attach(&args[1..]);
     }
     let cli = match Cli::parse_args(&args) {
         Ok(cli) => cli,
@@ -126,6 +129,22 @@ fn serve(rest: &[String]) -> ExitCode {
             Err(e) => usage_error(&e.to_string()),
         }
     })
+}
+
+/// `nova attach …`: a bridge to a served session; no runtime of sessions of its own.
+fn attach(rest: &[String]) -> ExitCode {
+    let args = match <AttachArgs as clap::Parser>::try_parse_from(
+        std::iter::once("nova attach").chain(rest.iter().map(String::as_str)),
+    ) {
+        Ok(args) => args,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            let _ = write!(std::io::stdout(), "{e}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return usage_error(&first_line(&e.to_string())),
+    };
+    init_tracing();
+    with_runtime(nova::serve::bridge::run(args))
 }
 
 /// Pi's rule: `--mode` chooses; without it, prompts (arguments, or text piped in) mean print

@@ -47,3 +47,33 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub grace: u64,
 }
+
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "nova attach",
+    about = "Bridges stdin and stdout to a session inside `nova serve`, so a program that spawns \
+             `pi --mode rpc` drives a served session by spawning this instead.",
+    after_help = "Examples:\n  nova attach /run/user/1000/nova.sock --new --cwd ~/src/app\n  \
+                  NOVA_SERVE_TOKEN=… nova attach http://127.0.0.1:7878 --session 0193…"
+)]
+pub struct AttachArgs {
+    /// The server: a Unix socket's path, or http://HOST:PORT (then NOVA_SERVE_TOKEN is sent).
+    pub target: String,
+    /// A live session's id.
+    #[arg(
+        long,
+        value_name = "ID",
+        conflicts_with = "new",
+        required_unless_present = "new"
+    )]
+    pub session: Option<String>,
+    /// Open a new session (in --cwd) and attach to it.
+    #[arg(long, requires = "cwd")]
+    pub new: bool,
+    /// The new session's directory (absolute; under one of the server's --root).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// The new session's model, provider/id.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+}

