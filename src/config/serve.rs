@@ -38,4 +38,12 @@ pub struct ServeArgs {
     /// Default: serve-token in the agent dir.
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
+    /// Close a session that has had no client attached for this many seconds (and no run in
+    /// flight); its file is kept, to be resumed. Without it, sessions stay until closed.
+    #[arg(long, value_name = "SECONDS")]
+    pub idle_timeout: Option<u64>,
+    /// On SIGTERM or SIGINT, how many seconds runs in flight may take to end before they are
+    /// aborted.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub grace: u64,
 }

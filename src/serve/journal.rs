@@ -18,6 +18,7 @@ use crate::protocol::{Event, Response};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -99,6 +100,8 @@ pub struct Journal {
     newest: watch::Sender<u64>,
     /// Connections attached now.
     clients: AtomicUsize,
+    /// Since when no connection has been attached (`None` while one is).
+    unattended_since: Mutex<Option<Instant>>,
     /// Cancelled when the session closes: its connections end.
     closed: CancellationToken,
 }
@@ -112,6 +115,7 @@ impl Default for Journal {
             }),
             newest: watch::Sender::new(0),
             clients: AtomicUsize::new(0),
+            unattended_since: Mutex::new(Some(Instant::now())),
             closed: CancellationToken::new(),
         }
     }
@@ -186,8 +190,21 @@ impl Journal {
 
     /// Counts a connection for as long as the guard lives.
     pub fn attach(self: &Arc<Self>) -> Attached {
+        let mut since = self.unattended();
         self.clients.fetch_add(1, Ordering::Relaxed);
+        *since = None;
         Attached(self.clone())
+    }
+
+    fn unattended(&self) -> MutexGuard<'_, Option<Instant>> {
+        self.unattended_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How long the session has been without a client (`None` while one is attached).
+    pub fn unattended_for(&self) -> Option<Duration> {
+        self.unattended().map(|since| since.elapsed())
     }
 
     pub fn clients(&self) -> usize {
@@ -210,7 +227,10 @@ pub struct Attached(Arc<Journal>);
 
 impl Drop for Attached {
     fn drop(&mut self) {
-        self.0.clients.fetch_sub(1, Ordering::Relaxed);
+        let mut since = self.0.unattended();
+        if self.0.clients.fetch_sub(1, Ordering::Relaxed) == 1 {
+            *since = Some(Instant::now());
+        }
     }
 }
 

@@ -25,7 +25,9 @@ use journal::Journal;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// What the server shares between its requests.
 struct Server {
@@ -37,6 +39,8 @@ struct Server {
     token: Token,
     /// Each served live session's journal (the sessions themselves are the runtime's).
     journals: Mutex<HashMap<String, Served>>,
+    /// Set on SIGTERM/SIGINT: no session is opened any more, and `/health` says so.
+    draining: AtomicBool,
 }
 
 /// A live session's numbered stream, subscribed to it for as long as the session is served.
@@ -48,6 +52,61 @@ struct Served {
 impl Server {
     fn journals(&self) -> MutexGuard<'_, HashMap<String, Served>> {
         self.journals.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ends the session's connections and closes it (its file stays); `false` when it is not
+    /// live.
+    async fn close_session(&self, id: &str) -> bool {
+        if let Some(served) = self.journals().remove(id) {
+            served.journal.close();
+        }
+        self.runtime.live().close(id).await
+    }
+
+    fn draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Whether any live session has a run in flight.
+    fn running(&self) -> bool {
+        self.runtime
+            .live()
+            .list()
+            .iter()
+            .any(|live| live.agent().wire_state().is_streaming)
+    }
+}
+
+/// Closes the sessions that have had no client for `after` and no run in flight, checking a few
+/// times per period.
+async fn close_idle(server: Arc<Server>, after: Duration) {
+    let mut tick = tokio::time::interval(
+        (after / 4).clamp(Duration::from_millis(100), Duration::from_secs(30)),
+    );
+    loop {
+        tick.tick().await;
+        let idle: Vec<String> = server
+            .journals()
+            .iter()
+            .filter(|(_, served)| {
+                served
+                    .journal
+                    .unattended_for()
+                    .is_some_and(|idle| idle >= after)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in idle {
+            let busy = server
+                .runtime
+                .live()
+                .find(&id)
+                .is_some_and(|live| live.agent().wire_state().is_streaming);
+            if !busy {
+                tracing::info!("closing session {id}: no client for {after:?}");
+                server.close_session(&id).await;
+            }
+        }
     }
 }
 
@@ -101,6 +160,7 @@ pub async fn run(runtime: Runtime, args: ServeArgs) -> ExitCode {
         origins: args.allow_origins.clone(),
         token,
         journals: Mutex::default(),
+        draining: AtomicBool::new(false),
     });
     let mut tasks = tokio::task::JoinSet::new();
     if let Some(path) = &args.socket {
@@ -122,8 +182,18 @@ pub async fn run(runtime: Runtime, args: ServeArgs) -> ExitCode {
         let app = routes::router(server.clone(), true);
         tasks.spawn(async move { axum::serve(listener, app).await });
     }
+    if let Some(seconds) = args.idle_timeout {
+        let server = server.clone();
+        tasks.spawn(async move {
+            close_idle(server, Duration::from_secs(seconds)).await;
+            Ok(())
+        });
+    }
     let code = tokio::select! {
-        () = signals.recv() => ExitCode::SUCCESS,
+        () = signals.recv() => {
+            drain(&server, Duration::from_secs(args.grace)).await;
+            ExitCode::SUCCESS
+        }
         Some(ended) = tasks.join_next() => {
             let reason = match ended {
                 Ok(Ok(())) => "ended".to_owned(),
@@ -134,6 +204,8 @@ pub async fn run(runtime: Runtime, args: ServeArgs) -> ExitCode {
         }
     };
     tasks.abort_all();
+    // Every session's connections end and its run (if any is left) is aborted, so the last
+    // records are written before the process goes.
     for (_, served) in server.journals().drain() {
         served.journal.close();
     }
@@ -142,6 +214,20 @@ pub async fn run(runtime: Runtime, args: ServeArgs) -> ExitCode {
         let _ = std::fs::remove_file(path);
     }
     code
+}
+
+/// Stops opening sessions and lets the runs in flight end, for at most `grace`; the listeners
+/// keep serving meanwhile, so clients see their runs finish.
+async fn drain(server: &Server, grace: Duration) {
+    server.draining.store(true, Ordering::Relaxed);
+    frontend::note(&format!(
+        "shutting down: waiting up to {}s for runs in flight",
+        grace.as_secs()
+    ));
+    let deadline = Instant::now() + grace;
+    while server.running() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The `--root` directories, canonical (the current directory when none is given).

@@ -85,8 +85,20 @@ async fn guard(State(server): State<Shared>, request: Request, next: Next) -> Re
     .into_response()
 }
 
-async fn health(State(server): State<Shared>) -> Json<Value> {
-    Json(json!({ "status": "ok", "sessions": server.runtime.live().list().len() }))
+/// 200 while serving, 503 once shutting down (so a load balancer stops sending sessions).
+async fn health(State(server): State<Shared>) -> (StatusCode, Json<Value>) {
+    let sessions = server.runtime.live().list().len();
+    if server.draining() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "shutting_down", "sessions": sessions })),
+        )
+    } else {
+        (
+            StatusCode::OK,
+            Json(json!({ "status": "ok", "sessions": sessions })),
+        )
+    }
 }
 
 #[derive(Deserialize)]
@@ -104,6 +116,12 @@ async fn open(
     State(server): State<Shared>,
     body: Result<Json<OpenRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Result<(StatusCode, Json<Value>), Refusal> {
+    if server.draining() {
+        return Err(Refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "nova serve is shutting down: open the session on another server".to_owned(),
+        ));
+    }
     let Json(req) = body.map_err(|e| Refusal(StatusCode::BAD_REQUEST, e.body_text()))?;
     let cwd = server.allowed_cwd(&req.cwd)?;
     if let Some(id) = &req.resume
@@ -185,10 +203,7 @@ async fn close(
     State(server): State<Shared>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, Refusal> {
-    if let Some(served) = server.journals().remove(&id) {
-        served.journal.close();
-    }
-    if server.runtime.live().close(&id).await {
+    if server.close_session(&id).await {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(not_live(&id))

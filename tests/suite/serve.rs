@@ -34,11 +34,17 @@ struct Served {
 /// `nova serve --socket …` (or `--listen 127.0.0.1:0` with `token`) over the mock's Ollama
 /// models, with `--root` the test's cwd.
 fn serve(mock: &MockLlm, tcp_token: Option<&str>) -> Served {
+    serve_with(mock, tcp_token, &[])
+}
+
+/// [`serve`] with more flags.
+fn serve_with(mock: &MockLlm, tcp_token: Option<&str>, extra: &[&str]) -> Served {
     let sock_dir = tempfile::tempdir().unwrap();
     let socket = sock_dir.path().join("nova.sock");
     let mut builder = Nova::builder().models_json(ollama_models(mock));
     let root = builder.cwd().to_string_lossy().into_owned();
     let mut args = vec!["serve".to_owned(), "--root".to_owned(), root];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
     match tcp_token {
         Some(token) => {
             args.extend(["--listen".to_owned(), "127.0.0.1:0".to_owned()]);
@@ -520,4 +526,124 @@ async fn a_command_past_the_queue_limit_is_refused_at_once_on_its_own_connection
     gate.open();
     other.until("agent_settled").await;
     assert_eq!(mock.chat_requests().len(), 1);
+}
+
+/// The stored session files under the agent dir, each line parsed (a torn or invalid line
+/// fails the test).
+fn session_files(agent_dir: &Path) -> Vec<Vec<Value>> {
+    let mut files = Vec::new();
+    let mut dirs = vec![agent_dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "jsonl") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                assert!(text.ends_with('\n'), "{} ends mid-line", path.display());
+                files.push(
+                    text.lines()
+                        .map(|l| serde_json::from_str(l).unwrap())
+                        .collect(),
+                );
+            }
+        }
+    }
+    files
+}
+
+/// A session nobody has been attached to for `--idle-timeout` is closed, its file kept: it is
+/// listed as stored and can be opened again. One with a client attached stays.
+#[tokio::test(flavor = "current_thread")]
+async fn a_session_without_clients_is_closed_after_the_idle_timeout_and_can_be_resumed() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("kept"));
+    let served = serve_with(&mock, None, &["--idle-timeout", "1"]);
+    let cwd = served.nova.cwd();
+    let id = served.open(&cwd).await;
+    let watched = served.open(&cwd).await;
+    let mut client = served.attach(&id, "").await;
+    client
+        .send(json!({"id": "p", "type": "prompt", "message": "hi"}))
+        .await;
+    client.until("agent_settled").await;
+    let _watcher = served.attach(&watched, "").await;
+    drop(client);
+
+    let live = |listed: &Value, id: &str| {
+        listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .map(|s| s["live"].clone())
+    };
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (_, listed) = served.http("GET", "/v1/sessions", None).await;
+        if live(&listed, &id) == Some(json!(false)) {
+            assert_eq!(live(&listed, &watched), Some(json!(true)), "{listed}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not closed: {listed}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = served
+        .http(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"cwd": cwd, "resume": id})),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let mut back = served.attach(&id, "").await;
+    back.send(json!({"id": "t", "type": "get_last_assistant_text"}))
+        .await;
+    assert_eq!(back.next().await["data"]["text"], "kept");
+}
+
+/// SIGTERM with a run in flight: the server says it is shutting down (`/health` 503, no new
+/// session), lets the run end within the grace period, then exits 0 with every session file
+/// whole and the run's reply in it.
+#[tokio::test(flavor = "current_thread")]
+async fn sigterm_lets_the_run_in_flight_finish_and_leaves_the_session_file_whole() {
+    let mock = MockLlm::start();
+    let gate = Gate::new();
+    mock.push(
+        Reply::text("finished in grace")
+            .text_chunks(6)
+            .gate_after(2, &gate),
+    );
+    let mut served = serve_with(&mock, None, &["--grace", "20"]);
+    let cwd = served.nova.cwd();
+    let id = served.open(&cwd).await;
+    let mut client = served.attach(&id, "").await;
+    client
+        .send(json!({"id": "p", "type": "prompt", "message": "work"}))
+        .await;
+    gate.wait_reached(WAIT);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(served.nova.pid() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    served.nova.stderr_with("shutting down");
+    let (status, body) = served.http("GET", "/health", None).await;
+    assert_eq!(
+        (status, body["status"].clone()),
+        (503, json!("shutting_down"))
+    );
+    let (status, _) = served
+        .http("POST", "/v1/sessions", Some(json!({"cwd": cwd})))
+        .await;
+    assert_eq!(status, 503);
+
+    gate.open();
+    client.until("agent_settled").await;
+    let status = served.nova.wait_exit(WAIT);
+    assert!(status.success(), "{status:?}");
+    let files = session_files(&served.nova.agent_dir());
+    assert_eq!(files.len(), 1);
+    let text = serde_json::to_string(&files[0]).unwrap();
+    assert!(text.contains("finished in grace"), "{text}");
 }
