@@ -21,9 +21,12 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 struct Raw(String);
 
 impl writer::Line for Raw {
-    fn encode(&self, buf: &mut Vec<u8>) -> bool {
-        buf.extend_from_slice(self.0.as_bytes());
-        true
+    fn encode(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        out.write_all(self.0.as_bytes())
+    }
+
+    fn weight(&self) -> usize {
+        self.0.len()
     }
 }
 

@@ -58,7 +58,7 @@ impl Record {
             .get_or_init(|| {
                 let mut buf = Vec::new();
                 let encoded = match &self.body {
-                    Body::Event(e) => e.encode(&mut buf),
+                    Body::Event(e) => e.encode(&mut buf).is_ok(),
                     Body::Response { response, .. } => {
                         serde_json::to_writer(&mut buf, response).is_ok()
                     }
