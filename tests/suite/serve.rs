@@ -707,3 +707,48 @@ async fn pis_rpc_client_drives_a_served_session_through_nova_attach() {
     );
     assert_eq!(mock.chat_requests().len(), 1);
 }
+
+/// What a remote client sends is hostile: a binary frame, text that is not JSON and an
+/// unknown command each get an error response naming the problem, on that connection; the
+/// connection, the session and the server go on.
+#[tokio::test(flavor = "current_thread")]
+async fn bad_frames_get_a_clear_error_and_harm_nothing() {
+    let mock = MockLlm::start();
+    let served = serve(&mock, None);
+    let id = served.open(&served.nova.cwd()).await;
+    let mut client = served.attach(&id, "").await;
+    client
+        .ws
+        .send(Message::Binary(vec![0, 159, 146, 150].into()))
+        .await
+        .unwrap();
+    let answer = client.next().await;
+    assert_eq!(answer["success"], false, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("text frame"),
+        "{answer}"
+    );
+    client
+        .ws
+        .send(Message::Text("{not json".into()))
+        .await
+        .unwrap();
+    let answer = client.next().await;
+    assert_eq!(answer["success"], false, "{answer}");
+    client
+        .send(json!({"id": "u", "type": "no_such_command"}))
+        .await;
+    let answer = client.next().await;
+    assert_eq!(
+        (answer["id"].clone(), answer["success"].clone()),
+        (json!("u"), json!(false))
+    );
+    client.send(json!({"id": "s", "type": "get_state"})).await;
+    let answer = client.next().await;
+    assert_eq!(
+        (answer["id"].clone(), answer["success"].clone()),
+        (json!("s"), json!(true))
+    );
+    let (status, _) = served.http("GET", "/health", None).await;
+    assert_eq!(status, 200);
+}
