@@ -1,7 +1,7 @@
 //! nova: a coding agent that speaks Pi's RPC protocol (JSON lines on stdin/stdout).
 //!
 //! ```text
-//! stdin line ──frontend::reader──▶ rpc::parse ──▶ protocol::Command ──agent::port──▶ agent::Agent
+//! stdin line ──frontend::reader──▶ frontend::parse ──▶ protocol::Command ──agent::port──▶ agent::Agent
 //!    agent run ──provider::http::stream──▶ ProviderEvent (parsed from NDJSON / SSE bodies)
 //!    agent run ──tools::Tool::execute──▶ ToolOutput (one task per call)
 //!    agent emits protocol::Event ──agent::Fanout──▶ each subscriber's queue (RPC: frontend::Outbox
@@ -26,6 +26,7 @@ pub mod commands;
 pub mod config;
 pub mod context;
 pub mod export;
+pub mod exthost;
 pub mod files;
 pub mod frontend;
 pub mod gate;
@@ -41,6 +42,7 @@ pub mod sandbox;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod secret;
+pub mod serve;
 pub mod session;
 pub mod tools;
 pub mod update;

@@ -2,12 +2,12 @@
 //! describe: the RPC loop (`--mode rpc`), the Agent Client Protocol for editors (`--mode acp`),
 //! or the prompts on the command line run once (print mode, or `--mode json`); or a command
 //! that needs no session: `nova auth …` (and `nova login|logout <provider>`), `nova update
-//! --models` (refreshes the model catalog), `--list-models`, `--export`. Exit codes: 0 success, 1
-//! a failed run or startup, 2 a usage error.
+//! --models` (refreshes the model catalog), `--list-models`, `--export`; or `nova serve`, many
+//! sessions over sockets, and `nova attach`, stdio bridged to one of them. Exit codes: 0 success, 1 a failed run or startup, 2 a usage error.
 
 use clap::error::ErrorKind;
 use nova::agent::Runtime;
-use nova::config::{Cli, Mode};
+use nova::config::{AttachArgs, Cli, Mode, ServeArgs};
 use nova::frontend::{fatal, usage_error};
 use nova::{acp, print, rpc};
 use std::io::Write;
@@ -54,6 +54,12 @@ fn main() -> ExitCode {
             Err(code) => code,
         };
     }
+    if args.first().is_some_and(|a| a == "serve") {
+        return serve(&args[1..]);
+    }
+    if args.first().is_some_and(|a| a == "attach") {
+        return attach(&args[1..]);
+    }
     let cli = match Cli::parse_args(&args) {
         Ok(cli) => cli,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
@@ -62,12 +68,6 @@ fn main() -> ExitCode {
         }
         Err(e) => return usage_error(&first_line(&e.to_string())),
     };
-    if let Some(path) = cli.extensions.first() {
-        return usage_error(&format!(
-            "-e/--extension {path}: nova does not load extensions yet; run without it \
-             (--no-extensions is accepted and changes nothing)"
-        ));
-    }
     if let Some(file) = cli.export.clone() {
         let output = cli.prompts.first().map(std::path::PathBuf::from);
         return with_runtime(nova::commands::export(file, output));
@@ -76,13 +76,7 @@ fn main() -> ExitCode {
         Ok(i) => i,
         Err(code) => return code,
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("NOVA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    init_tracing();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -91,6 +85,66 @@ fn main() -> ExitCode {
         Err(e) => return fatal(&format!("cannot start the async runtime: {e}")),
     };
     runtime.block_on(run(cli, interface))
+}
+
+/// Logs go to stderr, at `warn` unless NOVA_LOG says otherwise.
+fn init_tracing() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("NOVA_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+}
+
+/// `nova serve [flags]`: its own flags; the sessions' configuration is the agent dir's, as
+/// for every session without command-line flags.
+fn serve(rest: &[String]) -> ExitCode {
+    let args = match <ServeArgs as clap::Parser>::try_parse_from(
+        std::iter::once("nova serve").chain(rest.iter().map(String::as_str)),
+    ) {
+        Ok(args) => args,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            let _ = write!(std::io::stdout(), "{e}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return usage_error(&first_line(&e.to_string())),
+    };
+    let cli = match Cli::parse_args(&[]) {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&first_line(&e.to_string())),
+    };
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fatal(&format!("cannot start the async runtime: {e}")),
+    };
+    runtime.block_on(async move {
+        match Runtime::load(cli, nova::config::agent_dir()).await {
+            Ok(runtime) => nova::serve::run(runtime, args).await,
+            Err(e) => usage_error(&e.to_string()),
+        }
+    })
+}
+
+/// `nova attach …`: a bridge to a served session; no runtime of sessions of its own.
+fn attach(rest: &[String]) -> ExitCode {
+    let args = match <AttachArgs as clap::Parser>::try_parse_from(
+        std::iter::once("nova attach").chain(rest.iter().map(String::as_str)),
+    ) {
+        Ok(args) => args,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            let _ = write!(std::io::stdout(), "{e}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return usage_error(&first_line(&e.to_string())),
+    };
+    init_tracing();
+    with_runtime(nova::serve::bridge::run(args))
 }
 
 /// Pi's rule: `--mode` chooses; without it, prompts (arguments, or text piped in) mean print

@@ -12,6 +12,7 @@ mod compat;
 mod details;
 #[cfg(feature = "schema")]
 pub mod schema;
+pub mod weigh;
 pub use compat::{
     CompatFlags, MaxTokensField, ModelCompat, PromptCacheKeyMode, SessionAffinityFormat,
     ThinkingFormat,
@@ -670,8 +671,16 @@ pub enum Command {
         enabled: bool,
     },
     AbortRetry {},
-    /// Pi's answer to an extension's dialog; nova has no extensions, so it is refused.
-    ExtensionUiResponse {},
+    /// The client's answer to an extension's dialog (`extension_ui_request`); the command's
+    /// `id` is the dialog's. It gets no response, as in Pi.
+    ExtensionUiResponse {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        confirmed: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cancelled: Option<bool>,
+    },
     /// Every configured MCP server and its status (nova's addition).
     GetMcpServers {},
     /// What this nova speaks and can do (nova's addition; Pi #6345).
@@ -733,7 +742,7 @@ impl Capabilities {
             features: Features {
                 sandbox,
                 mcp: true,
-                extensions: false,
+                extensions: true,
                 acp: false,
             },
         }
@@ -897,6 +906,8 @@ pub struct BashResult {
 pub enum Disposition {
     Started,
     Queued,
+    /// An extension command ran; no run started.
+    Handled,
 }
 
 /// An entry of `get_commands`: a prompt template (`name`) or a skill (`skill:<name>`), run by
@@ -912,11 +923,12 @@ pub struct SlashCommand {
     pub source_info: SourceInfo,
 }
 
-/// What kind of resource a command comes from (Pi also has `extension`, which nova lacks).
+/// What kind of resource a command comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum CommandSource {
+    Extension,
     Prompt,
     Skill,
 }
@@ -943,6 +955,8 @@ pub enum DiscoveredBy {
     Auto,
     /// Named by a path in settings or on the command line.
     Local,
+    /// An extension named by `-e`/`--extension`.
+    Cli,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -1228,7 +1242,7 @@ pub struct ToolResultPayload {
     pub structured_content: Option<Box<StructuredContent>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, strum::VariantNames)]
+#[derive(Debug, Clone, PartialEq, Serialize, strum::VariantNames, strum::IntoStaticStr)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(
     tag = "type",
@@ -1375,6 +1389,57 @@ pub enum Event {
     McpServerStatus {
         server: McpServer,
     },
+    /// An extension's dialog or fire-and-forget UI call, in Pi's shape: `id`, `method` and
+    /// the method's fields, kept as the extension host wrote them. A dialog waits for an
+    /// `extension_ui_response` with the same `id`.
+    ExtensionUiRequest {
+        #[serde(flatten)]
+        request: UiRequest,
+    },
+    /// An extension's handler threw (or its host failed).
+    ExtensionError {
+        extension_path: String,
+        event: String,
+        error: String,
+    },
+}
+
+/// An extension's UI call in Pi's RPC shape: which `method`, and that method's fields (the
+/// others absent). `select`, `confirm`, `input` and `editor` wait for an answer; `notify`,
+/// `setStatus`, `setWidget`, `setTitle` and `set_editor_text` do not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct UiRequest {
+    pub id: String,
+    pub method: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placeholder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<String>,
+    /// A dialog's timeout in milliseconds, after which the extension gets its default answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub widget_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub widget_lines: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub widget_placement: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -27,9 +27,12 @@ use std::sync::Arc;
 struct Json(String);
 
 impl writer::Line for Json {
-    fn encode(&self, buf: &mut Vec<u8>) -> bool {
-        buf.extend_from_slice(self.0.as_bytes());
-        true
+    fn encode(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        out.write_all(self.0.as_bytes())
+    }
+
+    fn weight(&self) -> usize {
+        self.0.len()
     }
 }
 

@@ -137,6 +137,11 @@ impl Server {
         for warning in &prepared.warnings {
             crate::frontend::note(&format!("warning: {warning}"));
         }
+        if !prepared.extensions().is_empty() {
+            crate::frontend::note(
+                "warning: Pi extensions are not loaded in ACP mode yet (see docs/extensions.md)",
+            );
+        }
         let id = acp::SessionId::new(prepared.header().id.clone());
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let sink = Arc::new(AcpSink::new(

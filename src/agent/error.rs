@@ -18,7 +18,10 @@ pub enum CommandError {
     )]
     NeedsStreamingBehavior,
     /// `steer`, `follow_up` or a queued `prompt` met the queues' bound.
-    #[error("Message not queued: {0}. Wait for the agent to take some, or clear_queue.")]
+    #[error(
+        "Overloaded, message not queued: {0}. Retry once the agent has taken some, or \
+         clear_queue."
+    )]
     QueueFull(#[from] QueueFull),
     #[error("A compaction is in progress; prompt again after its response.")]
     CompactionInProgress,

@@ -10,13 +10,16 @@
 //! The loops over the calls are paced ([`crate::pace`]): a reply with a hundred thousand calls
 //! must not keep `get_state` waiting.
 
+use super::Hooked;
 use super::permission::{self, Permission};
 use super::{Agent, now_ms};
-use crate::gate::Request;
+use crate::gate::classify::Verdict;
+use crate::gate::{Request, Source};
 use crate::pace::Pacer;
 use crate::protocol::{Event, Message, ToolDetails, ToolResultMessage, ToolResultPayload};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,7 +60,12 @@ pub(super) async fn run_tools(
             state.terminal.clone(),
         )
     };
-    let running = Arc::new(Semaphore::new(MAX_CONCURRENT_TOOLS));
+    let batch = Batch {
+        tools,
+        editor,
+        terminal,
+        running: Arc::new(Semaphore::new(MAX_CONCURRENT_TOOLS)),
+    };
     let mut pacer = Pacer::default();
     // One slot per call: answered at once (skipped, over the cap, unknown, denied) or running.
     // All are finalised in call order below, so ends and results never come out of order.
@@ -70,58 +78,32 @@ pub(super) async fn run_tools(
             tool_name: name.clone(),
             args: args.clone(),
         });
-        let tool = Tool::from_name(name).filter(|t| tools.active.contains(t));
-        let mut write_target = None;
-        let slot = match tool {
-            _ if skip => Slot::Done(ToolOutput::error(SKIPPED)),
-            _ if index >= MAX_CALLS_PER_REPLY => {
-                Slot::Done(ToolOutput::error(over_the_cap(index, calls.len())))
+        let slot = if skip {
+            Slot::Done(ToolOutput::error(SKIPPED))
+        } else if index >= MAX_CALLS_PER_REPLY {
+            Slot::Done(ToolOutput::error(over_the_cap(index, calls.len())))
+        } else {
+            match hooked(agent, cancel, call).await {
+                Err(text) => Slot::Done(ToolOutput::error(text)),
+                Ok(Cow::Borrowed(call)) => prepare(agent, cancel, call, &batch),
+                Ok(Cow::Owned(call)) => prepare(agent, cancel, &call, &batch),
             }
-            None => tools
-                .offers_mcp(name)
-                .then(|| super::mcp::prepare(agent, cancel, call))
-                .flatten()
-                .unwrap_or_else(|| Slot::Done(ToolOutput::error(format!("Tool {name} not found")))),
-            Some(tool) => match gate(agent, tool, call, &mut write_target) {
-                Permission::Refused(text) => Slot::Done(ToolOutput::error(text)),
-                gate => {
-                    let approval = match gate {
-                        Permission::Pending(answer) => Some(answer),
-                        _ => None,
-                    };
-                    let ctx = ToolContext {
-                        cwd: agent.inner.cwd.clone(),
-                        cancel: cancel.child_token(),
-                        on_update: update_sink(agent, call),
-                        sandbox: agent.inner.sandbox.clone(),
-                        outputs: agent.inner.outputs.clone(),
-                        write_target: write_target.take(),
-                        editor: editor.clone(),
-                        terminal: terminal.clone(),
-                        call_id: id.clone(),
-                    };
-                    Slot::Running(tokio::spawn(run_approved(
-                        tool,
-                        args.clone(),
-                        ctx,
-                        approval,
-                        running.clone(),
-                    )))
-                }
-            },
         };
         slots.push(slot);
     }
     let mut ended = Vec::with_capacity(calls.len());
     for (call, slot) in calls.iter().zip(slots) {
         pacer.tick(|| agent.inner.sink.ready()).await;
-        let ran = match slot {
+        let mut ran = match slot {
             Slot::Done(output) => Ran { output, took: None },
             Slot::Running(handle) => handle.await.unwrap_or_else(|e| Ran {
                 output: ToolOutput::error(format!("Tool {} failed unexpectedly: {e}", call.1)),
                 took: None,
             }),
         };
+        if ran.took.is_some() {
+            review(agent, cancel, call, &mut ran.output).await;
+        }
         ended.push(end(agent, call, ran));
     }
     let mut results = Vec::with_capacity(ended.len());
@@ -131,6 +113,129 @@ pub(super) async fn run_tools(
         results.push(message);
     }
     results
+}
+
+/// What every call of one batch shares.
+struct Batch {
+    tools: super::toolset::Tools,
+    editor: Option<Arc<dyn crate::tools::EditorFiles>>,
+    terminal: Option<Arc<dyn crate::tools::EditorTerminal>>,
+    running: Arc<Semaphore>,
+}
+
+/// The call as the extensions' `tool_call` hooks leave it (they run first, as in Pi, so a call
+/// they block never reaches the gate), or the error result of a blocked call.
+async fn hooked<'c>(
+    agent: &Agent,
+    cancel: &CancellationToken,
+    call: &'c Call,
+) -> Result<Cow<'c, Call>, String> {
+    let Some(hooks) = agent.extensions().and_then(|e| e.before_tool_call(call)) else {
+        return Ok(Cow::Borrowed(call));
+    };
+    tokio::select! {
+        hooked = hooks => match hooked {
+            Hooked::Run(args) if args == call.2 => Ok(Cow::Borrowed(call)),
+            Hooked::Run(args) => Ok(Cow::Owned((call.0.clone(), call.1.clone(), args))),
+            Hooked::Block(reason) => Err(reason),
+        },
+        () = cancel.cancelled() => Err(ABORTED.to_owned()),
+    }
+}
+
+/// The extensions' `tool_result` hooks on a call that ran, before its end is announced (as
+/// in Pi); an abort keeps the result as it is.
+async fn review(agent: &Agent, cancel: &CancellationToken, call: &Call, output: &mut ToolOutput) {
+    let Some(hooks) = agent
+        .extensions()
+        .and_then(|e| e.after_tool_call(call, output))
+    else {
+        return;
+    };
+    tokio::select! {
+        reviewed = hooks => reviewed.apply(output),
+        () = cancel.cancelled() => {}
+    }
+}
+
+/// A call's slot: answered at once (unknown, denied) or running.
+fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call, batch: &Batch) -> Slot {
+    let (id, name, args) = call;
+    let Batch {
+        tools,
+        editor,
+        terminal,
+        running,
+    } = batch;
+    let tool = Tool::from_name(name).filter(|t| tools.active.contains(t));
+    let mut write_target = None;
+    match tool {
+        None if agent.extensions().is_some_and(|e| e.has_tool(name)) => {
+            extension_slot(agent, cancel, call)
+        }
+        None => tools
+            .offers_mcp(name)
+            .then(|| super::mcp::prepare(agent, cancel, call))
+            .flatten()
+            .unwrap_or_else(|| Slot::Done(ToolOutput::error(format!("Tool {name} not found")))),
+        Some(tool) => match gate(agent, tool, call, &mut write_target) {
+            Permission::Refused(text) => Slot::Done(ToolOutput::error(text)),
+            gate => {
+                let approval = match gate {
+                    Permission::Pending(answer) => Some(answer),
+                    _ => None,
+                };
+                let ctx = ToolContext {
+                    cwd: agent.inner.cwd.clone(),
+                    cancel: cancel.child_token(),
+                    on_update: update_sink(agent, call),
+                    sandbox: agent.inner.sandbox.clone(),
+                    outputs: agent.inner.outputs.clone(),
+                    write_target: write_target.take(),
+                    editor: editor.clone(),
+                    terminal: terminal.clone(),
+                    call_id: id.clone(),
+                };
+                Slot::Running(tokio::spawn(run_approved(
+                    tool,
+                    args.clone(),
+                    ctx,
+                    approval,
+                    running.clone(),
+                )))
+            }
+        },
+    }
+}
+
+/// An extension tool's call: through the gate like an MCP call, then run in the extension
+/// host.
+fn extension_slot(agent: &Agent, cancel: &CancellationToken, call: &Call) -> Slot {
+    let Some(extensions) = agent.extensions() else {
+        return Slot::Done(ToolOutput::error(format!("Tool {} not found", call.1)));
+    };
+    let (id, name, args) = call;
+    let request = Request::Tool {
+        source: Source::Extension,
+        name,
+        args: &args.to_string(),
+        rules: Verdict::Run,
+    };
+    let approval = match agent.gate(&request, id, name, &format!("{name} was not called")) {
+        Permission::Granted => None,
+        Permission::Refused(text) => return Slot::Done(ToolOutput::error(text)),
+        Permission::Pending(answer) => Some(answer),
+    };
+    let cancel = cancel.child_token();
+    let work = extensions.call_tool(call.clone(), update_sink(agent, call), cancel.clone());
+    Slot::Running(tokio::spawn(async move {
+        if let Some(answer) = approval
+            && let Err(refused) = permission::answered(answer, &cancel, ABORTED).await
+        {
+            return Ran::not_run(refused);
+        }
+        Ran::timed(work).await
+    }))
 }
 
 /// The result of a call past [`MAX_CALLS_PER_REPLY`]: what happened and what to do instead.

@@ -7,7 +7,7 @@ use super::exec::{Call, Ran, Slot};
 use super::permission::{Permission, answered};
 use super::toolset::Tools;
 use super::{Agent, Sink};
-use crate::gate::Request;
+use crate::gate::{Request, Source};
 use crate::mcp::{McpConfig, Servers};
 use crate::protocol::ToolSpec;
 use crate::protocol::{Event, McpServer};
@@ -56,18 +56,25 @@ impl Agent {
         }
     }
 
-    /// The built-in tools' specs followed by those of the MCP servers that are ready now and
-    /// that the tool set offers.
+    /// The built-in tools' specs, then those of the MCP servers that are ready now and that the
+    /// tool set offers, then the extensions' tools.
     pub(super) fn tool_specs(&self, tools: &Tools) -> Arc<[ToolSpec]> {
-        match &self.inner.mcp {
-            None => tools.specs.clone(),
-            Some(servers) => tools
-                .specs
-                .iter()
-                .chain(servers.specs().iter().filter(|s| tools.offers_mcp(&s.name)))
-                .cloned()
-                .collect(),
+        let extensions = self.extensions().map(|e| e.tool_specs());
+        if self.inner.mcp.is_none() && extensions.is_none() {
+            return tools.specs.clone();
         }
+        let mcp = self.inner.mcp.as_ref().map(|s| s.specs());
+        let mcp = mcp
+            .iter()
+            .flat_map(|specs| specs.iter())
+            .filter(|s| tools.offers_mcp(&s.name));
+        tools
+            .specs
+            .iter()
+            .chain(mcp)
+            .cloned()
+            .chain(extensions.into_iter().flatten())
+            .collect()
     }
 }
 
@@ -78,7 +85,8 @@ pub(super) fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call) ->
     if !servers.knows(name) {
         return None;
     }
-    let request = Request::Mcp {
+    let request = Request::Tool {
+        source: Source::Mcp,
         name,
         args: &args.to_string(),
         rules: servers.verdict(name),

@@ -10,6 +10,7 @@ mod compact;
 pub mod compaction;
 mod error;
 mod exec;
+mod extensions;
 mod live;
 mod mcp;
 mod models;
@@ -25,6 +26,7 @@ mod toolset;
 mod user_bash;
 
 pub use error::CommandError;
+pub use extensions::{Extensions, Hooked, Input, Reviewed};
 pub use live::{Live, LiveSessions};
 pub use permission::{FlaggedCommand, Unattended};
 pub use queue::QueueFull;
@@ -116,6 +118,8 @@ struct Inner {
     mcp: Option<crate::mcp::Servers>,
     /// Full-output files of commands this session ran: removed by `new_session` and on exit.
     outputs: Arc<crate::tools::output::OutputFiles>,
+    /// The extension host's side of the session, once one is attached.
+    extensions: std::sync::OnceLock<Arc<dyn Extensions>>,
     state: Mutex<State>,
 }
 
@@ -268,6 +272,7 @@ impl Agent {
                 client,
                 bash_running: watch::Sender::new(0),
                 outputs: Arc::default(),
+                extensions: std::sync::OnceLock::new(),
                 state: Mutex::new(state),
             }),
         };
@@ -548,8 +553,11 @@ impl Agent {
     }
 
     /// `get_commands`: the prompt templates and skills a `/` message can name.
+    /// The extensions' commands, then the prompt templates and skills, as Pi lists them.
     pub fn commands(&self) -> Vec<SlashCommand> {
-        self.inner.prompt_source.commands()
+        let mut commands = self.extensions().map(|e| e.commands()).unwrap_or_default();
+        commands.extend(self.inner.prompt_source.commands());
+        commands
     }
 
     pub fn available_models(&self) -> Vec<Model> {

@@ -10,7 +10,7 @@
 //! commands after it see its effect. A user `bash` command's output is an event of the session, tagged with the
 //! id of the request that started it.
 
-use super::{Agent, CommandError, Prompted};
+use super::{Agent, CommandError, Input, Prompted};
 use crate::attach;
 use crate::protocol::{
     Command, ContentBlock, Disposition, Event, ImageInput, Response, ResponseData,
@@ -49,26 +49,41 @@ pub async fn execute<R: Reply>(
     name: String,
     command: Command,
 ) {
+    if let Command::Prompt { message, .. } = &command
+        && let Some(handler) = agent.extension_command(message)
+    {
+        // As in Pi, the answer waits for the command's handler; from a task of its own,
+        // because the handler may wait for a dialog answered by a later command.
+        return answer_later(out, id, name, async move {
+            handler.await;
+            Ok(Some(disposition(Disposition::Handled)))
+        });
+    }
     let answer: Answer = match command {
         Command::Prompt {
             message,
             images,
             streaming_behavior,
-        } => match attached(images)
-            .await
-            .and_then(|images| agent.prompt(message, images, streaming_behavior))
-        {
-            Ok(Prompted::Started(run)) => {
-                out.respond(Response::ok(
-                    id,
-                    name,
-                    Some(disposition(Disposition::Started)),
-                ));
-                return run.start();
-            }
-            Ok(Prompted::Queued) => Ok(Some(disposition(Disposition::Queued))),
-            Err(e) => Err(e),
-        },
+        } => {
+            let Some(review) = agent.review_input(&message, streaming_behavior) else {
+                return prompt(agent, out, id, name, message, images, streaming_behavior).await;
+            };
+            // The extensions' input hooks first, from a task of its own: a hook may wait for a
+            // dialog answered by a later command.
+            let (agent, out) = (agent.clone(), out.clone());
+            tokio::spawn(async move {
+                let message = match review.await {
+                    Input::Handled => {
+                        let handled = Some(disposition(Disposition::Handled));
+                        return out.respond(Response::ok(id, name, handled));
+                    }
+                    Input::Transform(text) => text,
+                    Input::Continue => message,
+                };
+                prompt(&agent, &out, id, name, message, images, streaming_behavior).await;
+            });
+            return;
+        }
         Command::Steer { message, images } => attached(images)
             .await
             .and_then(|images| agent.steer(message, images))
@@ -211,10 +226,23 @@ pub async fn execute<R: Reply>(
                 Ok(None)
             });
         }
-        Command::ExtensionUiResponse {} => Err(CommandError::Unsupported(
-            "extension_ui_response: nova has no extensions, so it never sends \
-             extension_ui_request and has no dialog to answer",
-        )),
+        Command::ExtensionUiResponse {
+            value,
+            confirmed,
+            cancelled,
+        } => {
+            let answer = serde_json::json!({
+                "id": id,
+                "value": value,
+                "confirmed": confirmed,
+                "cancelled": cancelled,
+            });
+            // Pi sends no response to a dialog's answer; only a misdirected one gets an error.
+            match agent.answer_dialog(answer) {
+                Ok(()) => return,
+                Err(e) => Err(e),
+            }
+        }
         Command::GetCapabilities {} => Ok(Some(ResponseData::Capabilities(Box::new(
             crate::protocol::Capabilities::of(agent.wire_state().sandbox),
         )))),
@@ -240,6 +268,34 @@ pub async fn execute<R: Reply>(
         } => agent
             .resolve_permission(request_id, approved)
             .map(|()| None),
+    };
+    out.respond(response(id, name, answer));
+}
+
+/// Takes a prompt: a run started (answered before its first event) or a message queued.
+async fn prompt<R: Reply>(
+    agent: &Agent,
+    out: &R,
+    id: Option<Value>,
+    name: String,
+    message: String,
+    images: Option<Vec<ImageInput>>,
+    behavior: Option<crate::protocol::StreamingBehavior>,
+) {
+    let answer = match attached(images)
+        .await
+        .and_then(|images| agent.prompt(message, images, behavior))
+    {
+        Ok(Prompted::Started(run)) => {
+            out.respond(Response::ok(
+                id,
+                name,
+                Some(disposition(Disposition::Started)),
+            ));
+            return run.start();
+        }
+        Ok(Prompted::Queued) => Ok(Some(disposition(Disposition::Queued))),
+        Err(e) => Err(e),
     };
     out.respond(response(id, name, answer));
 }

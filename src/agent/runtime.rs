@@ -178,6 +178,19 @@ impl Prepared {
         &self.config.cwd
     }
 
+    /// The Pi extensions the session loads (none: no extension host).
+    pub fn extensions(&self) -> &[config::extensions::Extension] {
+        &self.config.extensions
+    }
+
+    pub fn agent_dir(&self) -> &std::path::Path {
+        &self.config.agent_dir
+    }
+
+    pub fn project_trusted(&self) -> bool {
+        self.config.settings.project_trusted
+    }
+
     /// Continues in a new session holding the whole conversation resolved (ACP's
     /// `session/fork`), as [`Agent::clone_session`] does for a running one: a new file whose
     /// `parentSession` is the old one.

@@ -76,6 +76,7 @@ fn config(base: &str, dir: &std::path::Path) -> Config {
         session_name: None,
         warnings: Vec::new(),
         later: Default::default(),
+        extensions: Vec::new(),
         sandbox: crate::sandbox::Sandbox::off(),
         scope: Vec::new(),
         thinking_level: None,

@@ -43,8 +43,7 @@ pub enum TuiMode {
                   nova -c -p \"and now fix it\"\n  \
                   nova --model anthropic/claude-sonnet-4-5:high -p \"Solve this\"\n\n\
                   Accepted for Pi's command lines and ignored (nova has no terminal UI): \
-                  --theme, --use-theme, --no-themes, --tui-mode; --no-extensions (nova loads no \
-                  extensions yet).\n\n\
+                  --theme, --use-theme, --no-themes, --tui-mode.\n\n\
                   Exit codes: 0 success, 1 the run failed (provider error, aborted, output cut \
                   off), 2 usage error."
 )]
@@ -178,11 +177,10 @@ pub struct Cli {
     /// Start no MCP server and offer no MCP tool.
     #[arg(long)]
     pub no_mcp: bool,
-    /// Pi's extensions: nova does not load extensions yet, and refuses this flag rather than
-    /// run without the extension.
+    /// Load a Pi extension file or directory (repeatable); see docs/extensions.md.
     #[arg(short = 'e', long = "extension", value_name = "PATH")]
     pub extensions: Vec<String>,
-    /// Accepted and ignored: nova loads no extensions (short form -ne).
+    /// Load no discovered extension; -e paths still load (short form -ne).
     #[arg(long)]
     pub no_extensions: bool,
     /// Accepted: nova makes no network request at startup anyway (it refreshes no catalog and

@@ -45,6 +45,8 @@ pub enum ConfigError {
     /// An MCP server the session's client gave cannot be used; the text names it and says why.
     #[error("{0}")]
     ClientMcpServer(String),
+    #[error("-e {flag}: no extension file or directory at {}", path.display())]
+    NoExtension { flag: String, path: PathBuf },
     /// A provider's `apiKey` or header value (`what`) could not be resolved.
     #[error("{what} of provider \"{provider}\": {reason}")]
     Secret {

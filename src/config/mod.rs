@@ -6,10 +6,12 @@ pub mod builtin;
 pub mod catalog;
 pub mod cli;
 mod error;
+pub mod extensions;
 pub mod models;
 pub mod oauth;
 pub mod radius;
 pub mod scope;
+mod serve;
 pub mod settings;
 mod tools;
 pub mod trust;
@@ -22,6 +24,7 @@ pub use cli::{Cli, Mode};
 pub use error::ConfigError;
 pub use models::{DiscoveredModel, ProviderConfig, Registry};
 pub use scope::ScopedModel;
+pub use serve::{AttachArgs, ServeArgs};
 pub use settings::{
     CompactionSettings, ListedPath, McpPermissions, OllamaSettings, RetrySettings, Settings,
 };
@@ -70,6 +73,8 @@ pub struct Config {
     /// What the session finds wrong later (the sandbox's checks, MCP servers, a provider): the
     /// agent routes them to its front end.
     pub later: Warnings,
+    /// The Pi extensions the session loads ([`extensions::find`]); none means no Node.
+    pub extensions: Vec<extensions::Extension>,
 }
 
 /// `$NOVA_AGENT_DIR`, else `~/.nova/agent`.
@@ -379,7 +384,19 @@ impl Process {
         if cli.no_mcp {
             mcp.servers.clear();
         }
+        let extensions = extensions::find(
+            &extensions::Sources {
+                agent_dir,
+                cwd,
+                project_trusted: settings.project_trusted,
+                settings: &settings.extensions,
+                flags: &cli.extensions,
+                no_discovery: cli.no_extensions,
+            },
+            &mut warnings,
+        )?;
         Ok(Config {
+            extensions,
             system_prompt: self.system_prompt.clone(),
             append_system_prompt: self.append_system_prompt.clone(),
             no_session: cli.no_session,

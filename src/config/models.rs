@@ -320,7 +320,10 @@ impl Registry {
                     let kept: Vec<(String, String)> = headers
                         .into_iter()
                         .filter(|(n, _)| {
-                            !configured.headers.iter().any(|(c, _)| c.eq_ignore_ascii_case(n))
+                            !configured
+                                .headers
+                                .iter()
+                                .any(|(c, _)| c.eq_ignore_ascii_case(n))
                         })
                         .collect();
                     if !kept.is_empty() {

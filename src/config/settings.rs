@@ -56,6 +56,8 @@ pub struct Settings {
     pub skills: Vec<ListedPath>,
     /// `prompts`: more places to load prompt templates from.
     pub prompts: Vec<ListedPath>,
+    /// `extensions`: Pi extension files or directories to load.
+    pub extensions: Vec<ListedPath>,
 }
 
 /// An entry of the `skills` or `prompts` setting, made absolute.
@@ -87,6 +89,7 @@ impl Default for Settings {
             project_trusted: false,
             skills: Vec::new(),
             prompts: Vec::new(),
+            extensions: Vec::new(),
         }
     }
 }
@@ -433,6 +436,7 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     };
     let skills = listed("skills", warnings);
     let prompts = listed("prompts", warnings);
+    let extensions = listed("extensions", warnings);
     let mut project = Map::new();
     for (_, file) in projects {
         merge_one_level(&mut project, file);
@@ -457,6 +461,7 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
         max_turns,
         skills,
         prompts,
+        extensions,
         ..Settings::default()
     };
     s.default_provider = file.default_provider.take("defaultProvider", warnings);

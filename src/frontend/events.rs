@@ -4,11 +4,16 @@
 //! snapshot, not one per update.
 
 use super::writer::Line;
-use crate::protocol::Event;
+use crate::protocol::{Event, weigh};
+use std::io::Write;
 
 impl Line for Event {
-    fn encode(&self, buf: &mut Vec<u8>) -> bool {
-        serde_json::to_writer(buf, self).is_ok()
+    fn encode(&self, out: &mut impl Write) -> std::io::Result<()> {
+        Ok(serde_json::to_writer(out, self)?)
+    }
+
+    fn weight(&self) -> usize {
+        weigh::json_len(self)
     }
 
     fn absorb(&mut self, newer: &mut Event) -> bool {

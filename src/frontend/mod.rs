@@ -1,5 +1,6 @@
 //! What every front end needs, in one place none of them owns, so that a new front end imports
-//! no sibling: the stdin record reader ([`reader`]), the stdout writer ([`writer`]), the signal
+//! no sibling: the record reader ([`reader`]) and the parser of records into commands
+//! ([`parse`]), the stdout writer ([`writer`]), the signal
 //! setup ([`signals`]), opening the session the command line describes, and nova's lines on
 //! stderr.
 //!
@@ -7,7 +8,9 @@
 //! session warnings, failures); the core never writes there itself.
 
 mod events;
+pub mod parse;
 pub mod reader;
+mod salvage;
 pub mod signals;
 pub mod writer;
 
@@ -34,6 +37,42 @@ pub fn open_cli_session(runtime: &Runtime) -> Result<Prepared, ExitCode> {
         note(&format!("warning: {warning}"));
     }
     Ok(prepared)
+}
+
+/// What the session's extension host needs, or `None` when it has no extension (then no Node
+/// process starts).
+pub fn extension_spec(
+    prepared: &Prepared,
+    mode: crate::exthost::Mode,
+) -> Option<crate::exthost::Spec> {
+    if prepared.extensions().is_empty() {
+        return None;
+    }
+    Some(crate::exthost::Spec {
+        agent_dir: prepared.agent_dir().to_path_buf(),
+        cwd: prepared.cwd().to_path_buf(),
+        project_trusted: prepared.project_trusted(),
+        extensions: prepared.extensions().to_vec(),
+        mode,
+    })
+}
+
+/// Starts the session's extension host, saying on stderr what failed to load; an `Err` is the
+/// exit code of a host that cannot start (the extensions were asked for, so nova does not run
+/// without them).
+pub async fn start_extensions(
+    spec: crate::exthost::Spec,
+    live: &crate::agent::Live,
+) -> Result<crate::exthost::Host, ExitCode> {
+    match crate::exthost::start(spec, live, note).await {
+        Ok((host, failures)) => {
+            for failure in failures {
+                note(&format!("warning: {failure}"));
+            }
+            Ok(host)
+        }
+        Err(e) => Err(fatal(&e.to_string())),
+    }
 }
 
 /// Closes `out` and waits for its writer to write what is queued, at most [`WRITER_GRACE`]: a

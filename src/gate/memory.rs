@@ -16,8 +16,9 @@ pub enum Class {
     /// File changes inside this writable root, outside every protected path (which always
     /// ask, as do paths outside the roots).
     WritesUnder(PathBuf),
-    /// This MCP tool, asking for this reason (its `permissions.mcp` rule or the approval mode).
-    Mcp { name: String, reason: String },
+    /// This MCP or extension tool, asking for this reason (its `permissions.mcp` rule or the
+    /// approval mode).
+    Tool { name: String, reason: String },
 }
 
 impl Class {
@@ -32,7 +33,7 @@ impl Class {
                 named.join(", ")
             }
             Class::WritesUnder(root) => format!("file changes under {}", root.display()),
-            Class::Mcp { name, .. } => format!("`{name}`"),
+            Class::Tool { name, .. } => format!("`{name}`"),
         }
     }
 }
@@ -42,7 +43,7 @@ impl Class {
 enum Key {
     Command(Exact),
     WritesUnder(PathBuf),
-    Mcp { name: String, reason: String },
+    Tool { name: String, reason: String },
 }
 
 /// Answers kept at once. A person answers a handful per session; the bound only keeps a client
@@ -84,7 +85,7 @@ fn keys(class: &Class) -> Vec<Key> {
     match class {
         Class::Commands(commands) => commands.iter().cloned().map(Key::Command).collect(),
         Class::WritesUnder(root) => vec![Key::WritesUnder(root.clone())],
-        Class::Mcp { name, reason } => vec![Key::Mcp {
+        Class::Tool { name, reason } => vec![Key::Tool {
             name: name.clone(),
             reason: reason.clone(),
         }],

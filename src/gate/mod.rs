@@ -36,13 +36,43 @@ pub enum Request<'a> {
     /// A `write` or `edit` of `target`: the path it really changes
     /// ([`crate::sandbox::resolve_for_write`]), which the tool then writes and no other.
     Write { target: &'a Path },
-    /// A call to an MCP tool; `rules` is what `permissions.mcp` says of its name, `args` the
-    /// call's arguments as a person is shown them.
-    Mcp {
+    /// A call to a tool nova does not implement itself (an MCP server's or an extension's),
+    /// which can change anything its server or extension can; `rules` is what the settings say
+    /// of its name, `args` the call's arguments as a person is shown them.
+    Tool {
+        source: Source,
         name: &'a str,
         args: &'a str,
         rules: Verdict,
     },
+}
+
+/// Where a [`Request::Tool`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// An MCP server; `permissions.mcp` rules match its tools' names.
+    Mcp,
+    /// An extension in the extension host. No setting has rules for extension tools (an
+    /// extension is code the user chose to run, as in Pi), so only the approval mode and
+    /// remembered answers apply.
+    Extension,
+}
+
+impl Source {
+    /// The setting whose rules match this source's tools.
+    fn rules(self) -> Option<&'static str> {
+        match self {
+            Source::Mcp => MCP_RULES,
+            Source::Extension => None,
+        }
+    }
+
+    fn every_call(self) -> &'static str {
+        match self {
+            Source::Mcp => "the session asks before every MCP call",
+            Source::Extension => "the session asks before every extension tool call",
+        }
+    }
 }
 
 /// What the gate knows of the session a call belongs to.
@@ -162,11 +192,12 @@ pub fn decide(request: &Request, session: &Session) -> Decision {
             Judgement::Run | Judgement::Ask(_) => Decision::Run,
         },
         Request::Write { target } => write(target, session),
-        Request::Mcp {
+        Request::Tool {
+            source,
             name,
             args,
             ref rules,
-        } => mcp(name, args, rules.clone(), session),
+        } => tool(source, name, args, rules.clone(), session),
     }
 }
 
@@ -277,26 +308,25 @@ fn write(target: &Path, session: &Session) -> Decision {
     })
 }
 
-fn mcp(name: &str, args: &str, rules: Verdict, session: &Session) -> Decision {
-    // An MCP tool can change anything its server can: read-only refuses it like bash.
+fn tool(source: Source, name: &str, args: &str, rules: Verdict, session: &Session) -> Decision {
+    // Such a tool can change anything its server or extension can: read-only refuses it like
+    // bash.
     if session.approval == Approval::ReadOnly {
         return Decision::Refuse(Refusal::ReadOnly);
     }
     let reason = match rules {
         Verdict::Deny { rule } => {
             return Decision::Refuse(Refusal::Denied {
-                setting: "permissions.mcp",
+                setting: source.rules().unwrap_or("permissions"),
                 rule,
             });
         }
         // MCP rules match names only, so no call is left unchecked; were one, it would ask.
         Verdict::Ask { reason } | Verdict::Unchecked { reason } => reason,
-        Verdict::Run if session.approval == Approval::Ask => {
-            "the session asks before every MCP call".to_owned()
-        }
+        Verdict::Run if session.approval == Approval::Ask => source.every_call().to_owned(),
         Verdict::Run => return Decision::Run,
     };
-    let class = Class::Mcp {
+    let class = Class::Tool {
         name: name.to_owned(),
         reason: reason.clone(),
     };
@@ -306,7 +336,7 @@ fn mcp(name: &str, args: &str, rules: Verdict, session: &Session) -> Decision {
     Decision::Ask(Question {
         subject: args.to_owned(),
         reason,
-        allow_rule: MCP_RULES,
+        allow_rule: source.rules(),
         class: Some(class),
         unchecked: false,
     })

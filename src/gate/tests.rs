@@ -184,7 +184,8 @@ fn always_allowing_a_write_covers_its_root_but_never_protected_paths_or_outside(
 #[test]
 fn read_only_refuses_every_change_and_every_mcp_call() {
     let w = World::new();
-    let mcp = Request::Mcp {
+    let mcp = Request::Tool {
+        source: Source::Mcp,
         name: "mcp__fs__write_file",
         args: "{}",
         rules: Verdict::Run,
@@ -216,7 +217,8 @@ fn read_only_refuses_every_change_and_every_mcp_call() {
 #[test]
 fn ask_mode_asks_before_every_mcp_call_and_remembers_per_tool() {
     let mut w = World::new();
-    let call = |name| Request::Mcp {
+    let call = |name| Request::Tool {
+        source: Source::Mcp,
         name,
         args: "{}",
         rules: Verdict::Run,
@@ -262,18 +264,18 @@ fn the_memory_keeps_a_bounded_number_of_answers() {
     let mut memory = Memory::default();
     for i in 0..2000 {
         memory.remember(
-            &Class::Mcp {
+            &Class::Tool {
                 name: format!("t{i}"),
                 reason: "r".into(),
             },
             true,
         );
     }
-    let first = Class::Mcp {
+    let first = Class::Tool {
         name: "t0".into(),
         reason: "r".into(),
     };
-    let last = Class::Mcp {
+    let last = Class::Tool {
         name: "t1999".into(),
         reason: "r".into(),
     };

@@ -59,9 +59,29 @@ pub async fn run(runtime: Runtime, options: Options) -> ExitCode {
     };
     let output = Arc::new(Output::new(options.format, options.verbose, out.clone()));
     output.header(prepared.header());
-    let agent = prepared.start(output.clone());
+    let mode = match options.format {
+        Format::Text => crate::exthost::Mode::Print,
+        Format::Json => crate::exthost::Mode::Json,
+    };
+    let extensions = frontend::extension_spec(&prepared, mode);
+    let (live, subscription) = runtime.live().open(prepared, output.clone());
+    let agent = live.agent().clone();
     agent.set_unattended(unattended(options.approve_flagged));
+    let host = match extensions {
+        Some(spec) => match frontend::start_extensions(spec, &live).await {
+            Ok(host) => Some(host),
+            Err(code) => {
+                runtime.live().close_all().await;
+                frontend::close_writer(&out, writer).await;
+                return code;
+            }
+        },
+        None => None,
+    };
     let outcome = run_prompts(&agent, &output, prompts, signals).await;
+    drop(host);
+    runtime.live().close_all().await;
+    drop(subscription);
     frontend::close_writer(&out, writer).await;
     match outcome {
         Outcome::Succeeded => ExitCode::SUCCESS,

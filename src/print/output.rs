@@ -7,6 +7,7 @@ use crate::frontend::{self, note, writer};
 use crate::protocol::{CompactionReason, Event, joined_text};
 use crate::session::Header;
 use serde_json::Value;
+use std::io::Write;
 use std::pin::Pin;
 
 /// The longest tool-call summary `--verbose` prints.
@@ -33,13 +34,17 @@ pub enum Line {
 }
 
 impl writer::Line for Line {
-    fn encode(&self, buf: &mut Vec<u8>) -> bool {
+    fn encode(&self, out: &mut impl Write) -> std::io::Result<()> {
         match self {
-            Line::Event(e) => e.encode(buf),
-            Line::Text(text) => {
-                buf.extend_from_slice(text.as_bytes());
-                true
-            }
+            Line::Event(e) => e.encode(out),
+            Line::Text(text) => out.write_all(text.as_bytes()),
+        }
+    }
+
+    fn weight(&self) -> usize {
+        match self {
+            Line::Event(e) => e.weight(),
+            Line::Text(text) => text.len(),
         }
     }
 

@@ -2,9 +2,7 @@
 //! ([`crate::agent::port`]); responses and events → one stdout writer.
 
 mod outbox;
-pub mod parse;
-pub use crate::frontend::reader;
-mod salvage;
+pub use crate::frontend::{parse, reader};
 
 pub use outbox::{Line, Outbox};
 
@@ -30,8 +28,22 @@ pub async fn run(runtime: Runtime) -> ExitCode {
         Ok(s) => s,
         Err(e) => return frontend::fatal(&format!("cannot install signal handlers: {e}")),
     };
+    let extensions = frontend::extension_spec(&prepared, crate::exthost::Mode::Rpc);
     let (live, subscription) = runtime.live().open(prepared, Arc::new(out.clone()));
+    let host = match extensions {
+        Some(spec) => match frontend::start_extensions(spec, &live).await {
+            Ok(host) => Some(host),
+            Err(code) => {
+                runtime.live().close_all().await;
+                drop(subscription);
+                frontend::close_writer(&out, writer).await;
+                return code;
+            }
+        },
+        None => None,
+    };
     serve(live.agent().clone(), out.clone(), signals).await;
+    drop(host);
     runtime.live().close_all().await;
     drop(subscription);
     frontend::close_writer(&out, writer).await;

@@ -4,7 +4,8 @@
 use crate::agent::EventSink;
 use crate::agent::port::Reply;
 use crate::frontend::{self, writer};
-use crate::protocol::{Event, Response};
+use crate::protocol::{Event, Response, weigh};
+use std::io::Write;
 use std::pin::Pin;
 
 /// A line of RPC output.
@@ -19,10 +20,17 @@ pub enum Line {
 }
 
 impl writer::Line for Line {
-    fn encode(&self, buf: &mut Vec<u8>) -> bool {
+    fn encode(&self, out: &mut impl Write) -> std::io::Result<()> {
         match self {
-            Line::Response(r) => serde_json::to_writer(buf, r).is_ok(),
-            Line::Event(e) => e.encode(buf),
+            Line::Response(r) => Ok(serde_json::to_writer(out, r)?),
+            Line::Event(e) => e.encode(out),
+        }
+    }
+
+    fn weight(&self) -> usize {
+        match self {
+            Line::Response(r) => weigh::json_len(r),
+            Line::Event(e) => e.weight(),
         }
     }
 

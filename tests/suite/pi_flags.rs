@@ -168,7 +168,7 @@ fn every_pi_option_parses() {
 }
 
 #[test]
-fn an_extension_is_refused_with_the_reason_and_no_extensions_is_a_no_op() {
+fn a_missing_extension_is_refused_naming_it() {
     let dirs = Dirs::new(None);
     for args in [
         &["-e", "./review.ts", "-p", "hi"][..],
@@ -177,7 +177,8 @@ fn an_extension_is_refused_with_the_reason_and_no_extensions_is_a_no_op() {
         let r = dirs.run(args);
         assert_eq!(r.code, Some(2), "{}", r.stderr);
         assert!(
-            r.stderr.contains("does not load extensions yet") && r.stderr.contains(args[1]),
+            r.stderr.contains("no extension file or directory")
+                && r.stderr.contains(&format!("-e {}", args[1])),
             "{}",
             r.stderr
         );

@@ -328,7 +328,7 @@ fn get_capabilities_names_the_protocol_its_commands_events_and_features() {
     let features = &caps["features"];
     assert!(features["sandbox"]["enforced"].is_boolean(), "{features}");
     assert_eq!(features["mcp"], true);
-    assert_eq!(features["extensions"], false);
+    assert_eq!(features["extensions"], true);
 }
 
 /// A burst of commands with ids, `tag`-prefixed: reads, a setter, a prompt the busy agent

@@ -522,6 +522,7 @@ pub struct Response {
 pub enum Disposition {
     Started,
     Queued,
+    Handled,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -933,6 +934,44 @@ pub enum Event {
     /// nova's addition: an MCP server changed status.
     McpServerStatus {
         server: McpServer,
+    },
+    /// Pi 1.6's RPC extension UI: a dialog (answered with `extension_ui_response`) or a
+    /// fire-and-forget call; each method sets only its own fields.
+    ExtensionUiRequest {
+        id: String,
+        method: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        options: Option<Vec<String>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        placeholder: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prefill: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        notify_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status_key: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status_text: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        widget_key: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        widget_lines: Option<Vec<String>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        widget_placement: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
+    /// Pi 1.6: an extension's handler threw.
+    ExtensionError {
+        extension_path: String,
+        event: String,
+        error: String,
     },
     /// Pi 1.6's retries of a compaction's summary request.
     SummarizationRetryScheduled {

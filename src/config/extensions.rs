@@ -1,0 +1,283 @@
+//! Which Pi extensions a session loads, found as Pi 1.6 finds them: the project's
+//! `.nova/extensions/` (only when the project is trusted), the agent dir's `extensions/`, the
+//! `extensions` setting's paths (a project's only when it is trusted), then each
+//! `-e`/`--extension` path; `--no-extensions` turns off all but `-e`.
+//!
+//! In a directory, an extension is a `*.ts`/`*.js` file, or a subdirectory with a
+//! `package.json` whose `pi.extensions` lists its entry files, or else an `index.ts`/`index.js`
+//! (one level deep, no further). A `-e` directory is read as such a subdirectory first, and as a
+//! directory of extensions when it declares none. Nothing here starts Node: with no extension
+//! found, nova never starts the extension host.
+
+use super::ConfigError;
+use crate::protocol::{DiscoveredBy, SourceScope};
+use std::path::{Path, PathBuf};
+
+/// One extension entry file to load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extension {
+    /// Absolute.
+    pub path: PathBuf,
+    pub scope: SourceScope,
+    pub source: DiscoveredBy,
+    /// What Pi reports as its `baseDir`: the agent dir, or the project's `.nova`; none for
+    /// `-e`.
+    pub base_dir: Option<PathBuf>,
+}
+
+/// Where to look.
+pub struct Sources<'a> {
+    pub agent_dir: &'a Path,
+    pub cwd: &'a Path,
+    pub project_trusted: bool,
+    /// The `extensions` setting's paths (the project's only when it is trusted).
+    pub settings: &'a [super::ListedPath],
+    /// `-e` paths as given (relative ones from the cwd).
+    pub flags: &'a [String],
+    /// `--no-extensions`.
+    pub no_discovery: bool,
+}
+
+/// Every extension the sources name, each once, in load order; an `Err` names a `-e` path
+/// where nothing is (running without an extension asked for by name could do harm), and a
+/// setting's path where nothing is goes to `warnings`.
+pub fn find(sources: &Sources, warnings: &mut Vec<String>) -> Result<Vec<Extension>, ConfigError> {
+    let mut found: Vec<Extension> = Vec::new();
+    let mut add = |path: PathBuf, scope, source, base_dir: Option<&Path>| {
+        if !found.iter().any(|e| e.path == path) {
+            found.push(Extension {
+                path,
+                scope,
+                source,
+                base_dir: base_dir.map(Path::to_path_buf),
+            });
+        }
+    };
+    if !sources.no_discovery {
+        if sources.project_trusted {
+            let base = sources.cwd.join(".nova");
+            for path in in_dir(&base.join("extensions")) {
+                add(path, SourceScope::Project, DiscoveredBy::Auto, Some(&base));
+            }
+        }
+        for path in in_dir(&sources.agent_dir.join("extensions")) {
+            add(
+                path,
+                SourceScope::User,
+                DiscoveredBy::Auto,
+                Some(sources.agent_dir),
+            );
+        }
+    }
+    let listed = if sources.no_discovery {
+        &[][..]
+    } else {
+        sources.settings
+    };
+    for listed in listed {
+        // A project's settings name code to run: only a trusted project's count.
+        if listed.scope == SourceScope::Project && !sources.project_trusted {
+            continue;
+        }
+        let entries = if listed.path.is_dir() {
+            entries(&listed.path).unwrap_or_else(|| in_dir(&listed.path))
+        } else if listed.path.is_file() {
+            vec![listed.path.clone()]
+        } else {
+            warnings.push(format!(
+                "settings: \"extensions\" lists {}, where there is no extension; skipped",
+                listed.path.display()
+            ));
+            continue;
+        };
+        for entry in entries {
+            add(entry, listed.scope, DiscoveredBy::Local, None);
+        }
+    }
+    for flag in sources.flags {
+        let path = crate::files::path::resolve(flag, sources.cwd);
+        if path.is_dir() {
+            let entries = entries(&path).unwrap_or_else(|| in_dir(&path));
+            for entry in entries {
+                add(entry, SourceScope::Temporary, DiscoveredBy::Cli, None);
+            }
+        } else if path.is_file() {
+            add(path, SourceScope::Temporary, DiscoveredBy::Cli, None);
+        } else {
+            return Err(ConfigError::NoExtension {
+                flag: flag.clone(),
+                path,
+            });
+        }
+    }
+    Ok(found)
+}
+
+fn is_extension_file(name: &str) -> bool {
+    name.ends_with(".ts") || name.ends_with(".js")
+}
+
+/// The extensions directly in `dir`, sorted by name so the load order does not depend on the
+/// file system.
+fn in_dir(dir: &Path) -> Vec<PathBuf> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = read.filter_map(|e| Some(e.ok()?.path())).collect();
+    paths.sort();
+    let mut found = Vec::new();
+    for path in paths {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if path.is_file() && is_extension_file(name) {
+            found.push(path);
+        } else if path.is_dir()
+            && let Some(entries) = entries(&path)
+        {
+            found.extend(entries);
+        }
+    }
+    found
+}
+
+/// A package directory's entry files: its manifest's `pi.extensions` that exist, else its
+/// `index.ts` or `index.js`; `None` when it has none.
+fn entries(dir: &Path) -> Option<Vec<PathBuf>> {
+    let declared: Vec<PathBuf> = std::fs::read_to_string(dir.join("package.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|manifest| {
+            let list = manifest.get("pi")?.get("extensions")?.as_array()?.clone();
+            Some(
+                list.iter()
+                    .filter_map(|p| p.as_str())
+                    .map(|p| crate::files::path::resolve(p, dir))
+                    .filter(|p| p.exists())
+                    .collect(),
+            )
+        })
+        .unwrap_or_default();
+    if !declared.is_empty() {
+        return Some(declared);
+    }
+    ["index.ts", "index.js"]
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|p| p.is_file())
+        .map(|p| vec![p])
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn sources<'a>(agent: &'a Path, cwd: &'a Path, flags: &'a [String]) -> Sources<'a> {
+        Sources {
+            agent_dir: agent,
+            cwd,
+            project_trusted: false,
+            settings: &[],
+            flags,
+            no_discovery: false,
+        }
+    }
+
+    #[test]
+    fn finds_files_packages_and_indexes_one_level_deep_in_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ext = tmp.path().join("agent/extensions");
+        fs::create_dir_all(ext.join("pkg/src")).unwrap();
+        fs::create_dir_all(ext.join("plain/deeper")).unwrap();
+        fs::create_dir_all(ext.join("none")).unwrap();
+        fs::write(ext.join("b.ts"), "").unwrap();
+        fs::write(ext.join("a.js"), "").unwrap();
+        fs::write(ext.join("notes.md"), "").unwrap();
+        fs::write(ext.join("pkg/src/main.ts"), "").unwrap();
+        fs::write(ext.join("pkg/index.ts"), "").unwrap();
+        fs::write(
+            ext.join("pkg/package.json"),
+            r#"{"pi":{"extensions":["./src/main.ts","./missing.ts"]}}"#,
+        )
+        .unwrap();
+        fs::write(ext.join("plain/index.js"), "").unwrap();
+        fs::write(ext.join("plain/deeper/x.ts"), "").unwrap();
+        fs::write(ext.join("none/other.ts"), "").unwrap();
+        let agent = tmp.path().join("agent");
+        let found = find(&sources(&agent, tmp.path(), &[]), &mut Vec::new()).unwrap();
+        let names: Vec<PathBuf> = found.iter().map(|e| e.path.clone()).collect();
+        assert_eq!(
+            names,
+            vec![
+                ext.join("a.js"),
+                ext.join("b.ts"),
+                ext.join("pkg/src/main.ts"),
+                ext.join("plain/index.js"),
+            ]
+        );
+        assert!(found.iter().all(|e| e.scope == SourceScope::User));
+    }
+
+    #[test]
+    fn the_project_counts_only_when_trusted_and_flags_survive_no_extensions() {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = tmp.path().join(".nova/extensions");
+        fs::create_dir_all(&project).unwrap();
+        fs::write(project.join("p.ts"), "").unwrap();
+        fs::write(tmp.path().join("cli.ts"), "").unwrap();
+        let agent = tmp.path().join("agent");
+        let gone = vec!["gone.ts".to_owned()];
+        let error = find(&sources(&agent, tmp.path(), &gone), &mut Vec::new()).unwrap_err();
+        assert!(error.to_string().contains("gone.ts"), "{error}");
+        let flags = vec!["cli.ts".to_owned()];
+        let untrusted = find(&sources(&agent, tmp.path(), &flags), &mut Vec::new()).unwrap();
+        assert_eq!(untrusted.len(), 1);
+        assert_eq!(untrusted[0].path, tmp.path().join("cli.ts"));
+        assert_eq!(untrusted[0].scope, SourceScope::Temporary);
+
+        let mut trusted = sources(&agent, tmp.path(), &flags);
+        trusted.project_trusted = true;
+        let found = find(&trusted, &mut Vec::new()).unwrap();
+        assert_eq!(found[0].path, project.join("p.ts"));
+        assert_eq!(found[0].scope, SourceScope::Project);
+
+        trusted.no_discovery = true;
+        let found = find(&trusted, &mut Vec::new()).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].path, tmp.path().join("cli.ts"));
+    }
+
+    #[test]
+    fn settings_paths_load_after_the_directories_unless_discovery_is_off() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pkg = tmp.path().join("pkg");
+        fs::create_dir_all(&pkg).unwrap();
+        fs::write(pkg.join("index.ts"), "").unwrap();
+        fs::write(tmp.path().join("one.js"), "").unwrap();
+        let listed = |p: &Path| super::super::ListedPath {
+            path: p.to_path_buf(),
+            scope: SourceScope::User,
+        };
+        let mut project = listed(&tmp.path().join("one.js"));
+        project.scope = SourceScope::Project;
+        let settings = vec![
+            project,
+            listed(&pkg),
+            listed(&tmp.path().join("one.js")),
+            listed(&tmp.path().join("gone")),
+        ];
+        let agent = tmp.path().join("agent");
+        let mut sources = sources(&agent, tmp.path(), &[]);
+        sources.settings = &settings;
+        let mut warnings = Vec::new();
+        let found = find(&sources, &mut warnings).unwrap();
+        let paths: Vec<&Path> = found.iter().map(|e| e.path.as_path()).collect();
+        // The untrusted project's entry is left out; the user's copy of it still loads.
+        assert_eq!(paths, vec![pkg.join("index.ts"), tmp.path().join("one.js")]);
+        assert_eq!(found[1].scope, SourceScope::User);
+        assert_eq!(found[0].source, DiscoveredBy::Local);
+        assert!(warnings[0].contains("gone"), "{warnings:?}");
+        sources.no_discovery = true;
+        assert!(find(&sources, &mut Vec::new()).unwrap().is_empty());
+    }
+}

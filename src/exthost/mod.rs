@@ -1,0 +1,716 @@
+//! The extension host: Pi's extensions run in a Node child process (`exthost/host.mjs`, against
+//! Pi's real published packages), started only for a session that has extensions. nova is the
+//! host's peer over a small JSON-lines protocol on its stdio (see [`wire`]), and the host is a
+//! client of the session like any front end:
+//!
+//! - it subscribes to the session's events ([`crate::agent::Fanout`]), and only the events some
+//!   extension handles cross the boundary (plus `agent_start`/`agent_settled`, which keep its
+//!   idle flag current);
+//! - what an extension asks of the session (`sendUserMessage`, `setSessionName`, `abort`) runs
+//!   through the session port ([`crate::agent::port`]), as a client's command would;
+//! - the agent reaches its commands, tools and `tool_call` hooks through
+//!   [`crate::agent::Extensions`], which [`Host`] implements;
+//! - its `ctx.ui` calls become `extension_ui_request` events and its handlers' failures
+//!   `extension_error` events, which every subscriber sees.
+//!
+//! The host runs under nova's keeper in a process group of its own: it never outlives nova, and
+//! stopping it stops whatever its extensions started.
+
+mod node;
+mod wire;
+
+pub use node::{MIN_NODE, NodeError, PI_VERSION};
+
+use crate::agent::port::{self, Reply};
+use crate::agent::{Agent, EventSink, Extensions, Hooked, Input, Live, Reviewed, Subscription};
+use crate::config::extensions::Extension;
+use crate::protocol::{
+    Command, CommandSource, Event, Response, SlashCommand, SourceInfo, SourceOrigin,
+    StreamingBehavior, ToolDetails, ToolResultPayload, ToolSpec,
+};
+use crate::tools::{ToolOutput, UpdateFn};
+use futures_util::future::BoxFuture;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// The host's code, written into the agent dir so node can run it.
+const HOST_SCRIPT: &str = include_str!("../../exthost/host.mjs");
+/// Lines queued for the host's stdin. An event that finds the queue full is dropped with a
+/// warning: the agent never waits for the host.
+const QUEUE: usize = 4096;
+/// How long loading may take: a first load compiles every extension's TypeScript.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a cancelled extension tool has to return before it is answered for.
+const CANCEL_GRACE: Duration = Duration::from_secs(3);
+/// Events the host always gets, for the state it mirrors.
+const MIRRORED: [&str; 2] = ["agent_start", "agent_settled"];
+
+/// Why a session's extensions could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    #[error("cannot write the extension host's script into {}: {source}", path.display())]
+    Script {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start the extension host ({}): {source}", node.display())]
+    Spawn {
+        node: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the extension host did not load the extensions: {0}")]
+    Load(String),
+}
+
+/// What the session is run as, which `ctx.mode` and `ctx.hasUI` report.
+#[derive(Debug, Clone, Copy)]
+pub enum Mode {
+    Rpc,
+    Print,
+    Json,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Rpc => "rpc",
+            Mode::Print => "print",
+            Mode::Json => "json",
+        }
+    }
+}
+
+/// What a session's extensions need to start.
+pub struct Spec {
+    pub agent_dir: PathBuf,
+    pub cwd: PathBuf,
+    pub project_trusted: bool,
+    pub extensions: Vec<Extension>,
+    pub mode: Mode,
+}
+
+/// A running host, attached to its session until dropped (which stops it).
+pub struct Host {
+    shared: Arc<Shared>,
+    _events: Subscription,
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        // SIGTERM, not SIGKILL: the keeper must live to kill what left the group.
+        let _ = killpg(
+            Pid::from_raw(self.shared.pgid.load(Ordering::SeqCst)),
+            Signal::SIGTERM,
+        );
+    }
+}
+
+/// How to start the host again after a crash.
+struct Launch {
+    runner: node::Runner,
+    script: PathBuf,
+    spec: Spec,
+}
+
+/// Starts the host for `live`'s extensions and attaches it; the `Vec` holds what failed to
+/// load (each naming its file), which the front end reports as Pi does.
+pub async fn start(
+    spec: Spec,
+    live: &Live,
+    say: impl Fn(&str) + Send + Sync + 'static,
+) -> Result<(Host, Vec<String>), HostError> {
+    let agent_dir = spec.agent_dir.clone();
+    let runner = tokio::task::spawn_blocking(move || node::prepare(&agent_dir, &say))
+        .await
+        .map_err(|e| HostError::Load(e.to_string()))??;
+    let script = spec.agent_dir.join("exthost").join("host.mjs");
+    write_script(&script)?;
+    let (lines, _) = mpsc::channel(1);
+    let shared = Arc::new(Shared {
+        lines: Mutex::new(lines),
+        pending: Mutex::default(),
+        next: AtomicU64::new(1),
+        registry: Mutex::default(),
+        updates: Mutex::default(),
+        extensions: spec.extensions.clone(),
+        pgid: AtomicI32::new(0),
+        stopping: AtomicBool::new(false),
+        restarted: AtomicBool::new(false),
+        launch: Launch {
+            runner,
+            script,
+            spec,
+        },
+    });
+    let failures = launch(&shared, live.agent()).await?;
+    let host = Host {
+        shared: shared.clone(),
+        _events: live.subscribe(Arc::new(HostEvents(shared.clone()))),
+    };
+    live.agent().attach_extensions(Arc::new(Side(shared)));
+    Ok((host, failures))
+}
+
+/// Spawns the host, connects it and loads the extensions; returns what failed to load. Boxed:
+/// the reader it spawns launches the host again after a crash.
+fn launch<'a>(
+    shared: &'a Arc<Shared>,
+    agent: &'a Agent,
+) -> BoxFuture<'a, Result<Vec<String>, HostError>> {
+    Box::pin(async move {
+        let Launch {
+            runner,
+            script,
+            spec,
+        } = &shared.launch;
+        let mut command = tokio::process::Command::from(crate::sandbox::kept(
+            &runner.node,
+            [script.as_os_str(), runner.modules.as_os_str()],
+        ));
+        let mut child = command
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .spawn()
+            .map_err(|source| HostError::Spawn {
+                node: runner.node.clone(),
+                source,
+            })?;
+        let (Some(pid), Some(stdin), Some(stdout)) =
+            (child.id(), child.stdin.take(), child.stdout.take())
+        else {
+            return Err(HostError::Load("the host's pipes did not open".into()));
+        };
+        shared.pgid.store(pid as i32, Ordering::SeqCst);
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+        let (lines, queue) = mpsc::channel::<String>(QUEUE);
+        *lock(&shared.lines) = lines;
+        tokio::spawn(write_lines(stdin, queue));
+        tokio::spawn(read_lines(stdout, shared.clone(), agent.clone()));
+        let paths: Vec<String> = spec
+            .extensions
+            .iter()
+            .map(|e| e.path.display().to_string())
+            .collect();
+        let params = json!({
+            "cwd": spec.cwd,
+            "paths": paths,
+            "trusted": spec.project_trusted,
+            "mode": spec.mode.name(),
+            "hasUI": matches!(spec.mode, Mode::Rpc),
+        });
+        let loaded = tokio::time::timeout(LOAD_TIMEOUT, shared.request("load", params))
+            .await
+            .map_err(|_| HostError::Load(format!("no answer in {}s", LOAD_TIMEOUT.as_secs())))?
+            .map_err(HostError::Load)?;
+        let loaded: wire::Loaded =
+            serde_json::from_value(loaded).map_err(|e| HostError::Load(e.to_string()))?;
+        let failures = loaded
+            .errors
+            .iter()
+            .map(|e| format!("extension {}: {}", e.path, e.error))
+            .collect();
+        shared.lock_registry().replace(loaded);
+        Ok(failures)
+    })
+}
+
+fn write_script(path: &std::path::Path) -> Result<(), HostError> {
+    if std::fs::read_to_string(path).is_ok_and(|s| s == HOST_SCRIPT) {
+        return Ok(());
+    }
+    let fail = |source| HostError::Script {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    // Written beside and renamed, so a second nova starting meanwhile never runs half a file.
+    let tmp = path.with_extension(format!("mjs.{}", std::process::id()));
+    std::fs::write(&tmp, HOST_SCRIPT).map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(fail)
+}
+
+type Answer = Result<Value, String>;
+
+/// What the host's side of the session shares between the agent, the reader and the writer.
+struct Shared {
+    /// The current host's stdin queue (a restarted host has a new one).
+    lines: Mutex<mpsc::Sender<String>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
+    next: AtomicU64,
+    /// What the extensions registered; `None` until they load.
+    registry: Mutex<Option<wire::Loaded>>,
+    /// Where each running extension tool's partial results go, by tool call id.
+    updates: Mutex<HashMap<String, UpdateFn>>,
+    extensions: Vec<Extension>,
+    /// The current host's process group.
+    pgid: AtomicI32,
+    /// Set when nova stops the host, which is then not restarted.
+    stopping: AtomicBool,
+    /// A crashed host is started again once; a second crash is final.
+    restarted: AtomicBool,
+    launch: Launch,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    fn lock_registry(&self) -> MutexGuard<'_, Option<wire::Loaded>> {
+        lock(&self.registry)
+    }
+
+    /// Sends a request and waits for its answer; an `Err` is the host's error, or says that
+    /// the host is gone.
+    async fn request(&self, method: &str, params: Value) -> Answer {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(id, tx);
+        let line = json!({"id": id, "method": method, "params": params}).to_string();
+        let lines = lock(&self.lines).clone();
+        if lines.send(line).await.is_err() {
+            lock(&self.pending).remove(&id);
+            return Err(GONE.into());
+        }
+        rx.await.unwrap_or_else(|_| Err(GONE.into()))
+    }
+
+    /// Sends a notification without waiting; `false` when the queue is full (a host that is
+    /// gone has been reported already).
+    fn notify(&self, method: &str, params: Value) -> bool {
+        let line = json!({"method": method, "params": params}).to_string();
+        !matches!(
+            lock(&self.lines).try_send(line),
+            Err(mpsc::error::TrySendError::Full(_))
+        )
+    }
+
+    fn subscribed(&self, event: &str) -> bool {
+        self.lock_registry()
+            .as_ref()
+            .is_some_and(|r| r.events.iter().any(|e| e == event))
+    }
+
+    fn source_info(&self, path: &str) -> SourceInfo {
+        let found = self.extensions.iter().find(|e| e.path.as_os_str() == path);
+        SourceInfo {
+            path: path.to_owned(),
+            source: found.map_or(crate::protocol::DiscoveredBy::Cli, |e| e.source),
+            scope: found.map_or(crate::protocol::SourceScope::Temporary, |e| e.scope),
+            origin: SourceOrigin::TopLevel,
+            base_dir: found
+                .and_then(|e| e.base_dir.as_ref())
+                .map(|d| d.display().to_string()),
+        }
+    }
+}
+
+const GONE: &str = "the extension host has exited";
+
+async fn write_lines(mut stdin: tokio::process::ChildStdin, mut queue: mpsc::Receiver<String>) {
+    while let Some(mut line) = queue.recv().await {
+        line.push('\n');
+        if stdin.write_all(line.as_bytes()).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// Reads the host's lines until it exits; then every request still waiting fails, and the
+/// session is told.
+async fn read_lines(stdout: tokio::process::ChildStdout, shared: Arc<Shared>, agent: Agent) {
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        match serde_json::from_str::<wire::Incoming>(&line) {
+            Ok(incoming) => dispatch(incoming, &shared, &agent),
+            Err(e) => tracing::warn!("the extension host wrote an unreadable line ({e}): {line}"),
+        }
+    }
+    let waiting: Vec<_> = lock(&shared.pending).drain().collect();
+    for (_, tx) in waiting {
+        let _ = tx.send(Err(GONE.into()));
+    }
+    if shared.stopping.load(Ordering::SeqCst) {
+        return;
+    }
+    let error = |error: String| {
+        agent.extension_event(Event::ExtensionError {
+            extension_path: "<extension host>".into(),
+            event: "exit".into(),
+            error,
+        })
+    };
+    if shared.restarted.swap(true, Ordering::SeqCst) {
+        return error(format!("{GONE} again; it is not restarted a second time"));
+    }
+    // What the extensions kept in memory is lost; their registrations come back with the load.
+    match launch(&shared, &agent).await {
+        Ok(_) => error(format!("{GONE}; it was restarted once")),
+        Err(e) => error(format!("{GONE}, and restarting it failed: {e}")),
+    }
+}
+
+fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
+    let wire::Incoming {
+        id,
+        method,
+        params,
+        result,
+        error,
+    } = incoming;
+    let Some(method) = method else {
+        // An answer to one of nova's requests.
+        let waiting = id
+            .as_ref()
+            .and_then(Value::as_u64)
+            .and_then(|id| lock(&shared.pending).remove(&id));
+        if let Some(tx) = waiting {
+            let _ = tx.send(match error {
+                Some(error) => Err(error),
+                None => Ok(result.unwrap_or(Value::Null)),
+            });
+        }
+        return;
+    };
+    if let Some(id) = id {
+        // A request of the host's: answered from a task, since it may wait for the agent.
+        let reply = HostReply {
+            shared: shared.clone(),
+            id: id.clone(),
+        };
+        tokio::spawn(serve(method, params, reply, agent.clone()));
+        return;
+    }
+    let decoded = match method.as_str() {
+        "ready" => Ok(()),
+        "ui" => serde_json::from_value::<wire::Ui>(params).map(|request| {
+            agent.extension_event(Event::ExtensionUiRequest { request });
+        }),
+        "error" => serde_json::from_value::<wire::ExtensionError>(params).map(|e| {
+            agent.extension_event(Event::ExtensionError {
+                extension_path: e.extension_path,
+                event: e.event,
+                error: e.error,
+            });
+        }),
+        "tool_update" => serde_json::from_value::<wire::ToolUpdate>(params).map(|update| {
+            let sink = lock(&shared.updates).get(&update.tool_call_id).cloned();
+            if let Some(sink) = sink {
+                sink(payload(update.partial));
+            }
+        }),
+        "tools" => serde_json::from_value::<wire::Tools>(params).map(|t| {
+            if let Some(registry) = shared.lock_registry().as_mut() {
+                registry.tools = t.tools;
+            }
+        }),
+        other => {
+            tracing::warn!("the extension host sent an unknown notification: {other}");
+            Ok(())
+        }
+    };
+    if let Err(e) = decoded {
+        tracing::warn!("the extension host sent a malformed {method}: {e}");
+    }
+}
+
+/// Carries out what an extension asked of the session, through the session port.
+async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
+    let command = match method.as_str() {
+        "send_user_message" => serde_json::from_value::<wire::UserMessage>(params).map(|m| {
+            let streaming_behavior = match m.options.and_then(|o| o.deliver_as).as_deref() {
+                Some("steer") => Some(StreamingBehavior::Steer),
+                Some("followUp") => Some(StreamingBehavior::FollowUp),
+                _ => None,
+            };
+            Command::Prompt {
+                message: text_of(&m.content),
+                images: None,
+                streaming_behavior,
+            }
+        }),
+        "set_session_name" => serde_json::from_value::<wire::SessionName>(params)
+            .map(|n| Command::SetSessionName { name: n.name }),
+        "abort" => Ok(Command::Abort {}),
+        other => {
+            reply.answer(Err(format!(
+                "{other} is not supported by nova's extension host yet"
+            )));
+            return;
+        }
+    };
+    match command {
+        Ok(command) => {
+            let name = method.clone();
+            port::execute(&agent, &reply, Some(reply.id.clone()), name, command).await;
+        }
+        Err(e) => reply.answer(Err(format!("malformed {method}: {e}"))),
+    }
+}
+
+/// A user message's text: a string, or the text blocks of a content array.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Where the session port's answer to a host request goes: back to the host.
+#[derive(Clone)]
+struct HostReply {
+    shared: Arc<Shared>,
+    id: Value,
+}
+
+impl HostReply {
+    fn answer(&self, answer: Answer) {
+        let line = match answer {
+            Ok(result) => json!({"id": self.id, "result": result}),
+            Err(error) => json!({"id": self.id, "error": error}),
+        };
+        let _ = lock(&self.shared.lines).try_send(line.to_string());
+    }
+}
+
+impl Reply for HostReply {
+    fn respond(&self, response: Response) {
+        self.answer(match response.error {
+            Some(error) if !response.success => Err(error),
+            _ => Ok(serde_json::to_value(&response.data).unwrap_or(Value::Null)),
+        });
+    }
+}
+
+fn payload(result: wire::ToolResult) -> ToolResultPayload {
+    ToolResultPayload {
+        content: result.content,
+        details: result.details.map(ToolDetails::Other),
+        structured_content: None,
+    }
+}
+
+/// The host as a subscriber of the session's events: only those an extension handles cross.
+struct HostEvents(Arc<Shared>);
+
+impl EventSink for HostEvents {
+    fn emit(&self, event: Event) {
+        let name: &'static str = (&event).into();
+        if !MIRRORED.contains(&name) && !self.0.subscribed(name) {
+            return;
+        }
+        if !self.0.notify("event", json!({ "event": event })) {
+            tracing::warn!("the extension host is not keeping up; it missed a {name} event");
+        }
+    }
+}
+
+/// The agent's view of the host.
+struct Side(Arc<Shared>);
+
+impl Extensions for Side {
+    fn commands(&self) -> Vec<SlashCommand> {
+        let registry = self.0.lock_registry();
+        let Some(registry) = registry.as_ref() else {
+            return Vec::new();
+        };
+        registry
+            .commands
+            .iter()
+            .map(|c| SlashCommand {
+                name: c.name.clone(),
+                description: c.description.clone(),
+                source: CommandSource::Extension,
+                source_info: self.0.source_info(&c.source_info.path),
+            })
+            .collect()
+    }
+
+    fn run_command(&self, name: &str, args: &str) -> Option<BoxFuture<'static, ()>> {
+        let known = self
+            .0
+            .lock_registry()
+            .as_ref()
+            .is_some_and(|r| r.commands.iter().any(|c| c.name == name));
+        if !known {
+            return None;
+        }
+        let (lines, params) = (self.0.clone(), json!({"name": name, "args": args}));
+        Some(Box::pin(async move {
+            // The handler's failure is the host's extension_error; nothing more to say here.
+            let _ = lines.request("command", params).await;
+        }))
+    }
+
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.0
+            .lock_registry()
+            .as_ref()
+            .map(|r| {
+                r.tools
+                    .iter()
+                    .map(|t| ToolSpec {
+                        name: t.name.clone().into(),
+                        description: t.description.clone().into(),
+                        parameters: t.parameters.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn has_tool(&self, name: &str) -> bool {
+        self.0
+            .lock_registry()
+            .as_ref()
+            .is_some_and(|r| r.tools.iter().any(|t| t.name == name))
+    }
+
+    fn before_tool_call(
+        &self,
+        (id, name, args): &(String, String, Value),
+    ) -> Option<BoxFuture<'static, Hooked>> {
+        if !self.0.subscribed("tool_call") {
+            return None;
+        }
+        let shared = self.0.clone();
+        let params = json!({"toolCallId": id, "toolName": name, "input": args});
+        let original = args.clone();
+        Some(Box::pin(async move {
+            let verdict = shared.request("tool_call", params).await.and_then(|v| {
+                serde_json::from_value::<wire::ToolCallVerdict>(v).map_err(|e| e.to_string())
+            });
+            match verdict {
+                Ok(v) if v.block => Hooked::Block(
+                    v.reason
+                        .unwrap_or_else(|| "Blocked by an extension".to_owned()),
+                ),
+                Ok(v) => Hooked::Run(v.input.unwrap_or(original)),
+                // Fail closed, as Pi does when a hook throws.
+                Err(e) => Hooked::Block(format!("Extension failed, blocking execution: {e}")),
+            }
+        }))
+    }
+
+    fn review_input(
+        &self,
+        text: &str,
+        behavior: Option<StreamingBehavior>,
+    ) -> Option<BoxFuture<'static, Input>> {
+        if !self.0.subscribed("input") {
+            return None;
+        }
+        let shared = self.0.clone();
+        let params = json!({"text": text, "streamingBehavior": behavior});
+        Some(Box::pin(async move {
+            let answer = shared.request("input", params).await;
+            match answer
+                .ok()
+                .and_then(|v| serde_json::from_value::<wire::InputVerdict>(v).ok())
+            {
+                Some(wire::InputVerdict::Handled) => Input::Handled,
+                Some(wire::InputVerdict::Transform { text }) => Input::Transform(text),
+                // A failed hook is an extension_error; the prompt goes on unchanged.
+                Some(wire::InputVerdict::Continue) | None => Input::Continue,
+            }
+        }))
+    }
+
+    fn after_tool_call(
+        &self,
+        (id, name, args): &(String, String, Value),
+        output: &ToolOutput,
+    ) -> Option<BoxFuture<'static, Reviewed>> {
+        if !self.0.subscribed("tool_result") {
+            return None;
+        }
+        let shared = self.0.clone();
+        let params = json!({
+            "toolCallId": id,
+            "toolName": name,
+            "input": args,
+            "content": output.content,
+            "details": output.details,
+            "isError": output.is_error,
+        });
+        Some(Box::pin(async move {
+            let answer = shared.request("tool_result", params).await;
+            // The hooks' own failures are extension_error events; the result stays as it was.
+            answer
+                .ok()
+                .and_then(|v| serde_json::from_value::<wire::ToolResultPatch>(v).ok())
+                .map(|p| Reviewed {
+                    content: p.content,
+                    details: p.details,
+                    is_error: p.is_error,
+                })
+                .unwrap_or_default()
+        }))
+    }
+
+    fn call_tool(
+        &self,
+        (id, name, args): (String, String, Value),
+        updates: UpdateFn,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, ToolOutput> {
+        let shared = self.0.clone();
+        Box::pin(async move {
+            lock(&shared.updates).insert(id.clone(), updates);
+            let params = json!({"toolCallId": id, "name": name, "input": args});
+            let call = shared.request("tool", params);
+            tokio::pin!(call);
+            let answer = tokio::select! {
+                answer = &mut call => answer,
+                () = cancel.cancelled() => {
+                    shared.notify("cancel", json!({"toolCallId": id}));
+                    tokio::time::timeout(CANCEL_GRACE, call)
+                        .await
+                        .unwrap_or_else(|_| Err("Command aborted".to_owned()))
+                }
+            };
+            lock(&shared.updates).remove(&id);
+            let result = answer.and_then(|v| {
+                serde_json::from_value::<wire::ToolResult>(v).map_err(|e| e.to_string())
+            });
+            match result {
+                Ok(result) => ToolOutput {
+                    is_error: result.is_error,
+                    content: result.content,
+                    details: result.details.map(ToolDetails::Other),
+                    structured: None,
+                },
+                Err(e) => ToolOutput::error(e),
+            }
+        })
+    }
+
+    fn answer_dialog(&self, answer: Value) {
+        self.0.notify("ui_response", answer);
+    }
+}

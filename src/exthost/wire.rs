@@ -1,0 +1,153 @@
+//! The typed side of the host's protocol (exthost/host.mjs describes the framing): what nova
+//! reads from the host. What nova sends is built where it is sent, from these and the
+//! session's own wire types.
+
+use crate::protocol::{ContentBlock, UiRequest};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// One line from the host: an answer to nova's request (`id` and `result` or `error`), a
+/// notification (`method`, `params`), or a request of the host's (all three).
+#[derive(Debug, Deserialize)]
+pub struct Incoming {
+    #[serde(default)]
+    pub id: Option<Value>,
+    #[serde(default)]
+    pub method: Option<String>,
+    #[serde(default)]
+    pub params: Value,
+    #[serde(default)]
+    pub result: Option<Value>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// The answer to `load`.
+#[derive(Debug, Deserialize)]
+pub struct Loaded {
+    #[serde(default)]
+    pub errors: Vec<LoadError>,
+    #[serde(default)]
+    pub tools: Vec<Tool>,
+    #[serde(default)]
+    pub commands: Vec<Command>,
+    /// Every event some extension has a handler for.
+    #[serde(default)]
+    pub events: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LoadError {
+    pub path: String,
+    pub error: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// The `tools` notification: the registered tools changed after load.
+#[derive(Debug, Deserialize)]
+pub struct Tools {
+    pub tools: Vec<Tool>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Command {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub source_info: CommandSource,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CommandSource {
+    pub path: String,
+}
+
+/// What the `input` hooks made of a prompt.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "action", rename_all = "lowercase")]
+pub enum InputVerdict {
+    Continue,
+    Transform { text: String },
+    Handled,
+}
+
+/// What the `tool_call` hooks decided.
+#[derive(Debug, Deserialize)]
+pub struct ToolCallVerdict {
+    pub block: bool,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub input: Option<Value>,
+}
+
+/// A tool's result, final or partial.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    #[serde(default)]
+    pub content: Vec<ContentBlock>,
+    #[serde(default)]
+    pub details: Option<Value>,
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+/// What the `tool_result` hooks changed; absent fields are kept.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultPatch {
+    #[serde(default)]
+    pub content: Option<Vec<ContentBlock>>,
+    #[serde(default)]
+    pub details: Option<Value>,
+    #[serde(default)]
+    pub is_error: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolUpdate {
+    pub tool_call_id: String,
+    pub partial: ToolResult,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtensionError {
+    pub extension_path: String,
+    pub event: String,
+    pub error: String,
+}
+
+/// The `ui` notification.
+pub type Ui = UiRequest;
+
+/// `pi.sendUserMessage(content, options)`.
+#[derive(Debug, Deserialize)]
+pub struct UserMessage {
+    pub content: Value,
+    #[serde(default)]
+    pub options: Option<DeliverOptions>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliverOptions {
+    #[serde(default)]
+    pub deliver_as: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SessionName {
+    pub name: String,
+}

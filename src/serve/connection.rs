@@ -1,0 +1,132 @@
+//! One WebSocket client attached to a served session: it speaks nova's RPC, one record per
+//! text frame. Commands are read and run in order through the session port, as on stdin; what
+//! the client receives is the session's [journal](super::journal) read from its place, so the
+//! client falls behind on its own and the session never waits for it. A command that arrives
+//! while the client is [`CAPACITY`] records behind is not run: its response says the
+//! connection is overloaded and the command may be retried, and reading goes on.
+
+use super::journal::{CAPACITY, ClientKey, Journal, Read, gap_marker};
+use crate::agent::Live;
+use crate::agent::port::{self, Reply};
+use crate::frontend::parse::{Parsed, parse_record};
+use crate::protocol::Response;
+use axum::extract::ws::{Message, WebSocket};
+use futures_util::{SinkExt, StreamExt};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Records sent per batch before the socket is flushed.
+const BATCH: usize = 256;
+
+/// Responses go into the session's journal, addressed to the client that sent the command.
+#[derive(Clone)]
+struct ToJournal {
+    journal: Arc<Journal>,
+    client: ClientKey,
+}
+
+impl Reply for ToJournal {
+    fn respond(&self, response: Response) {
+        self.journal.respond(&self.client, response);
+    }
+}
+
+/// Serves `socket` until the client leaves or the session closes; the client receives the
+/// records after number `since` (the newest when absent), then the live stream.
+pub async fn serve(
+    socket: WebSocket,
+    live: Arc<Live>,
+    journal: Arc<Journal>,
+    client: ClientKey,
+    since: Option<u64>,
+) {
+    let _attached = journal.attach();
+    let (mut sender, mut receiver) = socket.split();
+    let sent = AtomicU64::new(since.unwrap_or_else(|| journal.newest()));
+    let reply = ToJournal {
+        journal: journal.clone(),
+        client: client.clone(),
+    };
+    let reader = async {
+        while let Some(Ok(message)) = receiver.next().await {
+            let text = match message {
+                Message::Text(text) => text,
+                Message::Binary(_) => {
+                    reply.respond(Response::error(
+                        None,
+                        "parse",
+                        "a binary frame is not a record: send each command as one text frame",
+                    ));
+                    continue;
+                }
+                Message::Close(_) => break,
+                // Pings are answered by the library.
+                Message::Ping(_) | Message::Pong(_) => continue,
+            };
+            match parse_record(text.as_bytes()) {
+                Parsed::Blank => {}
+                Parsed::Error(response) => reply.respond(response),
+                Parsed::Command { id, name, command } => {
+                    let behind = journal
+                        .newest()
+                        .saturating_sub(sent.load(Ordering::Relaxed));
+                    if behind >= CAPACITY as u64 {
+                        reply.respond(Response::error(
+                            id,
+                            name,
+                            format!(
+                                "overloaded: this connection is {behind} records behind; the \
+                                 command was not run and may be retried once it has caught up"
+                            ),
+                        ));
+                        continue;
+                    }
+                    port::execute(live.agent(), &reply, id, name, command).await;
+                }
+            }
+        }
+    };
+    let writer = async {
+        let mut newest = journal.watch();
+        loop {
+            newest.borrow_and_update();
+            let after = sent.load(Ordering::Relaxed);
+            let (lines, last) = match journal.read(after, &client, BATCH) {
+                Read::Gap {
+                    after,
+                    resumes_after,
+                } => (vec![gap_marker(after, resumes_after)], resumes_after),
+                Read::Records(records, last) => (
+                    records
+                        .iter()
+                        .filter_map(|r| r.line().map(str::to_owned))
+                        .collect(),
+                    last,
+                ),
+            };
+            let caught_up = last == after;
+            for line in lines {
+                if sender.feed(Message::Text(line.into())).await.is_err() {
+                    return;
+                }
+            }
+            if sender.flush().await.is_err() {
+                return;
+            }
+            sent.store(last, Ordering::Relaxed);
+            if caught_up {
+                tokio::select! {
+                    changed = newest.changed() => if changed.is_err() { return },
+                    () = journal.closed() => {
+                        let _ = sender.send(Message::Close(None)).await;
+                        return;
+                    }
+                }
+            }
+        }
+    };
+    tokio::select! {
+        () = reader => {}
+        () = writer => {}
+    }
+}

