@@ -417,6 +417,8 @@ fn list_sessions_reads_a_huge_line_in_bounded_memory_and_blocks_no_command() {
             {"role": "user", "content": "after the huge line", "timestamp": 0}});
         write!(file, "\n{message}\n").unwrap();
     }
+    // The baseline is taken once nova answers, so its own start-up is not counted as listing.
+    nova.request_ok(json!({"type": "get_state"}));
     let before = peak_rss(nova.pid());
 
     nova.send(&json!({"id": "list", "type": "list_sessions"}));
