@@ -8,6 +8,9 @@
 //! - huge reply: one reply of 100,000 tool calls (128 run, the rest answered with an error), its
 //!   time from `prompt` to `agent_settled`, the peak RSS, and how long `get_state` takes to answer
 //!   when asked every 20 ms throughout
+//! - long conversation: CONVERSATION_PROMPTS prompts of CONVERSATION_PROMPT_BYTES each, each
+//!   answered in a word, compaction off; nova's peak RSS against the conversation's size (issue
+//!   30: under 2× it)
 //! - huge line: `read` and `grep` of a 512 MiB file that is one line, each in its own nova, with
 //!   its time and peak RSS
 //!
@@ -38,6 +41,8 @@ const FOLLOW_UP_BYTES: usize = 1024;
 const PARALLEL_READS: usize = 4;
 const HUGE_REPLY_CALLS: usize = 100_000;
 const HUGE_LINE_BYTES: usize = 512 * 1024 * 1024;
+const CONVERSATION_PROMPTS: usize = 25;
+const CONVERSATION_PROMPT_BYTES: usize = 8 << 20;
 
 /// nova in RPC mode on the mock, with a reader thread that parses only the responses (lines
 /// starting `{"id"`) and passes on small events and tool results; the rest (the flood's
@@ -53,14 +58,19 @@ struct Nova {
 
 impl Nova {
     fn spawn(mock: &MockLlm, files: &[(&str, &Path)]) -> Nova {
+        Nova::spawn_with(mock, files, &["--no-session"])
+    }
+
+    fn spawn_with(mock: &MockLlm, files: &[(&str, &Path)], args: &[&str]) -> Nova {
         let dir = tempfile::tempdir().unwrap();
         let models = json!({"providers": {"mock": {"baseUrl": mock.base_url_ollama(),
-            "api": "ollama", "models": [{"id": "bench-model", "input": ["text", "image"]}]}}});
+            "api": "ollama", "models": [{"id": "bench-model", "input": ["text", "image"],
+            "contextWindow": 1_000_000_000u64}]}}});
         std::fs::write(dir.path().join("models.json"), models.to_string()).unwrap();
         for (name, from) in files {
             std::fs::copy(from, dir.path().join(name)).unwrap();
         }
-        let mut child = nova_rpc(dir.path()).arg("--no-session").spawn().unwrap();
+        let mut child = nova_rpc(dir.path()).args(args).spawn().unwrap();
         let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
         let (response_tx, responses) = mpsc::channel();
         let (event_tx, events) = mpsc::channel();
@@ -277,6 +287,51 @@ fn huge_reply() {
     );
 }
 
+/// A conversation that grows by one large prompt and a one-word answer per turn, with the
+/// session file written as usual: how far nova's peak RSS exceeds what the conversation holds.
+fn long_conversation() {
+    let mock = MockLlm::start();
+    mock.forget_bodies();
+    for _ in 0..CONVERSATION_PROMPTS {
+        mock.push(Reply::text("ok"));
+    }
+    let mut nova = Nova::spawn_with(&mock, &[], &[]);
+    nova.send(&json!({"id": "c", "type": "set_auto_compaction", "enabled": false}));
+    nova.flush();
+    nova.response("c");
+    // Distinct words, so nothing downstream can share or compress one prompt with another.
+    let started = Instant::now();
+    let mut sent = 0usize;
+    for turn in 0..CONVERSATION_PROMPTS {
+        let mut text = String::with_capacity(CONVERSATION_PROMPT_BYTES);
+        let mut word = 0usize;
+        while text.len() + 16 < CONVERSATION_PROMPT_BYTES {
+            text.push_str(&format!("t{turn}w{word} "));
+            word += 1;
+        }
+        sent += text.len();
+        let id = format!("p{turn}");
+        nova.send(&json!({"id": id, "type": "prompt", "message": text}));
+        nova.flush();
+        nova.response(&id);
+        nova.until_event("agent_settled");
+    }
+    let elapsed = started.elapsed();
+    let (settled, peak) = rss_of(nova.child.id());
+    nova.finish();
+    let conversation = sent as f64 / 1024.0;
+    println!(
+        "long conversation: {CONVERSATION_PROMPTS} prompts of {} MiB ({:.0} MiB in all) in          {:.1} s; peak RSS {} ({:.2}× the conversation, target < 2×), {} after the last turn          ({:.2}×)",
+        CONVERSATION_PROMPT_BYTES >> 20,
+        conversation / 1024.0,
+        elapsed.as_secs_f64(),
+        mib(peak),
+        peak as f64 / conversation,
+        mib(settled),
+        settled as f64 / conversation
+    );
+}
+
 /// `read` or `grep` (whose `args`) on `file`, a file of one huge line, in a nova of its own.
 fn huge_line(tool: &str, args: Value, file: &Path) {
     let mock = MockLlm::start();
@@ -312,6 +367,9 @@ fn main() {
     let wanted = |name: &str| only.is_empty() || only.iter().any(|o| name.contains(o.as_str()));
     if wanted("huge reply") {
         huge_reply();
+    }
+    if wanted("long conversation") {
+        long_conversation();
     }
     let dir = tempfile::tempdir().unwrap();
     if wanted("huge line") {

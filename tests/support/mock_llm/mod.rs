@@ -144,6 +144,8 @@ struct State {
     models: Vec<String>,
     /// What `POST /api/show` reports as each model's trained context length.
     context_lengths: std::collections::HashMap<String, u64>,
+    /// Record requests without their bodies (a bench whose conversation runs to GBs).
+    forget_bodies: bool,
 }
 
 #[derive(Default)]
@@ -247,6 +249,12 @@ impl MockLlm {
             .insert(model.to_string(), tokens);
     }
 
+    /// From now on, requests are recorded without their bodies, so a bench that sends a huge
+    /// conversation many times does not measure the mock's memory.
+    pub fn forget_bodies(&self) {
+        lock(&self.shared.state).forget_bodies = true;
+    }
+
     /// Every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<Recorded> {
         lock(&self.shared.state).requests.clone()
@@ -313,11 +321,16 @@ impl MockLlm {
         };
         let mut st = lock(&shared.state);
         let index = st.requests.len();
+        let kept = if st.forget_bodies {
+            Value::Null
+        } else {
+            body.clone()
+        };
         st.requests.push(Recorded {
             method: req.method.clone(),
             path: req.path.clone(),
             headers: req.headers,
-            body: body.clone(),
+            body: kept,
         });
         shared.cond.notify_all();
         let format = route_format(&req.path);
