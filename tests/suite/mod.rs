@@ -46,6 +46,7 @@ mod safety_files;
 mod sandbox;
 mod schema;
 mod serve;
+mod serve_acp;
 mod session_commands;
 mod session_id;
 mod session_resume;
