@@ -3,7 +3,9 @@
 //! or the prompts on the command line run once (print mode, or `--mode json`); or a command
 //! that needs no session: `nova auth …` (and `nova login|logout <provider>`), `nova update
 //! --models` (refreshes the model catalog), `nova import pi` (copies a Pi user's agent dir),
-//! `--list-models`, `--export`; or `nova serve`, many sessions over sockets, and `nova attach`, stdio bridged to one of them. Exit codes: 0 success, 1 a failed run or startup, 2 a usage error.
+//! `--list-models`, `--export`; or `nova serve`, many sessions over sockets, and `nova attach`,
+//! stdio bridged to one of them. Exit codes: 0 success, 1 a failed run or startup, 2 a usage
+//! error.
 
 use clap::error::ErrorKind;
 use nova::agent::Runtime;
