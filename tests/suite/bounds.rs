@@ -4,7 +4,7 @@
 //! command output).
 
 use crate::support::mock_llm::{Gate, MockLlm, Reply};
-use crate::support::nova_proc::{EVENT_TIMEOUT, Nova};
+use crate::support::nova_proc::{EVENT_TIMEOUT, Nova, peak_rss_kib};
 use base64::Engine;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -291,16 +291,8 @@ fn at_most_a_few_tools_run_at_once_and_results_keep_call_order() {
     assert!(most > 1, "calls still run concurrently");
 }
 
-/// Peak resident set (`VmHWM`) of process `pid`, in MiB.
 fn peak_rss_mib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap();
-    kib / 1024
+    peak_rss_kib(pid) / 1024
 }
 
 /// Runs one call of `tool` with `args` and returns its `tool_execution_end` and nova's peak RSS.

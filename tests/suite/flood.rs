@@ -6,10 +6,9 @@
 //! bounded by bytes and a snapshot that a newer one replaces is dropped unencoded.
 
 use crate::support::mock_llm::{MockLlm, Reply};
-use crate::support::nova_proc::openai_models;
+use crate::support::nova_proc::{peak_rss_kib, spawn_raw};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
@@ -24,16 +23,8 @@ const RSS_BOUND_MIB: u64 = 64;
 /// How long the whole flood may take (a debug build encodes the ~500 MB slowly).
 const FLOOD_TIMEOUT: Duration = Duration::from_secs(400);
 
-/// Peak resident set (`VmHWM`) of process `pid`, in MiB.
 fn peak_rss_mib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    kib / 1024
+    peak_rss_kib(pid) / 1024
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -73,23 +64,7 @@ fn flood(kind: &'static str, pace: Pace) -> u64 {
     let mock = MockLlm::start();
     // Longer than any flood takes (and paused whenever stdout is full): every command meets a run.
     mock.push(Reply::many_chunks(20_000, "x").delay_per_frame(Duration::from_millis(10)));
-    let agent = tempfile::tempdir().unwrap();
-    let cwd = tempfile::tempdir().unwrap();
-    std::fs::write(
-        agent.path().join("models.json"),
-        openai_models(&mock).to_string(),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nova"))
-        .args(["--mode", "rpc", "--no-session"])
-        .current_dir(cwd.path())
-        .env("NOVA_AGENT_DIR", agent.path())
-        .env("HOME", cwd.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (mut child, _dirs) = spawn_raw(&mock);
     let pid = child.id();
     let mut stdin = BufWriter::new(child.stdin.take().unwrap());
     let stdout = child.stdout.take().unwrap();

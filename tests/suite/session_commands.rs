@@ -376,15 +376,9 @@ fn list_sessions_summarises_the_cwd_s_sessions_or_all_of_them_newest_first() {
     finish(nova);
 }
 
-/// Peak resident memory of a process, in bytes (`VmHWM` in `/proc/<pid>/status`).
+/// Peak resident memory of a process, in bytes.
 fn peak_rss(pid: u32) -> u64 {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kib * 1024
+    crate::support::nova_proc::peak_rss_kib(pid) * 1024
 }
 
 /// Issue 30 item 7: session files holding one huge line each (here 64 MiB of a `message` line,

@@ -78,6 +78,41 @@ fn models_json(provider: &str, api: &str, base_url: &str) -> Value {
     })
 }
 
+/// Peak resident set (`VmHWM`) of process `pid`, in KiB; 0 once the process is gone.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// nova in RPC mode (no session file) on `mock`'s OpenAI-compatible endpoint with its pipes
+/// left to the test, for tests that read stdout at their own pace. The agent dir and cwd
+/// returned must outlive the child.
+pub fn spawn_raw(mock: &MockLlm) -> (Child, [TempDir; 2]) {
+    let agent = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(
+        agent.path().join("models.json"),
+        openai_models(mock).to_string(),
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_nova"))
+        .args(["--mode", "rpc", "--no-session"])
+        .current_dir(cwd.path())
+        .env("NOVA_AGENT_DIR", agent.path())
+        .env("HOME", cwd.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (child, [agent, cwd])
+}
+
 /// One stdout line: the raw text, its JSON and its decoded form.
 #[derive(Debug, Clone)]
 pub struct Line {
