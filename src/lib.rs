@@ -34,6 +34,7 @@ pub mod glob;
 pub mod login;
 pub mod mcp;
 pub mod pace;
+pub mod package_command;
 pub mod print;
 pub mod protocol;
 pub mod provider;

@@ -133,7 +133,12 @@ fn git(url: &str) -> Option<Source> {
     let (repo, host, path, reference) = if let Some(rest) = url.strip_prefix("git@") {
         let (host, path) = rest.split_once(':')?;
         let (path, reference) = split_ref(path);
-        (format!("git@{host}:{path}"), host.to_owned(), path, reference)
+        (
+            format!("git@{host}:{path}"),
+            host.to_owned(),
+            path,
+            reference,
+        )
     } else if let Some((scheme, rest)) = url.split_once("://") {
         let (authority, path) = rest.split_once('/')?;
         let host = authority.rsplit('@').next().unwrap_or(authority);
@@ -151,7 +156,12 @@ fn git(url: &str) -> Option<Source> {
             return None;
         }
         let (path, reference) = split_ref(path);
-        (format!("https://{host}/{path}"), host.to_owned(), path, reference)
+        (
+            format!("https://{host}/{path}"),
+            host.to_owned(),
+            path,
+            reference,
+        )
     };
     let path = path.trim_end_matches(".git").to_owned();
     let unsafe_part = |s: &str| {
@@ -431,7 +441,10 @@ fn manifest(root: &Path) -> Option<serde_json::Map<String, Value>> {
     }
 }
 
-fn manifest_list(manifest: Option<&serde_json::Map<String, Value>>, kind: Kind) -> Option<Vec<String>> {
+fn manifest_list(
+    manifest: Option<&serde_json::Map<String, Value>>,
+    kind: Kind,
+) -> Option<Vec<String>> {
     let list = manifest?.get(kind.key())?.as_array()?;
     Some(
         list.iter()
@@ -445,9 +458,11 @@ fn manifest_list(manifest: Option<&serde_json::Map<String, Value>>, kind: Kind) 
 /// directories. `None` when the package declares nothing and no filter applies.
 fn package(root: &Path, entry: &Entry) -> Option<Found> {
     let manifest = manifest(root);
-    let declares = manifest
-        .as_ref()
-        .is_some_and(|m| ["extensions", "skills", "prompts", "themes"].iter().any(|k| m.contains_key(*k)));
+    let declares = manifest.as_ref().is_some_and(|m| {
+        ["extensions", "skills", "prompts", "themes"]
+            .iter()
+            .any(|k| m.contains_key(*k))
+    });
     let mut found = Found::default();
     let mut any = false;
     for kind in Kind::ALL {
@@ -474,9 +489,8 @@ fn package(root: &Path, entry: &Entry) -> Option<Found> {
 /// A manifest list: its paths and globs (relative to the package), expanded, then its own
 /// `!`/`+`/`-` patterns applied.
 fn from_manifest(root: &Path, entries: &[String], kind: Kind) -> Vec<PathBuf> {
-    let (overrides, plain): (Vec<&String>, Vec<&String>) = entries
-        .iter()
-        .partition(|e| e.starts_with(['!', '+', '-']));
+    let (overrides, plain): (Vec<&String>, Vec<&String>) =
+        entries.iter().partition(|e| e.starts_with(['!', '+', '-']));
     let mut files = Vec::new();
     for entry in plain {
         let paths = if entry.contains(['*', '?']) {
@@ -630,7 +644,11 @@ fn names(file: &Path, root: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut add = |p: &Path| {
         out.push(text(p.strip_prefix(root).unwrap_or(p)));
-        out.push(p.file_name().map(|n| text(Path::new(n))).unwrap_or_default());
+        out.push(
+            p.file_name()
+                .map(|n| text(Path::new(n)))
+                .unwrap_or_default(),
+        );
         out.push(text(p));
     };
     add(file);
@@ -740,17 +758,28 @@ mod tests {
             &mut Vec::new(),
         );
         let paths = |l: &[(PathBuf, SourceScope)]| -> Vec<PathBuf> {
-            l.iter().map(|(p, _)| p.strip_prefix(tmp.path()).unwrap().to_path_buf()).collect()
+            l.iter()
+                .map(|(p, _)| p.strip_prefix(tmp.path()).unwrap().to_path_buf())
+                .collect()
         };
         assert_eq!(
             paths(&found.extensions),
-            vec![PathBuf::from("conv/extensions/a.ts"), "conv/extensions/sub/index.js".into()]
+            vec![
+                PathBuf::from("conv/extensions/a.ts"),
+                "conv/extensions/sub/index.js".into()
+            ]
         );
         assert_eq!(
             paths(&found.skills),
-            vec![PathBuf::from("conv/skills/one/SKILL.md"), "conv/skills/top.md".into()]
+            vec![
+                PathBuf::from("conv/skills/one/SKILL.md"),
+                "conv/skills/top.md".into()
+            ]
         );
-        assert_eq!(paths(&found.prompts), vec![PathBuf::from("conv/prompts/deep/review.md")]);
+        assert_eq!(
+            paths(&found.prompts),
+            vec![PathBuf::from("conv/prompts/deep/review.md")]
+        );
 
         let man = tmp.path().join("man");
         write(
@@ -769,7 +798,10 @@ mod tests {
             false,
             &mut Vec::new(),
         );
-        assert_eq!(paths(&found.extensions), vec![PathBuf::from("man/src/main.ts")]);
+        assert_eq!(
+            paths(&found.extensions),
+            vec![PathBuf::from("man/src/main.ts")]
+        );
         assert_eq!(paths(&found.prompts), vec![PathBuf::from("man/res/p.md")]);
         // The manifest declares resources, so an undeclared directory is not read.
         assert!(found.skills.is_empty());
@@ -802,7 +834,11 @@ mod tests {
             &[entry(
                 &pkg,
                 [
-                    strings(&["extensions/*.ts", "!extensions/legacy.ts", "-extensions/b.ts"]),
+                    strings(&[
+                        "extensions/*.ts",
+                        "!extensions/legacy.ts",
+                        "-extensions/b.ts",
+                    ]),
                     strings(&[]),
                     strings(&["prompts/review.md"]),
                 ],
@@ -813,7 +849,9 @@ mod tests {
             &mut Vec::new(),
         );
         let names = |l: &[(PathBuf, SourceScope)]| -> Vec<String> {
-            l.iter().map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned()).collect()
+            l.iter()
+                .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
         };
         assert_eq!(names(&found.extensions), vec!["a.ts"]);
         assert!(found.skills.is_empty());
@@ -823,7 +861,11 @@ mod tests {
         let found = resolve(
             &[entry(
                 &pkg,
-                [strings(&["!*.ts", "+extensions/legacy.ts", "nowhere/x.ts"]), None, None],
+                [
+                    strings(&["!*.ts", "+extensions/legacy.ts", "nowhere/x.ts"]),
+                    None,
+                    None,
+                ],
             )],
             tmp.path(),
             tmp.path(),
@@ -855,8 +897,14 @@ mod tests {
         let entries = [user, project, missing];
         let mut warnings = Vec::new();
         let untrusted = resolve(&entries, &agent, &cwd, false, &mut warnings);
-        assert_eq!(untrusted.extensions, vec![(user_copy.join("extensions/t.ts"), SourceScope::User)]);
-        assert!(warnings[0].contains("npm:absent@1.0.0 is not installed"), "{warnings:?}");
+        assert_eq!(
+            untrusted.extensions,
+            vec![(user_copy.join("extensions/t.ts"), SourceScope::User)]
+        );
+        assert!(
+            warnings[0].contains("npm:absent@1.0.0 is not installed"),
+            "{warnings:?}"
+        );
         let trusted = resolve(&entries, &agent, &cwd, true, &mut Vec::new());
         assert_eq!(
             trusted.extensions,

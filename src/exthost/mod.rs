@@ -19,7 +19,7 @@
 mod node;
 mod wire;
 
-pub use node::{MIN_NODE, NodeError, PI_VERSION};
+pub use node::{MIN_NODE, NodeError, PI_VERSION, npm};
 
 use crate::agent::port::{self, Reply};
 use crate::agent::{Agent, EventSink, Extensions, Hooked, Input, Live, Reviewed, Subscription};

@@ -14,13 +14,13 @@ use std::time::Duration;
 
 /// Loading compiles the extension's TypeScript and imports Pi's packages: seconds on a busy
 /// machine.
-const LOAD: Duration = Duration::from_secs(90);
+pub(super) const LOAD: Duration = Duration::from_secs(90);
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Pi 1.6's install: its `node_modules`, which holds Pi's packages and the Node that runs them.
 // The skip must be visible: a silent pass would hide that no extension ran.
 #[allow(clippy::print_stderr)]
-fn pi_modules() -> Option<PathBuf> {
+pub(super) fn pi_modules() -> Option<PathBuf> {
     let dir = std::env::var_os("NOVA_PI_DIR")
         .map(PathBuf::from)
         .or_else(|| {
@@ -46,7 +46,7 @@ fn pi_modules() -> Option<PathBuf> {
 }
 
 /// A builder whose nova finds Pi's packages and Node without npm.
-fn with_pi(builder: NovaBuilder, modules: &std::path::Path) -> NovaBuilder {
+pub(super) fn with_pi(builder: NovaBuilder, modules: &std::path::Path) -> NovaBuilder {
     builder
         .env(
             "NOVA_NODE",
@@ -59,7 +59,7 @@ fn with_pi(builder: NovaBuilder, modules: &std::path::Path) -> NovaBuilder {
 }
 
 /// Waits (generously) for the first answer: nova answers nothing before its extensions load.
-fn commands(nova: &mut Nova) -> Vec<Value> {
+pub(super) fn commands(nova: &mut Nova) -> Vec<Value> {
     nova.send(&json!({"id": "cmds", "type": "get_commands"}));
     let r = nova.wait_for(|v| v["id"] == "cmds", LOAD);
     assert_eq!(r["success"], true, "{r}");

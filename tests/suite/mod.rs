@@ -29,6 +29,7 @@ mod oneshot;
 mod openai_codex;
 mod openai_responses;
 mod orphans;
+mod packages;
 mod parity;
 mod permission;
 mod pi_client;
