@@ -42,7 +42,8 @@ const PARALLEL_READS: usize = 4;
 const HUGE_REPLY_CALLS: usize = 100_000;
 const HUGE_LINE_BYTES: usize = 512 * 1024 * 1024;
 const CONVERSATION_PROMPTS: usize = 25;
-const CONVERSATION_PROMPT_BYTES: usize = 8 << 20;
+/// Just under RPC mode's 8 MiB record limit, with room for the command around the text.
+const CONVERSATION_PROMPT_BYTES: usize = (79 << 20) / 10;
 
 /// nova in RPC mode on the mock, with a reader thread that parses only the responses (lines
 /// starting `{"id"`) and passes on small events and tool results; the rest (the flood's
@@ -321,8 +322,10 @@ fn long_conversation() {
     nova.finish();
     let conversation = sent as f64 / 1024.0;
     println!(
-        "long conversation: {CONVERSATION_PROMPTS} prompts of {} MiB ({:.0} MiB in all) in          {:.1} s; peak RSS {} ({:.2}× the conversation, target < 2×), {} after the last turn          ({:.2}×)",
-        CONVERSATION_PROMPT_BYTES >> 20,
+        "long conversation: {CONVERSATION_PROMPTS} prompts of {:.1} MiB ({:.0} MiB in all) in \
+         {:.1} s; peak RSS {} ({:.2}× the conversation, target < 2×), {} after the last turn \
+         ({:.2}×)",
+        CONVERSATION_PROMPT_BYTES as f64 / f64::from(1u32 << 20),
         conversation / 1024.0,
         elapsed.as_secs_f64(),
         mib(peak),

@@ -8,6 +8,10 @@
 //! The crate's JSON-RPC layer reads lines from nova's own bounded record reader and writes
 //! through the one stdout writer, so an oversized message costs at most the record limit and a
 //! client that stops reading pauses the streams that feed it.
+//!
+//! The same connection also runs over other transports ([`serve_remote`]: `nova serve`'s
+//! WebSocket, one message per frame), through the crate's [`Lines`] transport, which takes any
+//! stream and sink of messages; there it is one client among others, confined by a [`Host`].
 
 mod convert;
 mod server;
@@ -19,6 +23,7 @@ use crate::frontend::{self, Second, Signals, writer};
 use agent_client_protocol::{
     Agent as AgentRole, Lines, on_receive_notification, on_receive_request,
 };
+pub use server::Host;
 use server::Server;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -48,8 +53,11 @@ pub async fn run(runtime: Runtime) -> ExitCode {
         Ok(s) => s,
         Err(e) => return frontend::fatal(&format!("cannot install signal handlers: {e}")),
     };
-    let server = Arc::new(Server::new(runtime, out.clone()));
-    let connection = serve(server.clone(), transport(out.clone()));
+    let server = Arc::new(Server::new(Arc::new(runtime), None, out.clone()));
+    let connection = serve(
+        server.clone(),
+        Lines::new(outgoing(out.clone()), incoming()),
+    );
     tokio::select! {
         result = connection => {
             if let Err(e) = result {
@@ -63,14 +71,78 @@ pub async fn run(runtime: Runtime) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Lines in from stdin through the bounded reader (on a plain thread: stdin has no useful async
-/// form), lines out through the stdout writer.
-fn transport(
+/// One ACP connection of a process that serves other clients too (`nova serve`'s WebSocket):
+/// each item of `incoming` is one JSON-RPC message, and each message nova sends is handed to
+/// `frames`, until either side ends. The messages go through the same bounded writer as on
+/// stdout (on a thread of the connection's own, handing them over one by one), so a client
+/// that stops reading pauses the streams that feed it, as on stdio. When the connection ends,
+/// the sessions it opened are closed, their files kept for `session/load`.
+pub async fn serve_remote(
+    runtime: Arc<Runtime>,
+    host: Arc<dyn Host>,
+    incoming: impl futures_util::Stream<Item = String> + Send + 'static,
+    frames: tokio::sync::mpsc::Sender<String>,
+) {
+    let (out, writer) = frontend::writer::spawn::<Json, _>(Frames {
+        to: frames,
+        line: Vec::new(),
+    });
+    let server = Arc::new(Server::new(runtime, Some(host), out.clone()));
+    let incoming = futures_util::StreamExt::map(incoming, Ok);
+    if let Err(e) = serve(server.clone(), Lines::new(outgoing(out.clone()), incoming)).await {
+        tracing::debug!("an ACP connection ended: {e}");
+    }
+    server.shutdown().await;
+    frontend::close_writer(&out, writer).await;
+}
+
+/// The writer's output cut back into messages (the writer ends each with a newline, which
+/// JSON text never holds unescaped), each handed to the connection's transport.
+struct Frames {
+    to: tokio::sync::mpsc::Sender<String>,
+    line: Vec<u8>,
+}
+
+impl std::io::Write for Frames {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut rest = buf;
+        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+            self.line.extend_from_slice(&rest[..end]);
+            rest = &rest[end + 1..];
+            let line = String::from_utf8(std::mem::take(&mut self.line))
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+            // Waits while the transport is busy, as a write to a full pipe would; fails once
+            // the connection is gone.
+            self.to
+                .blocking_send(line)
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
+        }
+        self.line.extend_from_slice(rest);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Lines out through `out`, waiting while it is full.
+fn outgoing(
     out: Outbox,
-) -> Lines<
-    impl futures_util::Sink<String, Error = std::io::Error> + Send + 'static,
-    impl futures_util::Stream<Item = std::io::Result<String>> + Send + 'static,
-> {
+) -> impl futures_util::Sink<String, Error = std::io::Error> + Send + 'static {
+    Box::pin(futures_util::sink::unfold(
+        out,
+        |out, line: String| async move {
+            out.ready().await;
+            out.push(Json(line));
+            Ok::<_, std::io::Error>(out)
+        },
+    ))
+}
+
+/// Lines in from stdin through the bounded reader (on a plain thread: stdin has no useful async
+/// form).
+fn incoming() -> impl futures_util::Stream<Item = std::io::Result<String>> + Send + 'static {
     let (tx, rx) = tokio::sync::mpsc::channel::<Record>(16);
     std::thread::spawn(move || {
         let mut reader = RecordReader::new(std::io::stdin().lock());
@@ -80,7 +152,7 @@ fn transport(
             }
         }
     });
-    let incoming = futures_util::stream::unfold(rx, |mut rx| async move {
+    futures_util::stream::unfold(rx, |mut rx| async move {
         loop {
             let line = match rx.recv().await? {
                 Record::Line(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => continue,
@@ -96,13 +168,7 @@ fn transport(
             };
             return Some((Ok(line), rx));
         }
-    });
-    let outgoing = futures_util::sink::unfold(out, |out, line: String| async move {
-        out.ready().await;
-        out.push(Json(line));
-        Ok::<_, std::io::Error>(out)
-    });
-    Lines::new(Box::pin(outgoing), incoming)
+    })
 }
 
 async fn serve(

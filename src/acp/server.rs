@@ -8,7 +8,7 @@
 use super::Outbox;
 use super::convert;
 use super::sink::{AcpSink, FollowUp};
-use crate::agent::{Agent, CommandError, Prepared, Prompted, Runtime, Subscription};
+use crate::agent::{Agent, CommandError, Live, Prepared, Prompted, Runtime, Subscription};
 use crate::config::{Resume, SessionSpec};
 use crate::gate::Approval;
 use crate::mcp::{ClientServer, ClientTransport};
@@ -30,8 +30,23 @@ const MODEL: &str = "model";
 const THOUGHT_LEVEL: &str = "thought_level";
 const MODE: &str = "mode";
 
+/// What a process that serves ACP connections beside other clients (`nova serve`) asks of
+/// each connection: where sessions may be opened, and to hear which sessions it holds.
+pub trait Host: Send + Sync {
+    /// The directory a session may be opened in (canonical), or why not.
+    fn admit(&self, cwd: &Path) -> Result<PathBuf, String>;
+    /// Whether a stored session in `cwd` may be listed.
+    fn lists(&self, cwd: &Path) -> bool;
+    /// The connection opened (or loaded) the live session `id`.
+    fn opened(&self, id: &str);
+    /// The connection let go of the live session `id` (closed it, or it was replaced).
+    fn closed(&self, id: &str);
+}
+
 pub struct Server {
-    runtime: Runtime,
+    runtime: Arc<Runtime>,
+    /// `None` on stdio, where the connection is the process's only client.
+    host: Option<Arc<dyn Host>>,
     out: Outbox,
     /// Whether the client offered to read files for nova (`initialize`).
     client_files: AtomicBool,
@@ -42,6 +57,7 @@ pub struct Server {
 
 /// This connection's attachment to one live session.
 struct Open {
+    live: Arc<Live>,
     agent: Agent,
     /// The sink's place among the session's subscribers.
     _subscription: Subscription,
@@ -53,9 +69,10 @@ struct Open {
 }
 
 impl Server {
-    pub fn new(runtime: Runtime, out: Outbox) -> Server {
+    pub fn new(runtime: Arc<Runtime>, host: Option<Arc<dyn Host>>, out: Outbox) -> Server {
         Server {
             runtime,
+            host,
             out,
             client_files: AtomicBool::new(false),
             client_terminal: AtomicBool::new(false),
@@ -120,12 +137,29 @@ impl Server {
         spec: SessionSpec,
         cx: &ConnectionTo<Client>,
     ) -> Result<(acp::SessionId, Arc<Open>), Error> {
-        self.launch(self.prepare(&spec)?, cx)
+        // Loading a session replaces its live agent (a file has one writer): another client's
+        // session is not this connection's to take over.
+        if let Resume::Id(id) = &spec.resume
+            && self.runtime.live().find(id).is_some()
+            && !self
+                .attached()
+                .contains_key(&acp::SessionId::new(id.as_str()))
+        {
+            return Err(Error::invalid_request().data(json!(format!(
+                "session {id} is open in another client of this server; close it there first"
+            ))));
+        }
+        self.launch(self.prepare(spec)?, cx)
     }
 
-    fn prepare(&self, spec: &SessionSpec) -> Result<Prepared, Error> {
+    fn prepare(&self, mut spec: SessionSpec) -> Result<Prepared, Error> {
+        if let Some(host) = &self.host {
+            spec.cwd = host
+                .admit(&spec.cwd)
+                .map_err(|e| Error::invalid_params().data(json!(e)))?;
+        }
         self.runtime
-            .prepare(spec)
+            .prepare(&spec)
             .map_err(|e| Error::invalid_params().data(json!(e.to_string())))
     }
 
@@ -152,6 +186,9 @@ impl Server {
             tx,
         ));
         let (live, subscription) = self.runtime.live().open(prepared, sink.clone());
+        if let Some(host) = &self.host {
+            host.opened(live.id());
+        }
         let agent = live.agent().clone();
         if self.client_files.load(Ordering::SeqCst) {
             agent.set_editor_files(Arc::new(ClientFiles {
@@ -174,6 +211,7 @@ impl Server {
             rx,
         ));
         let open = Arc::new(Open {
+            live,
             agent,
             _subscription: subscription,
             sink,
@@ -183,6 +221,9 @@ impl Server {
         // The runtime has stopped the session this one replaced; its follow-up task ends here.
         if let Some(old) = self.attached().insert(id.clone(), open.clone()) {
             old.follow.abort();
+            if let Some(host) = &self.host {
+                host.closed(&id.0);
+            }
         }
         Ok((id, open))
     }
@@ -242,7 +283,7 @@ impl Server {
     ) -> Result<(), Error> {
         let resume = Resume::Id(req.session_id.0.to_string());
         let forked = spec(&req.cwd, resume, &req.mcp_servers)
-            .and_then(|s| self.prepare(&s))
+            .and_then(|s| self.prepare(s))
             .and_then(|mut prepared| {
                 prepared
                     .clone_session()
@@ -300,7 +341,10 @@ impl Server {
         };
         let server = self.clone();
         cx.spawn(async move {
-            let listed = server.runtime.list_sessions(req.cwd).await;
+            let mut listed = server.runtime.list_sessions(req.cwd).await;
+            if let Some(host) = &server.host {
+                listed.retain(|s| host.lists(Path::new(&s.cwd)));
+            }
             // The listing is newest first, then by path: a page starts after the cursor's
             // session in that order, so sessions written meanwhile move to the front instead
             // of shifting the pages.
@@ -335,7 +379,7 @@ impl Server {
         open.follow.abort();
         let server = self.clone();
         cx.spawn(async move {
-            server.runtime.live().close(&req.session_id.0).await;
+            server.let_go(&open).await;
             // Attached until the aborted run's last events have gone out.
             drop(open);
             responder.respond(acp::CloseSessionResponse::new())
@@ -461,15 +505,26 @@ impl Server {
         Ok(acp::SetSessionModeResponse::new())
     }
 
-    /// Aborts every session's run and stops their MCP servers.
+    /// Closes every session this connection holds: aborts its run and stops its MCP servers.
+    /// Their files stay, to be loaded again.
     pub async fn shutdown(&self) {
         let attached: Vec<Arc<Open>> = self.attached().drain().map(|(_, o)| o).collect();
         for open in &attached {
             open.follow.abort();
         }
         // Attached until the aborted runs' last events have gone out.
-        self.runtime.live().close_all().await;
+        for open in &attached {
+            self.let_go(open).await;
+        }
         drop(attached);
+    }
+
+    /// Closes the session `open` holds, unless another connection has since replaced it.
+    async fn let_go(&self, open: &Open) {
+        self.runtime.live().close_exactly(&open.live).await;
+        if let Some(host) = &self.host {
+            host.closed(open.live.id());
+        }
     }
 }
 

@@ -102,6 +102,20 @@ impl LiveSessions {
         true
     }
 
+    /// [`Self::close`] for `live` itself: `false`, and nothing closed, when the table holds
+    /// another session of its id (one that replaced it) or none.
+    pub async fn close_exactly(&self, live: &Arc<Live>) -> bool {
+        {
+            let mut sessions = self.lock();
+            match sessions.get(live.id()) {
+                Some(held) if Arc::ptr_eq(held, live) => sessions.remove(live.id()),
+                _ => return false,
+            };
+        }
+        live.stop().await;
+        true
+    }
+
     /// Stops every live session (at shutdown).
     pub async fn close_all(&self) {
         let all: Vec<Arc<Live>> = self.lock().drain().map(|(_, live)| live).collect();

@@ -15,6 +15,7 @@
 mod auth;
 pub mod bridge;
 mod connection;
+mod editor;
 mod journal;
 mod routes;
 
@@ -29,10 +30,11 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// What the server shares between its requests.
 struct Server {
-    runtime: Runtime,
+    runtime: Arc<Runtime>,
     /// Canonical directories sessions may be opened under.
     roots: Vec<PathBuf>,
     origins: Vec<String>,
@@ -40,8 +42,12 @@ struct Server {
     token: Token,
     /// Each served live session's journal (the sessions themselves are the runtime's).
     journals: Mutex<HashMap<String, Served>>,
+    /// How many ACP connections hold each live session they opened ([`editor`]).
+    editors: Mutex<HashMap<String, usize>>,
     /// Set on SIGTERM/SIGINT: no session is opened any more, and `/health` says so.
     draining: AtomicBool,
+    /// Cancelled once the server stops: the ACP connections end.
+    stopped: CancellationToken,
 }
 
 /// A live session's numbered stream, subscribed to it for as long as the session is served.
@@ -62,6 +68,16 @@ impl Server {
             served.journal.close();
         }
         self.runtime.live().close(id).await
+    }
+
+    fn editors(&self) -> MutexGuard<'_, HashMap<String, usize>> {
+        self.editors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The clients attached to a live session now: RPC WebSockets and ACP connections.
+    fn clients(&self, id: &str) -> usize {
+        let rpc = self.journals().get(id).map_or(0, |s| s.journal.clients());
+        rpc + self.editors().get(id).copied().unwrap_or(0)
     }
 
     fn draining(&self) -> bool {
@@ -97,6 +113,13 @@ async fn close_idle(server: Arc<Server>, after: Duration) {
             })
             .map(|(id, _)| id.clone())
             .collect();
+        // An ACP connection's sessions last as long as it does.
+        let idle: Vec<String> = {
+            let editors = server.editors();
+            idle.into_iter()
+                .filter(|id| !editors.contains_key(id))
+                .collect()
+        };
         for id in idle {
             let busy = server
                 .runtime
@@ -156,12 +179,14 @@ pub async fn run(runtime: Runtime, args: ServeArgs) -> ExitCode {
         Err(e) => return frontend::fatal(&format!("cannot install signal handlers: {e}")),
     };
     let server = Arc::new(Server {
-        runtime,
+        runtime: Arc::new(runtime),
         roots,
         origins: args.allow_origins.clone(),
         token,
         journals: Mutex::default(),
+        editors: Mutex::default(),
         draining: AtomicBool::new(false),
+        stopped: CancellationToken::new(),
     });
     let mut tasks = tokio::task::JoinSet::new();
     if let Some(path) = &args.socket {
@@ -205,6 +230,7 @@ pub async fn run(runtime: Runtime, args: ServeArgs) -> ExitCode {
         }
     };
     tasks.abort_all();
+    server.stopped.cancel();
     // Every session's connections end and its run (if any is left) is aborted, so the last
     // records are written before the process goes.
     for (_, served) in server.journals().drain() {

@@ -4,7 +4,7 @@
 //! whose fault it is.
 
 use super::journal::{ClientKey, Journal};
-use super::{Served, Server, auth, connection};
+use super::{Served, Server, auth, connection, editor};
 use crate::config::{ModelChoice, Resume, SessionSpec};
 use crate::frontend::reader::MAX_RECORD;
 use axum::extract::ws::WebSocketUpgrade;
@@ -29,6 +29,7 @@ pub(super) fn router(server: Shared, tcp: bool) -> Router {
         .route("/v1/sessions", post(open).get(list))
         .route("/v1/sessions/{id}", delete(close))
         .route("/v1/sessions/{id}/rpc", get(attach))
+        .route("/v1/acp", get(editor))
         .layer(middleware::from_fn_with_state(server.clone(), guard));
     let app = if tcp {
         app.layer(middleware::from_fn_with_state(server.clone(), bearer))
@@ -39,7 +40,7 @@ pub(super) fn router(server: Shared, tcp: bool) -> Router {
 }
 
 /// A refusal: its status and what to tell the client.
-struct Refusal(StatusCode, String);
+pub(super) struct Refusal(StatusCode, pub(super) String);
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
@@ -117,10 +118,7 @@ async fn open(
     body: Result<Json<OpenRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Result<(StatusCode, Json<Value>), Refusal> {
     if server.draining() {
-        return Err(Refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "nova serve is shutting down: open the session on another server".to_owned(),
-        ));
+        return Err(shutting_down());
     }
     let Json(req) = body.map_err(|e| Refusal(StatusCode::BAD_REQUEST, e.body_text()))?;
     let cwd = server.allowed_cwd(&req.cwd)?;
@@ -242,6 +240,27 @@ async fn attach(
         .on_upgrade(move |socket| connection::serve(socket, live, journal, client, query.since)))
 }
 
+/// An ACP client: one JSON-RPC message per text frame ([`editor`](super::editor)).
+async fn editor(
+    State(server): State<Shared>,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, Refusal> {
+    if server.draining() {
+        return Err(shutting_down());
+    }
+    Ok(upgrade
+        .max_message_size(MAX_RECORD)
+        .max_frame_size(MAX_RECORD)
+        .on_upgrade(move |socket| editor::serve(server, socket)))
+}
+
+fn shutting_down() -> Refusal {
+    Refusal(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "nova serve is shutting down: open the session on another server".to_owned(),
+    )
+}
+
 fn not_live(id: &str) -> Refusal {
     Refusal(
         StatusCode::NOT_FOUND,
@@ -251,7 +270,7 @@ fn not_live(id: &str) -> Refusal {
 
 impl Server {
     /// `cwd`, canonical, when it lies under a root.
-    fn allowed_cwd(&self, cwd: &std::path::Path) -> Result<PathBuf, Refusal> {
+    pub(super) fn allowed_cwd(&self, cwd: &std::path::Path) -> Result<PathBuf, Refusal> {
         let refuse = |why: String| Refusal(StatusCode::FORBIDDEN, why);
         if !cwd.is_absolute() {
             return Err(Refusal(
@@ -280,7 +299,7 @@ impl Server {
         Ok(canonical)
     }
 
-    fn under_roots(&self, dir: &std::path::Path) -> bool {
+    pub(super) fn under_roots(&self, dir: &std::path::Path) -> bool {
         self.roots.iter().any(|root| dir.starts_with(root))
     }
 
@@ -301,10 +320,7 @@ impl Server {
     }
 
     fn describe_live(&self, live: &crate::agent::Live) -> Value {
-        let clients = self
-            .journals()
-            .get(live.id())
-            .map_or(0, |s| s.journal.clients());
+        let clients = self.clients(live.id());
         json!({
             "id": live.id(),
             "cwd": live.cwd(),

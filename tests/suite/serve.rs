@@ -14,26 +14,26 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{WebSocketStream, client_async};
 
-const WAIT: Duration = Duration::from_secs(10);
+pub(super) const WAIT: Duration = Duration::from_secs(10);
 
 /// Where a test reaches the server.
 #[derive(Clone)]
-enum Addr {
+pub(super) enum Addr {
     Unix(PathBuf),
     Tcp(String),
 }
 
 /// A running `nova serve` and how to reach it.
-struct Served {
-    nova: Nova,
-    addr: Addr,
-    token: Option<String>,
+pub(super) struct Served {
+    pub(super) nova: Nova,
+    pub(super) addr: Addr,
+    pub(super) token: Option<String>,
     _sock_dir: tempfile::TempDir,
 }
 
 /// `nova serve --socket …` (or `--listen 127.0.0.1:0` with `token`) over the mock's Ollama
 /// models, with `--root` the test's cwd.
-fn serve(mock: &MockLlm, tcp_token: Option<&str>) -> Served {
+pub(super) fn serve(mock: &MockLlm, tcp_token: Option<&str>) -> Served {
     serve_with(mock, tcp_token, &[])
 }
 
@@ -69,10 +69,10 @@ fn serve_with(mock: &MockLlm, tcp_token: Option<&str>, extra: &[&str]) -> Served
     }
 }
 
-trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+pub(super) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
-async fn connect(addr: &Addr) -> Box<dyn Io> {
+pub(super) async fn connect(addr: &Addr) -> Box<dyn Io> {
     match addr {
         Addr::Unix(path) => Box::new(UnixStream::connect(path).await.unwrap()),
         Addr::Tcp(at) => Box::new(TcpStream::connect(at).await.unwrap()),
@@ -81,7 +81,7 @@ async fn connect(addr: &Addr) -> Box<dyn Io> {
 
 impl Served {
     /// One HTTP/1.1 request; the status and the JSON body (`null` when empty).
-    async fn http(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(super) async fn http(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let auth = self
             .token
             .as_ref()
@@ -90,7 +90,7 @@ impl Served {
         self.http_raw(method, path, body, &auth).await
     }
 
-    async fn http_raw(
+    pub(super) async fn http_raw(
         &self,
         method: &str,
         path: &str,
