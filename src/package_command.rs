@@ -214,9 +214,9 @@ fn remove(place: &Place, text: &str, scope: SourceScope) -> Result<(), String> {
             let named = entry
                 .as_str()
                 .or_else(|| entry.get("source").and_then(Value::as_str));
-            !named
+            named
                 .and_then(|s| Source::parse(s).ok())
-                .is_some_and(|s| s.identity(&base) == identity)
+                .is_none_or(|s| s.identity(&base) != identity)
         })
         .cloned()
         .collect();

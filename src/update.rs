@@ -47,6 +47,12 @@ pub fn parse(args: &[String]) -> Option<Result<Request, ExitCode>> {
         rest = more;
         match flag.as_str() {
             "--models" => models = true,
+            "--self" | "self" | "pi" | "--force" => {
+                return Some(Err(usage_error(&format!(
+                    "{USAGE} (nova does not update itself: it updates only its model catalog \
+                     and pi packages)"
+                ))));
+            }
             // nova has no self-update: `--all` is every package.
             "--extensions" | "--all" => packages = true,
             "-a" | "--approve" => trust = Some(true),
@@ -84,7 +90,8 @@ pub fn parse(args: &[String]) -> Option<Result<Request, ExitCode>> {
             "{USAGE} (the model catalog and packages are updated one at a time)"
         )))),
         (false, false) => Some(Err(usage_error(&format!(
-            "{USAGE} (nova does not update itself: name --models or --extensions)"
+            "{USAGE} (nova does not update itself: it updates only its model catalog and pi \
+             packages)"
         )))),
     }
 }

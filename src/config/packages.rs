@@ -477,7 +477,7 @@ fn package(root: &Path, entry: &Entry) -> Option<Found> {
             }
         };
         let files = match entry.filter(kind) {
-            Some(patterns) if patterns.is_empty() => Vec::new(),
+            Some([]) => Vec::new(),
             Some(patterns) => apply(&all, patterns, root),
             None => all,
         };
