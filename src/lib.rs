@@ -31,6 +31,7 @@ pub mod files;
 pub mod frontend;
 pub mod gate;
 pub mod glob;
+pub mod import;
 pub mod login;
 pub mod mcp;
 pub mod pace;

@@ -2,8 +2,10 @@
 //! describe: the RPC loop (`--mode rpc`), the Agent Client Protocol for editors (`--mode acp`),
 //! or the prompts on the command line run once (print mode, or `--mode json`); or a command
 //! that needs no session: `nova auth …` (and `nova login|logout <provider>`), `nova update
-//! --models` (refreshes the model catalog), `--list-models`, `--export`; or `nova serve`, many
-//! sessions over sockets, and `nova attach`, stdio bridged to one of them. Exit codes: 0 success, 1 a failed run or startup, 2 a usage error.
+//! --models` (refreshes the model catalog), `nova import pi` (copies a Pi user's agent dir),
+//! `--list-models`, `--export`; or `nova serve`, many sessions over sockets, and `nova attach`,
+//! stdio bridged to one of them. Exit codes: 0 success, 1 a failed run or startup, 2 a usage
+//! error.
 
 use clap::error::ErrorKind;
 use nova::agent::Runtime;
@@ -51,6 +53,16 @@ fn main() -> ExitCode {
     if let Some(request) = nova::update::parse(&args) {
         return match request {
             Ok(request) => with_runtime(nova::update::run(request, &nova::config::agent_dir())),
+            Err(code) => code,
+        };
+    }
+    if let Some(request) = nova::import::parse(&args) {
+        return match request {
+            Ok(request) => with_runtime(nova::import::run(
+                request,
+                &nova::import::pi_agent_dir(),
+                &nova::config::agent_dir(),
+            )),
             Err(code) => code,
         };
     }

@@ -162,6 +162,53 @@ pub async fn store(path: &Path, provider: &str, entry: Option<Value>) -> Result<
     Ok(had)
 }
 
+/// Which providers an auth.json merge added (with whether each is an OAuth login) and which it
+/// left to the credential already there.
+pub type Merged = (Vec<(String, bool)>, Vec<String>);
+
+/// Adds the entries of `theirs` (another agent's auth.json, `nova import pi --auth`) for the
+/// providers that have none, under the lock every change takes: a credential already here
+/// always wins. With `write` false, only says what it would do.
+pub async fn add_missing(
+    path: &Path,
+    theirs: serde_json::Map<String, Value>,
+    write: bool,
+) -> Result<Merged, String> {
+    if !write {
+        let mut all = super::oauth::store::read_all(path)?;
+        return Ok(merge(&mut all, theirs));
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let lock = super::oauth::store::lock(path).await?;
+    let mut all = super::oauth::store::read_all(path)?;
+    let merged = merge(&mut all, theirs);
+    if !merged.0.is_empty() {
+        super::oauth::store::write_all(path, &all)?;
+    }
+    drop(lock);
+    Ok(merged)
+}
+
+fn merge(
+    ours: &mut serde_json::Map<String, Value>,
+    theirs: serde_json::Map<String, Value>,
+) -> Merged {
+    let (mut added, mut kept) = (Vec::new(), Vec::new());
+    for (provider, entry) in theirs {
+        if ours.contains_key(&provider) {
+            kept.push(provider);
+            continue;
+        }
+        let oauth = entry.get("type").and_then(Value::as_str) == Some("oauth");
+        ours.insert(provider.clone(), entry);
+        added.push((provider, oauth));
+    }
+    (added, kept)
+}
+
 #[cfg(unix)]
 fn warn_if_readable_by_others(path: &Path, warnings: &mut Vec<String>) {
     use std::os::unix::fs::PermissionsExt;
@@ -184,6 +231,27 @@ fn warn_if_readable_by_others(_path: &Path, _warnings: &mut Vec<String>) {}
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merge_keeps_the_credential_already_there() {
+        let mut ours = serde_json::json!({"openai": {"type": "api_key", "key": "ours"}});
+        let theirs = serde_json::json!({
+            "openai": {"type": "api_key", "key": "theirs"},
+            "anthropic": {"type": "oauth", "access": "a", "refresh": "r", "expires": 1},
+            "groq": {"type": "api_key", "key": "g"},
+        });
+        let (Value::Object(ours_map), Value::Object(theirs)) = (&mut ours, theirs) else {
+            unreachable!()
+        };
+        let (added, kept) = merge(ours_map, theirs);
+        assert_eq!(
+            added,
+            vec![("anthropic".to_owned(), true), ("groq".to_owned(), false)]
+        );
+        assert_eq!(kept, vec!["openai".to_owned()]);
+        assert_eq!(ours["openai"]["key"], "ours");
+        assert_eq!(ours["groq"]["key"], "g");
+    }
 
     #[test]
     fn entries_oauth_and_mode() {

@@ -805,8 +805,14 @@ fn read_object(path: &Path) -> Result<Option<Map<String, Value>>, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
-    match serde_json::from_str(&text) {
-        Ok(Value::Object(o)) => Ok(Some(o)),
+    parse_object(&text, path).map(Some)
+}
+
+/// The text of a settings file (`path` names it in errors) as its object: what nova reads, and
+/// what `nova import pi` checks Pi's file with.
+pub fn parse_object(text: &str, path: &Path) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str(text) {
+        Ok(Value::Object(o)) => Ok(o),
         Ok(_) => Err(format!(
             "{}: settings must be a JSON object",
             path.display()

@@ -17,6 +17,7 @@ mod export;
 mod extensions;
 mod github_copilot;
 mod google;
+mod import_pi;
 mod mcp;
 mod mcp_faults;
 mod mcp_isolation;
