@@ -14,6 +14,7 @@
 //! Code's identity before the system prompt, and the tools Claude Code has under its names
 //! (`Read`, `Bash`, …), mapped back to nova's as the reply streams. See [`Identity`].
 
+use super::body::BodyEncoder;
 use super::lines::SseDecoder;
 use super::prepare::{self, Joined, Part, View};
 use super::{ProviderError, ProviderEvent, Request, Tokens};
@@ -141,7 +142,11 @@ pub fn identity_headers(
 }
 
 /// The request body, serialised straight from the prepared view of the conversation.
-pub fn build_body(req: &Request, identity: Identity) -> serde_json::Result<Vec<u8>> {
+pub fn build_body<E: BodyEncoder>(
+    req: &Request,
+    identity: Identity,
+    out: E,
+) -> serde_json::Result<E::Output> {
     let prepared = prepare::request_messages(req.messages, req.model);
     let mut messages: Vec<Msg> = Vec::with_capacity(prepared.len());
     let mut i = 0;
@@ -180,7 +185,7 @@ pub fn build_body(req: &Request, identity: Identity) -> serde_json::Result<Vec<u
             cache_control: CACHE,
         })
         .collect();
-    super::encode_body(
+    out.encode(
         &Body {
             model: &req.model.id,
             max_tokens,

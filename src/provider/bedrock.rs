@@ -7,6 +7,7 @@
 //! `metadata` (usage). A frame whose `:message-type` is `exception` ends the reply with that
 //! error. How the request is addressed and signed is [`super::aws`]'s business.
 
+use super::body::BodyEncoder;
 use super::prepare::{self, Part, View};
 use super::{ProviderError, ProviderEvent, Request, Tokens};
 use crate::protocol::{AssistantMessage, ContentBlock, Model, StopReason, ThinkingLevel, ToolSpec};
@@ -50,7 +51,7 @@ const BUDGETS: [(ThinkingLevel, u64); 4] = [
 const MIN_ANSWER_TOKENS: u64 = 1024;
 
 /// The request body, serialised straight from the prepared view of the conversation.
-pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
+pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E::Output> {
     let prepared = prepare::request_messages(req.messages, req.model);
     let claude = is_claude(req.model);
     let caching = caches_prompts(req.model);
@@ -132,7 +133,7 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
         }
     }
     let (fields, max_tokens) = reasoning_fields(req, claude);
-    super::encode_body(
+    out.encode(
         &Body {
             messages,
             system: (!system.is_empty()).then_some(system),

@@ -11,6 +11,7 @@
 //! out when the block ends; a call's goes on the call. Signatures go back only to the model
 //! that wrote them.
 
+use super::body::BodyEncoder;
 use super::lines::SseDecoder;
 use super::prepare::{self, Joined, Part, View};
 use super::{ProviderError, ProviderEvent, Request, Tokens};
@@ -42,7 +43,7 @@ const RESULT_IMAGES_LEAD: &str = "Tool result image:";
 const MAX_ID_CHARS: usize = 64;
 
 /// The request body, serialised straight from the prepared view of the conversation.
-pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
+pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E::Output> {
     let prepared = prepare::request_messages(req.messages, req.model);
     let family = Family::of(&req.model.id);
     let mut contents: Vec<Content> = Vec::with_capacity(prepared.len());
@@ -77,7 +78,7 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
             ),
         }
     }
-    super::encode_body(
+    out.encode(
         &Body {
             contents,
             system_instruction: (!req.system_prompt.is_empty()).then_some(SystemInstruction {

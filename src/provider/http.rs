@@ -2,6 +2,7 @@
 //! response bytes to its accumulator. Every await races the cancellation token and the idle
 //! timeout, so a hung server or an abort never leaves the agent waiting.
 
+use super::body::{self, BodyEncoder, Buffer, ChunkSender, Counter, Writer};
 use super::estimate::Meter;
 use super::openai_responses::Flavour;
 use super::{
@@ -11,11 +12,12 @@ use super::{
 use crate::pace::Pacer;
 use crate::protocol::{ContentBlock, Message, UserContent};
 use crate::warnings::Warnings;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// How much of an error response is read; the error text keeps less than this anyway.
@@ -240,19 +242,24 @@ pub async fn stream_paced<F: Future<Output = ()>>(
             url: url.clone(),
             message,
         })?;
-    let signed = match (api, &transport.route) {
-        (Api::BedrockConverseStream, Some(Route::Aws(target))) => {
-            bedrock_auth(target, &url, &body)?
+    let signed = match (api, &transport.route, &body) {
+        (Api::BedrockConverseStream, Some(Route::Aws(target)), Payload::Whole(bytes)) => {
+            bedrock_auth(target, &url, bytes)?
         }
-        (Api::BedrockConverseStream, _) => return Err(unrouted("AWS region or credential")),
+        (Api::BedrockConverseStream, _, _) => return Err(unrouted("AWS region or credential")),
         _ => Vec::new(),
     };
-    let mut builder = transport
+    let builder = transport
         .client
         .get()?
         .post(&url)
-        .header(CONTENT_TYPE, "application/json")
-        .body(body);
+        .header(CONTENT_TYPE, "application/json");
+    let mut builder = match body {
+        Payload::Whole(bytes) => builder.body(bytes),
+        // The length the client sends is the counted one; hyper then sends the chunks as they
+        // come, not chunked.
+        Payload::Streamed { len, body } => builder.header(CONTENT_LENGTH, len).body(body),
+    };
     match api {
         Api::BedrockConverseStream => {
             for (name, value) in &signed {
@@ -425,58 +432,140 @@ pub async fn stream_paced<F: Future<Output = ()>>(
     finished.map(|()| facts)
 }
 
-/// Serialises the request body; a long conversation (a reply of a hundred thousand tool calls
+/// A request body: whole in memory, or streamed from the shared conversation with its length
+/// counted beforehand (see [`body`](super::body)).
+enum Payload {
+    Whole(Vec<u8>),
+    Streamed { len: u64, body: reqwest::Body },
+}
+
+/// Writes the request body of `api` into `out`.
+fn write_body<E: BodyEncoder>(
+    api: Api,
+    req: &Request<'_>,
+    deployment: Option<&str>,
+    identity: anthropic::Identity,
+    flavour: Flavour<'_>,
+    out: E,
+) -> serde_json::Result<E::Output> {
+    match api {
+        Api::Ollama => ollama::build_body(req, out),
+        Api::OpenAiCompletions => openai::build_body(req, out),
+        Api::OpenAiResponses => openai_responses::build_body(req, flavour, out),
+        Api::AnthropicMessages => anthropic::build_body(req, identity, out),
+        Api::GoogleGenerativeAi => google::build_body(req, out),
+        Api::BedrockConverseStream => bedrock::build_body(req, out),
+        Api::AzureOpenAiResponses => openai_responses::build_body(
+            req,
+            Flavour::Azure {
+                deployment: deployment.unwrap_or(&req.model.id),
+            },
+            out,
+        ),
+        Api::OpenAiCodexResponses => openai_responses::build_body(req, Flavour::Codex, out),
+        Api::PiMessages => pi_messages::build_body(req, out),
+    }
+}
+
+/// Serialises the request body. A long conversation (a reply of a hundred thousand tool calls
 /// and their results) is serialised on a blocking thread, since it takes long enough to stall the
-/// runtime's one thread. The messages are shared, so the copy handed over is a list of pointers.
+/// runtime's one thread; the messages are shared, so the copy handed over is a list of pointers.
+/// A body larger than [`body::STREAMED_BODY_BYTES`] is streamed from there rather than held,
+/// except Bedrock's, whose signature covers the bytes.
 async fn build_body(
     api: Api,
     req: &Request<'_>,
     deployment: Option<String>,
     identity: anthropic::Identity,
     flavour: Flavour<'static>,
-) -> Result<Vec<u8>, String> {
-    let build = move |req: &Request<'_>| match api {
-        Api::Ollama => ollama::build_body(req),
-        Api::OpenAiCompletions => openai::build_body(req),
-        Api::OpenAiResponses => openai_responses::build_body(req, flavour),
-        Api::AnthropicMessages => anthropic::build_body(req, identity),
-        Api::GoogleGenerativeAi => google::build_body(req),
-        Api::BedrockConverseStream => bedrock::build_body(req),
-        Api::AzureOpenAiResponses => openai_responses::build_body(
-            req,
-            Flavour::Azure {
-                deployment: deployment.as_deref().unwrap_or(&req.model.id),
-            },
-        ),
-        Api::OpenAiCodexResponses => openai_responses::build_body(req, Flavour::Codex),
-        Api::PiMessages => pi_messages::build_body(req),
-    };
-    if body_size_hint(req) < INLINE_BODY_BYTES {
-        return build(req).map_err(|e| e.to_string());
+) -> Result<Payload, String> {
+    let size = body_size_hint(req);
+    if size < INLINE_BODY_BYTES {
+        return write_body(api, req, deployment.as_deref(), identity, flavour, Buffer)
+            .map(Payload::Whole)
+            .map_err(|e| e.to_string());
     }
-    let model = req.model.clone();
-    let system_prompt = req.system_prompt.to_owned();
-    let messages = req.messages.to_vec();
-    let tools = req.tools.to_vec();
-    let (max_tokens, thinking) = (req.max_tokens, req.thinking);
-    let session_id = req.session_id.map(|s| (s.id.to_owned(), s.cache));
-    let built = tokio::task::spawn_blocking(move || {
-        build(&Request {
-            model: &model,
-            system_prompt: &system_prompt,
-            messages: &messages,
-            tools: &tools,
-            max_tokens,
-            thinking,
-            session_id: session_id
+    let owned = Owned::from(req);
+    let failed = |e: tokio::task::JoinError| format!("building the request failed: {e}");
+    if size < body::STREAMED_BODY_BYTES || api == Api::BedrockConverseStream {
+        let built = tokio::task::spawn_blocking(move || {
+            let write = |req: &Request<'_>| {
+                write_body(api, req, deployment.as_deref(), identity, flavour, Buffer)
+            };
+            write(&owned.request())
+        })
+        .await
+        .map_err(failed)?;
+        return built.map(Payload::Whole).map_err(|e| e.to_string());
+    }
+    let (chunks, received) = mpsc::channel(body::CHUNKS_AHEAD);
+    let (counted, len) = oneshot::channel();
+    tokio::task::spawn_blocking(move || {
+        let req = owned.request();
+        let deployment = deployment.as_deref();
+        let len =
+            write_body(api, &req, deployment, identity, flavour, Writer(Counter(0))).map(|c| c.0);
+        let ok = len.is_ok();
+        if counted.send(len.map_err(|e| e.to_string())).is_err() || !ok {
+            return;
+        }
+        // A failure here is the receiver gone (the request failed or was cancelled), or one that
+        // the count above would have met first.
+        let out = Writer(ChunkSender::new(chunks.clone()));
+        if let Err(e) = write_body(api, &req, deployment, identity, flavour, out) {
+            let _ = chunks.blocking_send(Err(std::io::Error::other(e.to_string())));
+        }
+    });
+    let len = len
+        .await
+        .map_err(|_| "building the request failed".to_owned())??;
+    let stream = futures_util::stream::unfold(received, |mut received| async move {
+        received.recv().await.map(|chunk| (chunk, received))
+    });
+    Ok(Payload::Streamed {
+        len,
+        body: reqwest::Body::wrap_stream(stream),
+    })
+}
+
+/// A [`Request`]'s parts owned, to be serialised on another thread: the messages are shared,
+/// so this is a list of pointers, not a copy of the conversation.
+struct Owned {
+    model: super::Model,
+    system_prompt: String,
+    messages: Vec<Arc<Message>>,
+    tools: Vec<super::ToolSpec>,
+    max_tokens: Option<u64>,
+    thinking: Option<super::ThinkingLevel>,
+    session_id: Option<(String, bool)>,
+}
+
+impl Owned {
+    fn from(req: &Request<'_>) -> Owned {
+        Owned {
+            model: req.model.clone(),
+            system_prompt: req.system_prompt.to_owned(),
+            messages: req.messages.to_vec(),
+            tools: req.tools.to_vec(),
+            max_tokens: req.max_tokens,
+            thinking: req.thinking,
+            session_id: req.session_id.map(|s| (s.id.to_owned(), s.cache)),
+        }
+    }
+
+    fn request(&self) -> Request<'_> {
+        Request {
+            model: &self.model,
+            system_prompt: &self.system_prompt,
+            messages: &self.messages,
+            tools: &self.tools,
+            max_tokens: self.max_tokens,
+            thinking: self.thinking,
+            session_id: self
+                .session_id
                 .as_ref()
                 .map(|(id, cache)| super::SessionId { id, cache: *cache }),
-        })
-    })
-    .await;
-    match built {
-        Ok(body) => body.map_err(|e| e.to_string()),
-        Err(e) => Err(format!("building the request failed: {e}")),
+        }
     }
 }
 

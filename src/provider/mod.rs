@@ -17,6 +17,7 @@ pub mod anthropic;
 pub mod aws;
 pub mod azure;
 pub mod bedrock;
+pub mod body;
 pub mod compat;
 pub mod error;
 pub mod estimate;
@@ -255,30 +256,6 @@ fn fit_to_context(req: &Request, wanted: u64) -> u64 {
         room = floor.min(window - input - i128::from(CONTEXT_SAFETY_TOKENS));
     }
     u64::try_from(room.max(1)).map_or(wanted, |room| wanted.min(room))
-}
-
-/// `body`, written from `prepared` for `req`, as JSON. Its buffer is allocated once, for the
-/// content's size plus an eighth for escapes and room for the JSON around each message: a
-/// buffer that grows moves the body each time, holding it twice for a moment, while capacity
-/// never written to costs address space, not memory. Content that needs more escaping than
-/// that still encodes correctly, with one move.
-fn encode_body(
-    body: &impl Serialize,
-    req: &Request,
-    prepared: &[prepare::View],
-) -> serde_json::Result<Vec<u8>> {
-    const PER_MESSAGE: usize = 256;
-    const FRAMING: usize = 64 * 1024;
-    let content = prepare::content_len(prepared) + req.system_prompt.len();
-    let tools: usize = req
-        .tools
-        .iter()
-        .map(|t| prepare::value_len(&t.parameters))
-        .sum();
-    let capacity = content + content / 8 + tools + prepared.len() * PER_MESSAGE + FRAMING;
-    let mut bytes = Vec::with_capacity(capacity);
-    serde_json::to_writer(&mut bytes, body)?;
-    Ok(bytes)
 }
 
 /// Token counts priced with the model's per-million-token costs.

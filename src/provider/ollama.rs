@@ -4,6 +4,7 @@
 //! Preferred over Ollama's `/v1` because it returns thinking as its own field and reports errors
 //! that happen after the headers were sent as an `{"error": ...}` line.
 
+use super::body::BodyEncoder;
 use super::lines::{LineSplitter, MAX_LINE_BYTES};
 use super::prepare::{self, Joined, Part, View};
 use super::{ProviderError, ProviderEvent, Request};
@@ -27,7 +28,7 @@ pub(crate) fn root(base_url: &str) -> &str {
 }
 
 /// The request body, serialised straight from the prepared view of the conversation.
-pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
+pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E::Output> {
     let prepared = prepare::request_messages(req.messages, req.model);
     let mut messages = Vec::with_capacity(prepared.len() + 1);
     if !req.system_prompt.is_empty() {
@@ -64,7 +65,7 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
         });
     }
 
-    super::encode_body(
+    out.encode(
         &Body {
             model: &req.model.id,
             messages,
@@ -418,7 +419,7 @@ mod tests {
 
     /// The body `build_body` writes, parsed back for comparison.
     fn body_of(req: &Request) -> serde_json::Value {
-        serde_json::from_slice(&build_body(req).unwrap()).unwrap()
+        serde_json::from_slice(&build_body(req, crate::provider::body::Buffer).unwrap()).unwrap()
     }
 
     fn run(chunks: &[&[u8]]) -> Outcome {

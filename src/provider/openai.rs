@@ -3,6 +3,7 @@
 //! tool calls streamed as fragments keyed by `index`, usage in a last chunk with no choices,
 //! then `data: [DONE]`.
 
+use super::body::BodyEncoder;
 use super::compat::{Compat, MaxTokensField, ThinkingFormat};
 use super::lines::SseDecoder;
 use super::prepare::{self, Joined, Part, View};
@@ -28,7 +29,7 @@ const AFTER_TOOL_RESULTS: &str = "I have processed the tool results.";
 
 /// The request body, serialised straight from the prepared view of the conversation, in the
 /// dialect the model's [`Compat`] describes.
-pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
+pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E::Output> {
     let compat = Compat::of(req.model);
     let prepared = prepare::request_messages(req.messages, req.model);
     let mut messages = Vec::with_capacity(prepared.len() + 1);
@@ -124,7 +125,7 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
 
     let max_tokens = super::max_output_tokens(req);
     let field = |wanted| (compat.max_tokens_field == wanted).then_some(max_tokens);
-    super::encode_body(
+    out.encode(
         &Body {
             model: &req.model.id,
             messages,
@@ -962,7 +963,7 @@ mod tests {
 
     /// The body `build_body` writes, parsed back for comparison.
     fn body_of(req: &Request) -> serde_json::Value {
-        serde_json::from_slice(&build_body(req).unwrap()).unwrap()
+        serde_json::from_slice(&build_body(req, crate::provider::body::Buffer).unwrap()).unwrap()
     }
 
     /// The event that carries the server's response id, as soon as it is read.

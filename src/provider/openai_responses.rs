@@ -18,6 +18,7 @@
 //! fields more (`text.verbosity`, `tool_choice`, `parallel_tool_calls`, the encrypted reasoning
 //! always asked for) and whose stream may end with `response.done` and words errors its way.
 
+use super::body::BodyEncoder;
 use super::lines::SseDecoder;
 use super::prepare::{self, Joined, Part, View};
 use super::{ArgumentsText, ProviderError, ProviderEvent, Request, Tokens};
@@ -86,7 +87,11 @@ pub fn chatgpt_error_text(body: &str) -> String {
 }
 
 /// The request body, serialised straight from the prepared view of the conversation.
-pub fn build_body(req: &Request, flavour: Flavour) -> serde_json::Result<Vec<u8>> {
+pub fn build_body<E: BodyEncoder>(
+    req: &Request,
+    flavour: Flavour,
+    out: E,
+) -> serde_json::Result<E::Output> {
     let codex = flavour == Flavour::Codex;
     let model = match flavour {
         Flavour::Azure { deployment } => deployment,
@@ -152,7 +157,7 @@ pub fn build_body(req: &Request, flavour: Flavour) -> serde_json::Result<Vec<u8>
     if codex {
         include = Some(INCLUDE_REASONING);
     }
-    super::encode_body(
+    out.encode(
         &Body {
             model,
             input,

@@ -8,6 +8,7 @@
 //! The gateway routes the request to the model's own provider, so the body carries the whole
 //! conversation as Pi holds it (signatures and all) and nothing provider-specific.
 
+use super::body::BodyEncoder;
 use super::lines::SseDecoder;
 use super::prepare::{self, Part, View};
 use super::{ProviderError, ProviderEvent, Request, Tokens};
@@ -21,7 +22,7 @@ pub fn endpoint(base_url: &str) -> String {
 }
 
 /// The request body, serialised straight from the prepared view of the conversation.
-pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
+pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E::Output> {
     let prepared = prepare::request_messages(req.messages, req.model);
     let messages: Vec<OutMessage> = prepared
         .iter()
@@ -47,7 +48,7 @@ pub fn build_body(req: &Request) -> serde_json::Result<Vec<u8>> {
         .thinking
         .filter(|level| req.model.reasoning && *level != ThinkingLevel::Off)
         .map(ThinkingLevel::as_str);
-    super::encode_body(
+    out.encode(
         &Body {
             model: &req.model.id,
             context: Context {

@@ -392,3 +392,50 @@ fn full_output_files_are_capped_and_removed_with_the_session() {
         "exiting removes it"
     );
 }
+
+/// Issue 30 item 10: a conversation past 32 MiB is streamed to the provider from the shared
+/// messages, not held as a second copy; what arrives is still the whole conversation, with a
+/// `Content-Length` (no chunked request), each prompt exactly as sent.
+#[test]
+fn a_conversation_larger_than_the_streaming_threshold_arrives_whole() {
+    // Six prompts of 6 MiB (7.2 MiB as JSON, under the 8 MiB record limit): the last request
+    // carries 36 MiB of them.
+    const PROMPTS: usize = 6;
+    const PROMPT_BYTES: usize = 6 << 20;
+    let mock = MockLlm::start();
+    for _ in 0..PROMPTS {
+        mock.push(Reply::text("ok"));
+    }
+    let mut models = crate::support::nova_proc::ollama_models(&mock);
+    models["providers"]["mock-ollama"]["models"][0]["contextWindow"] = json!(1_000_000_000u64);
+    let mut nova = Nova::builder().ollama(&mock).models_json(models).spawn();
+    nova.request_ok(json!({"type": "set_auto_compaction", "enabled": false}));
+    let prompts: Vec<String> = (0..PROMPTS)
+        .map(|n| {
+            // Quotes and newlines, so the streamed body escapes what it carries.
+            let unit = format!("prompt {n} says \"hi\"\n");
+            unit.repeat(PROMPT_BYTES / unit.len())
+        })
+        .collect();
+    for prompt in &prompts {
+        nova.request_ok(json!({"type": "prompt", "message": prompt}));
+        nova.wait_for(|v| v["type"] == "agent_settled", Duration::from_secs(120));
+    }
+    let requests = mock.chat_requests();
+    let last = requests.last().unwrap();
+    assert_eq!(last.header("transfer-encoding"), None);
+    let length: usize = last.header("content-length").unwrap().parse().unwrap();
+    assert!(length > 32 << 20, "{length}");
+    let users: Vec<&str> = last.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        users,
+        prompts.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    mock.assert_no_violations();
+}

@@ -15,6 +15,7 @@ mod differential;
 mod docs;
 mod export;
 mod extensions;
+mod flood;
 mod github_copilot;
 mod google;
 mod import_pi;

@@ -269,7 +269,10 @@ fn endpoints() {
 }
 
 fn body_of(req: &Request) -> Value {
-    serde_json::from_slice(&build_body(req, Identity::ApiKey).unwrap()).unwrap()
+    serde_json::from_slice(
+        &build_body(req, Identity::ApiKey, crate::provider::body::Buffer).unwrap(),
+    )
+    .unwrap()
 }
 
 fn request<'a>(m: &'a Model, messages: &'a [Arc<Message>], tools: &'a [ToolSpec]) -> Request<'a> {
@@ -564,8 +567,10 @@ fn a_subscription_token_speaks_as_claude_code() {
         })
         .collect();
     let req = request(&m, &messages, &tools);
-    let body: Value =
-        serde_json::from_slice(&build_body(&req, Identity::ClaudeCode).unwrap()).unwrap();
+    let body: Value = serde_json::from_slice(
+        &build_body(&req, Identity::ClaudeCode, crate::provider::body::Buffer).unwrap(),
+    )
+    .unwrap();
     let cache = json!({"type": "ephemeral"});
     assert_eq!(
         body["system"],

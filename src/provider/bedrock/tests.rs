@@ -322,7 +322,8 @@ fn the_request_body_is_converse_s() {
         thinking: Some(ThinkingLevel::Medium),
         session_id: None,
     };
-    let body: Value = serde_json::from_slice(&build_body(&req).unwrap()).unwrap();
+    let body: Value =
+        serde_json::from_slice(&build_body(&req, crate::provider::body::Buffer).unwrap()).unwrap();
     assert_eq!(
         body["system"],
         json!([{"text": "sys"}, {"cachePoint": {"type": "default"}}])
@@ -362,7 +363,8 @@ fn the_request_body_is_converse_s() {
         model: &opus,
         ..req
     };
-    let body: Value = serde_json::from_slice(&build_body(&req).unwrap()).unwrap();
+    let body: Value =
+        serde_json::from_slice(&build_body(&req, crate::provider::body::Buffer).unwrap()).unwrap();
     assert_eq!(
         body["messages"][1]["content"][0],
         json!({"text": "reading"})

@@ -327,7 +327,7 @@ fn which_models_think_in_levels_and_want_ids() {
 }
 
 fn body_of(req: &Request) -> Value {
-    serde_json::from_slice(&build_body(req).unwrap()).unwrap()
+    serde_json::from_slice(&build_body(req, crate::provider::body::Buffer).unwrap()).unwrap()
 }
 
 fn request<'a>(

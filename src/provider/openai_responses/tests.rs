@@ -315,7 +315,10 @@ fn endpoints() {
 }
 
 fn body_of(req: &Request) -> Value {
-    serde_json::from_slice(&build_body(req, Flavour::OpenAi).unwrap()).unwrap()
+    serde_json::from_slice(
+        &build_body(req, Flavour::OpenAi, crate::provider::body::Buffer).unwrap(),
+    )
+    .unwrap()
 }
 
 fn reply(content: Vec<ContentBlock>, from: &Model) -> Message {
@@ -604,8 +607,10 @@ fn a_chatgpt_sign_in_is_sent_no_output_limit() {
         thinking: None,
         session_id: None,
     };
-    let body =
-        |flavour| -> Value { serde_json::from_slice(&build_body(&req, flavour).unwrap()).unwrap() };
+    let body = |flavour| -> Value {
+        serde_json::from_slice(&build_body(&req, flavour, crate::provider::body::Buffer).unwrap())
+            .unwrap()
+    };
     assert!(body(Flavour::ChatGpt).get("max_output_tokens").is_none());
     assert!(body(Flavour::OpenAi)["max_output_tokens"].as_u64().unwrap() >= 16);
 

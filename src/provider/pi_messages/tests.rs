@@ -200,7 +200,8 @@ fn body_carries_the_conversation_in_pis_shapes() {
         thinking: Some(ThinkingLevel::High),
         session_id: None,
     };
-    let body: Value = serde_json::from_slice(&build_body(&req).unwrap()).unwrap();
+    let body: Value =
+        serde_json::from_slice(&build_body(&req, crate::provider::body::Buffer).unwrap()).unwrap();
     assert_eq!(body["model"], "balanced");
     assert_eq!(body["context"]["systemPrompt"], "be brief");
     assert_eq!(body["context"]["tools"][0]["name"], "read");
@@ -226,7 +227,8 @@ fn body_carries_the_conversation_in_pis_shapes() {
         system_prompt: "",
         ..req
     };
-    let body: Value = serde_json::from_slice(&build_body(&off).unwrap()).unwrap();
+    let body: Value =
+        serde_json::from_slice(&build_body(&off, crate::provider::body::Buffer).unwrap()).unwrap();
     assert_eq!(body["options"].get("reasoning"), None);
     assert_eq!(body["context"].get("tools"), None);
     assert_eq!(body["context"].get("systemPrompt"), None);
