@@ -73,6 +73,8 @@ const mirror = {
 	idle: true,
 	sessionName: undefined,
 	activeTools: [],
+	thinkingLevel: "off",
+	model: undefined,
 	trusted: false,
 	mode: "rpc",
 	hasUI: true,
@@ -181,12 +183,31 @@ function bind() {
 			getActiveTools: () => mirror.activeTools,
 			getAllTools: () => [],
 			getSettings: () => ({}),
-			setActiveTools: notYet("setActiveTools"),
+			// Pi's actions return before the session has changed; so do these. nova's answer
+			// (the port's response) updates the mirror, its error becomes extension_error.
+			setActiveTools: (names) =>
+				void ask("set_active_tools", { tools: names })
+					.then((active) => {
+						mirror.activeTools = (active?.tools ?? []).filter((t) => t.active).map((t) => t.name);
+					})
+					.catch(report("setActiveTools")),
 			refreshTools: () => notify("tools", { tools: tools() }),
 			getCommands: () => commands(),
-			setModel: async () => false,
-			getThinkingLevel: () => "off",
-			setThinkingLevel: notYet("setThinkingLevel"),
+			// As in Pi, false when the model cannot be used (unknown here, or no key).
+			setModel: async (model) => {
+				try {
+					await ask("set_model", { provider: model?.provider, modelId: model?.id });
+					mirror.model = model;
+					return true;
+				} catch {
+					return false;
+				}
+			},
+			getThinkingLevel: () => mirror.thinkingLevel,
+			setThinkingLevel: (level) => {
+				mirror.thinkingLevel = level;
+				void ask("set_thinking_level", { level }).catch(report("setThinkingLevel"));
+			},
 		},
 		{
 			getModel: () => undefined,

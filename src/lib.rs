@@ -35,6 +35,7 @@ pub mod import;
 pub mod login;
 pub mod mcp;
 pub mod pace;
+pub mod package_command;
 pub mod print;
 pub mod protocol;
 pub mod provider;

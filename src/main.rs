@@ -2,10 +2,10 @@
 //! describe: the RPC loop (`--mode rpc`), the Agent Client Protocol for editors (`--mode acp`),
 //! or the prompts on the command line run once (print mode, or `--mode json`); or a command
 //! that needs no session: `nova auth …` (and `nova login|logout <provider>`), `nova update
-//! --models` (refreshes the model catalog), `nova import pi` (copies a Pi user's agent dir),
-//! `--list-models`, `--export`; or `nova serve`, many sessions over sockets, and `nova attach`,
-//! stdio bridged to one of them. Exit codes: 0 success, 1 a failed run or startup, 2 a usage
-//! error.
+//! --models` (refreshes the model catalog), `nova install|remove|list|update --extensions` (Pi
+//! packages), `nova import pi` (copies a Pi user's agent dir), `--list-models`, `--export`; or
+//! `nova serve`, many sessions over sockets, and `nova attach`, stdio bridged to one of them.
+//! Exit codes: 0 success, 1 a failed run or startup, 2 a usage error.
 
 use clap::error::ErrorKind;
 use nova::agent::Runtime;
@@ -47,6 +47,12 @@ fn main() -> ExitCode {
     if let Some(request) = nova::login::parse(&args) {
         return match request {
             Ok(request) => login(request),
+            Err(code) => code,
+        };
+    }
+    if let Some(request) = nova::package_command::parse(&args) {
+        return match request {
+            Ok(request) => nova::package_command::run(request, &nova::config::agent_dir()),
             Err(code) => code,
         };
     }

@@ -7,7 +7,8 @@
 //! package instead (offline, or a pinned version); `scripts/update-models.sh` uses it to
 //! regenerate the repository's `data/models/`.
 //!
-//! nova has no self-update and no packages to update, so `--models` is the only form.
+//! `--extensions`, `--extension <source>` or a source updates Pi packages instead
+//! ([`crate::package_command::update`]). nova has no self-update.
 
 use crate::config::builtin;
 use crate::config::catalog::{self, Refreshed};
@@ -15,11 +16,19 @@ use crate::frontend::{fatal, note, usage_error};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: nova update --models [--from <unpacked package dir>]";
+const USAGE: &str = "usage: nova update --models [--from <unpacked package dir>]
+       nova update --extensions | --extension <source> | <source> [--approve|--no-approve]";
 
 /// What `nova update` was asked.
-pub struct Request {
-    from: Option<PathBuf>,
+pub enum Request {
+    Models {
+        from: Option<PathBuf>,
+    },
+    /// Pi packages: all of them, or the one named.
+    Packages {
+        only: Option<String>,
+        trust: Option<bool>,
+    },
 }
 
 /// `Some` when the arguments (after the program's name) are an update command; a malformed
@@ -31,10 +40,35 @@ pub fn parse(args: &[String]) -> Option<Result<Request, ExitCode>> {
     }
     let mut models = false;
     let mut from = None;
+    let mut packages = false;
+    let mut only = None;
+    let mut trust = None;
     while let Some((flag, more)) = rest.split_first() {
         rest = more;
         match flag.as_str() {
             "--models" => models = true,
+            "--self" | "self" | "pi" | "--force" => {
+                return Some(Err(usage_error(&format!(
+                    "{USAGE} (nova does not update itself: it updates only its model catalog \
+                     and pi packages)"
+                ))));
+            }
+            // nova has no self-update: `--all` is every package.
+            "--extensions" | "--all" => packages = true,
+            "-a" | "--approve" => trust = Some(true),
+            "-na" | "--no-approve" => trust = Some(false),
+            "--extension" => match rest.split_first() {
+                Some((source, more)) => {
+                    only = Some(source.clone());
+                    packages = true;
+                    rest = more;
+                }
+                None => return Some(Err(usage_error(USAGE))),
+            },
+            source if !source.starts_with('-') && only.is_none() => {
+                only = Some(source.to_owned());
+                packages = true;
+            }
             "--from" => match rest.split_first() {
                 Some((dir, more)) => {
                     from = Some(PathBuf::from(dir));
@@ -44,23 +78,38 @@ pub fn parse(args: &[String]) -> Option<Result<Request, ExitCode>> {
             },
             _ => {
                 return Some(Err(usage_error(&format!(
-                    "{USAGE} (nova updates only its model catalog; `{flag}` is not an option)"
+                    "{USAGE} (`{flag}` is not an option)"
                 ))));
             }
         }
     }
-    if !models {
-        return Some(Err(usage_error(&format!(
-            "{USAGE} (nova updates only its model catalog)"
-        ))));
+    match (models, packages) {
+        (true, false) => Some(Ok(Request::Models { from })),
+        (false, true) => Some(Ok(Request::Packages { only, trust })),
+        (true, true) => Some(Err(usage_error(&format!(
+            "{USAGE} (the model catalog and packages are updated one at a time)"
+        )))),
+        (false, false) => Some(Err(usage_error(&format!(
+            "{USAGE} (nova does not update itself: it updates only its model catalog and pi \
+             packages)"
+        )))),
     }
-    Some(Ok(Request { from }))
 }
 
-/// Fetches (or reads) the package and writes the agent dir's catalog.
+/// Updates what the request names.
 pub async fn run(request: Request, agent_dir: &Path) -> ExitCode {
+    match request {
+        Request::Models { from } => models(from, agent_dir).await,
+        Request::Packages { only, trust } => {
+            crate::package_command::update(agent_dir, only.as_deref(), trust)
+        }
+    }
+}
+
+/// Fetches (or reads) the catalog's package and writes the agent dir's catalog.
+async fn models(from: Option<PathBuf>, agent_dir: &Path) -> ExitCode {
     // The fetched package's directory lives until the catalog is written.
-    let (package, _fetched) = match &request.from {
+    let (package, _fetched) = match &from {
         Some(dir) => (dir.clone(), None),
         None => match fetch().await {
             Ok(tmp) => (tmp.0.join("package"), Some(tmp)),

@@ -1,7 +1,8 @@
 //! Which Pi extensions a session loads, found as Pi 1.6 finds them: the project's
 //! `.nova/extensions/` (only when the project is trusted), the agent dir's `extensions/`, the
-//! `extensions` setting's paths (a project's only when it is trusted), then each
-//! `-e`/`--extension` path; `--no-extensions` turns off all but `-e`.
+//! `extensions` setting's paths (a project's only when it is trusted), the extensions of the
+//! `packages` setting ([`super::packages`], resolved by then), then each `-e`/`--extension` path;
+//! `--no-extensions` turns off all but `-e`.
 //!
 //! In a directory, an extension is a `*.ts`/`*.js` file, or a subdirectory with a
 //! `package.json` whose `pi.extensions` lists its entry files, or else an `index.ts`/`index.js`
@@ -32,6 +33,8 @@ pub struct Sources<'a> {
     pub project_trusted: bool,
     /// The `extensions` setting's paths (the project's only when it is trusted).
     pub settings: &'a [super::ListedPath],
+    /// The packages' extensions (a trusted project's included), with their setting's scope.
+    pub packages: &'a [(PathBuf, SourceScope)],
     /// `-e` paths as given (relative ones from the cwd).
     pub flags: &'a [String],
     /// `--no-extensions`.
@@ -80,7 +83,7 @@ pub fn find(sources: &Sources, warnings: &mut Vec<String>) -> Result<Vec<Extensi
             continue;
         }
         let entries = if listed.path.is_dir() {
-            entries(&listed.path).unwrap_or_else(|| in_dir(&listed.path))
+            package_entries(&listed.path)
         } else if listed.path.is_file() {
             vec![listed.path.clone()]
         } else {
@@ -94,10 +97,22 @@ pub fn find(sources: &Sources, warnings: &mut Vec<String>) -> Result<Vec<Extensi
             add(entry, listed.scope, DiscoveredBy::Local, None);
         }
     }
+    if !sources.no_discovery {
+        for (path, scope) in sources.packages {
+            let entries = if path.is_dir() {
+                package_entries(path)
+            } else {
+                vec![path.clone()]
+            };
+            for entry in entries {
+                add(entry, *scope, DiscoveredBy::Local, None);
+            }
+        }
+    }
     for flag in sources.flags {
         let path = crate::files::path::resolve(flag, sources.cwd);
         if path.is_dir() {
-            let entries = entries(&path).unwrap_or_else(|| in_dir(&path));
+            let entries = package_entries(&path);
             for entry in entries {
                 add(entry, SourceScope::Temporary, DiscoveredBy::Cli, None);
             }
@@ -111,6 +126,11 @@ pub fn find(sources: &Sources, warnings: &mut Vec<String>) -> Result<Vec<Extensi
         }
     }
     Ok(found)
+}
+
+/// A package directory's extensions: its own entry files, else those directly in it.
+pub(super) fn package_entries(dir: &Path) -> Vec<PathBuf> {
+    entries(dir).unwrap_or_else(|| in_dir(dir))
 }
 
 fn is_extension_file(name: &str) -> bool {
@@ -178,6 +198,7 @@ mod tests {
             cwd,
             project_trusted: false,
             settings: &[],
+            packages: &[],
             flags,
             no_discovery: false,
         }

@@ -9,6 +9,7 @@ mod error;
 pub mod extensions;
 pub mod models;
 pub mod oauth;
+pub mod packages;
 pub mod radius;
 pub mod scope;
 mod serve;
@@ -342,7 +343,7 @@ impl Process {
         let (cli, agent_dir, cwd) = (&self.cli, &self.agent_dir, &spec.cwd);
         let mut warnings = Vec::new();
         let later = Warnings::default();
-        let settings = settings::load(
+        let mut settings = settings::load(
             &settings::Sources {
                 user: &agent_dir.join("settings.json"),
                 project: Some(&cwd.join(".nova").join("settings.json")),
@@ -353,6 +354,21 @@ impl Process {
             },
             &mut warnings,
         );
+        let packaged = packages::resolve(
+            &settings.packages,
+            agent_dir,
+            cwd,
+            settings.project_trusted,
+            &mut warnings,
+        );
+        // A package's skills and templates load as the settings' own lists do, after them.
+        let listed = |found: Vec<(PathBuf, crate::protocol::SourceScope)>| {
+            found
+                .into_iter()
+                .map(|(path, scope)| ListedPath { path, scope })
+        };
+        settings.skills.extend(listed(packaged.skills));
+        settings.prompts.extend(listed(packaged.prompts));
         let registry = &self.registry;
         let patterns = cli.models.as_ref().or(settings.enabled_models.as_ref());
         let scope = patterns
@@ -390,6 +406,7 @@ impl Process {
                 cwd,
                 project_trusted: settings.project_trusted,
                 settings: &settings.extensions,
+                packages: &packaged.extensions,
                 flags: &cli.extensions,
                 no_discovery: cli.no_extensions,
             },

@@ -58,6 +58,9 @@ pub struct Settings {
     pub prompts: Vec<ListedPath>,
     /// `extensions`: Pi extension files or directories to load.
     pub extensions: Vec<ListedPath>,
+    /// `packages`: Pi packages, the user's then the project's (a project's count only when it
+    /// is trusted; [`super::packages::resolve`] decides).
+    pub packages: Vec<super::packages::Entry>,
 }
 
 /// An entry of the `skills` or `prompts` setting, made absolute.
@@ -90,6 +93,7 @@ impl Default for Settings {
             skills: Vec::new(),
             prompts: Vec::new(),
             extensions: Vec::new(),
+            packages: Vec::new(),
         }
     }
 }
@@ -437,6 +441,25 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     let skills = listed("skills", warnings);
     let prompts = listed("prompts", warnings);
     let extensions = listed("extensions", warnings);
+    let mut packages = Vec::new();
+    if let Some(value) = user.remove("packages") {
+        packages.extend(super::packages::from_settings(
+            value,
+            sources.user,
+            SourceScope::User,
+            warnings,
+        ));
+    }
+    for (file, project) in &mut projects {
+        if let Some(value) = project.remove("packages") {
+            packages.extend(super::packages::from_settings(
+                value,
+                file,
+                SourceScope::Project,
+                warnings,
+            ));
+        }
+    }
     let mut project = Map::new();
     for (_, file) in projects {
         merge_one_level(&mut project, file);
@@ -462,6 +485,7 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
         skills,
         prompts,
         extensions,
+        packages,
         ..Settings::default()
     };
     s.default_provider = file.default_provider.take("defaultProvider", warnings);

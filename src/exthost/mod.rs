@@ -6,8 +6,9 @@
 //! - it subscribes to the session's events ([`crate::agent::Fanout`]), and only the events some
 //!   extension handles cross the boundary (plus `agent_start`/`agent_settled`, which keep its
 //!   idle flag current);
-//! - what an extension asks of the session (`sendUserMessage`, `setSessionName`, `abort`) runs
-//!   through the session port ([`crate::agent::port`]), as a client's command would;
+//! - what an extension asks of the session (`sendUserMessage`, `setSessionName`, `abort`,
+//!   `setActiveTools`, `setThinkingLevel`, `setModel`) runs through the session port
+//!   ([`crate::agent::port`]), as a client's command would;
 //! - the agent reaches its commands, tools and `tool_call` hooks through
 //!   [`crate::agent::Extensions`], which [`Host`] implements;
 //! - its `ctx.ui` calls become `extension_ui_request` events and its handlers' failures
@@ -19,7 +20,7 @@
 mod node;
 mod wire;
 
-pub use node::{MIN_NODE, NodeError, PI_VERSION};
+pub use node::{MIN_NODE, NodeError, PI_VERSION, npm};
 
 use crate::agent::port::{self, Reply};
 use crate::agent::{Agent, EventSink, Extensions, Hooked, Input, Live, Reviewed, Subscription};
@@ -434,6 +435,17 @@ fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
     }
 }
 
+/// The session port's commands an extension's actions map onto one to one (`setSessionName`,
+/// `abort`, `setActiveTools`, `setThinkingLevel`, `setModel`), sent by the host under their RPC
+/// names; anything else is refused.
+const PORT_COMMANDS: [&str; 5] = [
+    "set_session_name",
+    "abort",
+    "set_active_tools",
+    "set_thinking_level",
+    "set_model",
+];
+
 /// Carries out what an extension asked of the session, through the session port.
 async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
     let command = match method.as_str() {
@@ -449,9 +461,10 @@ async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
                 streaming_behavior,
             }
         }),
-        "set_session_name" => serde_json::from_value::<wire::SessionName>(params)
-            .map(|n| Command::SetSessionName { name: n.name }),
-        "abort" => Ok(Command::Abort {}),
+        // The rest are the port's own commands under their RPC names and fields.
+        name if PORT_COMMANDS.contains(&name) => {
+            serde_json::from_value::<Command>(json!({ name: params }))
+        }
         other => {
             reply.answer(Err(format!(
                 "{other} is not supported by nova's extension host yet"

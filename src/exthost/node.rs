@@ -111,6 +111,23 @@ pub fn prepare(agent_dir: &Path, say: &dyn Fn(&str)) -> Result<Runner, NodeError
     Ok(Runner { node, modules })
 }
 
+/// The npm to run: `npm` on the `PATH`, else the one beside `$NOVA_NODE` (a Node install keeps
+/// them together), else plain `npm`, whose absence the caller reports.
+pub fn npm() -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join("npm"))
+        .find(|npm| npm.is_file());
+    let beside_node = || {
+        let node = PathBuf::from(std::env::var_os("NOVA_NODE")?);
+        Some(node.with_file_name("npm")).filter(|npm| npm.is_file())
+    };
+    on_path
+        .or_else(beside_node)
+        .unwrap_or_else(|| PathBuf::from("npm"))
+}
+
 fn has_pi(modules: &Path) -> bool {
     modules.join(PI_PACKAGE).join("package.json").is_file()
 }
@@ -138,7 +155,7 @@ fn install(dir: &Path, packages: &[String]) -> Result<(), NodeError> {
         dir: dir.to_owned(),
         reason: e.to_string(),
     })?;
-    let status = Command::new("npm")
+    let status = Command::new(npm())
         .arg("install")
         .arg("--prefix")
         .arg(dir)

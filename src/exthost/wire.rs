@@ -146,8 +146,3 @@ pub struct DeliverOptions {
     #[serde(default)]
     pub deliver_as: Option<String>,
 }
-
-#[derive(Debug, Deserialize)]
-pub struct SessionName {
-    pub name: String,
-}

@@ -9,7 +9,7 @@ use std::io::BufRead;
 pub const MAX_RECORD: usize = 8 * 1024 * 1024;
 
 /// How much of an oversized record is kept, to read its `id` from.
-const OVERSIZED_HEAD: usize = 16 * 1024;
+pub const OVERSIZED_HEAD: usize = 16 * 1024;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Record {

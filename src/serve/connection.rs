@@ -5,6 +5,7 @@
 //! while the client is [`CAPACITY`] records behind is not run: its response says the
 //! connection is overloaded and the command may be retried, and reading goes on.
 
+use super::frame;
 use super::journal::{CAPACITY, ClientKey, Journal, Read, gap_marker};
 use crate::agent::Live;
 use crate::agent::port::{self, Reply};
@@ -48,7 +49,12 @@ pub async fn serve(
         client: client.clone(),
     };
     let reader = async {
-        while let Some(Ok(message)) = receiver.next().await {
+        loop {
+            let message = match receiver.next().await {
+                Some(Ok(message)) => message,
+                Some(Err(e)) => return frame::refusal(e),
+                None => return None,
+            };
             let text = match message {
                 Message::Text(text) => text,
                 Message::Binary(_) => {
@@ -59,10 +65,14 @@ pub async fn serve(
                     ));
                     continue;
                 }
-                Message::Close(_) => break,
+                Message::Close(_) => return None,
                 // Pings are answered by the library.
                 Message::Ping(_) | Message::Pong(_) => continue,
             };
+            if let Some(refused) = frame::oversized(&text) {
+                reply.respond(refused);
+                continue;
+            }
             match parse_record(text.as_bytes()) {
                 Parsed::Blank => {}
                 Parsed::Error(response) => reply.respond(response),
@@ -125,8 +135,11 @@ pub async fn serve(
             }
         }
     };
-    tokio::select! {
-        () = reader => {}
-        () = writer => {}
+    let refusal = tokio::select! {
+        refusal = reader => refusal,
+        () = writer => None,
+    };
+    if let Some(close) = refusal {
+        let _ = sender.send(close).await;
     }
 }

@@ -5,11 +5,12 @@
 //! ones (listed, counted, closed at shutdown), opened only under `--root`, and closed, their
 //! files kept, when the connection ends.
 
-use super::Server;
+use super::{Server, frame};
+use crate::frontend::reader::MAX_RECORD;
 use axum::extract::ws::{Message, WebSocket};
 use futures_util::{SinkExt, StreamExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Messages on their way to the socket: the ACP writer's queue holds the rest, and a client
 /// that stops reading makes that queue, and then the streams feeding it, wait.
@@ -52,21 +53,33 @@ pub async fn serve(server: Arc<Server>, socket: WebSocket) {
     let (mut sender, receiver) = socket.split();
     let (frames, mut outgoing) = tokio::sync::mpsc::channel::<String>(FRAMES_IN_FLIGHT);
     let stopped = server.stopped.clone().cancelled_owned();
-    let incoming = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        loop {
-            let text = match receiver.next().await? {
-                Ok(Message::Text(text)) => text.as_str().to_owned(),
-                // Not JSON: the client gets the protocol's parse error for it.
-                Ok(Message::Binary(_)) => "a binary frame".to_owned(),
-                // Pings are answered by the library.
-                Ok(Message::Ping(_) | Message::Pong(_)) => continue,
-                Ok(Message::Close(_)) | Err(_) => return None,
-            };
-            if !text.trim().is_empty() {
-                return Some((text, receiver));
+    // Set when reading ends on a frame past the ceiling: the close frame that says so.
+    let refused = Arc::new(OnceLock::new());
+    let incoming = futures_util::stream::unfold(
+        (receiver, refused.clone()),
+        |(mut receiver, refused)| async move {
+            loop {
+                let text = match receiver.next().await? {
+                    // Not JSON, so the client gets the protocol's parse error for them.
+                    Ok(Message::Text(text)) if text.len() > MAX_RECORD => "oversized".to_owned(),
+                    Ok(Message::Binary(_)) => "a binary frame".to_owned(),
+                    Ok(Message::Text(text)) => text.as_str().to_owned(),
+                    // Pings are answered by the library.
+                    Ok(Message::Ping(_) | Message::Pong(_)) => continue,
+                    Ok(Message::Close(_)) => return None,
+                    Err(e) => {
+                        if let Some(close) = frame::refusal(e) {
+                            let _ = refused.set(close);
+                        }
+                        return None;
+                    }
+                };
+                if !text.trim().is_empty() {
+                    return Some((text, (receiver, refused)));
+                }
             }
-        }
-    })
+        },
+    )
     .take_until(stopped);
     let forward = async move {
         while let Some(line) = outgoing.recv().await {
@@ -74,7 +87,8 @@ pub async fn serve(server: Arc<Server>, socket: WebSocket) {
                 return;
             }
         }
-        let _ = sender.send(Message::Close(None)).await;
+        let close = refused.get().cloned().unwrap_or(Message::Close(None));
+        let _ = sender.send(close).await;
     };
     let host: Arc<dyn crate::acp::Host> = server.clone();
     let runtime = server.runtime.clone();

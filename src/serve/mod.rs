@@ -16,6 +16,7 @@ mod auth;
 pub mod bridge;
 mod connection;
 mod editor;
+mod frame;
 mod journal;
 mod routes;
 

@@ -4,9 +4,8 @@
 //! whose fault it is.
 
 use super::journal::{ClientKey, Journal};
-use super::{Served, Server, auth, connection, editor};
+use super::{Served, Server, auth, connection, editor, frame};
 use crate::config::{ModelChoice, Resume, SessionSpec};
-use crate::frontend::reader::MAX_RECORD;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{StatusCode, header};
@@ -235,8 +234,8 @@ async fn attach(
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
         .into();
     Ok(upgrade
-        .max_message_size(MAX_RECORD)
-        .max_frame_size(MAX_RECORD)
+        .max_message_size(frame::CEILING)
+        .max_frame_size(frame::CEILING)
         .on_upgrade(move |socket| connection::serve(socket, live, journal, client, query.since)))
 }
 
@@ -249,8 +248,8 @@ async fn editor(
         return Err(shutting_down());
     }
     Ok(upgrade
-        .max_message_size(MAX_RECORD)
-        .max_frame_size(MAX_RECORD)
+        .max_message_size(frame::CEILING)
+        .max_frame_size(frame::CEILING)
         .on_upgrade(move |socket| editor::serve(server, socket)))
 }
 

@@ -14,13 +14,13 @@ use std::time::Duration;
 
 /// Loading compiles the extension's TypeScript and imports Pi's packages: seconds on a busy
 /// machine.
-const LOAD: Duration = Duration::from_secs(90);
+pub(super) const LOAD: Duration = Duration::from_secs(90);
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Pi 1.6's install: its `node_modules`, which holds Pi's packages and the Node that runs them.
 // The skip must be visible: a silent pass would hide that no extension ran.
 #[allow(clippy::print_stderr)]
-fn pi_modules() -> Option<PathBuf> {
+pub(super) fn pi_modules() -> Option<PathBuf> {
     let dir = std::env::var_os("NOVA_PI_DIR")
         .map(PathBuf::from)
         .or_else(|| {
@@ -46,7 +46,7 @@ fn pi_modules() -> Option<PathBuf> {
 }
 
 /// A builder whose nova finds Pi's packages and Node without npm.
-fn with_pi(builder: NovaBuilder, modules: &std::path::Path) -> NovaBuilder {
+pub(super) fn with_pi(builder: NovaBuilder, modules: &std::path::Path) -> NovaBuilder {
     builder
         .env(
             "NOVA_NODE",
@@ -59,7 +59,7 @@ fn with_pi(builder: NovaBuilder, modules: &std::path::Path) -> NovaBuilder {
 }
 
 /// Waits (generously) for the first answer: nova answers nothing before its extensions load.
-fn commands(nova: &mut Nova) -> Vec<Value> {
+pub(super) fn commands(nova: &mut Nova) -> Vec<Value> {
     nova.send(&json!({"id": "cmds", "type": "get_commands"}));
     let r = nova.wait_for(|v| v["id"] == "cmds", LOAD);
     assert_eq!(r["success"], true, "{r}");
@@ -722,5 +722,68 @@ fn pis_input_transform_example_rewrites_or_handles_prompts() {
             .contains("Respond briefly in 1-2 sentences: What is TypeScript?"),
         "{}",
         requests[0].body
+    );
+}
+
+const ACTIONS: &str = r#"
+export default function (pi) {
+  pi.registerCommand("tune", {
+    handler: async (_args, ctx) => {
+      pi.setActiveTools(["read", "grep"]);
+      pi.setThinkingLevel("high");
+      const unknown = await pi.setModel({ provider: "nowhere", id: "none" });
+      const known = await pi.setModel({ provider: "mock-ollama", id: "test-model" });
+      ctx.ui.notify(`unknown=${unknown} known=${known} thinking=${pi.getThinkingLevel()}`, "info");
+    },
+  });
+  pi.registerCommand("active", {
+    handler: async (_args, ctx) => ctx.ui.notify(`active=${pi.getActiveTools().join(",")}`, "info"),
+  });
+}
+"#;
+
+/// `setActiveTools`, `setThinkingLevel` and `setModel` are the port's `set_active_tools`,
+/// `set_thinking_level` and `set_model`: what they change is what a client then reads, and
+/// a model nova does not know is `false`, as in Pi.
+#[test]
+fn an_extensions_tool_thinking_and_model_actions_go_through_the_session_port() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    let mut models = crate::support::nova_proc::ollama_models(&mock);
+    models["providers"]["mock-ollama"]["models"][0]["reasoning"] = json!(true);
+    let builder = Nova::builder()
+        .models_json(models)
+        .args(["--provider", "mock-ollama", "--model", "test-model"])
+        .file("actions.js", ACTIONS)
+        .args(["-e", "actions.js"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.send(&json!({"id": "t", "type": "prompt", "message": "/tune"}));
+    let notify = nova.wait_for(|v| v["method"] == "notify", WAIT);
+    assert_eq!(notify["message"], "unknown=false known=true thinking=high");
+    nova.wait_for(|v| v["id"] == "t", WAIT);
+
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    assert_eq!(state["thinkingLevel"], "high", "{state}");
+    assert_eq!(state["model"]["id"], "test-model");
+    let tools = nova.request_ok(json!({"type": "get_tools"}));
+    let active: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["active"] == true)
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(active, vec!["read", "grep"], "{tools}");
+
+    nova.send(&json!({"id": "a", "type": "prompt", "message": "/active"}));
+    let notify = nova.wait_for(|v| v["method"] == "notify", WAIT);
+    assert_eq!(notify["message"], "active=read,grep");
+    assert!(
+        !nova
+            .log()
+            .iter()
+            .any(|l| l.value["type"] == "extension_error"),
+        "no action failed"
     );
 }

@@ -31,6 +31,7 @@ mod oneshot;
 mod openai_codex;
 mod openai_responses;
 mod orphans;
+mod packages;
 mod parity;
 mod permission;
 mod pi_client;

@@ -752,3 +752,66 @@ async fn bad_frames_get_a_clear_error_and_harm_nothing() {
     let (status, _) = served.http("GET", "/health", None).await;
     assert_eq!(status, 200);
 }
+
+/// A text frame over RPC mode's 8 MiB record limit gets the error record RPC mode gives an
+/// oversized line (with the id read from its start) and the connection goes on; one past the
+/// 32 MiB most a connection reads is refused with 1009 ("message too big"), and the server
+/// and the session go on.
+#[tokio::test(flavor = "current_thread")]
+async fn an_oversized_frame_is_answered_like_an_oversized_line() {
+    let mock = MockLlm::start();
+    let served = serve(&mock, None);
+    let id = served.open(&served.nova.cwd()).await;
+    let mut client = served.attach(&id, "").await;
+    let big = format!(
+        r#"{{"id":"big","type":"prompt","message":"{}"}}"#,
+        "x".repeat(9 << 20)
+    );
+    client.ws.send(Message::Text(big.into())).await.unwrap();
+    let answer = client.next().await;
+    assert_eq!(
+        (
+            answer["id"].clone(),
+            answer["command"].clone(),
+            answer["success"].clone()
+        ),
+        (json!("big"), json!("parse"), json!(false)),
+        "{answer}"
+    );
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("exceeded the 8 MiB limit"),
+        "{answer}"
+    );
+    client.send(json!({"id": "s", "type": "get_state"})).await;
+    let answer = client.next().await;
+    assert_eq!(
+        (answer["id"].clone(), answer["success"].clone()),
+        (json!("s"), json!(true))
+    );
+    assert_eq!(mock.chat_requests().len(), 0);
+
+    let huge = "y".repeat(33 << 20);
+    // The server stops reading at the frame's header, so the send itself may fail.
+    let _ = client.ws.send(Message::Text(huge.into())).await;
+    let ended = tokio::time::timeout(WAIT, async {
+        loop {
+            match client.ws.next().await {
+                Some(Ok(Message::Close(frame))) => return frame.map(|f| u16::from(f.code)),
+                Some(Ok(_)) => continue,
+                // A reset may overtake the close frame.
+                Some(Err(_)) | None => return None,
+            }
+        }
+    })
+    .await
+    .expect("the connection ends");
+    assert!(matches!(ended, None | Some(1009)), "{ended:?}");
+    let (status, _) = served.http("GET", "/health", None).await;
+    assert_eq!(status, 200);
+    let mut again = served.attach(&id, "").await;
+    again.send(json!({"id": "t", "type": "get_state"})).await;
+    assert_eq!(again.next().await["id"], "t");
+}

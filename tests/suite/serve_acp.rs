@@ -207,3 +207,50 @@ async fn an_editor_speaks_acp_over_the_websocket_under_the_same_rules() {
     let (status, _) = served.http("GET", "/health", None).await;
     assert_eq!(status, 200);
 }
+
+/// A message over the 8 MiB record limit gets the JSON-RPC parse error and the connection goes
+/// on, as on stdio.
+#[tokio::test(flavor = "current_thread")]
+async fn an_oversized_acp_frame_gets_a_parse_error_and_the_connection_goes_on() {
+    let mock = MockLlm::start();
+    let served = serve(&mock, None);
+    let mut ws = upgrade(&served, None).await.unwrap();
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":1,"pad":"{}"}}}}"#,
+        "x".repeat(9 << 20)
+    );
+    ws.send(Message::Text(big.into())).await.unwrap();
+    let error = next_json(&mut ws).await;
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+    ws.send(Message::Text(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": 1}})
+            .to_string()
+            .into(),
+    ))
+    .await
+    .unwrap();
+    let answer = next_json(&mut ws).await;
+    assert_eq!(
+        (
+            answer["id"].clone(),
+            answer["result"]["protocolVersion"].clone()
+        ),
+        (json!(2), json!(1)),
+        "{answer}"
+    );
+}
+
+async fn next_json(
+    ws: &mut tokio_tungstenite::WebSocketStream<Box<dyn super::serve::Io>>,
+) -> Value {
+    loop {
+        let message = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("a message within the wait")
+            .expect("the socket open")
+            .unwrap();
+        if let Message::Text(text) = message {
+            return serde_json::from_str(&text).unwrap();
+        }
+    }
+}
