@@ -5,6 +5,7 @@
 //! fails. `NOVA_DIFF_OUT=<dir>` keeps the normalised transcripts for reading.
 
 mod compare;
+mod flags;
 mod normalize;
 pub mod rpc;
 
@@ -221,26 +222,31 @@ fn both(
 }
 
 /// The deliberate differences (`tests/pi-differences.txt`): one per line, `kind where [path]
-/// — reason`, `*` matching anything.
+/// — reason`, `*` matching anything; those of the command-line comparison ([`flags`]) start
+/// with `flags `.
 struct Allowed {
     /// The pattern, its text, and whether a run without it means the entry is stale.
     entries: Vec<(nova::glob::Glob, String, bool)>,
 }
 
 impl Allowed {
-    fn load() -> Allowed {
+    /// The entries of the command-line comparison (`flags`), or the others.
+    fn load(flags: bool) -> Allowed {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pi-differences.txt");
         let text = std::fs::read_to_string(&path).unwrap();
         let entries = text
             .lines()
             .map(str::trim)
             .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(|line| {
+            .filter_map(|line| {
                 let (what, reason) = line
                     .split_once(" — ")
                     .unwrap_or_else(|| panic!("{}: no reason given: {line}", path.display()));
                 assert!(!reason.trim().is_empty(), "no reason given: {line}");
                 let what = what.split_whitespace().collect::<Vec<_>>().join(" ");
+                if what.starts_with("flags ") != flags {
+                    return None;
+                }
                 // A difference that depends on Pi's timing need not occur in every run.
                 let (what, always) = match what.strip_prefix("sometimes ") {
                     Some(rest) => (rest.to_owned(), false),
@@ -250,10 +256,36 @@ impl Allowed {
                 // are full of is text.
                 let glob =
                     nova::glob::Glob::command(&what).unwrap_or_else(|e| panic!("{line}: {e}"));
-                (glob, what, always)
+                Some((glob, what, always))
             })
             .collect();
         Allowed { entries }
+    }
+
+    /// Fails unless every difference found is listed and every entry that must occur did.
+    fn check(&self, found: &compare::Differences) {
+        let mut used = vec![false; self.entries.len()];
+        let mut unexplained = Vec::new();
+        for (key, (count, example)) in &found.0 {
+            match self.entries.iter().position(|(g, _, _)| g.is_match(key)) {
+                Some(i) => used[i] = true,
+                None => unexplained.push(format!("{key}  ({count}×; {example})")),
+            }
+        }
+        let stale: Vec<&str> = self
+            .entries
+            .iter()
+            .zip(&used)
+            .filter(|((_, _, always), used)| *always && !**used)
+            .map(|((_, what, _), _)| what.as_str())
+            .collect();
+        assert!(
+            unexplained.is_empty() && stale.is_empty(),
+            "differences from Pi 1.6 that tests/pi-differences.txt does not explain:\n{}\n\n\
+             entries there that no scenario needs any more:\n{}",
+            unexplained.join("\n"),
+            stale.join("\n")
+        );
     }
 }
 
@@ -406,27 +438,5 @@ fn nova_answers_as_pi_does() {
             .collect();
         std::fs::write(out.join("differences.txt"), all.join("\n")).unwrap();
     }
-    let allowed = Allowed::load();
-    let mut used = vec![false; allowed.entries.len()];
-    let mut unexplained = Vec::new();
-    for (key, (count, example)) in &found.0 {
-        match allowed.entries.iter().position(|(g, _, _)| g.is_match(key)) {
-            Some(i) => used[i] = true,
-            None => unexplained.push(format!("{key}  ({count}×; {example})")),
-        }
-    }
-    let stale: Vec<&str> = allowed
-        .entries
-        .iter()
-        .zip(&used)
-        .filter(|((_, _, always), used)| *always && !**used)
-        .map(|((_, what, _), _)| what.as_str())
-        .collect();
-    assert!(
-        unexplained.is_empty() && stale.is_empty(),
-        "differences from Pi 1.6 that tests/pi-differences.txt does not explain:\n{}\n\n\
-         entries there that no scenario needs any more:\n{}",
-        unexplained.join("\n"),
-        stale.join("\n")
-    );
+    Allowed::load(false).check(&found);
 }
