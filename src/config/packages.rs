@@ -13,7 +13,7 @@
 
 use crate::protocol::SourceScope;
 use serde_json::Value;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// A package source as written in settings or on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,21 +184,7 @@ fn git(url: &str) -> Option<Source> {
 /// A local source's absolute path, `..` and `.` resolved by their text.
 pub fn local_path(path: &str, base: &Path) -> PathBuf {
     let path = path.strip_prefix("file:").unwrap_or(path);
-    clean(&crate::files::path::resolve(path, base))
-}
-
-fn clean(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
+    crate::files::path::lexical(&crate::files::path::resolve(path, base))
 }
 
 /// The three kinds of resource a package gives nova (Pi's themes have no use here).
@@ -496,7 +482,7 @@ fn from_manifest(root: &Path, entries: &[String], kind: Kind) -> Vec<PathBuf> {
         let paths = if entry.contains(['*', '?']) {
             expand_glob(root, entry)
         } else {
-            vec![clean(&root.join(entry))]
+            vec![crate::files::path::lexical(&root.join(entry))]
         };
         for path in paths {
             if path.is_file() {

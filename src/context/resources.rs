@@ -20,7 +20,7 @@ use crate::protocol::{
     CommandSource, DiscoveredBy, SlashCommand, SourceInfo, SourceOrigin, SourceScope,
 };
 use std::collections::{HashMap, HashSet};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// Where resources are looked for.
 pub struct Sources<'a> {
@@ -181,29 +181,17 @@ fn listed(
     flags: &[PathBuf],
     cwd: &Path,
 ) -> Vec<(PathBuf, Location)> {
-    let from_settings = settings
-        .iter()
-        .map(|l| (clean(&l.path), Location::Setting { scope: l.scope }));
+    let from_settings = settings.iter().map(|l| {
+        (
+            crate::files::path::lexical(&l.path),
+            Location::Setting { scope: l.scope },
+        )
+    });
     let from_flags = flags.iter().map(|p| {
         let absolute = crate::files::path::resolve(&p.to_string_lossy(), cwd);
-        (clean(&absolute), Location::Flag)
+        (crate::files::path::lexical(&absolute), Location::Flag)
     });
     from_settings.chain(from_flags).collect()
-}
-
-/// `a/b/../c` → `a/c`, as Pi resolves these paths, so they read well where they are shown.
-fn clean(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// `cwd` and its parents, nearest first, up to the first that holds `.git` (all of them when
@@ -311,12 +299,6 @@ impl<T> Found<T> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn paths_are_cleaned_lexically() {
-        assert_eq!(clean(Path::new("/a/b/../c/./d")), PathBuf::from("/a/c/d"));
-        assert_eq!(clean(Path::new("/../x")), PathBuf::from("/x"));
-    }
 
     #[test]
     fn ancestors_stop_at_the_git_root() {

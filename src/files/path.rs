@@ -1,7 +1,7 @@
 //! Turning a model-supplied path into an absolute one. Models often copy paths from prompts
 //! (`@file` mentions, `~/…`) or from text with odd spaces, so those are cleaned up first.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// Spaces a model may emit instead of U+0020 (no-break, en/em and friends, ideographic).
 fn is_unicode_space(c: char) -> bool {
@@ -36,6 +36,23 @@ pub fn resolve(raw: &str, cwd: &Path) -> PathBuf {
     }
 }
 
+/// `a/b/../c` → `a/c`, `.` dropped, by the text alone, as Pi resolves configured paths: for
+/// paths that are shown or compared as names (settings, packages). Never for a path that is then
+/// opened: across a symlink `..` means something else on disk.
+pub fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -60,5 +77,11 @@ mod tests {
         assert_eq!(resolve("~", cwd), home);
         assert_eq!(resolve("~/a/b", cwd), home.join("a/b"));
         assert_eq!(resolve("~x", cwd), PathBuf::from("/work/p/~x"));
+    }
+
+    #[test]
+    fn lexical_drops_dots_and_folds_parents_by_text() {
+        assert_eq!(lexical(Path::new("/a/b/../c/./d")), PathBuf::from("/a/c/d"));
+        assert_eq!(lexical(Path::new("/../x")), PathBuf::from("/x"));
     }
 }
