@@ -14,7 +14,7 @@ pub struct Normalizer {
 
 /// Keys whose value is a moment or a measured duration.
 /// Keys whose value is a session entry's id.
-const ENTRY_ID_KEYS: &[&str] = &["id", "parentId", "targetId"];
+const ENTRY_ID_KEYS: &[&str] = &["id", "parentId", "targetId", "firstKeptEntryId"];
 
 const CLOCK_KEYS: &[&str] = &[
     "timestamp",
