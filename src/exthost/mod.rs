@@ -139,9 +139,8 @@ pub async fn start(
         .map_err(|e| HostError::Load(e.to_string()))??;
     let script = spec.agent_dir.join("exthost").join("host.mjs");
     write_script(&script)?;
-    let (lines, _) = mpsc::channel(1);
     let shared = Arc::new(Shared {
-        lines: Mutex::new(lines),
+        lines: Mutex::new(closed_queue()),
         pending: Mutex::default(),
         next: AtomicU64::new(1),
         registry: Mutex::default(),
@@ -328,6 +327,11 @@ impl Shared {
 
 const GONE: &str = "the extension host has exited";
 
+/// A queue nothing reads: sending on it fails at once, which `request` reports as [`GONE`].
+fn closed_queue() -> mpsc::Sender<String> {
+    mpsc::channel(1).0
+}
+
 async fn write_lines(mut stdin: tokio::process::ChildStdin, mut queue: mpsc::Receiver<String>) {
     while let Some(mut line) = queue.recv().await {
         line.push('\n');
@@ -347,6 +351,10 @@ async fn read_lines(stdout: tokio::process::ChildStdout, shared: Arc<Shared>, ag
             Err(e) => tracing::warn!("the extension host wrote an unreadable line ({e}): {line}"),
         }
     }
+    // The queue is closed before the waiting requests are failed: a request registers itself
+    // before it takes the queue, so each one is either failed here or finds the queue closed.
+    // The old writer task may still hold its receiver, and a line sent there is never answered.
+    *lock(&shared.lines) = closed_queue();
     let waiting: Vec<_> = lock(&shared.pending).drain().collect();
     for (_, tx) in waiting {
         let _ = tx.send(Err(GONE.into()));
