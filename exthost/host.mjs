@@ -68,17 +68,47 @@ const [{ loadExtensions }, { ExtensionRunner }, { SessionManager }, { wrapRegist
 		piModule("core/extensions/wrapper.js"),
 	]);
 
-/** State nova keeps current here, read by the synchronous getters of Pi's API. */
+/** The session's state, read by the synchronous getters of Pi's API. The host keeps it
+ * current as a client would, with the session port's own queries (see `refresh`). */
 const mirror = {
 	idle: true,
 	sessionName: undefined,
+	sessionId: undefined,
+	sessionFile: undefined,
 	activeTools: [],
+	allTools: [],
 	thinkingLevel: "off",
 	model: undefined,
+	contextUsage: undefined,
 	trusted: false,
 	mode: "rpc",
 	hasUI: true,
 };
+
+/** Reads the session's state through the port (`get_state`, `get_tools`,
+ * `get_session_stats`) into the mirror. Before the extensions are attached nova does not list
+ * their tools yet; they are active then, as Pi starts with every tool active. */
+async function refresh(ownTools = []) {
+	const [state, tools, stats] = await Promise.all([
+		ask("get_state", {}),
+		ask("get_tools", {}),
+		ask("get_session_stats", {}),
+	]);
+	mirror.model = state?.model ?? undefined;
+	mirror.thinkingLevel = state?.thinkingLevel ?? mirror.thinkingLevel;
+	mirror.sessionName = state?.sessionName ?? undefined;
+	mirror.sessionId = state?.sessionId;
+	mirror.sessionFile = state?.sessionFile;
+	const listed = tools?.tools ?? [];
+	const own = ownTools.filter((t) => !listed.some((l) => l.name === t.name));
+	mirror.allTools = [...listed, ...own].map((t) => ({
+		name: t.name,
+		description: t.description,
+		parameters: t.parameters,
+	}));
+	mirror.activeTools = [...listed.filter((t) => t.active), ...own].map((t) => t.name);
+	mirror.contextUsage = stats?.contextUsage ?? undefined;
+}
 
 let runner;
 /** Dialogs waiting for the client's extension_ui_response, by request id. */
@@ -173,7 +203,12 @@ function bind() {
 				void ask("send_message", { message: msg, options }).catch(report("sendMessage")),
 			sendUserMessage: (content, options) =>
 				void ask("send_user_message", { content, options }).catch(report("sendUserMessage")),
-			appendEntry: notYet("appendEntry"),
+			// Recorded in nova's session, and in the in-memory one whose entries the
+			// extension can read back.
+			appendEntry: (customType, data) => {
+				runner.sessionManager?.appendCustomEntry?.(customType, data);
+				void ask("append_entry", { customType, data }).catch(report("appendEntry"));
+			},
 			setSessionName: (name) => {
 				mirror.sessionName = name;
 				void ask("set_session_name", { name }).catch(report("setSessionName"));
@@ -181,7 +216,7 @@ function bind() {
 			getSessionName: () => mirror.sessionName,
 			setLabel: notYet("setLabel"),
 			getActiveTools: () => mirror.activeTools,
-			getAllTools: () => [],
+			getAllTools: () => mirror.allTools,
 			getSettings: () => ({}),
 			// Pi's actions return before the session has changed; so do these. nova's answer
 			// (the port's response) updates the mirror, its error becomes extension_error.
@@ -210,7 +245,7 @@ function bind() {
 			},
 		},
 		{
-			getModel: () => undefined,
+			getModel: () => mirror.model,
 			getScopedModels: () => [],
 			isIdle: () => mirror.idle,
 			isProjectTrusted: () => mirror.trusted,
@@ -218,7 +253,7 @@ function bind() {
 			abort: () => void ask("abort", {}).catch(report("abort")),
 			hasPendingMessages: () => false,
 			shutdown: () => {},
-			getContextUsage: () => undefined,
+			getContextUsage: () => mirror.contextUsage,
 			compact: notYet("compact"),
 			getSystemPrompt: () => "",
 		},
@@ -272,9 +307,15 @@ const methods = {
 		mirror.mode = mode;
 		mirror.hasUI = hasUI;
 		const loaded = await loadExtensions(paths, cwd);
+		// Pi's in-memory session, answering for the real one where the mirror knows it.
 		const sessionManager = SessionManager.inMemory(cwd);
+		sessionManager.getSessionId = () => mirror.sessionId;
+		sessionManager.getSessionFile = () => mirror.sessionFile;
+		sessionManager.getSessionName = () => mirror.sessionName;
 		runner = new ExtensionRunner(loaded.extensions, loaded.runtime, cwd, sessionManager, undefined);
 		bind();
+		// session_start's handlers read the model and the tools already.
+		await refresh(tools()).catch(report("state"));
 		// As in Pi, session_start follows loading and comes before the first command is
 		// served: what its handlers do before they first wait reaches nova ahead of this
 		// answer. Not awaited, since a handler may wait for a dialog only a client can answer.
@@ -290,7 +331,12 @@ const methods = {
 	/** A notification event; its handlers' errors become extension_error. */
 	async event({ event }) {
 		if (event.type === "agent_start") mirror.idle = false;
-		if (event.type === "agent_settled") mirror.idle = true;
+		if (event.type === "agent_settled") {
+			mirror.idle = true;
+			// A run changes the context's size, and a client may have changed the model or
+			// the tools meanwhile.
+			await refresh().catch(report("state"));
+		}
 		await runner.emit(event);
 		return {};
 	},
@@ -367,10 +413,6 @@ const methods = {
 
 	ui_response(answer) {
 		dialogs.get(answer.id)?.(answer);
-	},
-
-	state(state) {
-		Object.assign(mirror, state);
 	},
 };
 

@@ -1473,4 +1473,5 @@ pub struct ToolInfo {
 pub enum ToolSource {
     Builtin,
     Mcp,
+    Extension,
 }

@@ -170,7 +170,9 @@ fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call, batch: &Batch
     let tool = Tool::from_name(name).filter(|t| tools.active.contains(t));
     let mut write_target = None;
     match tool {
-        None if agent.extensions().is_some_and(|e| e.has_tool(name)) => {
+        None if tools.offers_extension(name)
+            && agent.extensions().is_some_and(|e| e.has_tool(name)) =>
+        {
             extension_slot(agent, cancel, call)
         }
         None => tools

@@ -57,7 +57,7 @@ impl Agent {
     }
 
     /// The built-in tools' specs, then those of the MCP servers that are ready now and that the
-    /// tool set offers, then the extensions' tools.
+    /// tool set offers, then the extensions' tools it offers.
     pub(super) fn tool_specs(&self, tools: &Tools) -> Arc<[ToolSpec]> {
         let extensions = self.extensions().map(|e| e.tool_specs());
         if self.inner.mcp.is_none() && extensions.is_none() {
@@ -73,7 +73,12 @@ impl Agent {
             .iter()
             .chain(mcp)
             .cloned()
-            .chain(extensions.into_iter().flatten())
+            .chain(
+                extensions
+                    .into_iter()
+                    .flatten()
+                    .filter(|s| tools.offers_extension(&s.name)),
+            )
             .collect()
     }
 }

@@ -228,6 +228,21 @@ impl Agent {
         Ok(())
     }
 
+    /// An extension's own entry (`pi.appendEntry`): recorded in the session, never shown to
+    /// the model; answers with the entry's id.
+    pub fn append_custom_entry(
+        &self,
+        custom_type: &str,
+        data: Option<serde_json::Value>,
+    ) -> Result<String, CommandError> {
+        if custom_type.trim().is_empty() {
+            return Err(CommandError::Invalid(
+                "an entry's customType cannot be empty".into(),
+            ));
+        }
+        Ok(self.state().session.append_custom(custom_type, data)?)
+    }
+
     /// Pi's totals: every message of the session file, on every branch and from before any
     /// compaction, and the summaries' own cost.
     pub fn session_stats(&self) -> SessionStats {

@@ -3,7 +3,8 @@
 //! model: image tools only for a model that takes images) and every tool of the MCP servers
 //! that are ready. A named set is exact, built-in and MCP names alike, and is recorded in the
 //! session as a `custom` entry, so it comes back with the session as a model change does.
-//! `--tools`/`--no-tools` bound every set: a built-in tool they leave out is never offered,
+//! Extension tools are offered like MCP tools: all of them until a set is named, then those it
+//! names. `--tools`/`--no-tools` bound every set: a built-in tool they leave out is never offered,
 //! whatever a resumed session recorded, and `set_active_tools` naming one is refused.
 
 use super::{Agent, CommandError, State};
@@ -56,6 +57,13 @@ impl Tools {
             None => self.startup.offers_mcp(name),
         }
     }
+
+    /// Whether the model may see the extension tool `name`.
+    pub(super) fn offers_extension(&self, name: &str) -> bool {
+        self.named
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|n| n == name))
+    }
 }
 
 impl Agent {
@@ -83,10 +91,11 @@ impl Agent {
         }
     }
 
-    /// Every tool nova could offer now (built-in, and the MCP servers' that are ready), each
-    /// with its schema and whether the next request offers it.
+    /// Every tool nova could offer now (built-in, the MCP servers' that are ready, the
+    /// extensions'), each with its schema and whether the next request offers it.
     pub fn tools(&self) -> Vec<ToolInfo> {
         let mcp = self.inner.mcp.as_ref().map(|s| s.specs());
+        let extensions = self.extensions().map(|e| e.tool_specs());
         let state = self.state();
         let builtin = Tool::ALL.iter().map(|&t| ToolInfo {
             spec: t.spec(),
@@ -101,16 +110,25 @@ impl Agent {
                 spec: spec.clone(),
                 source: ToolSource::Mcp,
             });
-        builtin.chain(mcp).collect()
+        let extensions = extensions.into_iter().flatten().map(|spec| ToolInfo {
+            active: state.tools.offers_extension(&spec.name),
+            spec,
+            source: ToolSource::Extension,
+        });
+        builtin.chain(mcp).chain(extensions).collect()
     }
 
     /// Makes `names` the tools of the next request (in that order; repeats dropped). Every name
-    /// must be a built-in tool or one an MCP server declares; otherwise nothing changes and the
-    /// error names the unknown ones.
+    /// must be a built-in tool, one an MCP server declares or an extension's; otherwise nothing
+    /// changes and the error names the unknown ones.
     pub fn set_active_tools(&self, names: Vec<String>) -> Result<Vec<ToolInfo>, CommandError> {
         let mcp = self.inner.mcp.as_ref();
-        let known =
-            |name: &str| Tool::from_name(name).is_some() || mcp.is_some_and(|s| s.knows(name));
+        let extensions = self.extensions();
+        let known = |name: &str| {
+            Tool::from_name(name).is_some()
+                || mcp.is_some_and(|s| s.knows(name))
+                || extensions.is_some_and(|e| e.has_tool(name))
+        };
         let unknown: Vec<&str> = names
             .iter()
             .map(String::as_str)
@@ -120,6 +138,9 @@ impl Agent {
             let mut offered: Vec<String> = Tool::ALL.iter().map(|t| t.name().to_owned()).collect();
             if let Some(servers) = mcp {
                 offered.extend(servers.specs().iter().map(|s| s.name.to_string()));
+            }
+            if let Some(extensions) = extensions {
+                offered.extend(extensions.tool_specs().iter().map(|s| s.name.to_string()));
             }
             return Err(CommandError::UnknownTools {
                 names: unknown.join(", "),

@@ -8,7 +8,9 @@
 //!   idle flag current);
 //! - what an extension asks of the session (`sendUserMessage`, `setSessionName`, `abort`,
 //!   `setActiveTools`, `setThinkingLevel`, `setModel`) runs through the session port
-//!   ([`crate::agent::port`]), as a client's command would;
+//!   ([`crate::agent::port`]), as a client's command would, and so do the queries that keep the
+//!   host's mirror of the session's state current; `appendEntry`, which no client command
+//!   expresses, writes to the session directly;
 //! - the agent reaches its commands, tools and `tool_call` hooks through
 //!   [`crate::agent::Extensions`], which [`Host`] implements;
 //! - its `ctx.ui` calls become `extension_ui_request` events and its handlers' failures
@@ -444,14 +446,18 @@ fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
 }
 
 /// The session port's commands an extension's actions map onto one to one (`setSessionName`,
-/// `abort`, `setActiveTools`, `setThinkingLevel`, `setModel`), sent by the host under their RPC
-/// names; anything else is refused.
-const PORT_COMMANDS: [&str; 5] = [
+/// `abort`, `setActiveTools`, `setThinkingLevel`, `setModel`), and the queries that keep the
+/// host's mirror of the session's state current (`ctx.model`, `getActiveTools`,
+/// `getContextUsage`…), sent by the host under their RPC names; anything else is refused.
+const PORT_COMMANDS: [&str; 8] = [
     "set_session_name",
     "abort",
     "set_active_tools",
     "set_thinking_level",
     "set_model",
+    "get_state",
+    "get_tools",
+    "get_session_stats",
 ];
 
 /// Carries out what an extension asked of the session, through the session port.
@@ -469,6 +475,18 @@ async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
                 streaming_behavior,
             }
         }),
+        // No client command writes an extension's entry: the session takes it directly.
+        "append_entry" => {
+            let answer = serde_json::from_value::<wire::CustomEntry>(params)
+                .map_err(|e| format!("malformed append_entry: {e}"))
+                .and_then(|e| {
+                    agent
+                        .append_custom_entry(&e.custom_type, e.data)
+                        .map_err(|e| e.to_string())
+                });
+            reply.answer(answer.map(|id| json!({ "id": id })));
+            return;
+        }
         // The rest are the port's own commands under their RPC names and fields.
         name if PORT_COMMANDS.contains(&name) => {
             serde_json::from_value::<Command>(json!({ name: params }))

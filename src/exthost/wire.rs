@@ -146,3 +146,12 @@ pub struct DeliverOptions {
     #[serde(default)]
     pub deliver_as: Option<String>,
 }
+
+/// `pi.appendEntry(customType, data)`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomEntry {
+    pub custom_type: String,
+    #[serde(default)]
+    pub data: Option<Value>,
+}

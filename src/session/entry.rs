@@ -88,6 +88,12 @@ pub enum Body {
     ActiveTools {
         tools: Vec<String>,
     },
+    /// An extension's own state (Pi's `pi.appendEntry`), a `custom` entry kept out of the
+    /// model's context. Read back it is an [`Body::Other`], kept whole.
+    Custom {
+        custom_type: String,
+        data: Option<Value>,
+    },
     /// An entry nova does not model (Pi's `custom`, `label`, `branch_summary`, a message with a
     /// role nova lacks…), kept whole so that it is written back unchanged.
     Other(Value),
@@ -102,7 +108,7 @@ impl Body {
             Body::Compaction { .. } => "compaction",
             Body::SessionInfo { .. } => "session_info",
             Body::ContextOmit { .. } => "context_edit",
-            Body::ActiveTools { .. } => "custom",
+            Body::ActiveTools { .. } | Body::Custom { .. } => "custom",
             Body::Other(_) => "",
         }
     }
@@ -162,6 +168,12 @@ impl Serialize for Entry {
                 m.serialize_entry("customType", ACTIVE_TOOLS)?;
                 m.serialize_entry("data", &ActiveToolsData { tools })?;
             }
+            Body::Custom { custom_type, data } => {
+                m.serialize_entry("customType", custom_type)?;
+                if let Some(data) = data {
+                    m.serialize_entry("data", data)?;
+                }
+            }
             Body::Other(_) => {}
         }
         m.end()
@@ -220,6 +232,10 @@ impl schemars::JsonSchema for Entry {
                         "required": ["tools"],
                         "properties": { "tools": { "type": "array", "items": text } }
                     }
+                })),
+                shape("custom", &["customType"], json!({
+                    "customType": text,
+                    "data": {}
                 })),
                 {
                     "description": "An entry nova does not model (another type, a message \

@@ -283,6 +283,17 @@ impl Session {
         })
     }
 
+    pub fn append_custom(
+        &mut self,
+        custom_type: &str,
+        data: Option<Value>,
+    ) -> Result<String, SessionError> {
+        self.append(Body::Custom {
+            custom_type: custom_type.to_owned(),
+            data,
+        })
+    }
+
     pub fn append_session_info(&mut self, name: &str) -> Result<String, SessionError> {
         self.append(Body::SessionInfo {
             name: Some(name.trim().into()),

@@ -36,6 +36,7 @@ mod parity;
 mod permission;
 mod pi_client;
 mod pi_flags;
+mod pi_packages;
 mod project_trust;
 mod protocol;
 mod providers;
