@@ -1,0 +1,130 @@
+//! What a Pi user's setup gets from nova beyond the command line, through the real binary and
+//! the mock LLM: the context files Pi finds, the `PI_*` environment of shell commands, where
+//! sessions go, the prompt-cache lifetime switch and the project's `.pi/` extensions.
+
+use super::cli::system_message;
+use crate::support::mock_llm::{MockLlm, Reply};
+use crate::support::nova_proc::Nova;
+use serde_json::{Value, json};
+use std::path::Path;
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// Each directory gives its first context file by Pi's names and order (`AGENTS.override.md`,
+/// `AGENTS.md`, `AGENTS.MD`, `CLAUDE.md`, `CLAUDE.MD`), the agent dir's first and then from the
+/// outermost directory in: an override beats the committed file beside it, an upper-case name
+/// counts, and a directory named like a context file is passed over for the next name.
+#[test]
+fn context_files_are_found_by_pis_names_and_order() {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("ok"));
+    let agent = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let sub = project.path().join("sub");
+    let cwd = sub.join("deeper");
+    write(&agent.path().join("AGENTS.override.md"), "AGENT-OVERRIDE");
+    write(&agent.path().join("AGENTS.md"), "AGENT-PLAIN");
+    write(&project.path().join("AGENTS.MD"), "PROJECT-UPPER");
+    write(&project.path().join("CLAUDE.md"), "PROJECT-CLAUDE");
+    write(&sub.join("AGENTS.override.md"), "SUB-OVERRIDE");
+    write(&sub.join("AGENTS.md"), "SUB-PLAIN");
+    std::fs::create_dir_all(cwd.join("AGENTS.md")).unwrap();
+    write(&cwd.join("CLAUDE.MD"), "DEEPER-CLAUDE-UPPER");
+    let mut nova = Nova::builder()
+        .dirs(agent.path(), &cwd)
+        .openai(&mock)
+        .spawn();
+    nova.run_prompt("hi");
+    let system = system_message(&mock.chat_requests()[0]);
+    let at = |marker: &str| {
+        system
+            .find(marker)
+            .unwrap_or_else(|| panic!("{marker} missing:\n{system}"))
+    };
+    let order = [
+        "AGENT-OVERRIDE",
+        "PROJECT-UPPER",
+        "SUB-OVERRIDE",
+        "DEEPER-CLAUDE-UPPER",
+    ];
+    for pair in order.windows(2) {
+        assert!(at(pair[0]) < at(pair[1]), "{pair:?} out of order:\n{system}");
+    }
+    for shadowed in ["AGENT-PLAIN", "PROJECT-CLAUDE", "SUB-PLAIN"] {
+        assert!(!system.contains(shadowed), "{shadowed} was read:\n{system}");
+    }
+    assert!(
+        system.contains(&format!("## {}", sub.join("AGENTS.override.md").display())),
+        "{system}"
+    );
+}
+
+/// The `PI_*` variables a command sees, one `NAME=value` line each (`-` when unset).
+const SHOW_ENV: &str = "for v in PI_CODING_AGENT AI_AGENT PI_SESSION_ID PI_SESSION_FILE \
+                        PI_PROVIDER PI_MODEL PI_REASONING_LEVEL; do echo \"$v=${!v--}\"; done";
+
+fn env_lines(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// The model's `bash` calls and the user's `bash` command see Pi's variables for the session
+/// they run for (the id and file `get_state` reports, the model, the thinking level), and one
+/// inherited from nova's own environment never leaks through: with `--no-session` there is no
+/// session file, whatever nova's parent had set.
+#[test]
+fn shell_commands_see_the_sessions_pi_variables() {
+    for no_session in [false, true] {
+        let mock = MockLlm::start();
+        mock.push(
+            Reply::new()
+                .tool_call("call_env", "bash", json!({"command": SHOW_ENV}))
+                .finish("tool_calls"),
+        );
+        mock.push(Reply::text("done"));
+        let mut builder = Nova::builder()
+            .openai(&mock)
+            .args(["--thinking", "high"])
+            .env("PI_SESSION_FILE", "/outer/session.jsonl")
+            .env("PI_SESSION_ID", "outer-id");
+        if no_session {
+            builder = builder.args(["--no-session"]);
+        }
+        let mut nova = builder.spawn();
+        let events = nova.run_prompt("show me");
+        let tool_text = events
+            .iter()
+            .find(|e| e["type"] == "tool_execution_end")
+            .and_then(|e| e["result"]["content"][0]["text"].as_str())
+            .unwrap_or_else(|| panic!("no bash result in {events:?}"))
+            .to_owned();
+        let state = nova.request_ok(json!({"type": "get_state"}));
+        let user = nova.request_ok(json!({"type": "bash", "command": SHOW_ENV}));
+        let file = match state["sessionFile"].as_str() {
+            Some(file) => file.to_owned(),
+            None => "-".to_owned(),
+        };
+        assert_eq!(file == "-", no_session, "{state}");
+        let expected: Vec<(String, String)> = [
+            ("PI_CODING_AGENT", "true"),
+            ("AI_AGENT", "nova"),
+            ("PI_SESSION_ID", state["sessionId"].as_str().unwrap()),
+            ("PI_SESSION_FILE", &file),
+            ("PI_PROVIDER", "mock-openai"),
+            ("PI_MODEL", "test-model"),
+            ("PI_REASONING_LEVEL", state["thinkingLevel"].as_str().unwrap()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        assert_eq!(env_lines(&tool_text), expected, "the model's bash");
+        let user_text = user["output"].as_str().unwrap_or_default();
+        assert_eq!(env_lines(user_text), expected, "the user's bash: {user}");
+        assert_ne!(state["sessionId"], Value::from("outer-id"));
+    }
+}
