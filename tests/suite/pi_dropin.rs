@@ -128,3 +128,63 @@ fn shell_commands_see_the_sessions_pi_variables() {
         assert_ne!(state["sessionId"], Value::from("outer-id"));
     }
 }
+
+/// The session file a fresh nova in `cwd` reports, and its stderr.
+fn session_file(agent: &Path, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, String) {
+    let mock = MockLlm::start();
+    let mut builder = Nova::builder().dirs(agent, cwd).openai(&mock).args(args.iter().copied());
+    for (k, v) in env {
+        builder = builder.env(*k, *v);
+    }
+    let mut nova = builder.spawn();
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    let file = state["sessionFile"].as_str().unwrap_or_default().to_owned();
+    nova.close_stdin();
+    nova.wait_exit(std::time::Duration::from_secs(10));
+    (file, nova.stderr())
+}
+
+/// Where sessions go, in Pi's order: `--session-dir`, then `PI_CODING_AGENT_SESSION_DIR`, then
+/// the `sessionDir` setting (relative to the cwd); a project's `sessionDir` counts only when
+/// the project is trusted, and an untrusted one's is reported and ignored.
+#[test]
+fn session_dir_comes_from_the_flag_the_variable_or_the_setting() {
+    let agent = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let (flag_dir, env_dir) = (elsewhere.path().join("flag"), elsewhere.path().join("env"));
+    let flag_dir_s = flag_dir.display().to_string();
+    let env_dir_s = env_dir.display().to_string();
+    let in_dir = |file: &str, dir: &Path| Path::new(file).parent() == Some(dir);
+
+    write(
+        &agent.path().join("settings.json"),
+        &json!({"sessionDir": "user-sessions"}).to_string(),
+    );
+    let (file, _) = session_file(agent.path(), cwd.path(), &[], &[]);
+    assert!(in_dir(&file, &cwd.path().join("user-sessions")), "{file}");
+    let env = [("PI_CODING_AGENT_SESSION_DIR", env_dir_s.as_str())];
+    let (file, _) = session_file(agent.path(), cwd.path(), &[], &env);
+    assert!(in_dir(&file, &env_dir), "{file}");
+    let (file, _) = session_file(
+        agent.path(),
+        cwd.path(),
+        &["--session-dir", &flag_dir_s],
+        &env,
+    );
+    assert!(in_dir(&file, &flag_dir), "{file}");
+
+    // A project's own: ignored until the project is trusted.
+    write(
+        &cwd.path().join(".pi/settings.json"),
+        &json!({"sessionDir": "../project-sessions"}).to_string(),
+    );
+    let (file, stderr) = session_file(agent.path(), cwd.path(), &[], &[]);
+    assert!(in_dir(&file, &cwd.path().join("user-sessions")), "{file}");
+    assert!(stderr.contains("\"sessionDir\" setting is ignored"), "{stderr}");
+    let (file, _) = session_file(agent.path(), cwd.path(), &["--approve"], &[]);
+    assert!(
+        in_dir(&file, &cwd.path().join("../project-sessions")),
+        "{file}"
+    );
+}
