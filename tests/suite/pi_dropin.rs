@@ -188,3 +188,92 @@ fn session_dir_comes_from_the_flag_the_variable_or_the_setting() {
         "{file}"
     );
 }
+
+/// The first request a prompt sends to `api` on the mock, with `PI_CACHE_RETENTION` as given
+/// and the model's `compat` as given; and the session's id.
+fn first_request(api: &str, retention: Option<&str>, compat: Value) -> (Value, String) {
+    let mock = MockLlm::start();
+    mock.push(Reply::text("ok"));
+    let base_url = match api {
+        "anthropic-messages" => mock.base_url_anthropic(),
+        _ => mock.base_url_openai(),
+    };
+    let models = json!({"providers": {"mock": {
+        "baseUrl": base_url, "api": api, "apiKey": "mock-key",
+        "models": [{"id": "test-model", "contextWindow": 128000, "maxTokens": 4096,
+                    "compat": compat}]}}});
+    let mut builder = Nova::builder()
+        .models_json(models)
+        .args(["--provider", "mock", "--model", "test-model"]);
+    if let Some(value) = retention {
+        builder = builder.env("PI_CACHE_RETENTION", value);
+    }
+    let mut nova = builder.spawn();
+    nova.run_prompt("hi");
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    let body = mock.chat_requests()[0].body.clone();
+    (body, state["sessionId"].as_str().unwrap().to_owned())
+}
+
+/// Every `cache_control` breakpoint of an Anthropic body.
+fn breakpoints(body: &Value) -> Vec<Value> {
+    let mut found = Vec::new();
+    let mut stack = vec![body];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                if let Some(c) = map.get("cache_control") {
+                    found.push(c.clone());
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// `PI_CACHE_RETENTION=long` asks each API for its long prompt cache as Pi 1.6 does: an hour's
+/// `ttl` on Anthropic's breakpoints, `prompt_cache_retention: "24h"` on OpenAI's chat
+/// completions (which then also carry the session's `prompt_cache_key`, even off OpenAI's own
+/// server) and Responses; a model whose `compat.supportsLongCacheRetention` is false, or any
+/// other value of the variable, keeps the default cache.
+#[test]
+fn pi_cache_retention_long_asks_for_the_long_cache() {
+    let none = Value::Null;
+    let (body, _) = first_request("anthropic-messages", Some("long"), none.clone());
+    let marks = breakpoints(&body);
+    assert!(!marks.is_empty(), "{body}");
+    for mark in &marks {
+        assert_eq!(mark, &json!({"type": "ephemeral", "ttl": "1h"}), "{body}");
+    }
+    for (retention, compat) in [
+        (None, none.clone()),
+        (Some("short"), none.clone()),
+        (Some("long"), json!({"supportsLongCacheRetention": false})),
+    ] {
+        let (body, _) = first_request("anthropic-messages", retention, compat);
+        for mark in breakpoints(&body) {
+            assert_eq!(mark, json!({"type": "ephemeral"}), "{retention:?}: {body}");
+        }
+    }
+
+    let (body, id) = first_request("openai-completions", Some("long"), none.clone());
+    assert_eq!(body["prompt_cache_retention"], "24h", "{body}");
+    assert_eq!(body["prompt_cache_key"], json!(id), "{body}");
+    for (retention, compat) in [
+        (None, none.clone()),
+        (Some("long"), json!({"supportsLongCacheRetention": false})),
+    ] {
+        let (body, _) = first_request("openai-completions", retention, compat);
+        assert!(body.get("prompt_cache_retention").is_none(), "{body}");
+        assert!(body.get("prompt_cache_key").is_none(), "{body}");
+    }
+
+    let (body, id) = first_request("openai-responses", Some("long"), none.clone());
+    assert_eq!(body["prompt_cache_retention"], "24h", "{body}");
+    assert_eq!(body["prompt_cache_key"], json!(id), "{body}");
+    let (body, _) = first_request("openai-responses", None, none);
+    assert!(body.get("prompt_cache_retention").is_none(), "{body}");
+}
