@@ -122,9 +122,7 @@ pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E
         }
     }
     if caching && let Some(last) = messages.last_mut().filter(|m| m.role == "user") {
-        last.content.push(Block::CachePoint {
-            cache_point,
-        });
+        last.content.push(Block::CachePoint { cache_point });
     }
     let mut system = Vec::new();
     if !req.system_prompt.is_empty() {
@@ -132,9 +130,7 @@ pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E
             text: Cow::Borrowed(req.system_prompt),
         });
         if caching {
-            system.push(Block::CachePoint {
-                cache_point,
-            });
+            system.push(Block::CachePoint { cache_point });
         }
     }
     let (fields, max_tokens) = reasoning_fields(req, claude);

@@ -256,7 +256,8 @@ pub async fn run_for_user(
     outputs: &Arc<OutputFiles>,
 ) -> Result<UserRun, RunError> {
     let progress = Progress::Chunks(on_chunk);
-    let (ending, mut output) = execute(command, cwd, None, env, cancel, None, progress, outputs).await?;
+    let (ending, mut output) =
+        execute(command, cwd, None, env, cancel, None, progress, outputs).await?;
     let snapshot = output.snapshot();
     let t = snapshot.truncation;
     let (exit_code, cancelled) = match ending {

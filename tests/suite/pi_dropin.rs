@@ -51,7 +51,10 @@ fn context_files_are_found_by_pis_names_and_order() {
         "DEEPER-CLAUDE-UPPER",
     ];
     for pair in order.windows(2) {
-        assert!(at(pair[0]) < at(pair[1]), "{pair:?} out of order:\n{system}");
+        assert!(
+            at(pair[0]) < at(pair[1]),
+            "{pair:?} out of order:\n{system}"
+        );
     }
     for shadowed in ["AGENT-PLAIN", "PROJECT-CLAUDE", "SUB-PLAIN"] {
         assert!(!system.contains(shadowed), "{shadowed} was read:\n{system}");
@@ -117,7 +120,10 @@ fn shell_commands_see_the_sessions_pi_variables() {
             ("PI_SESSION_FILE", &file),
             ("PI_PROVIDER", "mock-openai"),
             ("PI_MODEL", "test-model"),
-            ("PI_REASONING_LEVEL", state["thinkingLevel"].as_str().unwrap()),
+            (
+                "PI_REASONING_LEVEL",
+                state["thinkingLevel"].as_str().unwrap(),
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -132,7 +138,10 @@ fn shell_commands_see_the_sessions_pi_variables() {
 /// The session file a fresh nova in `cwd` reports, and its stderr.
 fn session_file(agent: &Path, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, String) {
     let mock = MockLlm::start();
-    let mut builder = Nova::builder().dirs(agent, cwd).openai(&mock).args(args.iter().copied());
+    let mut builder = Nova::builder()
+        .dirs(agent, cwd)
+        .openai(&mock)
+        .args(args.iter().copied());
     for (k, v) in env {
         builder = builder.env(*k, *v);
     }
@@ -181,7 +190,10 @@ fn session_dir_comes_from_the_flag_the_variable_or_the_setting() {
     );
     let (file, stderr) = session_file(agent.path(), cwd.path(), &[], &[]);
     assert!(in_dir(&file, &cwd.path().join("user-sessions")), "{file}");
-    assert!(stderr.contains("\"sessionDir\" setting is ignored"), "{stderr}");
+    assert!(
+        stderr.contains("\"sessionDir\" setting is ignored"),
+        "{stderr}"
+    );
     let (file, _) = session_file(agent.path(), cwd.path(), &["--approve"], &[]);
     assert!(
         in_dir(&file, &cwd.path().join("../project-sessions")),
@@ -202,9 +214,10 @@ fn first_request(api: &str, retention: Option<&str>, compat: Value) -> (Value, S
         "baseUrl": base_url, "api": api, "apiKey": "mock-key",
         "models": [{"id": "test-model", "contextWindow": 128000, "maxTokens": 4096,
                     "compat": compat}]}}});
-    let mut builder = Nova::builder()
-        .models_json(models)
-        .args(["--provider", "mock", "--model", "test-model"]);
+    let mut builder =
+        Nova::builder()
+            .models_json(models)
+            .args(["--provider", "mock", "--model", "test-model"]);
     if let Some(value) = retention {
         builder = builder.env("PI_CACHE_RETENTION", value);
     }
@@ -276,4 +289,20 @@ fn pi_cache_retention_long_asks_for_the_long_cache() {
     assert_eq!(body["prompt_cache_key"], json!(id), "{body}");
     let (body, _) = first_request("openai-responses", None, none);
     assert!(body.get("prompt_cache_retention").is_none(), "{body}");
+}
+
+/// `-e npm:…` names a package, not a file: one `nova install` has not put in the agent dir is
+/// a usage error saying how to install it, not "no extension file".
+#[test]
+fn an_extension_package_not_installed_is_named_with_its_install_command() {
+    let mut nova = Nova::builder()
+        .args(["--no-extensions", "-e", "npm:@example/pi-tools"])
+        .spawn();
+    let status = nova.wait_exit(std::time::Duration::from_secs(10));
+    assert_eq!(status.code(), Some(2));
+    let stderr = nova.stderr();
+    assert!(
+        stderr.contains("-e npm:@example/pi-tools: the package is not installed; `nova install npm:@example/pi-tools` installs it"),
+        "{stderr}"
+    );
 }
