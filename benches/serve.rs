@@ -26,7 +26,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{mib, rss_of};
+use support::{Figures, mib, rss_of};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
@@ -207,11 +207,8 @@ async fn reattach(mock: &MockLlm) {
 }
 
 fn main() {
-    let only: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| name.contains(o.as_str()));
+    let figures = Figures::from_args(&["idle", "reattach"]);
+    let wanted = |name: &str| figures.wanted(name);
     let mock = MockLlm::start();
     if wanted("idle") {
         idle(&mock);
