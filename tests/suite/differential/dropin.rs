@@ -188,9 +188,12 @@ fn shell_environment(pi_dir: &Path) {
 }
 
 fn session_dir(pi_dir: &Path) {
+    // Pi reports a file in a relative `sessionDir` by its relative path, nova by the absolute
+    // one (a client's cwd need not be the agent's): both name the same place.
     let parent = |o: &Observed, root: &Path| {
         let file = o.state["sessionFile"].as_str().unwrap_or_default();
-        let dir = Path::new(file).parent().unwrap_or(Path::new(""));
+        let file = root.join("project/sub").join(file);
+        let dir = file.parent().unwrap_or(Path::new(""));
         dir.strip_prefix(root)
             .map(|d| d.display().to_string())
             .unwrap_or_else(|_| dir.display().to_string())
