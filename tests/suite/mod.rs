@@ -49,6 +49,7 @@ mod sandbox;
 mod schema;
 mod serve;
 mod serve_acp;
+mod serve_flood;
 mod session_commands;
 mod session_id;
 mod session_resume;
