@@ -50,6 +50,7 @@ mod schema;
 mod serve;
 mod serve_acp;
 mod serve_flood;
+mod serve_ops;
 mod session_commands;
 mod session_id;
 mod session_resume;
