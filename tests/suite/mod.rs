@@ -49,6 +49,7 @@ mod sandbox;
 mod schema;
 mod serve;
 mod serve_acp;
+mod serve_attach;
 mod serve_flood;
 mod serve_ops;
 mod session_commands;
