@@ -1,7 +1,7 @@
 //! What the model is told: the system prompt — nova's own instructions (or the user's
-//! replacement), the append text, the project's context files (`AGENTS.md`, else `CLAUDE.md`,
-//! from the agent dir and from the filesystem root down to the cwd, each only where no other
-//! user can have written it), the skills, then the date and working directory, in Pi's order —
+//! replacement), the append text, the project's context files (one per directory, by
+//! [`CONTEXT_FILE_NAMES`], from the agent dir and from the filesystem root down to the cwd, each
+//! only where no other user can have written it), the skills, then the date and working directory, in Pi's order —
 //! and the skills and prompt templates that `/` commands in user messages expand to.
 
 mod frontmatter;
@@ -40,7 +40,7 @@ pub struct PromptFiles<'a> {
     /// takes a project's replacement or addition to the system prompt only from a trusted
     /// project. Context files (`AGENTS.md`) load either way, as in Pi.
     pub project_trusted: bool,
-    /// `false` with `--no-context-files`: no `AGENTS.md` or `CLAUDE.md` is read.
+    /// `false` with `--no-context-files`: no context file ([`CONTEXT_FILE_NAMES`]) is read.
     pub context_files: bool,
     /// `--system-prompt` and `--append-system-prompt`, which win over every file.
     pub custom: Option<&'a str>,
@@ -202,6 +202,17 @@ fn read_first(paths: &[PathBuf]) -> Option<String> {
         .find_map(|p| crate::files::safe_open::read_to_string(p).ok())
 }
 
+/// The names a directory's context file may have, the first found winning: Pi 1.6's list and
+/// order, so a repository written for Pi (a local `AGENTS.override.md` over the committed
+/// `AGENTS.md`, an upper-case `.MD`) tells nova what it tells Pi.
+pub const CONTEXT_FILE_NAMES: [&str; 5] = [
+    "AGENTS.override.md",
+    "AGENTS.md",
+    "AGENTS.MD",
+    "CLAUDE.md",
+    "CLAUDE.MD",
+];
+
 /// One context file per directory: the agent dir's first, then root → cwd. A file someone
 /// other than the user (or root) could have written is skipped ([`foreign`]); the warning
 /// names each one skipped.
@@ -214,7 +225,7 @@ fn context_files(agent_dir: &Path, cwd: &Path) -> (Vec<(PathBuf, String)>, Optio
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     for dir in dirs {
-        for name in ["AGENTS.md", "CLAUDE.md"] {
+        for name in CONTEXT_FILE_NAMES {
             let path = dir.join(name);
             let Ok(mut file) = crate::files::safe_open::open_regular(&path) else {
                 continue;

@@ -59,6 +59,8 @@ pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E
             options: Options {
                 max_tokens: super::max_output_tokens(req),
                 reasoning,
+                cache_retention: (super::retention(req) == super::Retention::Long)
+                    .then_some("long"),
             },
         },
         req,
@@ -90,6 +92,9 @@ struct Options {
     /// The thinking level by Pi's name; the gateway maps it to the model's own setting.
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning: Option<&'static str>,
+    /// `long` with `PI_CACHE_RETENTION=long`; otherwise the gateway's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_retention: Option<&'static str>,
 }
 
 /// A message in Pi's shape. Replies go out whole, as Pi stored them, since the gateway needs

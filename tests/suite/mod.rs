@@ -35,6 +35,7 @@ mod packages;
 mod parity;
 mod permission;
 mod pi_client;
+mod pi_dropin;
 mod pi_flags;
 mod project_trust;
 mod protocol;
