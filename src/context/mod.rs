@@ -221,6 +221,7 @@ fn context_files(agent_dir: &Path, cwd: &Path) -> (Vec<(PathBuf, String)>, Optio
     let mut ancestors: Vec<&Path> = cwd.ancestors().collect();
     ancestors.reverse();
     dirs.extend(ancestors.into_iter().map(Path::to_path_buf));
+    let shadowed = shadowed_by_worktree(cwd);
     let mut seen = Vec::new();
     let mut files = Vec::new();
     let mut skipped = Vec::new();
@@ -230,7 +231,8 @@ fn context_files(agent_dir: &Path, cwd: &Path) -> (Vec<(PathBuf, String)>, Optio
             let Ok(mut file) = crate::files::safe_open::open_regular(&path) else {
                 continue;
             };
-            if seen.contains(&path) {
+            let real = std::fs::canonicalize(&dir).map(|d| d.join(name)).ok();
+            if seen.contains(&path) || (shadowed.is_some() && real == shadowed) {
                 break;
             }
             seen.push(path.clone());
@@ -252,6 +254,39 @@ fn context_files(agent_dir: &Path, cwd: &Path) -> (Vec<(PathBuf, String)>, Optio
         )
     });
     (files, warning)
+}
+
+/// The main checkout's context file that a linked git worktree nested inside it replaces with
+/// its own (the same name at the worktree's root), as Pi 1.6 skips it: both are the one
+/// repository's instructions, and loading both would give them twice. `None` in an ordinary
+/// checkout, a worktree beside its main checkout, a bare layout or a submodule. Canonical,
+/// since git writes the worktree's `gitdir` in that form while the cwd may be a symlink.
+fn shadowed_by_worktree(cwd: &Path) -> Option<PathBuf> {
+    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+    let (worktree, dot_git) = cwd
+        .ancestors()
+        .map(|dir| (dir, dir.join(".git")))
+        .find(|(_, dot_git)| dot_git.exists())?;
+    // A `.git` directory is a main checkout itself.
+    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let git_dir = worktree.join(text.trim().strip_prefix("gitdir:")?.trim());
+    if !git_dir.join("HEAD").exists() {
+        return None;
+    }
+    let common = match std::fs::read_to_string(git_dir.join("commondir")) {
+        Ok(common) => git_dir.join(common.trim()),
+        Err(_) => git_dir,
+    };
+    let (common, worktree) = (canonical(&common)?, canonical(worktree)?);
+    let main = common.parent()?;
+    let nested = worktree.starts_with(main) && worktree != main;
+    if !nested || canonical(&main.join(".git")).as_ref() != Some(&common) {
+        return None;
+    }
+    CONTEXT_FILE_NAMES
+        .iter()
+        .find(|name| worktree.join(name).is_file())
+        .map(|name| main.join(name))
 }
 
 /// Why a context file in `dir` may hold someone else's instructions, or `None` when only the
@@ -327,6 +362,40 @@ mod tests {
             .0
             .render(&[Tool::Read]);
         assert!(custom.starts_with("CUSTOM\n\n# Project Context"));
+    }
+
+    /// A linked worktree nested in its main checkout: its own `AGENTS.md` replaces the main
+    /// checkout's, which loads again once the worktree has none of that name.
+    #[test]
+    fn a_nested_worktrees_context_file_replaces_its_main_checkouts() {
+        let agent = tempfile::tempdir().unwrap();
+        let main = tempfile::tempdir().unwrap();
+        let main = std::fs::canonicalize(main.path()).unwrap();
+        let admin = main.join(".git/worktrees/feat");
+        std::fs::create_dir_all(&admin).unwrap();
+        std::fs::write(main.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(admin.join("HEAD"), "ref: refs/heads/feat\n").unwrap();
+        std::fs::write(admin.join("commondir"), "../..\n").unwrap();
+        let worktree = main.join("trees/feat");
+        std::fs::create_dir_all(&worktree).unwrap();
+        std::fs::write(
+            worktree.join(".git"),
+            format!("gitdir: {}\n", admin.display()),
+        )
+        .unwrap();
+        std::fs::write(main.join("AGENTS.md"), "MAIN RULES").unwrap();
+        std::fs::write(main.join("trees/CLAUDE.md"), "BETWEEN RULES").unwrap();
+        std::fs::write(worktree.join("AGENTS.md"), "WORKTREE RULES").unwrap();
+        let texts = || -> Vec<String> {
+            context_files(agent.path(), &worktree)
+                .0
+                .into_iter()
+                .map(|(_, text)| text)
+                .collect()
+        };
+        assert_eq!(texts(), ["BETWEEN RULES", "WORKTREE RULES"]);
+        std::fs::rename(worktree.join("AGENTS.md"), worktree.join("CLAUDE.md")).unwrap();
+        assert_eq!(texts(), ["MAIN RULES", "BETWEEN RULES", "WORKTREE RULES"]);
     }
 
     #[test]

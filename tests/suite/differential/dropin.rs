@@ -144,15 +144,36 @@ fn context_files(pi_dir: &Path) {
         env: &[],
         settings: json!({}),
     };
-    compare(pi_dir, "context files", &setup, |o, _| {
-        let system = system_prompt(&o.requests[0].body);
-        let mut held: Vec<(usize, &str)> = CONTEXT_MARKERS
-            .iter()
-            .filter_map(|m| system.find(m).map(|at| (at, *m)))
-            .collect();
-        held.sort();
-        held.into_iter().map(|(_, m)| m).collect::<Vec<_>>()
-    });
+    compare(pi_dir, "context files", &setup, held_markers);
+    // The cwd a linked worktree nested in its main checkout, each with an `AGENTS.md`.
+    let worktree = Setup {
+        files: &[
+            ("project/.git/HEAD", "ref: refs/heads/main\n"),
+            ("project/.git/worktrees/sub/HEAD", "ref: refs/heads/sub\n"),
+            ("project/.git/worktrees/sub/commondir", "../..\n"),
+            ("project/sub/.git", "gitdir: ../.git/worktrees/sub\n"),
+            ("project/AGENTS.md", "PROJECT-UPPER"),
+            ("project/sub/AGENTS.md", "SUB-PLAIN-CLAUDE"),
+        ],
+        ..setup
+    };
+    compare(
+        pi_dir,
+        "context files in a worktree",
+        &worktree,
+        held_markers,
+    );
+}
+
+/// The markers the first request's system prompt holds, in order.
+fn held_markers(o: &Observed, _: &Path) -> Vec<&'static str> {
+    let system = system_prompt(&o.requests[0].body);
+    let mut held: Vec<(usize, &str)> = CONTEXT_MARKERS
+        .iter()
+        .filter_map(|m| system.find(m).map(|at| (at, *m)))
+        .collect();
+    held.sort();
+    held.into_iter().map(|(_, m)| m).collect()
 }
 
 const SHOW_PI_ENV: &str = "for v in PI_CODING_AGENT PI_SESSION_ID PI_SESSION_FILE PI_PROVIDER \
