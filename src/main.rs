@@ -9,7 +9,7 @@
 
 use clap::error::ErrorKind;
 use nova::agent::Runtime;
-use nova::config::{AttachArgs, Cli, Mode, ServeArgs};
+use nova::config::{AttachArgs, Cli, LogFormat, Mode, ServeArgs};
 use nova::frontend::{fatal, usage_error};
 use nova::{acp, print, rpc};
 use std::io::Write;
@@ -98,11 +98,28 @@ fn main() -> ExitCode {
 fn init_tracing() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("NOVA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        .with_env_filter(log_filter())
         .init();
+}
+
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::try_from_env("NOVA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+}
+
+/// `--log-format json`: every line on stderr is a JSON object, nova's notes included (they
+/// are always let through, as they are always written as text).
+fn init_json_logs() {
+    let filter = match format!("{}=info", nova::frontend::NOTE_TARGET).parse() {
+        Ok(notes) => log_filter().add_directive(notes),
+        Err(_) => log_filter(),
+    };
+    tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .init();
+    nova::frontend::notes_as_logs();
 }
 
 /// `nova serve [flags]`: its own flags; the sessions' configuration is the agent dir's, as
@@ -116,7 +133,10 @@ fn serve(rest: &[String]) -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    init_tracing();
+    match args.log_format {
+        LogFormat::Text => init_tracing(),
+        LogFormat::Json => init_json_logs(),
+    }
     with_runtime(async move {
         match Runtime::load(cli, nova::config::agent_dir()).await {
             Ok(runtime) => nova::serve::run(runtime, args).await,

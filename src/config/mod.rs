@@ -25,7 +25,7 @@ pub use cli::{Cli, Mode};
 pub use error::ConfigError;
 pub use models::{DiscoveredModel, ProviderConfig, Registry};
 pub use scope::ScopedModel;
-pub use serve::{AttachArgs, ServeArgs};
+pub use serve::{AttachArgs, LogFormat, ServeArgs};
 pub use settings::{
     CompactionSettings, ListedPath, McpPermissions, OllamaSettings, RetrySettings, Settings,
 };

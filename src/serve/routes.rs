@@ -1,4 +1,4 @@
-//! The endpoints: `GET /health`; `POST /v1/sessions {cwd, model?, resume?}`, `GET
+//! The endpoints: `GET /health`, `GET /metrics`; `POST /v1/sessions {cwd, model?, resume?}`, `GET
 //! /v1/sessions`, `DELETE /v1/sessions/{id}`; `GET /v1/sessions/{id}/rpc[?since=N][&client=K]`,
 //! the WebSocket that speaks nova's RPC. Errors are `{"error": "…"}` with a status that says
 //! whose fault it is.
@@ -25,6 +25,7 @@ type Shared = Arc<Server>;
 pub(super) fn router(server: Shared, tcp: bool) -> Router {
     let app = Router::new()
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
         .route("/v1/sessions", post(open).get(list))
         .route("/v1/sessions/{id}", delete(close))
         .route("/v1/sessions/{id}/rpc", get(attach))
@@ -101,6 +102,16 @@ async fn health(State(server): State<Shared>) -> (StatusCode, Json<Value>) {
     }
 }
 
+/// The figures in Prometheus' text format ([`super::metrics`]); over TCP it needs the token,
+/// as every request does (a scraper sends it as a bearer token).
+async fn metrics(State(server): State<Shared>) -> Response {
+    (
+        [(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)],
+        server.metrics(),
+    )
+        .into_response()
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OpenRequest {
@@ -150,6 +161,7 @@ async fn open(
     }
     let journal = Arc::new(Journal::default());
     let (live, subscription) = server.runtime.live().open(prepared, journal.clone());
+    server.meter(&live);
     server.journals().insert(
         live.id().to_owned(),
         Served {
