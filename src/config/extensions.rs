@@ -123,9 +123,16 @@ pub fn find(sources: &Sources, warnings: &mut Vec<String>) -> Result<Vec<Extensi
         }
     }
     for flag in sources.flags {
-        if let Some(entries) = installed_package(flag, sources, warnings)? {
-            for entry in entries {
-                add(entry, SourceScope::Temporary, DiscoveredBy::Cli, None);
+        if let Some(package) = flag_package(flag, sources.agent_dir, sources.cwd, warnings)? {
+            for (path, _) in package.extensions {
+                let entries = if path.is_dir() {
+                    package_entries(&path)
+                } else {
+                    vec![path]
+                };
+                for entry in entries {
+                    add(entry, SourceScope::Temporary, DiscoveredBy::Cli, None);
+                }
             }
             continue;
         }
@@ -147,20 +154,22 @@ pub fn find(sources: &Sources, warnings: &mut Vec<String>) -> Result<Vec<Extensi
     Ok(found)
 }
 
-/// The extensions of an `npm:` or `git:` source given to `-e`, as `nova install` put the
-/// package in the agent dir (`None` for a path). Pi fetches such a package into a cache as it
-/// starts; nova leaves fetching to `nova install`, so a session never waits on the network.
-fn installed_package(
+/// What an `npm:` or `git:` source given to `-e` holds, as `nova install` put the package in
+/// the agent dir (`None` for a path): its extensions here, its skills and prompt templates for
+/// the session's lists. Pi fetches such a package into a cache as it starts; nova leaves
+/// fetching to `nova install`, so a session never waits on the network.
+pub fn flag_package(
     flag: &str,
-    sources: &Sources,
+    agent_dir: &Path,
+    cwd: &Path,
     warnings: &mut Vec<String>,
-) -> Result<Option<Vec<PathBuf>>, ConfigError> {
+) -> Result<Option<super::packages::Resolved>, ConfigError> {
     use super::packages::{self, Source};
     let source = match Source::parse(flag) {
         Ok(source @ (Source::Npm { .. } | Source::Git { .. })) => source,
         _ => return Ok(None),
     };
-    let root = packages::install_root(sources.agent_dir, sources.cwd, SourceScope::Temporary);
+    let root = packages::install_root(agent_dir, cwd, SourceScope::Temporary);
     if !packages::installed_at(&root, &source).is_some_and(|p| p.is_dir()) {
         return Err(ConfigError::PackageNotInstalled {
             flag: flag.to_owned(),
@@ -169,23 +178,16 @@ fn installed_package(
     let entry = packages::Entry {
         source: flag.to_owned(),
         scope: SourceScope::Temporary,
-        base: sources.cwd.to_path_buf(),
+        base: cwd.to_path_buf(),
         filters: [None, None, None],
     };
-    let resolved = packages::resolve(&[entry], sources.agent_dir, sources.cwd, true, warnings);
-    Ok(Some(
-        resolved
-            .extensions
-            .into_iter()
-            .flat_map(|(path, _)| {
-                if path.is_dir() {
-                    package_entries(&path)
-                } else {
-                    vec![path]
-                }
-            })
-            .collect(),
-    ))
+    Ok(Some(packages::resolve(
+        &[entry],
+        agent_dir,
+        cwd,
+        true,
+        warnings,
+    )))
 }
 
 /// A package directory's extensions: its own entry files, else those directly in it.

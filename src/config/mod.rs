@@ -392,6 +392,16 @@ impl Process {
         };
         settings.skills.extend(listed(packaged.skills));
         settings.prompts.extend(listed(packaged.prompts));
+        // `-e npm:…`/`-e git:…`: the package's skills and templates come too, as in Pi (its
+        // extensions, and a missing package's error, are `extensions::find`'s).
+        for flag in &cli.extensions {
+            if let Ok(Some(package)) =
+                extensions::flag_package(flag, agent_dir, cwd, &mut Vec::new())
+            {
+                settings.skills.extend(listed(package.skills));
+                settings.prompts.extend(listed(package.prompts));
+            }
+        }
         let registry = &self.registry;
         let patterns = cli.models.as_ref().or(settings.enabled_models.as_ref());
         let scope = patterns

@@ -224,6 +224,7 @@ fn first_request(api: &str, retention: Option<&str>, compat: Value) -> (Value, S
     let mut nova = builder.spawn();
     nova.run_prompt("hi");
     let state = nova.request_ok(json!({"type": "get_state"}));
+    mock.assert_no_violations();
     let body = mock.chat_requests()[0].body.clone();
     (body, state["sessionId"].as_str().unwrap().to_owned())
 }
@@ -305,4 +306,36 @@ fn an_extension_package_not_installed_is_named_with_its_install_command() {
         stderr.contains("-e npm:@example/pi-tools: the package is not installed; `nova install npm:@example/pi-tools` installs it"),
         "{stderr}"
     );
+}
+
+/// An installed package given to `-e` brings its skills and prompt templates as well, even with
+/// `--no-extensions`, as Pi loads a `-e` package's resources.
+#[test]
+fn an_installed_extension_package_brings_its_skills_and_templates() {
+    let package = "npm/node_modules/@example/pi-helpers";
+    let mut nova = Nova::builder()
+        .agent_file(
+            &format!("{package}/package.json"),
+            r#"{"name": "@example/pi-helpers", "pi": {"prompts": ["prompts"], "skills": ["skills"]}}"#,
+        )
+        .agent_file(
+            &format!("{package}/prompts/tidy.md"),
+            "---\ndescription: Tidy up\n---\nTidy the code.\n",
+        )
+        .agent_file(
+            &format!("{package}/skills/greet/SKILL.md"),
+            "---\nname: greet\ndescription: Say hello\n---\nSay hello.\n",
+        )
+        .args(["--no-extensions", "-e", "npm:@example/pi-helpers"])
+        .spawn();
+    let answer = nova.request_ok(json!({"type": "get_commands"}));
+    let names: Vec<&str> = answer["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    for name in ["tidy", "skill:greet"] {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
 }
