@@ -10,6 +10,7 @@
 //! growing wait, then says why on stderr and exits 1.
 
 use super::auth::TOKEN_VAR;
+use super::routes::SINCE_HEADER;
 use crate::config::AttachArgs;
 use crate::frontend::reader::{Record, RecordReader};
 use crate::frontend::{self, writer};
@@ -105,7 +106,8 @@ enum Ended {
 /// Where the bridge is in the session's stream, across connections.
 #[derive(Default)]
 struct Place {
-    /// The last `seq` written to stdout: a reconnection asks for what follows it.
+    /// The last `seq` written to stdout (before the first, the number the server said the
+    /// stream starts after): a reconnection asks for what follows it.
     seen: Option<u64>,
     /// A line whose frame could not be written (the connection had broken): it was never
     /// delivered, so it is sent first on the next connection.
@@ -133,15 +135,18 @@ async fn bridge(args: AttachArgs) -> Result<(), String> {
         }
     });
     let (out, writer) = writer::spawn::<Raw, _>(std::io::stdout());
-    let mut place = Place::default();
-    let mut ws = connect(&target, &id, &client, None).await?;
+    let (mut ws, since) = connect(&target, &id, &client, None).await?;
+    let mut place = Place {
+        seen: since,
+        unsent: None,
+    };
     let outcome = loop {
         let why = match relay(ws, &mut stdin, &out, &mut place).await {
             Ended::Done => break Ok(()),
             Ended::Dropped(why) => why,
         };
         match reattach(&target, &id, &client, &place, &why).await {
-            Ok(again) => ws = again,
+            Ok((again, _)) => ws = again,
             Err(e) => break Err(e),
         }
     };
@@ -151,13 +156,14 @@ async fn bridge(args: AttachArgs) -> Result<(), String> {
 
 type Socket = tokio_tungstenite::WebSocketStream<Box<dyn Io>>;
 
-/// Opens the session's RPC WebSocket, asking for the records after `since`.
+/// Opens the session's RPC WebSocket, asking for the records after `since` (the live stream
+/// without it); with the number the server says the stream starts after.
 async fn connect(
     target: &Target,
     id: &str,
     client: &str,
     since: Option<u64>,
-) -> Result<Socket, Attempt> {
+) -> Result<(Socket, Option<u64>), Attempt> {
     let since = since.map(|n| format!("&since={n}")).unwrap_or_default();
     let mut request = format!("ws://localhost/v1/sessions/{id}/rpc?client={client}{since}")
         .into_client_request()
@@ -169,7 +175,13 @@ async fn connect(
     }
     let io = target.connect().await.map_err(Attempt::Again)?;
     match tokio_tungstenite::client_async(request, io).await {
-        Ok((ws, _)) => Ok(ws),
+        Ok((ws, response)) => {
+            let starts_after = response
+                .headers()
+                .get(SINCE_HEADER)
+                .and_then(|v| v.to_str().ok()?.parse().ok());
+            Ok((ws, starts_after))
+        }
         // The server answered and refused (the session is not live, the token is wrong):
         // asking again would get the same answer.
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Err(Attempt::Final(format!(
@@ -209,7 +221,7 @@ async fn reattach(
     client: &str,
     place: &Place,
     why: &str,
-) -> Result<Socket, String> {
+) -> Result<(Socket, Option<u64>), String> {
     let from = place.seen.map_or_else(
         || "the live stream".to_owned(),
         |n| format!("after seq {n}"),
@@ -223,7 +235,7 @@ async fn reattach(
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(MAX_BACKOFF);
         match connect(target, id, client, place.seen).await {
-            Ok(ws) => return Ok(ws),
+            Ok(connected) => return Ok(connected),
             Err(Attempt::Final(e)) => return Err(e),
             Err(Attempt::Again(e)) => last = e,
         }

@@ -36,17 +36,17 @@ impl Reply for ToJournal {
 }
 
 /// Serves `socket` until the client leaves or the session closes; the client receives the
-/// records after number `since` (the newest when absent), then the live stream.
+/// records after number `since`, then the live stream.
 pub async fn serve(
     socket: WebSocket,
     live: Arc<Live>,
     journal: Arc<Journal>,
     client: ClientKey,
-    since: Option<u64>,
+    since: u64,
 ) {
     let _attached = journal.attach();
     let (mut sender, mut receiver) = socket.split();
-    let sent = AtomicU64::new(since.unwrap_or_else(|| journal.newest()));
+    let sent = AtomicU64::new(since);
     let reply = ToJournal {
         journal: journal.clone(),
         client: client.clone(),

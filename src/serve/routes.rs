@@ -219,6 +219,9 @@ async fn close(
     }
 }
 
+/// The upgrade's answer: the number the client's stream starts after.
+pub(super) const SINCE_HEADER: &str = "nova-since";
+
 #[derive(Deserialize)]
 struct AttachQuery {
     /// The last `seq` the client saw: it receives every later record first.
@@ -245,10 +248,18 @@ async fn attach(
         .client
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
         .into();
-    Ok(upgrade
+    // Without `since`, the live stream: the records after the newest now. The answer says
+    // which number that was, so a client that loses the connection before its first record
+    // can still ask for exactly what followed.
+    let since = query.since.unwrap_or_else(|| journal.newest());
+    let mut response = upgrade
         .max_message_size(frame::CEILING)
         .max_frame_size(frame::CEILING)
-        .on_upgrade(move |socket| connection::serve(socket, live, journal, client, query.since)))
+        .on_upgrade(move |socket| connection::serve(socket, live, journal, client, since));
+    response
+        .headers_mut()
+        .insert(SINCE_HEADER, header::HeaderValue::from(since));
+    Ok(response)
 }
 
 /// An ACP client: one JSON-RPC message per text frame ([`editor`](super::editor)).

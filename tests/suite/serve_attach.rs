@@ -3,7 +3,7 @@
 //! its stdout sees every record once, in order; when the server cannot be reached again it
 //! gives up after a few tries, says why, and exits 1.
 
-use super::serve::{Addr, WAIT, serve};
+use super::serve::{Addr, WAIT, connect, serve};
 use crate::support::mock_llm::{Gate, MockLlm, Reply};
 use serde_json::Value;
 use std::process::Stdio;
@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 /// A loopback TCP proxy to `upstream` whose connections can all be cut at once.
 struct Proxy {
@@ -79,6 +80,19 @@ async fn attach_reattaches_after_a_dropped_connection_without_losing_or_repeatin
         unreachable!()
     };
     let id = served.open(&served.nova.cwd()).await;
+    // The upgrade says which number a stream without `since` starts after, so a bridge cut
+    // before its first record still asks for exactly what followed.
+    let mut request = format!("ws://localhost/v1/sessions/{id}/rpc")
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", "Bearer attach-token".parse().unwrap());
+    let (ws, response) = tokio_tungstenite::client_async(request, connect(&served.addr).await)
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["nova-since"], "0");
+    drop(ws);
     let proxy = Proxy::start(upstream).await;
 
     let mut attach = tokio::process::Command::new(env!("CARGO_BIN_EXE_nova"))
