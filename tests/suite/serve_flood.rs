@@ -162,3 +162,54 @@ async fn a_flood_of_big_follow_ups_holds_the_server_to_bounded_memory() {
     let (status, _) = served.http("GET", "/health", None).await;
     assert_eq!(status, 200);
 }
+
+/// A client that sends big follow-ups without reading falls behind by bytes long before it is
+/// 4,096 records behind: once its place has left the buffer, its commands are refused at once
+/// as overloaded, naming the byte bound, and when it reads again it is told of the gap and
+/// gets the newest answers.
+#[tokio::test(flavor = "current_thread")]
+async fn a_client_that_floods_without_reading_is_refused_by_the_byte_bound() {
+    let mock = MockLlm::start();
+    let gate = Gate::new();
+    mock.push(Reply::many_chunks(10, "x").gate_after(2, &gate));
+    let served = serve(&mock, None);
+    let id = served.open(&served.nova.cwd()).await;
+    let mut client = served.attach(&id, "?client=me").await;
+    client
+        .send(json!({"id": "p", "type": "prompt", "message": "go"}))
+        .await;
+    while client.next().await["id"] != "p" {}
+    gate.wait_reached(WAIT);
+
+    let text = "q".repeat(64 * 1024);
+    for i in 0..60 {
+        client
+            .send(json!({"id": format!("f{i}"), "type": "follow_up", "message": text}))
+            .await;
+    }
+    client.send(json!({"id": "s", "type": "get_state"})).await;
+    let (mut gaps, mut overloaded) = (0, Vec::new());
+    loop {
+        let record = client.next().await;
+        if record["type"] == "replay_gap" {
+            gaps += 1;
+            assert_eq!(record["bound"], "bytes", "{record}");
+        } else if record["success"] == false {
+            let error = record["error"].as_str().unwrap().to_owned();
+            assert!(
+                error.contains("overloaded") && error.contains("4 MiB"),
+                "{error}"
+            );
+            overloaded.push(record["id"].clone());
+        }
+        if record["id"] == "s" {
+            break;
+        }
+    }
+    assert!(gaps > 0, "no gap marker");
+    assert!(!overloaded.is_empty(), "no command refused as overloaded");
+
+    client.send(json!({"id": "c", "type": "clear_queue"})).await;
+    gate.open();
+    client.until("agent_settled").await;
+}
