@@ -34,7 +34,7 @@ use std::process::Child;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use support::{mib, nova_rpc, rss_of};
+use support::{Figures, mib, nova_rpc, rss_of};
 
 const FLOOD: usize = 10_000;
 const FOLLOW_UP_BYTES: usize = 1024;
@@ -362,12 +362,14 @@ fn huge_line(tool: &str, args: Value, file: &Path) {
 }
 
 fn main() {
-    // `cargo bench --bench bounds -- huge` measures only the figures whose name contains "huge".
-    let only: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| name.contains(o.as_str()));
+    let figures = Figures::from_args(&[
+        "huge reply",
+        "long conversation",
+        "huge line",
+        "queue flood",
+        "image budget",
+    ]);
+    let wanted = |name: &str| figures.wanted(name);
     if wanted("huge reply") {
         huge_reply();
     }

@@ -16,7 +16,7 @@
 //!   mean over ten more)
 //!
 //! `NOVA_BENCH_BIN=<path>` measures another build of nova (an older one, say) instead, and
-//! `NOVA_BENCH_ONLY=<part>,…` (startup, reply, skip, sessions, turn) runs only those parts.
+//! `cargo bench --bench rpc -- <part>…` (startup, reply, skip, sessions, turn) runs only those parts.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/mock_llm/mod.rs"]
@@ -33,7 +33,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use support::{mib, nova_rpc, rss_of};
+use support::{Figures, mib, nova_rpc, rss_of};
 
 const CHUNKS: usize = 20_000;
 /// Messages in the resumed conversation of the turn-overhead figure.
@@ -463,7 +463,7 @@ impl nova::agent::EventSink for Discard {
 
 type Part = fn(&MockLlm, &Value);
 
-/// The bench's parts, each printing its own figures; `NOVA_BENCH_ONLY=turn,startup` runs only
+/// The bench's parts, each printing its own figures; `cargo bench --bench rpc -- turn startup` runs only
 /// those named, so one figure can be compared between two builds without the whole 15 minutes.
 const PARTS: [(&str, Part); 5] = [
     ("startup", startup_part),
@@ -474,12 +474,7 @@ const PARTS: [(&str, Part); 5] = [
 ];
 
 fn main() {
-    let only = std::env::var("NOVA_BENCH_ONLY").unwrap_or_default();
-    let chosen: Vec<&str> = only.split(',').filter(|p| !p.is_empty()).collect();
-    if let Some(bad) = chosen.iter().find(|c| !PARTS.iter().any(|(n, _)| n == *c)) {
-        let names: Vec<&str> = PARTS.iter().map(|(n, _)| *n).collect();
-        panic!("NOVA_BENCH_ONLY names no part `{bad}`; the parts are {names:?}");
-    }
+    let figures = Figures::from_args(&PARTS.map(|(name, _)| name));
     let mock = MockLlm::start();
     let models = models(&mock);
     println!(
@@ -490,7 +485,7 @@ fn main() {
         println!("  (nova binary: {})", bin.to_string_lossy());
     }
     for (name, part) in PARTS {
-        if chosen.is_empty() || chosen.contains(&name) {
+        if figures.wanted(name) {
             part(&mock, &models);
         }
     }

@@ -89,6 +89,7 @@ fn time_tool(
         editor: None,
         terminal: None,
         call_id: String::new(),
+        env: Default::default(),
     };
     let mut summary = String::new();
     let mut times = Vec::new();

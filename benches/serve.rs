@@ -6,6 +6,9 @@
 //! - reattach: a client that leaves as a 4,000-chunk reply starts and comes back after it ended,
 //!   with the last `seq` it saw; how many records it missed and how long the replay takes to
 //!   arrive
+//! - stalled client: 100 sessions stream a 2,000-chunk reply at once, each read by its own
+//!   client; the same again with one more client on the first session that stops reading.
+//!   The other sessions' settle times (prompt sent to `agent_settled` read) with and without it
 //!
 //! `NOVA_BENCH_BIN=<path>` measures another build of nova instead; arguments pick figures by
 //! name (`cargo bench --bench serve -- idle`).
@@ -26,12 +29,14 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{mib, rss_of};
+use support::{Figures, mib, rss_of};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 const IDLE_SESSIONS: usize = 1_000;
 const REPLAY_CHUNKS: usize = 4_000;
+const STREAMING_SESSIONS: usize = 100;
+const STREAM_CHUNKS: usize = 2_000;
 
 /// `nova serve --socket` in a temp dir (also its agent dir and root) on the mock's model.
 struct Served {
@@ -206,12 +211,81 @@ async fn reattach(mock: &MockLlm) {
     );
 }
 
+/// One run of the stalled-client figure: every session's settle time, in session order, the
+/// first (the one the stalled client is on, when there is one) included.
+async fn stream_all(mock: &MockLlm, stalled: bool) -> Vec<Duration> {
+    let served = Served::start(mock);
+    let ids: Vec<String> = (0..STREAMING_SESSIONS).map(|_| served.open()).collect();
+    for _ in 0..STREAMING_SESSIONS {
+        mock.push(Reply::many_chunks(STREAM_CHUNKS, "x"));
+    }
+    let mut clients = Vec::new();
+    for id in &ids {
+        clients.push(served.attach(id, "").await);
+    }
+    // Attached, then never read again.
+    let _stalled = if stalled {
+        Some(served.attach(&ids[0], "").await)
+    } else {
+        None
+    };
+    let started = Instant::now();
+    let mut runs = tokio::task::JoinSet::new();
+    for (i, mut client) in clients.into_iter().enumerate() {
+        runs.spawn(async move {
+            client
+                .send(Message::Text(
+                    json!({"id": "p", "type": "prompt", "message": "go"})
+                        .to_string()
+                        .into(),
+                ))
+                .await
+                .unwrap();
+            while !next_record(&mut client)
+                .await
+                .starts_with("{\"type\":\"agent_settled\"")
+            {}
+            (i, started.elapsed())
+        });
+    }
+    let mut settled = vec![Duration::ZERO; STREAMING_SESSIONS];
+    while let Some(done) = runs.join_next().await {
+        let (i, took) = done.unwrap();
+        settled[i] = took;
+    }
+    settled
+}
+
+fn summary(times: &[Duration]) -> (Duration, Duration, Duration) {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    let mean = sorted.iter().sum::<Duration>() / sorted.len() as u32;
+    (mean, sorted[sorted.len() / 2], sorted[sorted.len() - 1])
+}
+
+async fn stalled(mock: &MockLlm) {
+    let without = stream_all(mock, false).await;
+    let with = stream_all(mock, true).await;
+    // The first session is the stalled client's; the figure is about the others.
+    let (mean0, median0, max0) = summary(&without[1..]);
+    let (mean1, median1, max1) = summary(&with[1..]);
+    let change = |a: Duration, b: Duration| (b.as_secs_f64() / a.as_secs_f64() - 1.0) * 100.0;
+    println!(
+        "stalled client: {STREAMING_SESSIONS} sessions streaming a {STREAM_CHUNKS}-chunk reply \
+         at once; the other sessions settled in {mean0:.2?} mean, {median0:.2?} median, \
+         {max0:.2?} slowest without a stalled client, and {mean1:.2?} mean ({:+.1} %), \
+         {median1:.2?} median ({:+.1} %), {max1:.2?} slowest ({:+.1} %) with one that stopped \
+         reading (its own session settled in {:.2?})",
+        change(mean0, mean1),
+        change(median0, median1),
+        change(max0, max1),
+        with[0],
+    );
+}
+
 fn main() {
-    let only: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| name.contains(o.as_str()));
+    let figures = Figures::from_args(&["idle", "reattach", "stalled"]);
+    let wanted = |name: &str| figures.wanted(name);
     let mock = MockLlm::start();
     if wanted("idle") {
         idle(&mock);
@@ -222,5 +296,12 @@ fn main() {
             .build()
             .unwrap();
         runtime.block_on(reattach(&mock));
+    }
+    if wanted("stalled") {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(stalled(&mock));
     }
 }

@@ -25,8 +25,8 @@ const HELP: &str = "usage: nova import pi [--auth] [--dry-run]
 
 Copy a Pi user's agent dir ($PI_CODING_AGENT_DIR, else ~/.pi/agent) into nova's
 ($NOVA_AGENT_DIR, else ~/.nova/agent): models.json, settings.json, trust.json, mcp.json,
-AGENTS.md, CLAUDE.md, SYSTEM.md, APPEND_SYSTEM.md, and each skill, prompt template and
-extension. A file or entry nova already has is kept and the Pi one skipped; stderr says what was
+the context files (AGENTS.md, CLAUDE.md and their variants), SYSTEM.md, APPEND_SYSTEM.md, and
+each skill, prompt template and extension. A file or entry nova already has is kept and the Pi one skipped; stderr says what was
 copied and what was skipped, and why.
 
   --auth      also copy auth.json's credentials (the file stays private, mode 0600); a
@@ -34,12 +34,11 @@ copied and what was skipped, and why.
   --dry-run   say what would be copied, write nothing";
 
 /// Files nova reads from its agent dir under the same names and formats as Pi.
-const FILES: [&str; 8] = [
+/// (The context files, [`crate::context::CONTEXT_FILE_NAMES`], come after them.)
+const FILES: [&str; 6] = [
     "models.json",
     "trust.json",
     "mcp.json",
-    "AGENTS.md",
-    "CLAUDE.md",
     "SYSTEM.md",
     "APPEND_SYSTEM.md",
     "settings.json",
@@ -146,7 +145,7 @@ pub async fn run(request: Request, pi: &Path, nova: &Path) -> ExitCode {
         skipped: 0,
         failed: 0,
     };
-    for name in FILES {
+    for name in FILES.into_iter().chain(crate::context::CONTEXT_FILE_NAMES) {
         import.file(name);
     }
     for dir in DIRS {

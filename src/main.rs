@@ -9,7 +9,7 @@
 
 use clap::error::ErrorKind;
 use nova::agent::Runtime;
-use nova::config::{AttachArgs, Cli, Mode, ServeArgs};
+use nova::config::{AttachArgs, Cli, LogFormat, Mode, ServeArgs};
 use nova::frontend::{fatal, usage_error};
 use nova::{acp, print, rpc};
 use std::io::Write;
@@ -78,13 +78,9 @@ fn main() -> ExitCode {
     if args.first().is_some_and(|a| a == "attach") {
         return attach(&args[1..]);
     }
-    let cli = match Cli::parse_args(&args) {
+    let cli = match parsed(Cli::parse_args(&args)) {
         Ok(cli) => cli,
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            let _ = write!(std::io::stdout(), "{e}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => return usage_error(&first_line(&e.to_string())),
+        Err(code) => return code,
     };
     if let Some(file) = cli.export.clone() {
         let output = cli.prompts.first().map(std::path::PathBuf::from);
@@ -95,53 +91,53 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return fatal(&format!("cannot start the async runtime: {e}")),
-    };
-    runtime.block_on(run(cli, interface))
+    with_runtime(run(cli, interface))
 }
 
 /// Logs go to stderr, at `warn` unless NOVA_LOG says otherwise.
 fn init_tracing() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("NOVA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        .with_env_filter(log_filter())
         .init();
+}
+
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::try_from_env("NOVA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+}
+
+/// `--log-format json`: every line on stderr is a JSON object, nova's notes included (they
+/// are always let through, as they are always written as text).
+fn init_json_logs() {
+    let filter = match format!("{}=info", nova::frontend::NOTE_TARGET).parse() {
+        Ok(notes) => log_filter().add_directive(notes),
+        Err(_) => log_filter(),
+    };
+    tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .init();
+    nova::frontend::notes_as_logs();
 }
 
 /// `nova serve [flags]`: its own flags; the sessions' configuration is the agent dir's, as
 /// for every session without command-line flags.
 fn serve(rest: &[String]) -> ExitCode {
-    let args = match <ServeArgs as clap::Parser>::try_parse_from(
-        std::iter::once("nova serve").chain(rest.iter().map(String::as_str)),
-    ) {
+    let args = match sub_args::<ServeArgs>("nova serve", rest) {
         Ok(args) => args,
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            let _ = write!(std::io::stdout(), "{e}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => return usage_error(&first_line(&e.to_string())),
+        Err(code) => return code,
     };
-    let cli = match Cli::parse_args(&[]) {
+    let cli = match parsed(Cli::parse_args(&[])) {
         Ok(cli) => cli,
-        Err(e) => return usage_error(&first_line(&e.to_string())),
+        Err(code) => return code,
     };
-    init_tracing();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return fatal(&format!("cannot start the async runtime: {e}")),
-    };
-    runtime.block_on(async move {
+    match args.log_format {
+        LogFormat::Text => init_tracing(),
+        LogFormat::Json => init_json_logs(),
+    }
+    with_runtime(async move {
         match Runtime::load(cli, nova::config::agent_dir()).await {
             Ok(runtime) => nova::serve::run(runtime, args).await,
             Err(e) => usage_error(&e.to_string()),
@@ -151,15 +147,9 @@ fn serve(rest: &[String]) -> ExitCode {
 
 /// `nova attach …`: a bridge to a served session; no runtime of sessions of its own.
 fn attach(rest: &[String]) -> ExitCode {
-    let args = match <AttachArgs as clap::Parser>::try_parse_from(
-        std::iter::once("nova attach").chain(rest.iter().map(String::as_str)),
-    ) {
+    let args = match sub_args::<AttachArgs>("nova attach", rest) {
         Ok(args) => args,
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            let _ = write!(std::io::stdout(), "{e}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => return usage_error(&first_line(&e.to_string())),
+        Err(code) => return code,
     };
     init_tracing();
     with_runtime(nova::serve::bridge::run(args))
@@ -247,6 +237,26 @@ fn with_runtime(command: impl Future<Output = ExitCode>) -> ExitCode {
         Ok(rt) => rt.block_on(command),
         Err(e) => fatal(&format!("cannot start the async runtime: {e}")),
     }
+}
+
+/// A subcommand's own flags, parsed as the whole command line is.
+fn sub_args<T: clap::Parser>(name: &str, rest: &[String]) -> Result<T, ExitCode> {
+    parsed(T::try_parse_from(
+        std::iter::once(name).chain(rest.iter().map(String::as_str)),
+    ))
+}
+
+/// `--help` and `--version` print and succeed; any other parse failure is a usage error
+/// naming its first line (clap's further lines repeat the usage).
+fn parsed<T>(result: Result<T, clap::Error>) -> Result<T, ExitCode> {
+    result.map_err(|e| {
+        if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+            let _ = write!(std::io::stdout(), "{e}");
+            ExitCode::SUCCESS
+        } else {
+            usage_error(&first_line(&e.to_string()))
+        }
+    })
 }
 
 fn first_line(text: &str) -> String {

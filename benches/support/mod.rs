@@ -38,3 +38,28 @@ pub fn rss_of(pid: u32) -> (u64, u64) {
 pub fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
 }
+
+/// The figures a run measures: `cargo bench --bench NAME -- WORD…` measures each figure whose
+/// name contains one of the words, and every figure when no word is given. A word that matches
+/// no figure stops the run, so a typo never measures nothing in silence.
+pub struct Figures(Vec<String>);
+
+impl Figures {
+    pub fn from_args(names: &[&str]) -> Figures {
+        let words: Vec<String> = std::env::args()
+            .skip(1)
+            .filter(|a| !a.starts_with('-'))
+            .collect();
+        if let Some(bad) = words
+            .iter()
+            .find(|w| !names.iter().any(|n| n.contains(w.as_str())))
+        {
+            panic!("`{bad}` names no figure of this bench; its figures are {names:?}");
+        }
+        Figures(words)
+    }
+
+    pub fn wanted(&self, name: &str) -> bool {
+        self.0.is_empty() || self.0.iter().any(|w| name.contains(w.as_str()))
+    }
+}

@@ -197,6 +197,7 @@ fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call, batch: &Batch
                     editor: editor.clone(),
                     terminal: terminal.clone(),
                     call_id: id.clone(),
+                    env: agent.session_env(),
                 };
                 Slot::Running(tokio::spawn(run_approved(
                     tool,

@@ -389,6 +389,24 @@ impl Agent {
         removed
     }
 
+    /// What a shell command run now learns about the session (see
+    /// [`crate::tools::bash::SessionEnv`]).
+    pub(crate) fn session_env(&self) -> crate::tools::bash::SessionEnv {
+        let state = self.state();
+        crate::tools::bash::SessionEnv {
+            session_id: state.session.id().to_owned(),
+            session_file: state
+                .session
+                .path()
+                .map(|p| p.to_string_lossy().into_owned()),
+            model: state
+                .model
+                .as_ref()
+                .map(|m| (m.provider.clone(), m.id.clone())),
+            thinking_level: Some(state.thinking_level.as_str().to_owned()),
+        }
+    }
+
     pub fn wire_state(&self) -> WireState {
         let state = self.state();
         WireState {

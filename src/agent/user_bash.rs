@@ -61,10 +61,12 @@ impl Agent {
         let cancel = self.state().bash_cancel.child_token();
         let counted = Counted::start(&self.inner.bash_running);
         let agent = self.clone();
+        let env = self.session_env();
         Ok(async move {
             let run = run_for_user(
                 &command,
                 &agent.inner.cwd,
+                &env,
                 &cancel,
                 &on_output,
                 &agent.inner.outputs,

@@ -171,7 +171,7 @@ pub struct Cli {
     /// Load no prompt templates but those named with --prompt-template (short form -np).
     #[arg(long)]
     pub no_prompt_templates: bool,
-    /// Leave AGENTS.md and CLAUDE.md out of the system prompt (short form -nc).
+    /// Leave the context files (AGENTS.md, CLAUDE.md) out of the system prompt (short form -nc).
     #[arg(long)]
     pub no_context_files: bool,
     /// Start no MCP server and offer no MCP tool.

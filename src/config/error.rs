@@ -47,6 +47,11 @@ pub enum ConfigError {
     ClientMcpServer(String),
     #[error("-e {flag}: no extension file or directory at {}", path.display())]
     NoExtension { flag: String, path: PathBuf },
+    #[error(
+        "-e {flag}: the package is not installed; `nova install {flag}` installs it (nova \
+         fetches no package when it starts)"
+    )]
+    PackageNotInstalled { flag: String },
     /// A provider's `apiKey` or header value (`what`) could not be resolved.
     #[error("{what} of provider \"{provider}\": {reason}")]
     Secret {

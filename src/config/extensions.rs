@@ -1,5 +1,6 @@
 //! Which Pi extensions a session loads, found as Pi 1.6 finds them: the project's
-//! `.nova/extensions/` (only when the project is trusted), the agent dir's `extensions/`, the
+//! `.nova/extensions/` and then Pi's `.pi/extensions/` (only when the project is trusted; an
+//! entry of `.pi/` named like one of `.nova/` is left to nova's), the agent dir's `extensions/`, the
 //! `extensions` setting's paths (a project's only when it is trusted), the extensions of the
 //! `packages` setting ([`super::packages`], resolved by then), then each `-e`/`--extension` path;
 //! `--no-extensions` turns off all but `-e`.
@@ -21,7 +22,7 @@ pub struct Extension {
     pub path: PathBuf,
     pub scope: SourceScope,
     pub source: DiscoveredBy,
-    /// What Pi reports as its `baseDir`: the agent dir, or the project's `.nova`; none for
+    /// What Pi reports as its `baseDir`: the agent dir, or the project's `.nova` or `.pi`; none for
     /// `-e`.
     pub base_dir: Option<PathBuf>,
 }
@@ -58,9 +59,21 @@ pub fn find(sources: &Sources, warnings: &mut Vec<String>) -> Result<Vec<Extensi
     };
     if !sources.no_discovery {
         if sources.project_trusted {
-            let base = sources.cwd.join(".nova");
-            for path in in_dir(&base.join("extensions")) {
-                add(path, SourceScope::Project, DiscoveredBy::Auto, Some(&base));
+            let own = sources.cwd.join(".nova").join("extensions");
+            for dir in [".nova", ".pi"] {
+                let base = sources.cwd.join(dir);
+                let extensions = base.join("extensions");
+                for path in in_dir(&extensions) {
+                    // `.pi/extensions/x` beside `.nova/extensions/x`: nova's copy is the one.
+                    let entry = path
+                        .strip_prefix(&extensions)
+                        .ok()
+                        .and_then(|p| p.iter().next());
+                    if dir == ".pi" && entry.is_some_and(|name| own.join(name).exists()) {
+                        continue;
+                    }
+                    add(path, SourceScope::Project, DiscoveredBy::Auto, Some(&base));
+                }
             }
         }
         for path in in_dir(&sources.agent_dir.join("extensions")) {
@@ -110,6 +123,19 @@ pub fn find(sources: &Sources, warnings: &mut Vec<String>) -> Result<Vec<Extensi
         }
     }
     for flag in sources.flags {
+        if let Some(package) = flag_package(flag, sources.agent_dir, sources.cwd, warnings)? {
+            for (path, _) in package.extensions {
+                let entries = if path.is_dir() {
+                    package_entries(&path)
+                } else {
+                    vec![path]
+                };
+                for entry in entries {
+                    add(entry, SourceScope::Temporary, DiscoveredBy::Cli, None);
+                }
+            }
+            continue;
+        }
         let path = crate::files::path::resolve(flag, sources.cwd);
         if path.is_dir() {
             let entries = package_entries(&path);
@@ -126,6 +152,42 @@ pub fn find(sources: &Sources, warnings: &mut Vec<String>) -> Result<Vec<Extensi
         }
     }
     Ok(found)
+}
+
+/// What an `npm:` or `git:` source given to `-e` holds, as `nova install` put the package in
+/// the agent dir (`None` for a path): its extensions here, its skills and prompt templates for
+/// the session's lists. Pi fetches such a package into a cache as it starts; nova leaves
+/// fetching to `nova install`, so a session never waits on the network.
+pub fn flag_package(
+    flag: &str,
+    agent_dir: &Path,
+    cwd: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<Option<super::packages::Resolved>, ConfigError> {
+    use super::packages::{self, Source};
+    let source = match Source::parse(flag) {
+        Ok(source @ (Source::Npm { .. } | Source::Git { .. })) => source,
+        _ => return Ok(None),
+    };
+    let root = packages::install_root(agent_dir, cwd, SourceScope::Temporary);
+    if !packages::installed_at(&root, &source).is_some_and(|p| p.is_dir()) {
+        return Err(ConfigError::PackageNotInstalled {
+            flag: flag.to_owned(),
+        });
+    }
+    let entry = packages::Entry {
+        source: flag.to_owned(),
+        scope: SourceScope::Temporary,
+        base: cwd.to_path_buf(),
+        filters: [None, None, None],
+    };
+    Ok(Some(packages::resolve(
+        &[entry],
+        agent_dir,
+        cwd,
+        true,
+        warnings,
+    )))
 }
 
 /// A package directory's extensions: its own entry files, else those directly in it.
@@ -266,6 +328,70 @@ mod tests {
         let found = find(&trusted, &mut Vec::new()).unwrap();
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].path, tmp.path().join("cli.ts"));
+    }
+
+    /// Pi's project dir counts like nova's, after it, and an entry both have is nova's.
+    #[test]
+    fn pis_project_extensions_load_after_novas_when_trusted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (own, pis) = (
+            tmp.path().join(".nova/extensions"),
+            tmp.path().join(".pi/extensions"),
+        );
+        for dir in [&own, &pis] {
+            fs::create_dir_all(dir.join("both")).unwrap();
+            fs::write(dir.join("both/index.ts"), "").unwrap();
+            fs::write(dir.join("same.ts"), "").unwrap();
+        }
+        fs::write(pis.join("only_pi.js"), "").unwrap();
+        let agent = tmp.path().join("agent");
+        let mut trusted = sources(&agent, tmp.path(), &[]);
+        assert!(find(&trusted, &mut Vec::new()).unwrap().is_empty());
+        trusted.project_trusted = true;
+        let found: Vec<(PathBuf, Option<PathBuf>)> = find(&trusted, &mut Vec::new())
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.path, e.base_dir))
+            .collect();
+        let (nova_base, pi_base) = (tmp.path().join(".nova"), tmp.path().join(".pi"));
+        assert_eq!(
+            found,
+            vec![
+                (own.join("both/index.ts"), Some(nova_base.clone())),
+                (own.join("same.ts"), Some(nova_base)),
+                (pis.join("only_pi.js"), Some(pi_base)),
+            ]
+        );
+    }
+
+    /// `-e npm:…`/`-e git:…` load what `nova install` put in the agent dir, or name the
+    /// command that installs it.
+    #[test]
+    fn package_sources_on_the_command_line_load_once_installed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let agent = tmp.path().join("agent");
+        let flags = vec!["npm:@scope/tools@1.2.3".to_owned()];
+        let error = find(&sources(&agent, tmp.path(), &flags), &mut Vec::new()).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("`nova install npm:@scope/tools@1.2.3` installs it"),
+            "{error}"
+        );
+        let installed = agent.join("npm/node_modules/@scope/tools");
+        fs::create_dir_all(installed.join("src")).unwrap();
+        fs::write(
+            installed.join("package.json"),
+            r#"{"pi": {"extensions": ["src/main.ts"]}}"#,
+        )
+        .unwrap();
+        fs::write(installed.join("src/main.ts"), "").unwrap();
+        let mut no_discovery = sources(&agent, tmp.path(), &flags);
+        no_discovery.no_discovery = true;
+        let found = find(&no_discovery, &mut Vec::new()).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].path, installed.join("src/main.ts"));
+        assert_eq!(found[0].source, DiscoveredBy::Cli);
     }
 
     #[test]

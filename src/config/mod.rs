@@ -25,7 +25,7 @@ pub use cli::{Cli, Mode};
 pub use error::ConfigError;
 pub use models::{DiscoveredModel, ProviderConfig, Registry};
 pub use scope::ScopedModel;
-pub use serve::{AttachArgs, ServeArgs};
+pub use serve::{AttachArgs, LogFormat, ServeArgs};
 pub use settings::{
     CompactionSettings, ListedPath, McpPermissions, OllamaSettings, RetrySettings, Settings,
 };
@@ -76,6 +76,24 @@ pub struct Config {
     pub later: Warnings,
     /// The Pi extensions the session loads ([`extensions::find`]); none means no Node.
     pub extensions: Vec<extensions::Extension>,
+}
+
+/// Pi's variable for where sessions go, which nova reads under the same name.
+pub const SESSION_DIR_VAR: &str = "PI_CODING_AGENT_SESSION_DIR";
+
+/// Where sessions are kept and looked up, in Pi's order: `--session-dir`, else
+/// `$PI_CODING_AGENT_SESSION_DIR`, else the `sessionDir` setting (a relative one counting from
+/// `cwd`, `~` the home directory); `None` for the agent dir's per-directory default.
+fn chosen_session_dir(flag: Option<&Path>, setting: Option<&str>, cwd: &Path) -> Option<PathBuf> {
+    if let Some(dir) = flag {
+        return Some(dir.to_path_buf());
+    }
+    let env = std::env::var(SESSION_DIR_VAR)
+        .ok()
+        .filter(|d| !d.trim().is_empty());
+    env.as_deref()
+        .or(setting)
+        .map(|dir| crate::files::path::resolve(dir, cwd))
 }
 
 /// `$NOVA_AGENT_DIR`, else `~/.nova/agent`.
@@ -260,6 +278,7 @@ pub async fn load_process(
         }
     }
     registry.set_keep_alive(user_settings.ollama.keep_alive.as_ref());
+    let start_dir = std::env::current_dir().ok();
     Ok(Process {
         system_prompt: cli.system_prompt.as_deref().map(text_or_file).transpose()?,
         append_system_prompt: append_system_prompt(&cli.append_system_prompt)?,
@@ -269,12 +288,16 @@ pub async fn load_process(
             no_tools: cli.no_tools,
             no_builtin_tools: cli.no_builtin_tools,
         })?,
+        session_dir: chosen_session_dir(
+            cli.session_dir.as_deref(),
+            user_settings.session_dir.as_deref(),
+            start_dir.as_deref().unwrap_or(Path::new("/")),
+        ),
         agent_dir,
-        session_dir: cli.session_dir.clone(),
         registry: Arc::new(registry),
         cli,
         warnings,
-        start_dir: std::env::current_dir().ok(),
+        start_dir,
     })
 }
 
@@ -369,6 +392,16 @@ impl Process {
         };
         settings.skills.extend(listed(packaged.skills));
         settings.prompts.extend(listed(packaged.prompts));
+        // `-e npm:…`/`-e git:…`: the package's skills and templates come too, as in Pi (its
+        // extensions, and a missing package's error, are `extensions::find`'s).
+        for flag in &cli.extensions {
+            if let Ok(Some(package)) =
+                extensions::flag_package(flag, agent_dir, cwd, &mut Vec::new())
+            {
+                settings.skills.extend(listed(package.skills));
+                settings.prompts.extend(listed(package.prompts));
+            }
+        }
         let registry = &self.registry;
         let patterns = cli.models.as_ref().or(settings.enabled_models.as_ref());
         let scope = patterns
@@ -423,7 +456,11 @@ impl Process {
             scope,
             resume: spec.resume.clone(),
             session_name: spec.name.clone(),
-            session_dir: cli.session_dir.clone(),
+            session_dir: chosen_session_dir(
+                cli.session_dir.as_deref(),
+                settings.session_dir.as_deref(),
+                cwd,
+            ),
             agent_dir: agent_dir.clone(),
             cwd: cwd.clone(),
             registry: registry.clone(),

@@ -46,6 +46,17 @@ pub struct ServeArgs {
     /// aborted.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub grace: u64,
+    /// How stderr is written: `text` for people, or `json`, one JSON object a line (tracing's
+    /// records at NOVA_LOG's level, and the server's own notes), for a log collector.
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Parser)]

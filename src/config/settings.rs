@@ -61,6 +61,9 @@ pub struct Settings {
     /// `packages`: Pi packages, the user's then the project's (a project's count only when it
     /// is trusted; [`super::packages::resolve`] decides).
     pub packages: Vec<super::packages::Entry>,
+    /// `sessionDir`, as written (resolved from the cwd by whoever uses it): the user's, or a
+    /// trusted project's.
+    pub session_dir: Option<String>,
 }
 
 /// An entry of the `skills` or `prompts` setting, made absolute.
@@ -94,6 +97,7 @@ impl Default for Settings {
             prompts: Vec::new(),
             extensions: Vec::new(),
             packages: Vec::new(),
+            session_dir: None,
         }
     }
 }
@@ -464,6 +468,12 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     for (_, file) in projects {
         merge_one_level(&mut project, file);
     }
+    let session_dir = session_dir(
+        user.remove("sessionDir"),
+        project.remove("sessionDir"),
+        project_trusted,
+        warnings,
+    );
     let user_permissions = user.remove("permissions");
     let project_permissions = project.remove("permissions");
     let user_sandbox = user.remove("sandbox");
@@ -486,6 +496,7 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
         prompts,
         extensions,
         packages,
+        session_dir,
         ..Settings::default()
     };
     s.default_provider = file.default_provider.take("defaultProvider", warnings);
@@ -635,6 +646,40 @@ fn max_turns(
             Some(u)
         }
         (_, Some(p)) => Some(p),
+    }
+}
+
+/// `sessionDir`: the user's, or a trusted project's. Sessions are files nova itself writes,
+/// outside the sandbox, so an untrusted project (a cloned repository, or a model that wrote into
+/// it) must not choose where; Pi reads it regardless, before asking about trust.
+fn session_dir(
+    user: Option<Value>,
+    project: Option<Value>,
+    trusted: bool,
+    warnings: &mut Vec<String>,
+) -> Option<String> {
+    let read = |value: Option<Value>, warnings: &mut Vec<String>| match value? {
+        Value::String(dir) if !dir.trim().is_empty() => Some(dir),
+        Value::Null => None,
+        other => {
+            warnings.push(format!(
+                "settings: \"sessionDir\" must be a directory's path, not {other}; ignored"
+            ));
+            None
+        }
+    };
+    let user = read(user, warnings);
+    match read(project, warnings) {
+        Some(dir) if trusted => Some(dir),
+        Some(_) => {
+            warnings.push(
+                "the project is not trusted, so its \"sessionDir\" setting is ignored (trust \
+                 it with --approve, trust.json or the trustedProjects setting)"
+                    .to_owned(),
+            );
+            user
+        }
+        None => user,
     }
 }
 

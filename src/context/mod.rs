@@ -1,7 +1,7 @@
 //! What the model is told: the system prompt — nova's own instructions (or the user's
-//! replacement), the append text, the project's context files (`AGENTS.md`, else `CLAUDE.md`,
-//! from the agent dir and from the filesystem root down to the cwd, each only where no other
-//! user can have written it), the skills, then the date and working directory, in Pi's order —
+//! replacement), the append text, the project's context files (one per directory, by
+//! [`CONTEXT_FILE_NAMES`], from the agent dir and from the filesystem root down to the cwd, each
+//! only where no other user can have written it), the skills, then the date and working directory, in Pi's order —
 //! and the skills and prompt templates that `/` commands in user messages expand to.
 
 mod frontmatter;
@@ -40,7 +40,7 @@ pub struct PromptFiles<'a> {
     /// takes a project's replacement or addition to the system prompt only from a trusted
     /// project. Context files (`AGENTS.md`) load either way, as in Pi.
     pub project_trusted: bool,
-    /// `false` with `--no-context-files`: no `AGENTS.md` or `CLAUDE.md` is read.
+    /// `false` with `--no-context-files`: no context file ([`CONTEXT_FILE_NAMES`]) is read.
     pub context_files: bool,
     /// `--system-prompt` and `--append-system-prompt`, which win over every file.
     pub custom: Option<&'a str>,
@@ -202,6 +202,17 @@ fn read_first(paths: &[PathBuf]) -> Option<String> {
         .find_map(|p| crate::files::safe_open::read_to_string(p).ok())
 }
 
+/// The names a directory's context file may have, the first found winning: Pi 1.6's list and
+/// order, so a repository written for Pi (a local `AGENTS.override.md` over the committed
+/// `AGENTS.md`, an upper-case `.MD`) tells nova what it tells Pi.
+pub const CONTEXT_FILE_NAMES: [&str; 5] = [
+    "AGENTS.override.md",
+    "AGENTS.md",
+    "AGENTS.MD",
+    "CLAUDE.md",
+    "CLAUDE.MD",
+];
+
 /// One context file per directory: the agent dir's first, then root → cwd. A file someone
 /// other than the user (or root) could have written is skipped ([`foreign`]); the warning
 /// names each one skipped.
@@ -210,16 +221,18 @@ fn context_files(agent_dir: &Path, cwd: &Path) -> (Vec<(PathBuf, String)>, Optio
     let mut ancestors: Vec<&Path> = cwd.ancestors().collect();
     ancestors.reverse();
     dirs.extend(ancestors.into_iter().map(Path::to_path_buf));
+    let shadowed = shadowed_by_worktree(cwd);
     let mut seen = Vec::new();
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     for dir in dirs {
-        for name in ["AGENTS.md", "CLAUDE.md"] {
+        for name in CONTEXT_FILE_NAMES {
             let path = dir.join(name);
             let Ok(mut file) = crate::files::safe_open::open_regular(&path) else {
                 continue;
             };
-            if seen.contains(&path) {
+            let real = std::fs::canonicalize(&dir).map(|d| d.join(name)).ok();
+            if seen.contains(&path) || (shadowed.is_some() && real == shadowed) {
                 break;
             }
             seen.push(path.clone());
@@ -241,6 +254,39 @@ fn context_files(agent_dir: &Path, cwd: &Path) -> (Vec<(PathBuf, String)>, Optio
         )
     });
     (files, warning)
+}
+
+/// The main checkout's context file that a linked git worktree nested inside it replaces with
+/// its own (the same name at the worktree's root), as Pi 1.6 skips it: both are the one
+/// repository's instructions, and loading both would give them twice. `None` in an ordinary
+/// checkout, a worktree beside its main checkout, a bare layout or a submodule. Canonical,
+/// since git writes the worktree's `gitdir` in that form while the cwd may be a symlink.
+fn shadowed_by_worktree(cwd: &Path) -> Option<PathBuf> {
+    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+    let (worktree, dot_git) = cwd
+        .ancestors()
+        .map(|dir| (dir, dir.join(".git")))
+        .find(|(_, dot_git)| dot_git.exists())?;
+    // A `.git` directory is a main checkout itself.
+    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let git_dir = worktree.join(text.trim().strip_prefix("gitdir:")?.trim());
+    if !git_dir.join("HEAD").exists() {
+        return None;
+    }
+    let common = match std::fs::read_to_string(git_dir.join("commondir")) {
+        Ok(common) => git_dir.join(common.trim()),
+        Err(_) => git_dir,
+    };
+    let (common, worktree) = (canonical(&common)?, canonical(worktree)?);
+    let main = common.parent()?;
+    let nested = worktree.starts_with(main) && worktree != main;
+    if !nested || canonical(&main.join(".git")).as_ref() != Some(&common) {
+        return None;
+    }
+    CONTEXT_FILE_NAMES
+        .iter()
+        .find(|name| worktree.join(name).is_file())
+        .map(|name| main.join(name))
 }
 
 /// Why a context file in `dir` may hold someone else's instructions, or `None` when only the
@@ -316,6 +362,40 @@ mod tests {
             .0
             .render(&[Tool::Read]);
         assert!(custom.starts_with("CUSTOM\n\n# Project Context"));
+    }
+
+    /// A linked worktree nested in its main checkout: its own `AGENTS.md` replaces the main
+    /// checkout's, which loads again once the worktree has none of that name.
+    #[test]
+    fn a_nested_worktrees_context_file_replaces_its_main_checkouts() {
+        let agent = tempfile::tempdir().unwrap();
+        let main = tempfile::tempdir().unwrap();
+        let main = std::fs::canonicalize(main.path()).unwrap();
+        let admin = main.join(".git/worktrees/feat");
+        std::fs::create_dir_all(&admin).unwrap();
+        std::fs::write(main.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(admin.join("HEAD"), "ref: refs/heads/feat\n").unwrap();
+        std::fs::write(admin.join("commondir"), "../..\n").unwrap();
+        let worktree = main.join("trees/feat");
+        std::fs::create_dir_all(&worktree).unwrap();
+        std::fs::write(
+            worktree.join(".git"),
+            format!("gitdir: {}\n", admin.display()),
+        )
+        .unwrap();
+        std::fs::write(main.join("AGENTS.md"), "MAIN RULES").unwrap();
+        std::fs::write(main.join("trees/CLAUDE.md"), "BETWEEN RULES").unwrap();
+        std::fs::write(worktree.join("AGENTS.md"), "WORKTREE RULES").unwrap();
+        let texts = || -> Vec<String> {
+            context_files(agent.path(), &worktree)
+                .0
+                .into_iter()
+                .map(|(_, text)| text)
+                .collect()
+        };
+        assert_eq!(texts(), ["BETWEEN RULES", "WORKTREE RULES"]);
+        std::fs::rename(worktree.join("AGENTS.md"), worktree.join("CLAUDE.md")).unwrap();
+        assert_eq!(texts(), ["MAIN RULES", "BETWEEN RULES", "WORKTREE RULES"]);
     }
 
     #[test]

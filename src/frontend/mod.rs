@@ -86,8 +86,25 @@ pub async fn close_writer<L: Line>(out: &Outbox<L>, writer: JoinHandle<()>) {
     .await;
 }
 
-/// One line on stderr, prefixed like all of nova's there.
+/// The `tracing` target of [`note`]s once they are log records ([`notes_as_logs`]).
+pub const NOTE_TARGET: &str = "nova::note";
+
+/// Set once stderr carries JSON log lines: a note is then one of them.
+static NOTES_AS_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, notes are `tracing` records at `info` under [`NOTE_TARGET`] (which the log
+/// filter must let through), so that every line on stderr has the log's format.
+pub fn notes_as_logs() {
+    NOTES_AS_LOGS.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// One line on stderr, prefixed like all of nova's there (or a log record, once
+/// [`notes_as_logs`]).
 pub fn note(text: &str) {
+    if NOTES_AS_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
+        tracing::info!(target: NOTE_TARGET, "{text}");
+        return;
+    }
     let _ = writeln!(std::io::stderr(), "nova: {text}");
 }
 

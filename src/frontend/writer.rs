@@ -44,8 +44,8 @@ pub const CAPACITY_BYTES: usize = 4 * 1024 * 1024;
 /// The most lines the writer takes from the queue at once.
 const BATCH_LINES: usize = 1024;
 /// The most bytes (by weight) the writer takes from the queue at once, unless one line alone
-/// weighs more.
-const BATCH_BYTES: usize = 256 * 1024;
+/// weighs more; a served connection's batch too.
+pub const BATCH_BYTES: usize = 256 * 1024;
 /// The writer's buffer: encoded lines gather in it and go out in one `write` when it fills or
 /// the batch ends.
 const SPOOL: usize = 64 * 1024;

@@ -96,6 +96,8 @@ pub struct CompatFlags {
     pub send_session_affinity_headers: Option<bool>,
     /// nova's own: recover tool calls a model wrote as text (`provider::text_calls`).
     pub tool_calls_in_text: Option<bool>,
+    /// The server keeps a prompt cache longer when asked (with `PI_CACHE_RETENTION=long`).
+    pub supports_long_cache_retention: Option<bool>,
 }
 
 /// A `compat` object, typed; `None` fields were absent or had a bad value.
@@ -150,6 +152,7 @@ impl ModelCompat {
             "supportsStrictMode" => &mut flags.supports_strict_mode,
             "toolCallsInText" => &mut flags.tool_calls_in_text,
             "sendSessionAffinityHeaders" => &mut flags.send_session_affinity_headers,
+            "supportsLongCacheRetention" => &mut flags.supports_long_cache_retention,
             // Anthropic's; Pi never reports a bad value of it, so neither does nova.
             "forceAdaptiveThinking" => {
                 flags.force_adaptive_thinking = value.as_bool();

@@ -47,7 +47,6 @@ const BUDGETS: [(ThinkingLevel, u64); 4] = [
 const MIN_ANSWER_TOKENS: u64 = 1024;
 /// Ask for readable summaries of the reasoning, which newer models otherwise omit.
 const THINKING_DISPLAY: &str = "summarized";
-const CACHE: Option<Ephemeral> = Some(Ephemeral { kind: "ephemeral" });
 
 /// Who a request presents itself as: the key decides, as in Pi.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +147,11 @@ pub fn build_body<E: BodyEncoder>(
     out: E,
 ) -> serde_json::Result<E::Output> {
     let prepared = prepare::request_messages(req.messages, req.model);
+    // A one-off summary caches nothing, as in Pi: no breakpoint at all.
+    let cache = (super::retention(req) != super::Retention::None).then(|| Ephemeral {
+        kind: "ephemeral",
+        ttl: super::long_retention(req).then_some(super::LONG_CACHE_BREAKPOINT),
+    });
     let mut messages: Vec<Msg> = Vec::with_capacity(prepared.len());
     let mut i = 0;
     while i < prepared.len() {
@@ -171,7 +175,7 @@ pub fn build_body<E: BodyEncoder>(
     if let Some(last) = messages.last_mut().filter(|m| m.role == "user")
         && let Some(block) = last.content.last_mut()
     {
-        block.mark_cached();
+        block.mark_cached(cache);
     }
 
     let (thinking, output_config, max_tokens) = thinking(req);
@@ -182,7 +186,7 @@ pub fn build_body<E: BodyEncoder>(
         .map(|text| SystemText {
             kind: "text",
             text,
-            cache_control: CACHE,
+            cache_control: cache,
         })
         .collect();
     out.encode(
@@ -192,7 +196,7 @@ pub fn build_body<E: BodyEncoder>(
             stream: true,
             system: (!system.is_empty()).then_some(system),
             messages,
-            tools: (!req.tools.is_empty()).then_some(Tools(req.tools, identity)),
+            tools: (!req.tools.is_empty()).then_some(Tools(req.tools, identity, cache)),
             thinking,
             output_config,
         },
@@ -401,11 +405,14 @@ struct SystemText<'a> {
     cache_control: Option<Ephemeral>,
 }
 
-/// A prompt-cache breakpoint: everything up to the marked block is cached for a few minutes.
+/// A prompt-cache breakpoint: everything up to the marked block is cached for a few minutes,
+/// or for `ttl`.
 #[derive(Serialize, Clone, Copy)]
 struct Ephemeral {
     #[serde(rename = "type")]
     kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -486,11 +493,11 @@ impl<'b> Block<'b> {
     }
 
     /// Places a cache breakpoint here, where the API allows one.
-    fn mark_cached(&mut self) {
+    fn mark_cached(&mut self, cache: Option<Ephemeral>) {
         match self {
             Block::Text { cache_control, .. }
             | Block::Image { cache_control, .. }
-            | Block::ToolResult { cache_control, .. } => *cache_control = CACHE,
+            | Block::ToolResult { cache_control, .. } => *cache_control = cache,
             Block::Thinking { .. } | Block::RedactedThinking { .. } | Block::ToolUse { .. } => {}
         }
     }
@@ -546,7 +553,7 @@ impl Serialize for Input<'_> {
 
 /// Tool definitions, named as the identity needs; the last carries a cache breakpoint so the
 /// tools stay cached with the system prompt.
-struct Tools<'a>(&'a [ToolSpec], Identity);
+struct Tools<'a>(&'a [ToolSpec], Identity, Option<Ephemeral>);
 
 impl Serialize for Tools<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -566,7 +573,7 @@ impl Serialize for Tools<'_> {
             },
             description: &t.description,
             input_schema: &t.parameters,
-            cache_control: if i == last { CACHE } else { None },
+            cache_control: if i == last { self.2 } else { None },
         }))
     }
 }

@@ -54,7 +54,13 @@ const MIN_ANSWER_TOKENS: u64 = 1024;
 pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E::Output> {
     let prepared = prepare::request_messages(req.messages, req.model);
     let claude = is_claude(req.model);
-    let caching = caches_prompts(req.model);
+    // A one-off summary caches nothing, as in Pi.
+    let caching = caches_prompts(req.model) && super::retention(req) != super::Retention::None;
+    let cache_point = CachePoint {
+        kind: "default",
+        ttl: (super::retention(req) == super::Retention::Long)
+            .then_some(super::LONG_CACHE_BREAKPOINT),
+    };
     let mut messages: Vec<Msg> = Vec::with_capacity(prepared.len());
     let mut i = 0;
     while i < prepared.len() {
@@ -117,9 +123,7 @@ pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E
         }
     }
     if caching && let Some(last) = messages.last_mut().filter(|m| m.role == "user") {
-        last.content.push(Block::CachePoint {
-            cache_point: CachePoint { kind: "default" },
-        });
+        last.content.push(Block::CachePoint { cache_point });
     }
     let mut system = Vec::new();
     if !req.system_prompt.is_empty() {
@@ -127,9 +131,7 @@ pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E
             text: Cow::Borrowed(req.system_prompt),
         });
         if caching {
-            system.push(Block::CachePoint {
-                cache_point: CachePoint { kind: "default" },
-            });
+            system.push(Block::CachePoint { cache_point });
         }
     }
     let (fields, max_tokens) = reasoning_fields(req, claude);
@@ -478,10 +480,12 @@ struct ReasoningText<'a> {
     signature: Option<&'a str>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone, Copy)]
 struct CachePoint {
     #[serde(rename = "type")]
     kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl: Option<&'static str>,
 }
 
 /// A call's arguments as the JSON object (a document) Bedrock requires. Arguments kept as raw

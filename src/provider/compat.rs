@@ -35,6 +35,8 @@ pub struct Compat {
     /// Tool definitions carry `strict: false` (servers that do not know the field may reject it).
     pub supports_strict_mode: bool,
     pub thinking_format: ThinkingFormat,
+    /// The server keeps a prompt cache for a day when asked (`prompt_cache_retention`).
+    pub supports_long_cache_retention: bool,
 }
 
 impl Compat {
@@ -114,6 +116,11 @@ impl Compat {
             } else {
                 ThinkingFormat::OpenAi
             },
+            supports_long_cache_retention: !(together
+                || workers_ai
+                || ai_gateway
+                || nvidia
+                || ant_ling),
         }
     }
 
@@ -134,6 +141,7 @@ impl Compat {
             send_session_affinity_headers: _,
             // Shapes the reply, not the request: the accumulator reads it.
             tool_calls_in_text: _,
+            supports_long_cache_retention,
         } = explicit.flags;
         let set = |flag: &mut bool, value: Option<bool>| *flag = value.unwrap_or(*flag);
         set(&mut self.supports_store, supports_store);
@@ -163,6 +171,10 @@ impl Compat {
             requires_non_null_assistant_content,
         );
         set(&mut self.supports_strict_mode, supports_strict_mode);
+        set(
+            &mut self.supports_long_cache_retention,
+            supports_long_cache_retention,
+        );
         self.max_tokens_field = explicit.max_tokens_field.unwrap_or(self.max_tokens_field);
         self.thinking_format = explicit.thinking_format.unwrap_or(self.thinking_format);
     }

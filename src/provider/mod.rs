@@ -122,13 +122,58 @@ pub struct SessionId<'a> {
     pub cache: bool,
 }
 
+/// Pi's switch for the prompt cache's lifetime, read under Pi's name: `long` asks each server
+/// that offers a longer-lived cache for it (an hour at Anthropic and Bedrock, a day at OpenAI).
+pub const CACHE_RETENTION_VAR: &str = "PI_CACHE_RETENTION";
+
+/// The long cache's lifetime as OpenAI's APIs name it (`prompt_cache_retention`).
+const LONG_CACHE_OPENAI: &str = "24h";
+/// The long cache's lifetime as Anthropic's and Bedrock's cache breakpoints name it (`ttl`).
+const LONG_CACHE_BREAKPOINT: &str = "1h";
+
+/// How long a request asks its server to keep the prompt cached (Pi's `cacheRetention`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retention {
+    /// Nothing to cache: a one-off summary.
+    None,
+    /// The server's default.
+    Short,
+    /// `PI_CACHE_RETENTION=long`.
+    Long,
+}
+
+/// `req`'s [`Retention`]. The variable is read at each request, as Pi reads it; nova never
+/// sets its own environment, so the read races nothing.
+pub(crate) fn retention(req: &Request) -> Retention {
+    if req.session_id.is_some_and(|s| !s.cache) {
+        Retention::None
+    } else if std::env::var_os(CACHE_RETENTION_VAR).is_some_and(|v| v == "long") {
+        Retention::Long
+    } else {
+        Retention::Short
+    }
+}
+
+/// Whether `req` asks for the long cache and its model's server takes the request (models.json
+/// `compat.supportsLongCacheRetention`, true unless it says otherwise; chat completions detect
+/// their own, [`compat::Compat`]).
+pub(crate) fn long_retention(req: &Request) -> bool {
+    retention(req) == Retention::Long
+        && req
+            .model
+            .compat
+            .as_ref()
+            .and_then(|c| c.flags.supports_long_cache_retention)
+            .unwrap_or(true)
+}
+
 /// OpenAI's limit on `prompt_cache_key`, in characters; Pi cuts longer ids to it.
 const PROMPT_CACHE_KEY_CHARS: usize = 64;
 
 /// The `prompt_cache_key` a body carries, as Pi 1.6 decides it per API: the request's id cut to
 /// OpenAI's limit, unless the request caches nothing (Azure gets it regardless) or the model's
 /// `compat.promptCacheKeyMode` says otherwise; chat completions send it by default only to
-/// OpenAI's own server.
+/// OpenAI's own server, or with the long cache to a server that keeps one.
 fn prompt_cache_key<'a>(req: &Request<'a>) -> Option<&'a str> {
     let session = req.session_id?;
     let mode = req
@@ -146,7 +191,11 @@ fn prompt_cache_key<'a>(req: &Request<'a>) -> Option<&'a str> {
                 && match mode {
                     PromptCacheKeyMode::Enabled => true,
                     PromptCacheKeyMode::Disabled => false,
-                    PromptCacheKeyMode::Auto => req.model.base_url.contains("api.openai.com"),
+                    PromptCacheKeyMode::Auto => {
+                        req.model.base_url.contains("api.openai.com")
+                            || (retention(req) == Retention::Long
+                                && compat::Compat::of(req.model).supports_long_cache_retention)
+                    }
                 }
         }
         _ => false,

@@ -131,6 +131,9 @@ pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E
             messages,
             stream: true,
             prompt_cache_key: super::prompt_cache_key(req),
+            prompt_cache_retention: (super::retention(req) == super::Retention::Long
+                && compat.supports_long_cache_retention)
+                .then_some(super::LONG_CACHE_OPENAI),
             stream_options: compat.supports_usage_in_streaming.then_some(StreamOptions {
                 include_usage: true,
             }),
@@ -249,6 +252,8 @@ struct Body<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt_cache_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_retention: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -163,6 +163,10 @@ pub fn build_body<E: BodyEncoder>(
             input,
             stream: true,
             prompt_cache_key: super::prompt_cache_key(req),
+            // Pi's Codex, Azure and ChatGPT sign-in requests never carry it.
+            prompt_cache_retention: (matches!(flavour, Flavour::OpenAi | Flavour::Copilot)
+                && super::long_retention(req))
+            .then_some(super::LONG_CACHE_OPENAI),
             store: false,
             max_output_tokens: (flavour != Flavour::ChatGpt)
                 .then(|| super::max_output_tokens(req).max(MIN_OUTPUT_TOKENS)),
@@ -362,6 +366,8 @@ struct Body<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt_cache_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_retention: Option<&'static str>,
     store: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_output_tokens: Option<u64>,

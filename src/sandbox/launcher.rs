@@ -117,8 +117,13 @@ impl Spec {
     }
 
     /// The launcher command for `program args…` under this spec, for another program to start.
-    pub fn handoff(&self, program: &str, args: &[&str]) -> Result<Handoff, SandboxError> {
-        handoff(Some(self.clone()), program, args)
+    pub fn handoff(
+        &self,
+        program: &str,
+        args: &[&str],
+        env: &EnvChanges,
+    ) -> Result<Handoff, SandboxError> {
+        handoff(Some(self.clone()), program, args, env)
     }
 
     /// The launcher command that only checks that this spec can be applied.
@@ -173,16 +178,34 @@ fn sandboxed(spec: &Spec) -> Result<std::process::Command, SandboxError> {
 }
 
 /// [`kept`] for another program to start: only the keeper, no restrictions.
-pub fn kept_handoff(program: &str, args: &[&str]) -> Result<Handoff, SandboxError> {
-    handoff(None, program, args)
+pub fn kept_handoff(
+    program: &str,
+    args: &[&str],
+    env: &EnvChanges,
+) -> Result<Handoff, SandboxError> {
+    handoff(None, program, args, env)
 }
 
+/// Variables to set (`Some`) or drop (`None`) for the program, over nova's own environment.
+pub type EnvChanges = [(&'static str, Option<String>)];
+
 /// nova's environment (the variables whose names and values are text, which is all another
-/// program can be told) goes with the command; the launcher keeps exactly those.
-fn handoff(sandbox: Option<Spec>, program: &str, args: &[&str]) -> Result<Handoff, SandboxError> {
-    let env: Vec<(String, String)> = std::env::vars_os()
+/// program can be told) with `changes` goes with the command; the launcher keeps exactly those.
+fn handoff(
+    sandbox: Option<Spec>,
+    program: &str,
+    args: &[&str],
+    changes: &EnvChanges,
+) -> Result<Handoff, SandboxError> {
+    let mut env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .filter(|(name, _)| !changes.iter().any(|(changed, _)| changed == name))
         .collect();
+    env.extend(
+        changes
+            .iter()
+            .filter_map(|(name, value)| Some(((*name).to_owned(), value.clone()?))),
+    );
     let launch = Launch {
         parent: std::process::id(),
         sandbox,

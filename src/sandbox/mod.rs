@@ -21,7 +21,7 @@ mod settings;
 mod shell;
 
 pub use error::SandboxError;
-pub use launcher::{Handoff, kept, kept_handoff, run_if_requested};
+pub use launcher::{EnvChanges, Handoff, kept, kept_handoff, run_if_requested};
 pub use placeholder::Placeholders;
 pub use policy::{Policy, WriteRefusal, resolve_for_write};
 pub use settings::{Mode, SandboxSettings};
@@ -255,10 +255,11 @@ impl Sandbox {
         &self,
         program: &str,
         args: &[&str],
+        env: &EnvChanges,
     ) -> Result<(Handoff, Placeholders), SandboxError> {
         let policy = self.policy();
         let placeholders = Placeholders::hold(&policy.placeholders())?;
-        match self.spec(policy).handoff(program, args) {
+        match self.spec(policy).handoff(program, args, env) {
             Ok(handoff) => Ok((handoff, placeholders)),
             Err(e) => {
                 placeholders.release();

@@ -3,8 +3,14 @@
 //! spawning `nova attach …` instead. Records go through unchanged, one line per frame (those
 //! nova sends keep their `seq`, which Pi's clients ignore); stdin is read by the same bounded
 //! record reader as RPC mode's and stdout written by the one writer.
+//!
+//! When the connection drops (not closed by the server: broken), the bridge reattaches with
+//! the last `seq` it wrote and the same client key, so the program on its stdin and stdout
+//! gets exactly the records and responses it missed, once; it tries [`RETRIES`] times with a
+//! growing wait, then says why on stderr and exits 1.
 
 use super::auth::TOKEN_VAR;
+use super::routes::SINCE_HEADER;
 use crate::config::AttachArgs;
 use crate::frontend::reader::{Record, RecordReader};
 use crate::frontend::{self, writer};
@@ -13,6 +19,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use std::process::ExitCode;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -72,6 +79,12 @@ impl Target {
     }
 }
 
+/// How many times in a row the bridge tries to reattach after the connection dropped.
+const RETRIES: u32 = 6;
+/// The wait before the first retry; it doubles after each, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
 /// Attaches to the session `args` names (opening it first with `--new`) and bridges until
 /// stdin closes or the server ends the connection.
 pub async fn run(args: AttachArgs) -> ExitCode {
@@ -81,25 +94,35 @@ pub async fn run(args: AttachArgs) -> ExitCode {
     }
 }
 
+/// How one connection ended.
+enum Ended {
+    /// stdin closed, or the server closed the socket (the session closed, or the server is
+    /// stopping): the bridge is done.
+    Done,
+    /// The connection broke without a close: the bridge reattaches.
+    Dropped(String),
+}
+
+/// Where the bridge is in the session's stream, across connections.
+#[derive(Default)]
+struct Place {
+    /// The last `seq` written to stdout (before the first, the number the server said the
+    /// stream starts after): a reconnection asks for what follows it.
+    seen: Option<u64>,
+    /// A line whose frame could not be written (the connection had broken): it was never
+    /// delivered, so it is sent first on the next connection.
+    unsent: Option<String>,
+}
+
 async fn bridge(args: AttachArgs) -> Result<(), String> {
     let target = Target::parse(&args.target);
     let id = match args.session {
         Some(id) => id,
         None => open(&target, &args).await?,
     };
-    let mut request = format!("ws://localhost/v1/sessions/{id}/rpc")
-        .into_client_request()
-        .map_err(|e| e.to_string())?;
-    if let Some(auth) = target.authorization()
-        && let Ok(value) = auth.parse()
-    {
-        request.headers_mut().insert("authorization", value);
-    }
-    let io = target.connect().await?;
-    let (ws, _) = tokio_tungstenite::client_async(request, io)
-        .await
-        .map_err(|e| format!("cannot attach to session {id}: {e}"))?;
-    let (mut to_server, mut from_server) = ws.split();
+    // The same key on every connection, so the responses missed while reattaching are
+    // replayed too.
+    let client = uuid::Uuid::new_v4().to_string();
 
     let (records, mut stdin) = tokio::sync::mpsc::channel::<Record>(16);
     // stdin has no useful async form: a plain thread reads it, as in RPC mode.
@@ -112,37 +135,171 @@ async fn bridge(args: AttachArgs) -> Result<(), String> {
         }
     });
     let (out, writer) = writer::spawn::<Raw, _>(std::io::stdout());
-    let upstream = async {
-        while let Some(record) = stdin.recv().await {
-            let text = match record {
-                Record::Line(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-                // The server answers a record it cannot parse with an error naming it.
-                Record::Oversized { .. } => "oversized".to_owned(),
-            };
-            if to_server.send(Message::Text(text.into())).await.is_err() {
-                return;
-            }
-        }
-        let _ = to_server.send(Message::Close(None)).await;
+    let (mut ws, since) = connect(&target, &id, &client, None).await?;
+    let mut place = Place {
+        seen: since,
+        unsent: None,
     };
-    let downstream = async {
-        while let Some(Ok(message)) = from_server.next().await {
-            match message {
-                Message::Text(text) => {
+    let outcome = loop {
+        let why = match relay(ws, &mut stdin, &out, &mut place).await {
+            Ended::Done => break Ok(()),
+            Ended::Dropped(why) => why,
+        };
+        match reattach(&target, &id, &client, &place, &why).await {
+            Ok((again, _)) => ws = again,
+            Err(e) => break Err(e),
+        }
+    };
+    frontend::close_writer(&out, writer).await;
+    outcome
+}
+
+type Socket = tokio_tungstenite::WebSocketStream<Box<dyn Io>>;
+
+/// Opens the session's RPC WebSocket, asking for the records after `since` (the live stream
+/// without it); with the number the server says the stream starts after.
+async fn connect(
+    target: &Target,
+    id: &str,
+    client: &str,
+    since: Option<u64>,
+) -> Result<(Socket, Option<u64>), Attempt> {
+    let since = since.map(|n| format!("&since={n}")).unwrap_or_default();
+    let mut request = format!("ws://localhost/v1/sessions/{id}/rpc?client={client}{since}")
+        .into_client_request()
+        .map_err(|e| Attempt::Final(e.to_string()))?;
+    if let Some(auth) = target.authorization()
+        && let Ok(value) = auth.parse()
+    {
+        request.headers_mut().insert("authorization", value);
+    }
+    let io = target.connect().await.map_err(Attempt::Again)?;
+    match tokio_tungstenite::client_async(request, io).await {
+        Ok((ws, response)) => {
+            let starts_after = response
+                .headers()
+                .get(SINCE_HEADER)
+                .and_then(|v| v.to_str().ok()?.parse().ok());
+            Ok((ws, starts_after))
+        }
+        // The server answered and refused (the session is not live, the token is wrong):
+        // asking again would get the same answer.
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Err(Attempt::Final(format!(
+            "cannot attach to session {id}: the server answered {}{}",
+            response.status(),
+            response
+                .body()
+                .as_deref()
+                .map(|b| format!(": {}", String::from_utf8_lossy(b)))
+                .unwrap_or_default()
+        ))),
+        Err(e) => Err(Attempt::Again(format!(
+            "cannot attach to session {id}: {e}"
+        ))),
+    }
+}
+
+/// Why connecting failed: worth another try, or not.
+enum Attempt {
+    Again(String),
+    Final(String),
+}
+
+impl From<Attempt> for String {
+    fn from(attempt: Attempt) -> String {
+        match attempt {
+            Attempt::Again(e) | Attempt::Final(e) => e,
+        }
+    }
+}
+
+/// Connects again after the connection dropped, resuming after the last record seen, with
+/// [`RETRIES`] tries and a growing wait between them.
+async fn reattach(
+    target: &Target,
+    id: &str,
+    client: &str,
+    place: &Place,
+    why: &str,
+) -> Result<(Socket, Option<u64>), String> {
+    let from = place.seen.map_or_else(
+        || "the live stream".to_owned(),
+        |n| format!("after seq {n}"),
+    );
+    frontend::note(&format!(
+        "the connection to the server dropped ({why}); reattaching to session {id} {from}"
+    ));
+    let mut wait = FIRST_BACKOFF;
+    let mut last = String::new();
+    for _ in 0..RETRIES {
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(MAX_BACKOFF);
+        match connect(target, id, client, place.seen).await {
+            Ok(connected) => return Ok(connected),
+            Err(Attempt::Final(e)) => return Err(e),
+            Err(Attempt::Again(e)) => last = e,
+        }
+    }
+    Err(format!(
+        "lost the connection to session {id} and could not reattach after {RETRIES} tries: \
+         {last}"
+    ))
+}
+
+/// The `seq` the server put at the end of a record (`…,"seq":N}`); `None` for a record
+/// without one (the gap marker).
+fn seq_of(record: &str) -> Option<u64> {
+    let digits = record.strip_suffix('}')?;
+    let at = digits.rfind("\"seq\":")?;
+    digits[at + 6..].parse().ok()
+}
+
+/// Bridges stdin and stdout over one connection until it ends.
+async fn relay(
+    ws: Socket,
+    stdin: &mut tokio::sync::mpsc::Receiver<Record>,
+    out: &writer::Outbox<Raw>,
+    place: &mut Place,
+) -> Ended {
+    let (mut to_server, mut from_server) = ws.split();
+    if let Some(text) = place.unsent.take()
+        && let Err(e) = to_server.send(Message::Text(text.clone().into())).await
+    {
+        place.unsent = Some(text);
+        return Ended::Dropped(e.to_string());
+    }
+    loop {
+        tokio::select! {
+            record = stdin.recv() => {
+                let Some(record) = record else {
+                    let _ = to_server.send(Message::Close(None)).await;
+                    return Ended::Done;
+                };
+                let text = match record {
+                    Record::Line(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                    // The server answers a record it cannot parse with an error naming it.
+                    Record::Oversized { .. } => "oversized".to_owned(),
+                };
+                if let Err(e) = to_server.send(Message::Text(text.clone().into())).await {
+                    place.unsent = Some(text);
+                    return Ended::Dropped(e.to_string());
+                }
+            }
+            message = from_server.next() => match message {
+                Some(Ok(Message::Text(text))) => {
+                    if let Some(seq) = seq_of(&text) {
+                        place.seen = Some(seq);
+                    }
                     out.ready().await;
                     out.push(Raw(text.to_string()));
                 }
-                Message::Close(_) => break,
-                _ => {}
-            }
+                Some(Ok(Message::Close(_))) => return Ended::Done,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Ended::Dropped(e.to_string()),
+                None => return Ended::Dropped("the connection ended".to_owned()),
+            },
         }
-    };
-    tokio::select! {
-        () = upstream => {}
-        () = downstream => {}
     }
-    frontend::close_writer(&out, writer).await;
-    Ok(())
 }
 
 /// `POST /v1/sessions` through hyper's client; the new session's id.

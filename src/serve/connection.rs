@@ -2,21 +2,24 @@
 //! text frame. Commands are read and run in order through the session port, as on stdin; what
 //! the client receives is the session's [journal](super::journal) read from its place, so the
 //! client falls behind on its own and the session never waits for it. A command that arrives
-//! while the client is [`CAPACITY`] records behind is not run: its response says the
-//! connection is overloaded and the command may be retried, and reading goes on.
+//! while the client is as far behind as the journal reaches (its count or its bytes) is not
+//! run: its response says the connection is overloaded and the command may be retried, and
+//! reading goes on.
 
 use super::frame;
-use super::journal::{CAPACITY, ClientKey, Journal, Read, gap_marker};
+use super::journal::{ClientKey, Journal, Read, describe, gap_marker};
 use crate::agent::Live;
 use crate::agent::port::{self, Reply};
 use crate::frontend::parse::{Parsed, parse_record};
+use crate::frontend::writer::BATCH_BYTES;
 use crate::protocol::Response;
 use axum::extract::ws::{Message, WebSocket};
 use futures_util::{SinkExt, StreamExt};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Records sent per batch before the socket is flushed.
+/// Records sent per batch before the socket is flushed (and at most [`BATCH_BYTES`] of them,
+/// the stdio writer's batch, so a burst of big records is not copied out all at once).
 const BATCH: usize = 256;
 
 /// Responses go into the session's journal, addressed to the client that sent the command.
@@ -33,17 +36,17 @@ impl Reply for ToJournal {
 }
 
 /// Serves `socket` until the client leaves or the session closes; the client receives the
-/// records after number `since` (the newest when absent), then the live stream.
+/// records after number `since`, then the live stream.
 pub async fn serve(
     socket: WebSocket,
     live: Arc<Live>,
     journal: Arc<Journal>,
     client: ClientKey,
-    since: Option<u64>,
+    since: u64,
 ) {
     let _attached = journal.attach();
     let (mut sender, mut receiver) = socket.split();
-    let sent = AtomicU64::new(since.unwrap_or_else(|| journal.newest()));
+    let sent = AtomicU64::new(since);
     let reply = ToJournal {
         journal: journal.clone(),
         client: client.clone(),
@@ -77,16 +80,17 @@ pub async fn serve(
                 Parsed::Blank => {}
                 Parsed::Error(response) => reply.respond(response),
                 Parsed::Command { id, name, command } => {
-                    let behind = journal
-                        .newest()
-                        .saturating_sub(sent.load(Ordering::Relaxed));
-                    if behind >= CAPACITY as u64 {
+                    let place = sent.load(Ordering::Relaxed);
+                    if let Some(bound) = journal.lagging(place) {
+                        let behind = journal.newest().saturating_sub(place);
                         reply.respond(Response::error(
                             id,
                             name,
                             format!(
-                                "overloaded: this connection is {behind} records behind; the \
-                                 command was not run and may be retried once it has caught up"
+                                "overloaded: this connection is {behind} records behind, past \
+                                 what the session keeps ({}); the command was not run and may \
+                                 be retried once it has caught up",
+                                describe(bound).1
                             ),
                         ));
                         continue;
@@ -101,11 +105,12 @@ pub async fn serve(
         loop {
             newest.borrow_and_update();
             let after = sent.load(Ordering::Relaxed);
-            let (lines, last) = match journal.read(after, &client, BATCH) {
+            let (lines, last) = match journal.read(after, &client, BATCH, BATCH_BYTES) {
                 Read::Gap {
                     after,
                     resumes_after,
-                } => (vec![gap_marker(after, resumes_after)], resumes_after),
+                    bound,
+                } => (vec![gap_marker(after, resumes_after, bound)], resumes_after),
                 Read::Records(records, last) => (
                     records
                         .iter()

@@ -30,6 +30,9 @@ impl crate::acp::Host for Server {
 
     fn opened(&self, id: &str) {
         *self.editors().entry(id.to_owned()).or_default() += 1;
+        if let Some(live) = self.runtime.live().find(id) {
+            self.meter(&live);
+        }
     }
 
     fn closed(&self, id: &str) {
@@ -38,6 +41,7 @@ impl crate::acp::Host for Server {
             *count -= 1;
             if *count == 0 {
                 editors.remove(id);
+                self.unmeter(id);
             }
         }
         drop(editors);

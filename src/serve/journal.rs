@@ -5,16 +5,23 @@
 //! seam (both are reads of this one ring). A response is for the client that sent the command
 //! (its key), an event for every client.
 //!
+//! The ring is bounded twice, as RPC mode's queue is: by count ([`CAPACITY`]) and by bytes
+//! ([`CAPACITY_BYTES`], each record weighed as the writer weighs a line, by
+//! [`weigh::json_len`]), because a count alone lets a flood of big records (every `queue_update`
+//! lists every queued text) hold hundreds of megabytes once they are encoded. The oldest records
+//! go first, and the session remembers which bound dropped the last of them so that a client
+//! asking for one can be told why.
+//!
 //! The ring is also every connection's queue: a connection only holds its place in it, so a
-//! client that stops reading costs no memory and holds back no one, the run included. One that
-//! falls more than [`CAPACITY`] records behind is told so by a [gap marker](gap_marker) and
-//! goes on from the oldest record kept; the session itself never waits for a served client.
+//! client that stops reading costs no memory and holds back no one, the run included. One whose
+//! place has left the ring is told so by a [gap marker](gap_marker) and goes on from the oldest
+//! record kept; the session itself never waits for a served client.
 //! Records are not folded into one another here as the stdio writer folds snapshots: a number
 //! must stay one record.
 
 use crate::agent::EventSink;
 use crate::frontend::writer::Line as _;
-use crate::protocol::{Event, Response};
+use crate::protocol::{Event, Response, weigh};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -24,6 +31,17 @@ use tokio_util::sync::CancellationToken;
 
 /// Records kept for replay: RPC mode's queue bound ([`crate::frontend::writer::CAPACITY`]).
 pub const CAPACITY: usize = crate::frontend::writer::CAPACITY;
+/// Bytes kept for replay, by the records' weight: RPC mode's queue bound too
+/// ([`crate::frontend::writer::CAPACITY_BYTES`]). The newest record stays even when it alone
+/// weighs more.
+pub const CAPACITY_BYTES: usize = crate::frontend::writer::CAPACITY_BYTES;
+
+/// Which bound dropped a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    Records,
+    Bytes,
+}
 
 /// Who a response is for: the key a client attaches with (`?client=`), or one made for a
 /// connection that gave none.
@@ -38,6 +56,9 @@ enum Body {
 pub struct Record {
     pub seq: u64,
     body: Body,
+    /// About how many bytes the record takes once encoded ([`weigh::json_len`]): what the
+    /// byte bound counts.
+    pub weight: usize,
     /// The JSON line, encoded once by the first connection that sends it (off the emit, which
     /// runs with the agent's state locked).
     line: OnceLock<Option<String>>,
@@ -81,16 +102,24 @@ pub enum Read {
     /// The records after the asked number that are for this client, in order (possibly none
     /// yet), and the number to read after next time.
     Records(Vec<Arc<Record>>, u64),
-    /// The records after `after` up to `resumes_after` are no longer kept (or, past the
-    /// newest, were never this session's): the client must reload; reading goes on after
-    /// `resumes_after`.
-    Gap { after: u64, resumes_after: u64 },
+    /// The records after `after` up to `resumes_after` are no longer kept, dropped by
+    /// `bound` (or, with none, `after` is past the newest: it was never this session's): the
+    /// client must reload; reading goes on after `resumes_after`.
+    Gap {
+        after: u64,
+        resumes_after: u64,
+        bound: Option<Bound>,
+    },
 }
 
 struct Ring {
     records: VecDeque<Arc<Record>>,
     /// The number the next record gets.
     next: u64,
+    /// The weight of the records kept.
+    bytes: usize,
+    /// Which bound dropped the newest record that is gone (`None` while none is).
+    dropped_by: Option<Bound>,
 }
 
 /// One served session's numbered records.
@@ -112,6 +141,8 @@ impl Default for Journal {
             ring: Mutex::new(Ring {
                 records: VecDeque::new(),
                 next: 1,
+                bytes: 0,
+                dropped_by: None,
             }),
             newest: watch::Sender::new(0),
             clients: AtomicUsize::new(0),
@@ -127,17 +158,36 @@ impl Journal {
     }
 
     fn push(&self, body: Body) {
+        // Weighed before the lock is taken (a walk over the record's fields); `seq` adds a
+        // little.
+        let weight = SEQ_WEIGHT
+            + match &body {
+                Body::Event(event) => weigh::json_len(event),
+                Body::Response { response, .. } => weigh::json_len(response),
+            };
         let newest = {
             let mut ring = self.ring();
             let seq = ring.next;
             ring.next += 1;
+            ring.bytes += weight;
             ring.records.push_back(Arc::new(Record {
                 seq,
                 body,
+                weight,
                 line: OnceLock::new(),
             }));
-            if ring.records.len() > CAPACITY {
-                ring.records.pop_front();
+            loop {
+                let bound = if ring.records.len() > CAPACITY {
+                    Bound::Records
+                } else if ring.bytes > CAPACITY_BYTES && ring.records.len() > 1 {
+                    Bound::Bytes
+                } else {
+                    break;
+                };
+                if let Some(dropped) = ring.records.pop_front() {
+                    ring.bytes -= dropped.weight;
+                    ring.dropped_by = Some(bound);
+                }
             }
             seq
         };
@@ -162,8 +212,9 @@ impl Journal {
         self.newest.subscribe()
     }
 
-    /// At most `max` records after number `after` for `client`.
-    pub fn read(&self, after: u64, client: &ClientKey, max: usize) -> Read {
+    /// The records after number `after` for `client`: at most `max` of them, and no more than
+    /// `max_bytes` by weight unless the first alone weighs more.
+    pub fn read(&self, after: u64, client: &ClientKey, max: usize, max_bytes: usize) -> Read {
         let ring = self.ring();
         let oldest = ring.records.front().map_or(ring.next, |r| r.seq);
         let newest = ring.next - 1;
@@ -171,21 +222,43 @@ impl Journal {
             return Read::Gap {
                 after,
                 resumes_after: oldest - 1,
+                bound: if after > newest {
+                    None
+                } else {
+                    ring.dropped_by
+                },
             };
         }
         let start = usize::try_from(after + 1 - oldest).unwrap_or(usize::MAX);
         let mut records = Vec::new();
+        let mut bytes = 0;
         let mut last = after;
         for record in ring.records.iter().skip(start) {
-            if records.len() == max {
+            if records.len() == max || (!records.is_empty() && bytes + record.weight > max_bytes) {
                 break;
             }
             last = record.seq;
             if record.is_for(client) {
+                bytes += record.weight;
                 records.push(record.clone());
             }
         }
         Read::Records(records, last)
+    }
+
+    /// Whether a connection that has sent everything up to number `sent` is as far behind
+    /// as the ring reaches: [`CAPACITY`] records, or its place has already left the ring (the
+    /// byte bound can drop records sooner than the count does). Which bound it met, if any.
+    pub fn lagging(&self, sent: u64) -> Option<Bound> {
+        let ring = self.ring();
+        let oldest = ring.records.front().map_or(ring.next, |r| r.seq);
+        if (ring.next - 1).saturating_sub(sent) >= CAPACITY as u64 {
+            Some(Bound::Records)
+        } else if sent + 1 < oldest {
+            ring.dropped_by
+        } else {
+            None
+        }
     }
 
     /// Counts a connection for as long as the guard lives.
@@ -241,17 +314,46 @@ impl EventSink for Journal {
     }
 }
 
+/// What `seq` adds to a record's weight.
+const SEQ_WEIGHT: usize = 16;
+
+/// How a bound is named to a client: in the gap marker's `bound` and in error texts.
+pub fn describe(bound: Bound) -> (&'static str, String) {
+    match bound {
+        Bound::Records => ("records", format!("its last {CAPACITY} records")),
+        Bound::Bytes => (
+            "bytes",
+            format!("at most {} MiB of records", CAPACITY_BYTES >> 20),
+        ),
+    }
+}
+
 /// The record that tells a client the stream it asked for has a hole: nova's addition to the
-/// RPC events, never numbered itself.
-pub fn gap_marker(after: u64, resumes_after: u64) -> String {
+/// RPC events, never numbered itself. `bound` is the one that dropped the records (`"records"`
+/// or `"bytes"`), or `null` when the number was never this session's.
+pub fn gap_marker(after: u64, resumes_after: u64, bound: Option<Bound>) -> String {
+    let (name, why) = match bound.map(describe) {
+        Some((name, keeps)) => (
+            Some(name),
+            format!(
+                "the records after {after} up to {resumes_after} are no longer kept (a served \
+                 session keeps {keeps})"
+            ),
+        ),
+        None => (
+            None,
+            format!(
+                "this session has not reached record {after} (was the number another \
+                 server's?); its records after {resumes_after} follow"
+            ),
+        ),
+    };
     serde_json::json!({
         "type": "replay_gap",
         "after": after,
         "resumesAfter": resumes_after,
-        "error": format!(
-            "the records after {after} up to {resumes_after} are no longer kept (a served \
-             session keeps its last {CAPACITY}); reload the conversation with get_messages"
-        ),
+        "bound": name,
+        "error": format!("{why}; reload the conversation with get_messages"),
     })
     .to_string()
 }
@@ -275,19 +377,22 @@ mod tests {
         journal.emit(Event::AgentStart);
         journal.respond(&a, Response::ok(Some("1".into()), "get_state", None));
         journal.emit(Event::TurnStart);
-        assert_eq!(seqs(journal.read(0, &a, 100)), (vec![1, 2, 3], 3));
-        assert_eq!(seqs(journal.read(0, &b, 100)), (vec![1, 3], 3));
+        assert_eq!(
+            seqs(journal.read(0, &a, 100, usize::MAX)),
+            (vec![1, 2, 3], 3)
+        );
+        assert_eq!(seqs(journal.read(0, &b, 100, usize::MAX)), (vec![1, 3], 3));
         // Another client's response is skipped, not counted against the batch.
-        assert_eq!(seqs(journal.read(1, &b, 1)), (vec![3], 3));
-        assert_eq!(seqs(journal.read(3, &b, 100)), (vec![], 3));
-        let Read::Records(records, _) = journal.read(1, &a, 1) else {
+        assert_eq!(seqs(journal.read(1, &b, 1, usize::MAX)), (vec![3], 3));
+        assert_eq!(seqs(journal.read(3, &b, 100, usize::MAX)), (vec![], 3));
+        let Read::Records(records, _) = journal.read(1, &a, 1, usize::MAX) else {
             panic!()
         };
         assert_eq!(
             records[0].line().unwrap(),
             r#"{"id":"1","type":"response","command":"get_state","success":true,"seq":2}"#
         );
-        let Read::Records(records, _) = journal.read(0, &a, 1) else {
+        let Read::Records(records, _) = journal.read(0, &a, 1, usize::MAX) else {
             panic!()
         };
         assert_eq!(
@@ -305,13 +410,87 @@ mod tests {
         }
         assert_eq!(journal.newest(), (CAPACITY + 10) as u64);
         assert!(matches!(
-            journal.read(5, &a, 10),
+            journal.read(5, &a, 10, usize::MAX),
             Read::Gap {
                 after: 5,
-                resumes_after: 10
+                resumes_after: 10,
+                bound: Some(Bound::Records)
             }
         ));
-        assert_eq!(seqs(journal.read(10, &a, 2)), (vec![11, 12], 12));
-        assert!(matches!(journal.read(1_000_000, &a, 10), Read::Gap { .. }));
+        assert_eq!(journal.lagging(5), Some(Bound::Records));
+        assert_eq!(journal.lagging(10), Some(Bound::Records));
+        assert_eq!(journal.lagging(11), None);
+        assert_eq!(
+            seqs(journal.read(10, &a, 2, usize::MAX)),
+            (vec![11, 12], 12)
+        );
+        assert!(matches!(
+            journal.read(1_000_000, &a, 10, usize::MAX),
+            Read::Gap { bound: None, .. }
+        ));
+        let marker: serde_json::Value =
+            serde_json::from_str(&gap_marker(5, 10, Some(Bound::Records))).unwrap();
+        assert_eq!(marker["bound"], "records");
+        assert!(marker["error"].as_str().unwrap().contains("4096 records"));
+    }
+
+    /// Big records are dropped by weight long before the count bound is reached: the ring
+    /// never keeps much more than its bytes' worth, the newest record always stays, and a
+    /// number that left it is a gap that says the byte bound dropped it.
+    #[test]
+    fn big_records_are_dropped_by_the_byte_bound() {
+        let journal = Journal::default();
+        let a: ClientKey = "a".into();
+        let text: Arc<str> = "q".repeat(64 * 1024).into();
+        // A queue_update listing n kilobyte-sized texts, as a follow_up flood makes them.
+        let update = |n: usize| Event::QueueUpdate {
+            steering: Vec::new(),
+            follow_up: vec![text.clone(); n],
+            pending_message_count: n,
+        };
+        for n in 1..=200 {
+            journal.emit(update(n));
+            let ring = journal.ring();
+            assert!(ring.records.len() < CAPACITY);
+            assert!(
+                ring.bytes <= CAPACITY_BYTES || ring.records.len() == 1,
+                "{} bytes in {} records",
+                ring.bytes,
+                ring.records.len()
+            );
+            assert_eq!(
+                ring.bytes,
+                ring.records.iter().map(|r| r.weight).sum::<usize>()
+            );
+        }
+        // The newest (about 12.5 MiB alone) stays, with nothing beside it.
+        assert_eq!(journal.ring().records.len(), 1);
+        assert!(matches!(
+            journal.read(0, &a, 10, usize::MAX),
+            Read::Gap {
+                after: 0,
+                resumes_after: 199,
+                bound: Some(Bound::Bytes)
+            }
+        ));
+        assert_eq!(journal.lagging(150), Some(Bound::Bytes));
+        assert_eq!(journal.lagging(199), None);
+        assert_eq!(
+            seqs(journal.read(199, &a, 10, usize::MAX)),
+            (vec![200], 200)
+        );
+        let marker: serde_json::Value =
+            serde_json::from_str(&gap_marker(0, 199, Some(Bound::Bytes))).unwrap();
+        assert_eq!(marker["bound"], "bytes");
+        assert!(marker["error"].as_str().unwrap().contains("4 MiB"));
+
+        // Small records after it: the big one goes as soon as they need its room.
+        for _ in 0..10 {
+            journal.emit(Event::TurnStart);
+        }
+        assert_eq!(journal.ring().records.len(), 10);
+        // A read stops at its byte budget, but always takes one record.
+        let (got, last) = seqs(journal.read(200, &a, 100, 1));
+        assert_eq!((got.len(), last), (1, 201));
     }
 }

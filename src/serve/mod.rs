@@ -18,6 +18,7 @@ mod connection;
 mod editor;
 mod frame;
 mod journal;
+mod metrics;
 mod routes;
 
 use crate::agent::{Runtime, Subscription};
@@ -45,6 +46,9 @@ struct Server {
     journals: Mutex<HashMap<String, Served>>,
     /// How many ACP connections hold each live session they opened ([`editor`]).
     editors: Mutex<HashMap<String, usize>>,
+    /// `GET /metrics`' figures, and each live session's meter counting into them.
+    metrics: Arc<metrics::Metrics>,
+    meters: Mutex<HashMap<String, Subscription>>,
     /// Set on SIGTERM/SIGINT: no session is opened any more, and `/health` says so.
     draining: AtomicBool,
     /// Cancelled once the server stops: the ACP connections end.
@@ -68,7 +72,37 @@ impl Server {
         if let Some(served) = self.journals().remove(id) {
             served.journal.close();
         }
+        self.unmeter(id);
         self.runtime.live().close(id).await
+    }
+
+    fn meters(&self) -> MutexGuard<'_, HashMap<String, Subscription>> {
+        self.meters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts the live session's tokens and errors into the metrics, once however often asked.
+    fn meter(&self, live: &crate::agent::Live) {
+        self.meters()
+            .entry(live.id().to_owned())
+            .or_insert_with(|| live.subscribe(Arc::new(metrics::Meter(self.metrics.clone()))));
+    }
+
+    fn unmeter(&self, id: &str) {
+        self.meters().remove(id);
+    }
+
+    /// The figures `GET /metrics` shows.
+    fn metrics(&self) -> String {
+        let live = self.runtime.live().list();
+        let now = metrics::Now {
+            sessions: live.len(),
+            runs: live
+                .iter()
+                .filter(|l| l.agent().wire_state().is_streaming)
+                .count(),
+            clients: live.iter().map(|l| self.clients(l.id())).sum(),
+        };
+        self.metrics.render(&now)
     }
 
     fn editors(&self) -> MutexGuard<'_, HashMap<String, usize>> {
@@ -186,6 +220,8 @@ pub async fn run(runtime: Runtime, args: ServeArgs) -> ExitCode {
         token,
         journals: Mutex::default(),
         editors: Mutex::default(),
+        metrics: Arc::default(),
+        meters: Mutex::default(),
         draining: AtomicBool::new(false),
         stopped: CancellationToken::new(),
     });
@@ -238,6 +274,7 @@ pub async fn run(runtime: Runtime, args: ServeArgs) -> ExitCode {
         served.journal.close();
     }
     server.runtime.live().close_all().await;
+    server.meters().clear();
     if let Some(path) = &args.socket {
         let _ = std::fs::remove_file(path);
     }

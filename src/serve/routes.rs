@@ -1,4 +1,4 @@
-//! The endpoints: `GET /health`; `POST /v1/sessions {cwd, model?, resume?}`, `GET
+//! The endpoints: `GET /health`, `GET /metrics`; `POST /v1/sessions {cwd, model?, resume?}`, `GET
 //! /v1/sessions`, `DELETE /v1/sessions/{id}`; `GET /v1/sessions/{id}/rpc[?since=N][&client=K]`,
 //! the WebSocket that speaks nova's RPC. Errors are `{"error": "…"}` with a status that says
 //! whose fault it is.
@@ -25,6 +25,7 @@ type Shared = Arc<Server>;
 pub(super) fn router(server: Shared, tcp: bool) -> Router {
     let app = Router::new()
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
         .route("/v1/sessions", post(open).get(list))
         .route("/v1/sessions/{id}", delete(close))
         .route("/v1/sessions/{id}/rpc", get(attach))
@@ -101,6 +102,16 @@ async fn health(State(server): State<Shared>) -> (StatusCode, Json<Value>) {
     }
 }
 
+/// The figures in Prometheus' text format ([`super::metrics`]); over TCP it needs the token,
+/// as every request does (a scraper sends it as a bearer token).
+async fn metrics(State(server): State<Shared>) -> Response {
+    (
+        [(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)],
+        server.metrics(),
+    )
+        .into_response()
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OpenRequest {
@@ -150,6 +161,7 @@ async fn open(
     }
     let journal = Arc::new(Journal::default());
     let (live, subscription) = server.runtime.live().open(prepared, journal.clone());
+    server.meter(&live);
     server.journals().insert(
         live.id().to_owned(),
         Served {
@@ -207,6 +219,9 @@ async fn close(
     }
 }
 
+/// The upgrade's answer: the number the client's stream starts after.
+pub(super) const SINCE_HEADER: &str = "nova-since";
+
 #[derive(Deserialize)]
 struct AttachQuery {
     /// The last `seq` the client saw: it receives every later record first.
@@ -233,10 +248,18 @@ async fn attach(
         .client
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
         .into();
-    Ok(upgrade
+    // Without `since`, the live stream: the records after the newest now. The answer says
+    // which number that was, so a client that loses the connection before its first record
+    // can still ask for exactly what followed.
+    let since = query.since.unwrap_or_else(|| journal.newest());
+    let mut response = upgrade
         .max_message_size(frame::CEILING)
         .max_frame_size(frame::CEILING)
-        .on_upgrade(move |socket| connection::serve(socket, live, journal, client, query.since)))
+        .on_upgrade(move |socket| connection::serve(socket, live, journal, client, since));
+    response
+        .headers_mut()
+        .insert(SINCE_HEADER, header::HeaderValue::from(since));
+    Ok(response)
 }
 
 /// An ACP client: one JSON-RPC message per text frame ([`editor`](super::editor)).

@@ -31,6 +31,50 @@ use tokio_util::sync::CancellationToken;
 
 pub(super) const BASH: &str = "/bin/bash";
 
+/// What a command learns from its environment about the session it runs for: Pi 1.6's
+/// variables under Pi's names, so a script or a tool written for Pi's shell works unchanged.
+/// Only names and ids that the session already shows the model, nothing secret: the sandbox
+/// hands them on like the rest of nova's environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionEnv {
+    pub session_id: String,
+    /// `None` with `--no-session`.
+    pub session_file: Option<String>,
+    /// The model's provider and id, `None` before one is chosen.
+    pub model: Option<(String, String)>,
+    pub thinking_level: Option<String>,
+}
+
+impl SessionEnv {
+    /// Each variable with its value, or `None` to drop the one nova inherited: a nova started
+    /// from another agent's shell must not pass that agent's session on as its own.
+    pub fn vars(&self) -> Vec<(&'static str, Option<String>)> {
+        let (provider, model) = match &self.model {
+            Some((provider, id)) => (Some(provider.clone()), Some(id.clone())),
+            None => (None, None),
+        };
+        vec![
+            ("PI_CODING_AGENT", Some("true".to_owned())),
+            // The cross-agent convention's name for the program running the command.
+            ("AI_AGENT", Some("nova".to_owned())),
+            ("PI_SESSION_ID", Some(self.session_id.clone())),
+            ("PI_SESSION_FILE", self.session_file.clone()),
+            ("PI_PROVIDER", provider),
+            ("PI_MODEL", model),
+            ("PI_REASONING_LEVEL", self.thinking_level.clone()),
+        ]
+    }
+
+    fn apply(&self, cmd: &mut std::process::Command) {
+        for (name, value) in self.vars() {
+            match value {
+                Some(value) => cmd.env(name, value),
+                None => cmd.env_remove(name),
+            };
+        }
+    }
+}
+
 /// How often at most progress is reported while output streams in.
 const UPDATE_INTERVAL: Duration = Duration::from_millis(50);
 /// How long to keep reading after the shell exits: a background child may hold the pipe open
@@ -74,8 +118,13 @@ pub(super) enum Ending {
 /// A started command, and the sandbox's placeholders it relies on while it runs.
 type Started = (pipe::Receiver, Child, Option<Placeholders>);
 
-fn spawn(command: &str, cwd: &Path, sandbox: Option<&Sandbox>) -> std::io::Result<Started> {
-    let (cmd, placeholders) = match sandbox {
+fn spawn(
+    command: &str,
+    cwd: &Path,
+    sandbox: Option<&Sandbox>,
+    env: &SessionEnv,
+) -> std::io::Result<Started> {
+    let (mut cmd, placeholders) = match sandbox {
         Some(s) => {
             let (cmd, placeholders) = s
                 .command(BASH, &["-c", command])
@@ -84,6 +133,7 @@ fn spawn(command: &str, cwd: &Path, sandbox: Option<&Sandbox>) -> std::io::Resul
         }
         None => (kept(BASH, ["-c", command]), None),
     };
+    env.apply(&mut cmd);
     let started = start(Command::from(cmd), cwd);
     match started {
         Ok((rx, child)) => Ok((rx, child, placeholders)),
@@ -122,10 +172,12 @@ enum Progress<'a> {
 
 /// Runs `command` in `cwd` to its end (exit, `deadline` or `cancel`), killing its process group
 /// unless it exited by itself.
+#[allow(clippy::too_many_arguments)]
 async fn execute(
     command: &str,
     cwd: &Path,
     sandbox: Option<&Sandbox>,
+    env: &SessionEnv,
     cancel: &CancellationToken,
     deadline: Option<Instant>,
     progress: Progress<'_>,
@@ -135,7 +187,7 @@ async fn execute(
         return Err(RunError::NoCwd(cwd.to_owned()));
     }
     let (reader, mut child, placeholders) =
-        spawn(command, cwd, sandbox).map_err(RunError::Start)?;
+        spawn(command, cwd, sandbox, env).map_err(RunError::Start)?;
     // Stops the command if the tool stops early (its future dropped), so no command outlives
     // the run that started it.
     let mut group = GroupStop::new(child.id());
@@ -198,12 +250,14 @@ pub struct UserRun {
 pub async fn run_for_user(
     command: &str,
     cwd: &Path,
+    env: &SessionEnv,
     cancel: &CancellationToken,
     on_chunk: &(dyn Fn(&str) + Send + Sync),
     outputs: &Arc<OutputFiles>,
 ) -> Result<UserRun, RunError> {
     let progress = Progress::Chunks(on_chunk);
-    let (ending, mut output) = execute(command, cwd, None, cancel, None, progress, outputs).await?;
+    let (ending, mut output) =
+        execute(command, cwd, None, env, cancel, None, progress, outputs).await?;
     let snapshot = output.snapshot();
     let t = snapshot.truncation;
     let (exit_code, cancelled) = match ending {
@@ -248,6 +302,7 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
                 cwd: &ctx.cwd,
                 call_id: &ctx.call_id,
                 sandbox,
+                env: &ctx.env,
                 cancel: &ctx.cancel,
                 deadline,
                 outputs: &ctx.outputs,
@@ -261,6 +316,7 @@ pub(super) async fn run(args: Args, ctx: &ToolContext) -> ToolResult {
                 command,
                 cwd,
                 sandbox,
+                &ctx.env,
                 &ctx.cancel,
                 deadline,
                 progress,
@@ -571,6 +627,7 @@ mod tests {
             editor: None,
             terminal: None,
             call_id: String::new(),
+            env: super::SessionEnv::default(),
         };
         (ctx, updates)
     }

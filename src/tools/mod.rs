@@ -94,6 +94,8 @@ pub struct ToolContext {
     pub terminal: Option<Arc<dyn EditorTerminal>>,
     /// The call this context runs (an editor shows its terminal with it).
     pub call_id: String,
+    /// What `bash` tells its command about the session.
+    pub env: bash::SessionEnv,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -119,6 +121,7 @@ impl ToolContext {
             editor: None,
             terminal: None,
             call_id: String::new(),
+            env: bash::SessionEnv::default(),
         }
     }
 }

@@ -74,6 +74,7 @@ pub(super) struct Run<'a> {
     pub cwd: &'a Path,
     pub call_id: &'a str,
     pub sandbox: Option<&'a Sandbox>,
+    pub env: &'a super::bash::SessionEnv,
     pub cancel: &'a CancellationToken,
     pub deadline: Option<Instant>,
     pub outputs: &'a Arc<OutputFiles>,
@@ -86,11 +87,12 @@ pub(super) async fn execute(
     run: Run<'_>,
 ) -> Result<(std::io::Result<Ending>, Output), RunError> {
     let args = ["-c", run.command];
+    let env = run.env.vars();
     let (handoff, placeholders) = match run.sandbox {
         Some(s) => s
-            .handoff(super::bash::BASH, &args)
+            .handoff(super::bash::BASH, &args, &env)
             .map(|(h, p)| (h, Some(p))),
-        None => kept_handoff(super::bash::BASH, &args).map(|h| (h, None)),
+        None => kept_handoff(super::bash::BASH, &args, &env).map(|h| (h, None)),
     }
     .map_err(|e| RunError::Start(std::io::Error::other(e)))?;
     let created = terminal

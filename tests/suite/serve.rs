@@ -38,7 +38,7 @@ pub(super) fn serve(mock: &MockLlm, tcp_token: Option<&str>) -> Served {
 }
 
 /// [`serve`] with more flags.
-fn serve_with(mock: &MockLlm, tcp_token: Option<&str>, extra: &[&str]) -> Served {
+pub(super) fn serve_with(mock: &MockLlm, tcp_token: Option<&str>, extra: &[&str]) -> Served {
     let sock_dir = tempfile::tempdir().unwrap();
     let socket = sock_dir.path().join("nova.sock");
     let mut builder = Nova::builder().models_json(ollama_models(mock));
@@ -117,7 +117,7 @@ impl Served {
     }
 
     /// Opens a session in `cwd` with the mock's model; its id.
-    async fn open(&self, cwd: &Path) -> String {
+    pub(super) async fn open(&self, cwd: &Path) -> String {
         let (status, body) = self
             .http(
                 "POST",
@@ -129,7 +129,7 @@ impl Served {
         body["id"].as_str().unwrap().to_owned()
     }
 
-    async fn attach(&self, id: &str, query: &str) -> Client {
+    pub(super) async fn attach(&self, id: &str, query: &str) -> Client {
         let url = format!("ws://localhost/v1/sessions/{id}/rpc{query}");
         let mut request = url.into_client_request().unwrap();
         if let Some(t) = &self.token {
@@ -143,12 +143,12 @@ impl Served {
     }
 }
 
-struct Client {
-    ws: WebSocketStream<Box<dyn Io>>,
+pub(super) struct Client {
+    pub(super) ws: WebSocketStream<Box<dyn Io>>,
 }
 
 impl Client {
-    async fn send(&mut self, command: Value) {
+    pub(super) async fn send(&mut self, command: Value) {
         self.ws
             .send(Message::Text(command.to_string().into()))
             .await
@@ -156,7 +156,7 @@ impl Client {
     }
 
     /// The next record, as JSON.
-    async fn next(&mut self) -> Value {
+    pub(super) async fn next(&mut self) -> Value {
         loop {
             let message = tokio::time::timeout(WAIT, self.ws.next())
                 .await
@@ -170,7 +170,7 @@ impl Client {
     }
 
     /// Every record up to and including the first of type `ty`.
-    async fn until(&mut self, ty: &str) -> Vec<Value> {
+    pub(super) async fn until(&mut self, ty: &str) -> Vec<Value> {
         let mut records = Vec::new();
         loop {
             let record = self.next().await;

@@ -309,6 +309,9 @@ impl NovaBuilder {
             "AWS_SHARED_CREDENTIALS_FILE",
             "AWS_CONFIG_FILE",
             "AWS_BEDROCK_SKIP_AUTH",
+            // Pi's switches nova also reads: a developer's own must not steer a test.
+            "PI_CODING_AGENT_SESSION_DIR",
+            "PI_CACHE_RETENTION",
         ] {
             cmd.env_remove(var);
         }

@@ -5,6 +5,7 @@
 //! fails. `NOVA_DIFF_OUT=<dir>` keeps the normalised transcripts for reading.
 
 mod compare;
+mod dropin;
 mod flags;
 mod normalize;
 pub mod rpc;

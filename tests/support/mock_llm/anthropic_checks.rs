@@ -143,11 +143,20 @@ fn unanswered(i: usize, pending: &[&str], out: &mut Vec<String>) {
 }
 
 fn check_cache_markers(body: &Value, msgs: &[Value], out: &mut Vec<String>) {
-    let marked =
-        |b: &Value| b.get("cache_control") == Some(&serde_json::json!({"type": "ephemeral"}));
+    // A marker with the default lifetime, or the hour `PI_CACHE_RETENTION=long` asks for.
+    let marked = |b: &Value| {
+        b.get("cache_control").is_some_and(|c| {
+            *c == serde_json::json!({"type": "ephemeral"})
+                || *c == serde_json::json!({"type": "ephemeral", "ttl": "1h"})
+        })
+    };
     let count = body.to_string().matches("\"cache_control\"").count();
     if count > 4 {
         out.push(format!("{count} cache_control markers (the API allows 4)"));
+    }
+    // A one-off summary caches nothing at all, as Pi sends it.
+    if count == 0 {
+        return;
     }
     match &body["system"] {
         Value::Null => {}
