@@ -147,7 +147,8 @@ pub fn build_body<E: BodyEncoder>(
     out: E,
 ) -> serde_json::Result<E::Output> {
     let prepared = prepare::request_messages(req.messages, req.model);
-    let cache = Some(Ephemeral {
+    // A one-off summary caches nothing, as in Pi: no breakpoint at all.
+    let cache = (super::retention(req) != super::Retention::None).then(|| Ephemeral {
         kind: "ephemeral",
         ttl: super::long_retention(req).then_some(super::LONG_CACHE_BREAKPOINT),
     });

@@ -54,7 +54,8 @@ const MIN_ANSWER_TOKENS: u64 = 1024;
 pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E::Output> {
     let prepared = prepare::request_messages(req.messages, req.model);
     let claude = is_claude(req.model);
-    let caching = caches_prompts(req.model);
+    // A one-off summary caches nothing, as in Pi.
+    let caching = caches_prompts(req.model) && super::retention(req) != super::Retention::None;
     let cache_point = CachePoint {
         kind: "default",
         ttl: (super::retention(req) == super::Retention::Long)

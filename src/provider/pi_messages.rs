@@ -59,8 +59,11 @@ pub fn build_body<E: BodyEncoder>(req: &Request, out: E) -> serde_json::Result<E
             options: Options {
                 max_tokens: super::max_output_tokens(req),
                 reasoning,
-                cache_retention: (super::retention(req) == super::Retention::Long)
-                    .then_some("long"),
+                cache_retention: match super::retention(req) {
+                    super::Retention::Long => Some("long"),
+                    super::Retention::None => Some("none"),
+                    super::Retention::Short => None,
+                },
             },
         },
         req,
@@ -92,7 +95,8 @@ struct Options {
     /// The thinking level by Pi's name; the gateway maps it to the model's own setting.
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning: Option<&'static str>,
-    /// `long` with `PI_CACHE_RETENTION=long`; otherwise the gateway's default.
+    /// `long` with `PI_CACHE_RETENTION=long`, `none` for a one-off summary; otherwise the
+    /// gateway's default.
     #[serde(skip_serializing_if = "Option::is_none")]
     cache_retention: Option<&'static str>,
 }

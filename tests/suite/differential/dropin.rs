@@ -25,6 +25,9 @@ struct Setup<'a> {
     env: &'a [(&'a str, &'a str)],
     /// The agent dir's settings.json.
     settings: Value,
+    /// Prompts sent (one reply each from `replies`), and whether a `compact` follows them.
+    prompts: usize,
+    compact: bool,
 }
 
 fn observe(side: Side, pi_dir: &Path, setup: &Setup) -> (Observed, PathBuf, tempfile::TempDir) {
@@ -68,9 +71,13 @@ fn observe(side: Side, pi_dir: &Path, setup: &Setup) -> (Observed, PathBuf, temp
     let env: Vec<(&str, &Path)> = env.iter().map(|(n, v)| (*n, v.as_path())).collect();
     let args = ["--provider", "mock", "--model", "test-model"];
     let mut rpc = Rpc::start_with(side, pi_dir, &agent, &cwd, &args, &env);
-    if !setup.replies.is_empty() {
-        rpc.send(&json!({"id": "p", "type": "prompt", "message": "hi"}));
+    for i in 0..setup.prompts {
+        rpc.send(&json!({"id": "p", "type": "prompt", "message": format!("question {i}")}));
         rpc.until("agent_end", is_event("agent_end"));
+        ask(&mut rpc, json!({"type": "get_state"}));
+    }
+    if setup.compact {
+        ask(&mut rpc, json!({"type": "compact"}));
     }
     ask(&mut rpc, json!({"type": "get_state"}));
     let transcript = rpc.stop();
@@ -143,6 +150,8 @@ fn context_files(pi_dir: &Path) {
         ],
         env: &[],
         settings: json!({}),
+        prompts: 1,
+        compact: false,
     };
     compare(pi_dir, "context files", &setup, held_markers);
     // The cwd a linked worktree nested in its main checkout, each with an `AGENTS.md`.
@@ -191,6 +200,8 @@ fn shell_environment(pi_dir: &Path) {
         files: &[],
         env: &[("PI_SESSION_ID", "inherited-id")],
         settings: json!({}),
+        prompts: 1,
+        compact: false,
     };
     compare(pi_dir, "PI_* variables", &setup, |o, _| {
         let result = o.requests[1]
@@ -225,6 +236,8 @@ fn session_dir(pi_dir: &Path) {
         files: &[],
         env: &[("PI_CODING_AGENT_SESSION_DIR", "@env-sessions")],
         settings: json!({"sessionDir": "setting-sessions"}),
+        prompts: 0,
+        compact: false,
     };
     compare(pi_dir, "PI_CODING_AGENT_SESSION_DIR", &by_env, parent);
     let by_setting = Setup { env: &[], ..by_env };
@@ -269,12 +282,42 @@ fn cache_retention(pi_dir: &Path) {
                 files: &[],
                 env: &[("PI_CACHE_RETENTION", retention)],
                 settings: json!({}),
+                prompts: 1,
+                compact: false,
             };
             let name = format!("PI_CACHE_RETENTION={retention} on {api}");
             compare(pi_dir, &name, &setup, |o, _| {
                 cache_fields(&o.requests[0].body)
             });
         }
+    }
+    // A compaction's summaries cache nothing (Pi's `cacheRetention: "none"`), long or not.
+    for api in ["openai-completions", "anthropic-messages"] {
+        let setup = Setup {
+            api,
+            replies: vec![
+                Reply::text("first answer").usage(100, 10),
+                Reply::text("second answer").usage(200, 20),
+                Reply::text("The summary.").usage(50, 5),
+                Reply::text("The summary.").usage(50, 5),
+            ],
+            files: &[],
+            env: &[("PI_CACHE_RETENTION", "long")],
+            settings: json!({"compaction": {"keepRecentTokens": 1}}),
+            prompts: 2,
+            compact: true,
+        };
+        let name = format!("a compaction's summaries on {api}");
+        compare(pi_dir, &name, &setup, |o, _| {
+            let mut kinds: Vec<String> = o.requests[2..]
+                .iter()
+                .map(|r| cache_fields(&r.body).to_string())
+                .collect();
+            kinds.sort();
+            kinds.dedup();
+            assert!(!kinds.is_empty(), "no summary request");
+            kinds
+        });
     }
 }
 
