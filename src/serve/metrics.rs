@@ -137,6 +137,10 @@ impl EventSink for Meter {
     fn emit(&self, event: Event) {
         self.0.count(&event);
     }
+
+    /// Warnings are for the session's other subscriber (its journal or its ACP connection),
+    /// which every metered session has: logging them here too would say each twice.
+    fn warn(&self, _line: &str) {}
 }
 
 #[cfg(test)]
