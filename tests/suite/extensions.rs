@@ -787,3 +787,79 @@ fn an_extensions_tool_thinking_and_model_actions_go_through_the_session_port() {
         "no action failed"
     );
 }
+
+const MIRROR: &str = r#"
+import { Type } from "typebox";
+export default function (pi) {
+  pi.registerTool({
+    name: "noop", label: "Noop", description: "Does nothing",
+    parameters: Type.Object({}),
+    async execute() { return { content: [{ type: "text", text: "ok" }], details: {} }; },
+  });
+  pi.registerCommand("state", {
+    handler: async (_args, ctx) => {
+      pi.appendEntry("mirror-test", { kept: true });
+      const usage = ctx.getContextUsage();
+      ctx.ui.notify(JSON.stringify({
+        model: ctx.model?.id,
+        provider: ctx.model?.provider,
+        window: usage?.contextWindow,
+        active: pi.getActiveTools().includes("noop") && pi.getActiveTools().includes("read"),
+        all: pi.getAllTools().some((t) => t.name === "noop"),
+        session: ctx.sessionManager.getSessionId(),
+      }), "info");
+    },
+  });
+}
+"#;
+
+#[test]
+fn the_host_mirrors_the_sessions_state_and_append_entry_writes_a_custom_entry() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::text("a run, after which the mirror is refreshed"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("mirror.ts", MIRROR)
+        .args(["-e", "mirror.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    let tools = nova.request_ok(json!({"type": "get_tools"}))["tools"].clone();
+    let noop = tools
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["name"] == "noop")
+        .expect("noop in get_tools");
+    assert_eq!(noop["source"], "extension");
+    assert_eq!(noop["active"], true);
+    nova.run_prompt("hello");
+    let state = nova.request_ok(json!({"type": "get_state"}));
+    nova.send(&json!({"id": "p1", "type": "prompt", "message": "/state"}));
+    let notify = nova.wait_for(|v| v["method"] == "notify", WAIT);
+    let seen: Value = serde_json::from_str(notify["message"].as_str().unwrap()).unwrap();
+    assert_eq!(seen["model"], "test-model", "{seen}");
+    assert_eq!(seen["provider"], "mock-ollama", "{seen}");
+    assert!(seen["window"].as_u64().is_some_and(|w| w > 0), "{seen}");
+    assert_eq!(seen["active"], true, "{seen}");
+    assert_eq!(seen["all"], true, "{seen}");
+    assert_eq!(seen["session"], state["sessionId"], "{seen}");
+    nova.wait_for(|v| v["id"] == "p1", WAIT);
+    let file = state["sessionFile"].as_str().expect("a session file");
+    // appendEntry does not wait for nova, as in Pi: the entry lands shortly after.
+    let deadline = std::time::Instant::now() + WAIT;
+    let custom = loop {
+        let text = std::fs::read_to_string(file).unwrap();
+        let found = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["type"] == "custom" && e["customType"] == "mirror-test");
+        match found {
+            Some(entry) => break entry,
+            None if std::time::Instant::now() > deadline => panic!("no custom entry in {text}"),
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    assert_eq!(custom["data"], json!({"kept": true}));
+    mock.assert_no_violations();
+}
