@@ -125,6 +125,8 @@ impl Drop for Host {
 struct Launch {
     runner: node::Runner,
     script: PathBuf,
+    /// The directory of the `pi` shim, first on the host's `PATH`.
+    shim: PathBuf,
     spec: Spec,
 }
 
@@ -141,6 +143,7 @@ pub async fn start(
         .map_err(|e| HostError::Load(e.to_string()))??;
     let script = spec.agent_dir.join("exthost").join("host.mjs");
     write_script(&script)?;
+    let shim = write_pi_shim(&spec.agent_dir.join("exthost").join("bin"))?;
     let shared = Arc::new(Shared {
         lines: Mutex::new(closed_queue()),
         pending: Mutex::default(),
@@ -154,6 +157,7 @@ pub async fn start(
         launch: Launch {
             runner,
             script,
+            shim,
             spec,
         },
     });
@@ -176,14 +180,20 @@ fn launch<'a>(
         let Launch {
             runner,
             script,
+            shim,
             spec,
         } = &shared.launch;
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let path =
+            std::env::join_paths(std::iter::once(shim.clone()).chain(std::env::split_paths(&path)))
+                .map_err(|e| HostError::Load(format!("the host's PATH: {e}")))?;
         let mut command = tokio::process::Command::from(crate::sandbox::kept(
             &runner.node,
             [script.as_os_str(), runner.modules.as_os_str()],
         ));
         let mut child = command
             .current_dir(&spec.cwd)
+            .env("PATH", path)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -234,8 +244,31 @@ fn launch<'a>(
     })
 }
 
+/// A `pi` on the host's `PATH` that is this nova (which takes every Pi 1.6 flag), so that
+/// packages spawning `pi` children (`pi-subagents`) get nova instead of a missing program.
+fn write_pi_shim(dir: &std::path::Path) -> Result<PathBuf, HostError> {
+    let nova = std::env::current_exe().map_err(|source| HostError::Script {
+        path: dir.join("pi"),
+        source,
+    })?;
+    // Single-quoted for sh: a quote in the path closes, escapes and reopens.
+    let quoted = nova.display().to_string().replace('\'', r"'\''");
+    let path = dir.join("pi");
+    write_file(
+        &path,
+        &format!("#!/bin/sh\nexec '{quoted}' \"$@\"\n"),
+        0o755,
+    )?;
+    Ok(dir.to_owned())
+}
+
 fn write_script(path: &std::path::Path) -> Result<(), HostError> {
-    if std::fs::read_to_string(path).is_ok_and(|s| s == HOST_SCRIPT) {
+    write_file(path, HOST_SCRIPT, 0o644)
+}
+
+fn write_file(path: &std::path::Path, contents: &str, mode: u32) -> Result<(), HostError> {
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::read_to_string(path).is_ok_and(|s| s == contents) {
         return Ok(());
     }
     let fail = |source| HostError::Script {
@@ -246,8 +279,9 @@ fn write_script(path: &std::path::Path) -> Result<(), HostError> {
         std::fs::create_dir_all(dir).map_err(fail)?;
     }
     // Written beside and renamed, so a second nova starting meanwhile never runs half a file.
-    let tmp = path.with_extension(format!("mjs.{}", std::process::id()));
-    std::fs::write(&tmp, HOST_SCRIPT).map_err(fail)?;
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    std::fs::write(&tmp, contents).map_err(fail)?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).map_err(fail)?;
     std::fs::rename(&tmp, path).map_err(fail)
 }
 

@@ -863,3 +863,30 @@ fn the_host_mirrors_the_sessions_state_and_append_entry_writes_a_custom_entry() 
     assert_eq!(custom["data"], json!({"kept": true}));
     mock.assert_no_violations();
 }
+
+#[test]
+fn a_pi_that_an_extension_spawns_is_nova() {
+    let Some(modules) = pi_modules() else { return };
+    let ext = r#"
+export default function (pi) {
+  pi.registerCommand("which-pi", {
+    handler: async (_args, ctx) => {
+      const out = await pi.exec("pi", ["--version"]);
+      ctx.ui.notify(`${out.code}:${out.stdout.trim()}`, "info");
+    },
+  });
+}
+"#;
+    let builder = Nova::builder()
+        .file("which.ts", ext)
+        .args(["-e", "which.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.send(&json!({"id": "p1", "type": "prompt", "message": "/which-pi"}));
+    let notify = nova.wait_for(|v| v["method"] == "notify", WAIT);
+    assert_eq!(
+        notify["message"],
+        format!("0:nova {}", env!("CARGO_PKG_VERSION")),
+        "{notify}"
+    );
+}
