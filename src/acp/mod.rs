@@ -5,6 +5,13 @@
 //! `session/update` notifications; the runs, the permission gate and the session files are the
 //! same as RPC mode's.
 //!
+//! A session with Pi extensions gets its own extension host, started before `session/new`
+//! (or `load`, `resume`, `fork`) is answered, so that the extensions' commands are in the first
+//! `available_commands_update` and a `/name args` prompt runs one (as RPC's `prompt` does).
+//! Their dialogs are the editor's questions ([`dialog`]); a `notify` is a line of the agent's
+//! message and an `extension_error` a thought (and a line on stderr), the two places an editor
+//! shows what is not the model's reply; the status line, widgets and title are dropped.
+//!
 //! The crate's JSON-RPC layer reads lines from nova's own bounded record reader and writes
 //! through the one stdout writer, so an oversized message costs at most the record limit and a
 //! client that stops reading pauses the streams that feed it.
@@ -14,6 +21,7 @@
 //! stream and sink of messages; there it is one client among others, confined by a [`Host`].
 
 mod convert;
+mod dialog;
 mod server;
 mod sink;
 

@@ -8,7 +8,7 @@
 use super::Outbox;
 use super::convert;
 use super::sink::{AcpSink, FollowUp};
-use crate::agent::{Agent, CommandError, Live, Prepared, Prompted, Runtime, Subscription};
+use crate::agent::{Agent, CommandError, Input, Live, Prepared, Prompted, Runtime, Subscription};
 use crate::config::{Resume, SessionSpec};
 use crate::gate::Approval;
 use crate::mcp::{ClientServer, ClientTransport};
@@ -52,6 +52,8 @@ pub struct Server {
     client_files: AtomicBool,
     /// Whether the client offered terminals to run bash in (`initialize`).
     client_terminal: AtomicBool,
+    /// Whether the client offered forms (`elicitation/create`), for extensions' text dialogs.
+    client_forms: AtomicBool,
     attached: Mutex<HashMap<acp::SessionId, Arc<Open>>>,
 }
 
@@ -66,6 +68,15 @@ struct Open {
     cancelled: AtomicBool,
     /// The task that asks permission questions and reports usage.
     follow: tokio::task::JoinHandle<()>,
+    /// The session's extension host, once started; dropping it (with the attachment) stops it.
+    extensions: Mutex<Option<crate::exthost::Host>>,
+}
+
+/// A session just opened, and what its extension host needs when it has extensions.
+struct Launched {
+    id: acp::SessionId,
+    open: Arc<Open>,
+    extensions: Option<crate::exthost::Spec>,
 }
 
 impl Server {
@@ -76,6 +87,7 @@ impl Server {
             out,
             client_files: AtomicBool::new(false),
             client_terminal: AtomicBool::new(false),
+            client_forms: AtomicBool::new(false),
             attached: Mutex::default(),
         }
     }
@@ -97,6 +109,9 @@ impl Server {
         self.client_files.store(fs.read_text_file, Ordering::SeqCst);
         self.client_terminal
             .store(req.client_capabilities.terminal, Ordering::SeqCst);
+        let forms = (req.client_capabilities.elicitation.as_ref())
+            .is_some_and(acp::ElicitationCapabilities::supports_form);
+        self.client_forms.store(forms, Ordering::SeqCst);
         // Version 1 is the one nova speaks; a client asking for a later one gets 1 and decides.
         let version = agent_client_protocol::schema::ProtocolVersion::V1;
         let capabilities = acp::AgentCapabilities::new()
@@ -132,11 +147,7 @@ impl Server {
 
     /// Opens a session and starts it with an ACP sink. Runs in the dispatch loop: preparing
     /// reads only small files, and the answer must precede the session's first notification.
-    fn start(
-        &self,
-        spec: SessionSpec,
-        cx: &ConnectionTo<Client>,
-    ) -> Result<(acp::SessionId, Arc<Open>), Error> {
+    fn start(&self, spec: SessionSpec, cx: &ConnectionTo<Client>) -> Result<Launched, Error> {
         // Loading a session replaces its live agent (a file has one writer): another client's
         // session is not this connection's to take over.
         if let Resume::Id(id) = &spec.resume
@@ -163,19 +174,12 @@ impl Server {
             .map_err(|e| Error::invalid_params().data(json!(e.to_string())))
     }
 
-    fn launch(
-        &self,
-        prepared: Prepared,
-        cx: &ConnectionTo<Client>,
-    ) -> Result<(acp::SessionId, Arc<Open>), Error> {
+    fn launch(&self, prepared: Prepared, cx: &ConnectionTo<Client>) -> Result<Launched, Error> {
         for warning in &prepared.warnings {
             crate::frontend::note(&format!("warning: {warning}"));
         }
-        if !prepared.extensions().is_empty() {
-            crate::frontend::note(
-                "warning: Pi extensions are not loaded in ACP mode yet (see docs/extensions.md)",
-            );
-        }
+        // ctx.mode is Pi's "rpc": dialogs reach a client, the terminal's UI does not.
+        let extensions = crate::frontend::extension_spec(&prepared, crate::exthost::Mode::Rpc);
         let id = acp::SessionId::new(prepared.header().id.clone());
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let sink = Arc::new(AcpSink::new(
@@ -209,6 +213,7 @@ impl Server {
             cx.clone(),
             id.clone(),
             rx,
+            self.client_forms.load(Ordering::SeqCst),
         ));
         let open = Arc::new(Open {
             live,
@@ -217,6 +222,7 @@ impl Server {
             sink,
             cancelled: AtomicBool::new(false),
             follow,
+            extensions: Mutex::default(),
         });
         // The runtime has stopped the session this one replaced; its follow-up task ends here.
         if let Some(old) = self.attached().insert(id.clone(), open.clone()) {
@@ -225,11 +231,69 @@ impl Server {
                 host.closed(&id.0);
             }
         }
-        Ok((id, open))
+        Ok(Launched {
+            id,
+            open,
+            extensions,
+        })
+    }
+
+    /// Answers the request that opened `launched` with what `response` makes of it, then
+    /// announces its commands. A session with extensions is answered once they have loaded
+    /// (from a task: loading takes a while), so that its commands are announced and a first
+    /// `/command` finds them; a host that cannot start fails the request and closes the
+    /// session.
+    fn answer_opened<R>(
+        self: &Arc<Self>,
+        launched: Launched,
+        responder: Responder<R>,
+        cx: &ConnectionTo<Client>,
+        response: impl FnOnce(&acp::SessionId, &Open) -> R + Send + 'static,
+    ) -> Result<(), Error>
+    where
+        R: agent_client_protocol::JsonRpcResponse + Send + 'static,
+    {
+        let Launched {
+            id,
+            open,
+            extensions,
+        } = launched;
+        let Some(spec) = extensions else {
+            responder.respond(response(&id, &open))?;
+            announce_commands(&open);
+            return Ok(());
+        };
+        let server = self.clone();
+        cx.spawn(async move {
+            match crate::frontend::start_host(spec, &open.live).await {
+                Ok(host) => {
+                    *open.extensions.lock().unwrap_or_else(|p| p.into_inner()) = Some(host);
+                    responder.respond(response(&id, &open))?;
+                    announce_commands(&open);
+                    Ok(())
+                }
+                Err(e) => {
+                    crate::frontend::note(&e.to_string());
+                    let ours = {
+                        let mut attached = server.attached();
+                        let ours = attached.get(&id).is_some_and(|o| Arc::ptr_eq(o, &open));
+                        if ours {
+                            attached.remove(&id);
+                        }
+                        ours
+                    };
+                    if ours {
+                        open.follow.abort();
+                        server.let_go(&open).await;
+                    }
+                    responder.respond_with_error(Error::internal_error().data(json!(e.to_string())))
+                }
+            }
+        })
     }
 
     pub fn new_session(
-        &self,
+        self: &Arc<Self>,
         req: acp::NewSessionRequest,
         responder: Responder<acp::NewSessionResponse>,
         cx: ConnectionTo<Client>,
@@ -238,45 +302,41 @@ impl Server {
             Ok(s) => s,
             Err(e) => return responder.respond_with_error(e),
         };
-        let (id, open) = match self.start(spec, &cx) {
-            Ok(o) => o,
+        let launched = match self.start(spec, &cx) {
+            Ok(l) => l,
             Err(e) => return responder.respond_with_error(e),
         };
-        responder.respond(
-            acp::NewSessionResponse::new(id)
+        self.answer_opened(launched, responder, &cx, |id, open| {
+            acp::NewSessionResponse::new(id.clone())
                 .modes(modes(&open.agent))
-                .config_options(config_options(&open.agent)),
-        )?;
-        announce_commands(&open);
-        Ok(())
+                .config_options(config_options(&open.agent))
+        })
     }
 
     pub fn load_session(
-        &self,
+        self: &Arc<Self>,
         req: acp::LoadSessionRequest,
         responder: Responder<acp::LoadSessionResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let resume = Resume::Id(req.session_id.0.to_string());
         let opened = spec(&req.cwd, resume, &req.mcp_servers).and_then(|s| self.start(s, &cx));
-        let open = match opened {
-            Ok((_, open)) => open,
+        let launched = match opened {
+            Ok(l) => l,
             Err(e) => return responder.respond_with_error(e),
         };
-        replay(&open);
-        responder.respond(
+        self.answer_opened(launched, responder, &cx, |_, open| {
+            replay(open);
             acp::LoadSessionResponse::new()
                 .modes(modes(&open.agent))
-                .config_options(config_options(&open.agent)),
-        )?;
-        announce_commands(&open);
-        Ok(())
+                .config_options(config_options(&open.agent))
+        })
     }
 
     /// A new session holding a stored one's whole conversation, in a file of its own; the
     /// stored one stays as it was.
     pub fn fork_session(
-        &self,
+        self: &Arc<Self>,
         req: acp::ForkSessionRequest,
         responder: Responder<acp::ForkSessionResponse>,
         cx: ConnectionTo<Client>,
@@ -290,38 +350,34 @@ impl Server {
                     .map_err(|e| Error::internal_error().data(json!(e.to_string())))?;
                 self.launch(prepared, &cx)
             });
-        let (id, open) = match forked {
-            Ok(o) => o,
+        let launched = match forked {
+            Ok(l) => l,
             Err(e) => return responder.respond_with_error(e),
         };
-        responder.respond(
-            acp::ForkSessionResponse::new(id)
+        self.answer_opened(launched, responder, &cx, |id, open| {
+            acp::ForkSessionResponse::new(id.clone())
                 .modes(modes(&open.agent))
-                .config_options(config_options(&open.agent)),
-        )?;
-        announce_commands(&open);
-        Ok(())
+                .config_options(config_options(&open.agent))
+        })
     }
 
     pub fn resume_session(
-        &self,
+        self: &Arc<Self>,
         req: acp::ResumeSessionRequest,
         responder: Responder<acp::ResumeSessionResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let resume = Resume::Id(req.session_id.0.to_string());
         let opened = spec(&req.cwd, resume, &req.mcp_servers).and_then(|s| self.start(s, &cx));
-        let open = match opened {
-            Ok((_, open)) => open,
+        let launched = match opened {
+            Ok(l) => l,
             Err(e) => return responder.respond_with_error(e),
         };
-        responder.respond(
+        self.answer_opened(launched, responder, &cx, |_, open| {
             acp::ResumeSessionResponse::new()
                 .modes(modes(&open.agent))
-                .config_options(config_options(&open.agent)),
-        )?;
-        announce_commands(&open);
-        Ok(())
+                .config_options(config_options(&open.agent))
+        })
     }
 
     pub fn list_sessions(
@@ -408,7 +464,24 @@ impl Server {
                     return responder.respond_with_error(Error::invalid_params().data(json!(e)));
                 }
             };
-            let run = match open.agent.prompt(input.text, input.images, None) {
+            // As in RPC mode: an extension command runs to its end instead of a run, and the
+            // extensions' input hooks see what is prompted.
+            if let Some(handler) = open.agent.extension_command(&input.text) {
+                handler.await;
+                return responder.respond(acp::PromptResponse::new(acp::StopReason::EndTurn));
+            }
+            let text = match open.agent.review_input(&input.text, None) {
+                None => input.text,
+                Some(review) => match review.await {
+                    Input::Handled => {
+                        return responder
+                            .respond(acp::PromptResponse::new(acp::StopReason::EndTurn));
+                    }
+                    Input::Transform(text) => text,
+                    Input::Continue => input.text,
+                },
+            };
+            let run = match open.agent.prompt(text, input.images, None) {
                 Ok(Prompted::Started(run)) => run,
                 Ok(Prompted::Queued) | Err(CommandError::NeedsStreamingBehavior) => {
                     return responder.respond_with_error(Error::invalid_request().data(json!(
@@ -818,7 +891,7 @@ fn config_options(agent: &Agent) -> Vec<acp::SessionConfigOption> {
     options
 }
 
-/// The skills and prompt templates a `/` message can name.
+/// The extensions' commands, skills and prompt templates a `/` message can name.
 fn announce_commands(open: &Open) {
     let commands = open
         .agent
@@ -909,6 +982,7 @@ async fn follow_up(
     cx: ConnectionTo<Client>,
     id: acp::SessionId,
     mut rx: UnboundedReceiver<FollowUp>,
+    forms: bool,
 ) {
     while let Some(next) = rx.recv().await {
         match next {
@@ -939,6 +1013,11 @@ async fn follow_up(
                     reason,
                 };
                 tokio::spawn(ask(agent.clone(), cx.clone(), id.clone(), question));
+            }
+            FollowUp::Dialog(request) => {
+                let asked =
+                    super::dialog::ask(agent.clone(), cx.clone(), id.clone(), request, forms);
+                tokio::spawn(asked);
             }
         }
     }

@@ -7,7 +7,7 @@ use super::Outbox;
 use super::convert;
 use crate::agent::EventSink;
 use crate::frontend;
-use crate::protocol::{AssistantMessageEvent, Event, Message, ToolResultPayload};
+use crate::protocol::{AssistantMessageEvent, Event, Message, ToolResultPayload, UiRequest};
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as acp;
@@ -30,6 +30,8 @@ pub enum FollowUp {
     },
     /// A reply ended: report the context's fill and the cost so far.
     Usage,
+    /// An extension's dialog ([`super::dialog`]).
+    Dialog(UiRequest),
 }
 
 pub struct AcpSink {
@@ -169,6 +171,25 @@ impl AcpSink {
         ));
     }
 
+    /// A dialog waits for the client, from the follow-up task; a notification is a line of the
+    /// agent's message, which is where an extension command's output shows in an editor. The
+    /// status line, widgets, title and editor text have no place in ACP and are dropped.
+    fn extension_ui(&self, request: UiRequest) {
+        if super::dialog::is_dialog(&request.method) {
+            return self.follow_up(FollowUp::Dialog(request));
+        }
+        if request.method == "notify" {
+            let message = request.message.unwrap_or_default();
+            let text = match request.notify_type.as_deref() {
+                Some(kind @ ("warning" | "error")) => format!("{kind}: {message}\n"),
+                _ => format!("{message}\n"),
+            };
+            self.update(acp::SessionUpdate::AgentMessageChunk(
+                acp::ContentChunk::new(text.into()),
+            ));
+        }
+    }
+
     fn follow_up(&self, f: FollowUp) {
         // The task is gone only once the session is closed.
         let _ = self.follow.send(f);
@@ -241,6 +262,18 @@ impl EventSink for AcpSink {
                 command,
                 reason,
             }),
+            Event::ExtensionUiRequest { request } => self.extension_ui(request),
+            Event::ExtensionError {
+                extension_path,
+                event,
+                error,
+            } => {
+                let text = format!("extension {extension_path} failed in {event}: {error}");
+                frontend::note(&text);
+                self.update(acp::SessionUpdate::AgentThoughtChunk(
+                    acp::ContentChunk::new(format!("{text}\n").into()),
+                ));
+            }
             _ => {}
         }
     }

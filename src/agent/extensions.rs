@@ -123,7 +123,7 @@ impl Agent {
     }
 
     /// The extensions' `input` hooks for a prompt, when some extension has one.
-    pub(super) fn review_input(
+    pub fn review_input(
         &self,
         text: &str,
         behavior: Option<StreamingBehavior>,

@@ -64,15 +64,22 @@ pub async fn start_extensions(
     spec: crate::exthost::Spec,
     live: &crate::agent::Live,
 ) -> Result<crate::exthost::Host, ExitCode> {
-    match crate::exthost::start(spec, live, note).await {
-        Ok((host, failures)) => {
-            for failure in failures {
-                note(&format!("warning: {failure}"));
-            }
-            Ok(host)
-        }
-        Err(e) => Err(fatal(&e.to_string())),
+    start_host(spec, live)
+        .await
+        .map_err(|e| fatal(&e.to_string()))
+}
+
+/// Starts the session's extension host, saying on stderr what failed to load; for a front end
+/// that serves other sessions too, where a host that cannot start fails only its session.
+pub async fn start_host(
+    spec: crate::exthost::Spec,
+    live: &crate::agent::Live,
+) -> Result<crate::exthost::Host, crate::exthost::HostError> {
+    let (host, failures) = crate::exthost::start(spec, live, note).await?;
+    for failure in failures {
+        note(&format!("warning: {failure}"));
     }
+    Ok(host)
 }
 
 /// Closes `out` and waits for its writer to write what is queued, at most [`WRITER_GRACE`]: a

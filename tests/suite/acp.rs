@@ -22,14 +22,14 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 const WAIT: Duration = Duration::from_secs(20);
 
 /// A temp agent dir (models.json for the mock, two models), cwd and home.
-struct Dirs {
-    agent: TempDir,
-    cwd: TempDir,
+pub(super) struct Dirs {
+    pub(super) agent: TempDir,
+    pub(super) cwd: TempDir,
     home: TempDir,
 }
 
 impl Dirs {
-    fn new(mock: &MockLlm) -> Dirs {
+    pub(super) fn new(mock: &MockLlm) -> Dirs {
         let dirs = Dirs {
             agent: tempfile::tempdir().unwrap(),
             cwd: tempfile::tempdir().unwrap(),
@@ -47,12 +47,12 @@ impl Dirs {
         dirs
     }
 
-    fn cwd(&self) -> PathBuf {
+    pub(super) fn cwd(&self) -> PathBuf {
         self.cwd.path().canonicalize().unwrap()
     }
 }
 
-fn command(dirs: &Dirs) -> Command {
+pub(super) fn command(dirs: &Dirs) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nova"));
     cmd.args([
         "--mode",
@@ -82,10 +82,14 @@ fn command(dirs: &Dirs) -> Command {
 /// What the client saw: every `session/update`, and each permission question with the option
 /// it chose (the next of `answers`, or a cancelled answer when there is none left).
 #[derive(Default)]
-struct Seen {
+pub(super) struct Seen {
     updates: Mutex<Vec<acp::SessionNotification>>,
-    asked: Mutex<Vec<acp::RequestPermissionRequest>>,
-    answers: Mutex<VecDeque<&'static str>>,
+    pub(super) asked: Mutex<Vec<acp::RequestPermissionRequest>>,
+    pub(super) answers: Mutex<VecDeque<&'static str>>,
+    /// Each form nova asked to fill (`elicitation/create`), answered with the next of
+    /// `filled` as its one field, or declined when there is none left.
+    pub(super) elicited: Mutex<Vec<acp::CreateElicitationRequest>>,
+    pub(super) filled: Mutex<VecDeque<&'static str>>,
     /// The editor's buffers, for a client that offers its files.
     buffers: Mutex<HashMap<PathBuf, String>>,
     /// Whether `fs/write_text_file` also saves the file, by its path, as an editor does.
@@ -168,7 +172,7 @@ impl Terminal {
 }
 
 impl Seen {
-    fn updates(&self, session: &acp::SessionId) -> Vec<acp::SessionUpdate> {
+    pub(super) fn updates(&self, session: &acp::SessionId) -> Vec<acp::SessionUpdate> {
         self.updates
             .lock()
             .unwrap()
@@ -178,7 +182,7 @@ impl Seen {
             .collect()
     }
 
-    async fn wait_for(
+    pub(super) async fn wait_for(
         &self,
         session: &acp::SessionId,
         what: &str,
@@ -197,9 +201,9 @@ impl Seen {
 }
 
 /// A nova process and the client connection driving it.
-struct Session {
+pub(super) struct Session {
     cx: ConnectionTo<Agent>,
-    seen: Arc<Seen>,
+    pub(super) seen: Arc<Seen>,
     child: Child,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -213,7 +217,10 @@ impl Session {
         Session::start_command(command(dirs), capabilities).await
     }
 
-    async fn start_command(mut command: Command, capabilities: acp::ClientCapabilities) -> Session {
+    pub(super) async fn start_command(
+        mut command: Command,
+        capabilities: acp::ClientCapabilities,
+    ) -> Session {
         let mut child = command.spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -224,6 +231,7 @@ impl Session {
         let (on_read, on_write) = (seen.clone(), seen.clone());
         let (on_create, on_wait, on_output) = (seen.clone(), seen.clone(), seen.clone());
         let (on_kill, on_release) = (seen.clone(), seen.clone());
+        let on_elicit = seen.clone();
         tokio::spawn(async move {
             let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
             let _ = Client
@@ -343,6 +351,29 @@ impl Session {
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
+                .on_receive_request(
+                    async move |req: acp::CreateElicitationRequest, responder, _cx| {
+                        on_elicit.elicited.lock().unwrap().push(req.clone());
+                        let action = match on_elicit.filled.lock().unwrap().pop_front() {
+                            Some(text) => {
+                                let acp::ElicitationMode::Form(form) = &req.mode else {
+                                    panic!("nova asked for a form: {req:?}")
+                                };
+                                let field = form.requested_schema.properties.keys().next();
+                                let content = std::collections::BTreeMap::from([(
+                                    field.unwrap().clone(),
+                                    acp::ElicitationContentValue::from(text),
+                                )]);
+                                acp::ElicitationAction::Accept(
+                                    acp::ElicitationAcceptAction::new().content(content),
+                                )
+                            }
+                            None => acp::ElicitationAction::Decline,
+                        };
+                        responder.respond(acp::CreateElicitationResponse::new(action))
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
                 .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
                     let _ = cx_tx.send(cx);
                     let _ = stopped.await;
@@ -369,7 +400,7 @@ impl Session {
         session
     }
 
-    async fn new_session(&self, cwd: &Path) -> acp::NewSessionResponse {
+    pub(super) async fn new_session(&self, cwd: &Path) -> acp::NewSessionResponse {
         self.cx
             .send_request(acp::NewSessionRequest::new(cwd))
             .block_task()
@@ -377,7 +408,7 @@ impl Session {
             .unwrap()
     }
 
-    async fn prompt(
+    pub(super) async fn prompt(
         &self,
         session: &acp::SessionId,
         text: &str,
@@ -388,7 +419,7 @@ impl Session {
             .expect("the prompt was not answered")
     }
 
-    async fn end(mut self) {
+    pub(super) async fn end(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -396,7 +427,7 @@ impl Session {
     }
 }
 
-fn text_of(chunks: &[acp::SessionUpdate], thought: bool) -> String {
+pub(super) fn text_of(chunks: &[acp::SessionUpdate], thought: bool) -> String {
     chunks
         .iter()
         .filter_map(|u| match (u, thought) {

