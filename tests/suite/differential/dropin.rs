@@ -325,7 +325,7 @@ fn cache_retention(pi_dir: &Path) {
 #[allow(clippy::print_stderr)]
 fn a_pi_users_setup_reaches_the_wire_alike() {
     let Some(pi_dir) = std::env::var_os("NOVA_PI_DIR") else {
-        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/pi-client.sh sets it)");
+        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/test.sh and scripts/pi-client.sh set it)");
         return;
     };
     let pi_dir = Path::new(&pi_dir);

@@ -150,7 +150,7 @@ fn observe(side: Side, pi_dir: &Path, args: &[&str]) -> BTreeMap<&'static str, V
 #[allow(clippy::print_stderr)]
 fn pis_command_lines_reach_the_model_alike() {
     let Some(pi_dir) = std::env::var_os("NOVA_PI_DIR") else {
-        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/pi-client.sh sets it)");
+        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/test.sh and scripts/pi-client.sh set it)");
         return;
     };
     let pi_dir = Path::new(&pi_dir);

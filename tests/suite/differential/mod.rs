@@ -408,7 +408,7 @@ fn scenarios() -> Vec<Scenario> {
 #[allow(clippy::print_stderr)]
 fn nova_answers_as_pi_does() {
     let Some(pi_dir) = std::env::var_os("NOVA_PI_DIR") else {
-        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/pi-client.sh sets it)");
+        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/test.sh and scripts/pi-client.sh set it)");
         return;
     };
     let out = std::env::var_os("NOVA_DIFF_OUT").map(std::path::PathBuf::from);
