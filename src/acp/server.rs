@@ -1016,7 +1016,7 @@ async fn follow_up(
             }
             FollowUp::Dialog(request) => {
                 let asked =
-                    super::dialog::ask(agent.clone(), cx.clone(), id.clone(), request, forms);
+                    super::dialog::ask(agent.clone(), cx.clone(), id.clone(), *request, forms);
                 tokio::spawn(asked);
             }
         }

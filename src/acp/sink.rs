@@ -31,7 +31,7 @@ pub enum FollowUp {
     /// A reply ended: report the context's fill and the cost so far.
     Usage,
     /// An extension's dialog ([`super::dialog`]).
-    Dialog(UiRequest),
+    Dialog(Box<UiRequest>),
 }
 
 pub struct AcpSink {
@@ -176,7 +176,7 @@ impl AcpSink {
     /// status line, widgets, title and editor text have no place in ACP and are dropped.
     fn extension_ui(&self, request: UiRequest) {
         if super::dialog::is_dialog(&request.method) {
-            return self.follow_up(FollowUp::Dialog(request));
+            return self.follow_up(FollowUp::Dialog(Box::new(request)));
         }
         if request.method == "notify" {
             let message = request.message.unwrap_or_default();

@@ -55,10 +55,14 @@ struct Server {
     stopped: CancellationToken,
 }
 
-/// A live session's numbered stream, subscribed to it for as long as the session is served.
+/// A live session's numbered stream, subscribed to it for as long as the session is served,
+/// and its extension host, which lives as long (a DELETE, the idle timeout or the server's
+/// shutdown stops it). Its dialogs are events of the session, so every attached client gets
+/// them, and any client's `extension_ui_response` answers.
 struct Served {
     journal: Arc<Journal>,
     _subscription: Subscription,
+    _extensions: Option<crate::exthost::Host>,
 }
 
 impl Server {

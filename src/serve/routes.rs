@@ -6,6 +6,7 @@
 use super::journal::{ClientKey, Journal};
 use super::{Served, Server, auth, connection, editor, frame};
 use crate::config::{ModelChoice, Resume, SessionSpec};
+use crate::frontend;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{StatusCode, header};
@@ -159,14 +160,29 @@ async fn open(
     for warning in &warnings {
         tracing::warn!("{warning}");
     }
+    let extensions = frontend::extension_spec(&prepared, crate::exthost::Mode::Rpc);
     let journal = Arc::new(Journal::default());
     let (live, subscription) = server.runtime.live().open(prepared, journal.clone());
+    // Answered once the extensions have loaded, so that the first get_commands lists theirs;
+    // a host that cannot start fails this session only.
+    let host = match extensions {
+        Some(spec) => match frontend::start_host(spec, &live).await {
+            Ok(host) => Some(host),
+            Err(e) => {
+                drop(subscription);
+                server.runtime.live().close_exactly(&live).await;
+                return Err(Refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()));
+            }
+        },
+        None => None,
+    };
     server.meter(&live);
     server.journals().insert(
         live.id().to_owned(),
         Served {
             journal,
             _subscription: subscription,
+            _extensions: host,
         },
     );
     let mut described = server.describe_live(&live);
@@ -332,9 +348,11 @@ impl Server {
             .or_insert_with(|| {
                 let journal = Arc::new(Journal::default());
                 let subscription = live.subscribe(journal.clone());
+                // Its extension host is the ACP connection's, which opened it.
                 Served {
                     journal,
                     _subscription: subscription,
+                    _extensions: None,
                 }
             })
             .journal

@@ -3,7 +3,7 @@
 //! as `session/request_permission` and `elicitation/create`.
 
 use super::acp::{Dirs, Session, command, text_of};
-use super::extensions::pi_modules;
+use super::extensions::{example, pi_modules};
 use crate::support::mock_llm::{MockLlm, Reply};
 use agent_client_protocol::v1::schema as acp;
 use serde_json::json;
@@ -18,14 +18,6 @@ fn with_extensions(dirs: &Dirs, modules: &Path, extensions: &[String]) -> tokio:
         cmd.args(["-e", extension]);
     }
     cmd
-}
-
-fn example(modules: &Path, name: &str) -> String {
-    modules
-        .join("@earendil-works/pi-coding-agent/examples/extensions")
-        .join(name)
-        .display()
-        .to_string()
 }
 
 /// The text a call's last update carried.

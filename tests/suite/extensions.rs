@@ -70,7 +70,7 @@ pub(super) fn commands(nova: &mut Nova) -> Vec<Value> {
 }
 
 /// Processes named `name` that descend from `pid`.
-fn descendants_named(pid: u32, name: &str) -> Vec<u32> {
+pub(super) fn descendants_named(pid: u32, name: &str) -> Vec<u32> {
     let mut parents: Vec<(u32, u32, String)> = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -437,7 +437,7 @@ export default function (pi) {
 }
 
 /// Pi's own example extensions, loaded unchanged from its package.
-fn example(modules: &std::path::Path, name: &str) -> String {
+pub(super) fn example(modules: &std::path::Path, name: &str) -> String {
     modules
         .join("@earendil-works/pi-coding-agent/examples/extensions")
         .join(name)

@@ -53,6 +53,7 @@ mod schema;
 mod serve;
 mod serve_acp;
 mod serve_attach;
+mod serve_extensions;
 mod serve_flood;
 mod serve_ops;
 mod session_commands;

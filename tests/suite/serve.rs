@@ -3,7 +3,7 @@
 //! rules (token on TCP, Origin allowlist, `--root`).
 
 use crate::support::mock_llm::{Gate, MockLlm, Reply};
-use crate::support::nova_proc::{Nova, ollama_models};
+use crate::support::nova_proc::{Nova, NovaBuilder, ollama_models};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -39,9 +39,21 @@ pub(super) fn serve(mock: &MockLlm, tcp_token: Option<&str>) -> Served {
 
 /// [`serve`] with more flags.
 pub(super) fn serve_with(mock: &MockLlm, tcp_token: Option<&str>, extra: &[&str]) -> Served {
+    serve_from(
+        Nova::builder().models_json(ollama_models(mock)),
+        tcp_token,
+        extra,
+    )
+}
+
+/// [`serve_with`] from a builder of the caller's (its models, settings and environment).
+pub(super) fn serve_from(
+    mut builder: NovaBuilder,
+    tcp_token: Option<&str>,
+    extra: &[&str],
+) -> Served {
     let sock_dir = tempfile::tempdir().unwrap();
     let socket = sock_dir.path().join("nova.sock");
-    let mut builder = Nova::builder().models_json(ollama_models(mock));
     let root = builder.cwd().to_string_lossy().into_owned();
     let mut args = vec!["serve".to_owned(), "--root".to_owned(), root];
     args.extend(extra.iter().map(|a| (*a).to_owned()));
