@@ -1,10 +1,10 @@
 //! Real pi packages from the npm registry, end to end through the nova binary: `nova install
 //! npm:<name>@<version>` puts each one (pinned in `tests/pi-packages.txt`) into an agent dir,
-//! with npm offline on the cache `scripts/pi-client.sh` fills, and sessions load them through
+//! with npm offline on the cache `scripts/test.sh` fills, and sessions load them through
 //! the `packages` setting into the real extension host, against the mock model.
 //!
 //! Without that cache (or without Pi 1.6) every test here says so on stderr and passes; CI runs
-//! them through `scripts/pi-client.sh`, which fills the cache first, so they never skip there.
+//! them through `scripts/test.sh`, which fills the cache first, so they never skip there.
 
 use super::extensions::{commands, pi_modules, with_pi};
 use crate::support::mcp::test_server;
@@ -29,7 +29,7 @@ fn specs() -> Vec<String> {
         .collect()
 }
 
-/// Where `scripts/pi-client.sh` caches the packages.
+/// Where `scripts/counterparts.sh` caches the packages.
 fn cache_dir() -> PathBuf {
     match std::env::var_os("NOVA_PI_PACKAGES_DIR") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
@@ -71,7 +71,7 @@ fn installed() -> Option<&'static Installed> {
             if stamp != wanted {
                 eprintln!(
                     "SKIPPED: the pi packages of tests/pi-packages.txt are not cached in {} \
-                     (scripts/pi-client.sh caches them and runs these tests); no pi package ran",
+                     (scripts/test.sh caches them and runs these tests); no pi package ran",
                     cache.display()
                 );
                 return None;
