@@ -16,6 +16,12 @@
 //! - its `ctx.ui` calls become `extension_ui_request` events and its handlers' failures
 //!   `extension_error` events, which every subscriber sees.
 //!
+//! - a `tool_call`, `tool_result` or `input` hook holds up its call for at most the
+//!   `extensionHookTimeoutSeconds` setting: the host bounds its handlers and answers as Pi does
+//!   for a handler that throws (a `tool_call` is blocked, fail closed; the others go on without
+//!   that handler), naming the extension in an `extension_error`; nova bounds the host's answer
+//!   a little later, for a host whose event loop a handler holds.
+//!
 //! The host runs under nova's keeper in a process group of its own: it never outlives nova, and
 //! stopping it stops whatever its extensions started.
 
@@ -25,7 +31,9 @@ mod wire;
 pub use node::{MIN_NODE, NodeError, PI_VERSION, npm};
 
 use crate::agent::port::{self, Reply};
-use crate::agent::{Agent, EventSink, Extensions, Hooked, Input, Live, Reviewed, Subscription};
+use crate::agent::{
+    Agent, EventSink, Extensions, Hooked, Input, Live, Reviewed, Subscription, WeakAgent,
+};
 use crate::config::extensions::Extension;
 use crate::protocol::{
     Command, CommandSource, Event, Response, SlashCommand, SourceInfo, SourceOrigin,
@@ -55,6 +63,9 @@ const QUEUE: usize = 4096;
 const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a cancelled extension tool has to return before it is answered for.
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
+/// How much longer than the hook timeout nova waits for the host's answer to a hook call: the
+/// host answers at the timeout itself, unless its event loop is held.
+const HOOK_GRACE: Duration = Duration::from_secs(2);
 /// Events the host always gets, for the state it mirrors.
 const MIRRORED: [&str; 2] = ["agent_start", "agent_settled"];
 
@@ -101,6 +112,8 @@ pub struct Spec {
     pub cwd: PathBuf,
     pub project_trusted: bool,
     pub extensions: Vec<Extension>,
+    /// How long a hook call may take (`extensionHookTimeoutSeconds`).
+    pub hook_timeout: Duration,
     pub mode: Mode,
 }
 
@@ -154,6 +167,7 @@ pub async fn start(
         pgid: AtomicI32::new(0),
         stopping: AtomicBool::new(false),
         restarted: AtomicBool::new(false),
+        agent: live.agent().downgrade(),
         launch: Launch {
             runner,
             script,
@@ -227,6 +241,7 @@ fn launch<'a>(
             "trusted": spec.project_trusted,
             "mode": spec.mode.name(),
             "hasUI": matches!(spec.mode, Mode::Rpc),
+            "hookTimeoutMs": spec.hook_timeout.as_millis() as u64,
         });
         let loaded = tokio::time::timeout(LOAD_TIMEOUT, shared.request("load", params))
             .await
@@ -304,6 +319,8 @@ struct Shared {
     stopping: AtomicBool,
     /// A crashed host is started again once; a second crash is final.
     restarted: AtomicBool,
+    /// The session, for the failures nova itself reports.
+    agent: WeakAgent,
     launch: Launch,
 }
 
@@ -339,6 +356,30 @@ impl Shared {
             lock(&self.lines).try_send(line),
             Err(mpsc::error::TrySendError::Full(_))
         )
+    }
+
+    /// A hook call (`event` names both the method and the hooks' event). The host answers at the
+    /// hook timeout itself; when it has not shortly after, its event loop is held (a handler
+    /// that never yields), and the call fails here, reported as the host's.
+    async fn hook(&self, event: &'static str, params: Value) -> Answer {
+        let bound = self.launch.spec.hook_timeout + HOOK_GRACE;
+        match tokio::time::timeout(bound, self.request(event, params)).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                let error = format!(
+                    "the extension host did not answer its {event} hooks in {} s",
+                    bound.as_secs_f64()
+                );
+                if let Some(agent) = self.agent.upgrade() {
+                    agent.extension_event(Event::ExtensionError {
+                        extension_path: "<extension host>".into(),
+                        event: event.into(),
+                        error: error.clone(),
+                    });
+                }
+                Err(error)
+            }
+        }
     }
 
     fn subscribed(&self, event: &str) -> bool {
@@ -675,7 +716,7 @@ impl Extensions for Side {
         let params = json!({"toolCallId": id, "toolName": name, "input": args});
         let original = args.clone();
         Some(Box::pin(async move {
-            let verdict = shared.request("tool_call", params).await.and_then(|v| {
+            let verdict = shared.hook("tool_call", params).await.and_then(|v| {
                 serde_json::from_value::<wire::ToolCallVerdict>(v).map_err(|e| e.to_string())
             });
             match verdict {
@@ -701,7 +742,7 @@ impl Extensions for Side {
         let shared = self.0.clone();
         let params = json!({"text": text, "streamingBehavior": behavior});
         Some(Box::pin(async move {
-            let answer = shared.request("input", params).await;
+            let answer = shared.hook("input", params).await;
             match answer
                 .ok()
                 .and_then(|v| serde_json::from_value::<wire::InputVerdict>(v).ok())
@@ -732,7 +773,7 @@ impl Extensions for Side {
             "isError": output.is_error,
         });
         Some(Box::pin(async move {
-            let answer = shared.request("tool_result", params).await;
+            let answer = shared.hook("tool_result", params).await;
             // The hooks' own failures are extension_error events; the result stays as it was.
             answer
                 .ok()
