@@ -618,6 +618,61 @@ fn a_hanging_hook_stalls_nothing_else_and_abort_ends_it() {
     assert_eq!(end["result"]["content"][0]["text"], "Command aborted");
 }
 
+/// Pi's `tool-override` example, unchanged: its `read` replaces the built-in one, offered to
+/// the model with its schema and description and run in the host.
+#[test]
+fn pis_tool_override_example_replaces_the_built_in_read() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::new()
+            .tool_call("r1", "read", json!({"path": ".env"}))
+            .tool_call("r2", "read", json!({"path": "notes.txt"})),
+    );
+    mock.push(Reply::text("done"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file(".env", "SECRET=1")
+        .file("notes.txt", "first line\nsecond line")
+        .args(["-e", &example(&modules, "tool-override.ts")]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    let tools = nova.request_ok(json!({"type": "get_tools"}));
+    let reads: Vec<&Value> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "read")
+        .collect();
+    assert_eq!(reads.len(), 1, "{tools}");
+    assert_eq!(reads[0]["source"], "extension", "{tools}");
+    let events = nova.run_prompt("go");
+    // The read of `path`'s result (the calls run side by side: their ends come in any order).
+    let text = |path: &str| {
+        let start = events
+            .iter()
+            .find(|e| e["type"] == "tool_execution_start" && e["args"]["path"] == path)
+            .expect("the call starts");
+        let end = events
+            .iter()
+            .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == start["toolCallId"])
+            .expect("the call ends");
+        end["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert!(
+        text(".env").starts_with("Access denied"),
+        "{}",
+        text(".env")
+    );
+    assert_eq!(text("notes.txt"), "first line\nsecond line");
+    let offered = mock.chat_requests()[0].body["tools"].to_string();
+    assert!(offered.contains("with access logging"), "{offered}");
+    assert_eq!(offered.matches(r#""name":"read""#).count(), 1, "{offered}");
+}
+
 /// Hooks that never return: the `tool_call` one for a `hang` command, the first `input` one
 /// for a prompt starting with `hang`, whose second `input` handler still transforms it.
 const HANGING: &str = r#"
