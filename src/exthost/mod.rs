@@ -59,6 +59,8 @@ const HOST_SCRIPT: &str = include_str!("../../exthost/host.mjs");
 /// Lines queued for the host's stdin. An event that finds the queue full is dropped with a
 /// warning: the agent never waits for the host.
 const QUEUE: usize = 4096;
+/// How many bytes of queued lines go to the host in one write, at most (about).
+const WRITE_BATCH: usize = 64 * 1024;
 /// How long loading may take: a first load compiles every extension's TypeScript.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a cancelled extension tool has to return before it is answered for.
@@ -351,7 +353,11 @@ impl Shared {
     /// Sends a notification without waiting; `false` when the queue is full (a host that is
     /// gone has been reported already).
     fn notify(&self, method: &str, params: Value) -> bool {
-        let line = json!({"method": method, "params": params}).to_string();
+        self.send_line(json!({"method": method, "params": params}).to_string())
+    }
+
+    /// Queues a line without waiting; `false` when the queue is full.
+    fn send_line(&self, line: String) -> bool {
         !matches!(
             lock(&self.lines).try_send(line),
             Err(mpsc::error::TrySendError::Full(_))
@@ -409,10 +415,23 @@ fn closed_queue() -> mpsc::Sender<String> {
     mpsc::channel(1).0
 }
 
+/// Writes what is queued, as many lines as are waiting in one write: a streamed reply's
+/// `message_update`s then cost the host one read for many events, not one each.
 async fn write_lines(mut stdin: tokio::process::ChildStdin, mut queue: mpsc::Receiver<String>) {
-    while let Some(mut line) = queue.recv().await {
-        line.push('\n');
-        if stdin.write_all(line.as_bytes()).await.is_err() {
+    let mut batch = String::new();
+    while let Some(line) = queue.recv().await {
+        // Lets the rest of a burst (a reply's tokens) be queued before writing.
+        tokio::task::yield_now().await;
+        batch.clear();
+        batch.push_str(&line);
+        batch.push('\n');
+        while batch.len() < WRITE_BATCH
+            && let Ok(line) = queue.try_recv()
+        {
+            batch.push_str(&line);
+            batch.push('\n');
+        }
+        if stdin.write_all(batch.as_bytes()).await.is_err() {
             break;
         }
     }
@@ -638,7 +657,9 @@ impl EventSink for HostEvents {
         if !MIRRORED.contains(&name) && !self.0.subscribed(name) {
             return;
         }
-        if !self.0.notify("event", json!({ "event": event })) {
+        // Encoded straight from the event: no JSON tree per streamed token.
+        let line = serde_json::to_string(&wire::EventNotification::new(&event));
+        if !line.is_ok_and(|line| self.0.send_line(line)) {
             tracing::warn!("the extension host is not keeping up; it missed a {name} event");
         }
     }
