@@ -80,6 +80,8 @@ const mirror = {
 	allTools: [],
 	thinkingLevel: "off",
 	model: undefined,
+	/** The models nova can use now (`get_available_models`). */
+	models: [],
 	contextUsage: undefined,
 	trusted: false,
 	mode: "rpc",
@@ -90,11 +92,13 @@ const mirror = {
  * `get_session_stats`) into the mirror. Before the extensions are attached nova does not list
  * their tools yet; they are active then, as Pi starts with every tool active. */
 async function refresh(ownTools = []) {
-	const [state, tools, stats] = await Promise.all([
+	const [state, tools, stats, models] = await Promise.all([
 		ask("get_state", {}),
 		ask("get_tools", {}),
 		ask("get_session_stats", {}),
+		ask("get_available_models", {}),
 	]);
+	mirror.models = models?.models ?? [];
 	mirror.model = state?.model ?? undefined;
 	mirror.thinkingLevel = state?.thinkingLevel ?? mirror.thinkingLevel;
 	mirror.sessionName = state?.sessionName ?? undefined;
@@ -110,6 +114,27 @@ async function refresh(ownTools = []) {
 	mirror.activeTools = [...listed.filter((t) => t.active), ...own].map((t) => t.name);
 	mirror.contextUsage = stats?.contextUsage ?? undefined;
 }
+
+/** `ctx.modelRegistry`: the models nova can use, from the mirror. Pi's own registry would
+ * load Pi's provider catalog (a second of imports) at every start; what extensions read of it
+ * synchronously is the list, and credentials stay with nova (`getApiKeyAndHeaders` finds none,
+ * as in Pi for a model without a key). Registering providers is not supported. */
+const modelRegistry = {
+	refresh: () => refresh().catch(report("state")),
+	getError: () => undefined,
+	getAll: () => [...mirror.models],
+	getAvailable: () => [...mirror.models],
+	find: (provider, id) => mirror.models.find((m) => m.provider === provider && m.id === id),
+	hasConfiguredAuth: (model) => mirror.models.some((m) => m.provider === model?.provider),
+	getApiKeyAndHeaders: async (model) => ({ ok: false, error: `No API key found for "${model?.provider}"` }),
+	getProviderAuthStatus: () => undefined,
+	getProviderDisplayName: (provider) => provider,
+	isUsingOAuth: () => false,
+	registerProvider: notYet("registerProvider"),
+	unregisterProvider: () => {},
+	registerVirtualModel: notYet("registerVirtualModel"),
+	unregisterVirtualModel: () => {},
+};
 
 let runner;
 
@@ -379,7 +404,7 @@ const methods = {
 		sessionManager.getSessionId = () => mirror.sessionId;
 		sessionManager.getSessionFile = () => mirror.sessionFile;
 		sessionManager.getSessionName = () => mirror.sessionName;
-		runner = new ExtensionRunner(loaded.extensions.map(withBoundedHooks), loaded.runtime, cwd, sessionManager, undefined);
+		runner = new ExtensionRunner(loaded.extensions.map(withBoundedHooks), loaded.runtime, cwd, sessionManager, modelRegistry);
 		bind();
 		// session_start's handlers read the model and the tools already.
 		await refresh(tools()).catch(report("state"));
