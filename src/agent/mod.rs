@@ -26,7 +26,7 @@ mod toolset;
 mod user_bash;
 
 pub use error::CommandError;
-pub use extensions::{Extensions, Hooked, Input, Reviewed};
+pub use extensions::{Extensions, Hooked, Input, Reviewed, WeakAgent};
 pub use live::{Live, LiveSessions};
 pub use permission::{FlaggedCommand, Unattended};
 pub use queue::QueueFull;
