@@ -348,7 +348,16 @@ function bind() {
 			hasPendingMessages: () => false,
 			shutdown: () => {},
 			getContextUsage: () => mirror.contextUsage,
-			compact: notYet("compact"),
+			// The port's compact command; as in Pi, it returns at once and reports through the
+			// callbacks.
+			compact: (options) =>
+				void ask("compact", { customInstructions: options?.customInstructions }).then(
+					async (result) => {
+						await refresh().catch(report("state"));
+						options?.onComplete?.(result);
+					},
+					(err) => options?.onError?.(err instanceof Error ? err : new Error(String(err))),
+				),
 			getSystemPrompt: () => "",
 		},
 	);

@@ -7,7 +7,7 @@
 //!   extension handles cross the boundary (plus `agent_start`/`agent_settled`, which keep its
 //!   idle flag current);
 //! - what an extension asks of the session (`sendUserMessage`, `setSessionName`, `abort`,
-//!   `setActiveTools`, `setThinkingLevel`, `setModel`) runs through the session port
+//!   `setActiveTools`, `setThinkingLevel`, `setModel`, `compact`) runs through the session port
 //!   ([`crate::agent::port`]), as a client's command would, and so do the queries that keep the
 //!   host's mirror of the session's state current; `appendEntry` and `setLabel`, which no
 //!   client command expresses, write to the session directly;
@@ -548,11 +548,12 @@ fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
 }
 
 /// The session port's commands an extension's actions map onto one to one (`setSessionName`,
-/// `abort`, `setActiveTools`, `setThinkingLevel`, `setModel`), and the queries that keep the
+/// `compact`, `abort`, `setActiveTools`, `setThinkingLevel`, `setModel`), and the queries that keep the
 /// host's mirror of the session's state current (`ctx.model`, `getActiveTools`,
 /// `getContextUsage`…), sent by the host under their RPC names; anything else is refused.
-const PORT_COMMANDS: [&str; 9] = [
+const PORT_COMMANDS: [&str; 10] = [
     "set_session_name",
+    "compact",
     "abort",
     "set_active_tools",
     "set_thinking_level",

@@ -1148,3 +1148,54 @@ export default function (pi) {
     );
     mock.assert_no_violations();
 }
+
+#[test]
+fn pis_trigger_compact_example_compacts_through_the_session_port() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .settings(json!({"compaction": {"keepRecentTokens": 50}}))
+        .args(["-e", &example(&modules, "trigger-compact.ts")]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    // Nothing to compact yet: the port's refusal reaches onError.
+    nova.send(&json!({"id": "c0", "type": "prompt", "message": "/trigger-compact"}));
+    let failed = nova.wait_for(
+        |v| v["method"] == "notify" && v["notifyType"] == "error",
+        WAIT,
+    );
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Compaction failed: "),
+        "{failed}"
+    );
+
+    mock.push(Reply::text("first answer"));
+    mock.push(Reply::text("second answer"));
+    nova.run_prompt(&"a".repeat(400));
+    nova.run_prompt(&"b".repeat(400));
+    mock.push(Reply::text("SUMMARY OF THE EARLY WORK"));
+    nova.send(&json!({"id": "c1", "type": "prompt", "message": "/trigger-compact keep the a's"}));
+    nova.wait_for(|v| v["message"] == "Compaction completed", WAIT);
+    let requests = mock.chat_requests();
+    let summary = requests.last().unwrap().body.to_string();
+    assert!(summary.contains("keep the a's"), "{summary}");
+    let entries = nova.request_ok(json!({"type": "get_entries"}))["entries"].clone();
+    let compaction = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "compaction")
+        .expect("a compaction entry");
+    assert!(
+        compaction["summary"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY OF THE EARLY WORK"),
+        "{compaction}"
+    );
+    mock.assert_no_violations();
+}
