@@ -80,6 +80,9 @@ const mirror = {
 	thinkingLevel: "off",
 	model: undefined,
 	contextUsage: undefined,
+	/** The session's system prompt, or the one a before_agent_start hook chose for the run. */
+	systemPrompt: "",
+	cwd: undefined,
 	trusted: false,
 	mode: "rpc",
 	hasUI: true,
@@ -89,11 +92,13 @@ const mirror = {
  * `get_session_stats`) into the mirror. Before the extensions are attached nova does not list
  * their tools yet; they are active then, as Pi starts with every tool active. */
 async function refresh(ownTools = []) {
-	const [state, tools, stats] = await Promise.all([
+	const [state, tools, stats, prompt] = await Promise.all([
 		ask("get_state", {}),
 		ask("get_tools", {}),
 		ask("get_session_stats", {}),
+		ask("get_system_prompt", {}),
 	]);
+	mirror.systemPrompt = prompt?.systemPrompt ?? "";
 	mirror.model = state?.model ?? undefined;
 	mirror.thinkingLevel = state?.thinkingLevel ?? mirror.thinkingLevel;
 	mirror.sessionName = state?.sessionName ?? undefined;
@@ -189,6 +194,18 @@ const ui = {
 	},
 };
 
+/** A custom message as Pi stores it: content defaults to [] for untyped extensions, and the
+ * time is when it was sent. */
+function customMessage(msg) {
+	return {
+		customType: msg?.customType,
+		content: msg?.content ?? [],
+		display: msg?.display,
+		details: msg?.details,
+		timestamp: Date.now(),
+	};
+}
+
 /** What an action nova does not carry out yet says when an extension calls it. */
 function notYet(name) {
 	return () => {
@@ -200,7 +217,9 @@ function bind() {
 	runner.bindCore(
 		{
 			sendMessage: (msg, options) =>
-				void ask("send_message", { message: msg, options }).catch(report("sendMessage")),
+				void ask("send_message", { message: customMessage(msg), options }).catch(
+					report("sendMessage"),
+				),
 			sendUserMessage: (content, options) =>
 				void ask("send_user_message", { content, options }).catch(report("sendUserMessage")),
 			// Recorded in nova's session, and in the in-memory one whose entries the
@@ -255,7 +274,7 @@ function bind() {
 			shutdown: () => {},
 			getContextUsage: () => mirror.contextUsage,
 			compact: notYet("compact"),
-			getSystemPrompt: () => "",
+			getSystemPrompt: () => mirror.systemPrompt,
 		},
 	);
 	runner.bindCommandContext({
@@ -306,6 +325,7 @@ const methods = {
 		mirror.trusted = trusted;
 		mirror.mode = mode;
 		mirror.hasUI = hasUI;
+		mirror.cwd = cwd;
 		const loaded = await loadExtensions(paths, cwd);
 		// Pi's in-memory session, answering for the real one where the mirror knows it.
 		const sessionManager = SessionManager.inMemory(cwd);
@@ -353,6 +373,26 @@ const methods = {
 			notify("error", { extensionPath: "<tool_call>", event: "tool_call", error: message(err) });
 			return { block: true, reason: `Extension failed, blocking execution: ${message(err)}` };
 		}
+	},
+
+	/** The before_agent_start hooks, chained by Pi's runner over nova's prompt given as the
+	 * forced (whole) prompt: a replacement, when one changed it, and the messages they add. */
+	async before_agent_start({ trigger, systemPrompt }) {
+		const options = { cwd: mirror.cwd, forceSystemPrompt: systemPrompt, selectedTools: mirror.activeTools };
+		const result = await runner.emitBeforeAgentStart(trigger, options);
+		const chosen = result.systemPromptOptions.forceSystemPrompt;
+		const changed = chosen !== undefined && chosen !== systemPrompt;
+		if (changed) mirror.systemPrompt = chosen;
+		return {
+			systemPrompt: changed ? chosen : undefined,
+			messages: result.messages.map(customMessage),
+		};
+	},
+
+	/** The context hooks: the messages for this model call, when they changed them. */
+	async context({ messages }) {
+		const result = await runner.emitContext(messages);
+		return JSON.stringify(result) === JSON.stringify(messages) ? {} : { messages: result };
 	},
 
 	/** The input hooks for a client's prompt: continue, transform (its text) or handled. */

@@ -9,10 +9,11 @@
 //! - what an extension asks of the session (`sendUserMessage`, `setSessionName`, `abort`,
 //!   `setActiveTools`, `setThinkingLevel`, `setModel`) runs through the session port
 //!   ([`crate::agent::port`]), as a client's command would, and so do the queries that keep the
-//!   host's mirror of the session's state current; `appendEntry`, which no client command
-//!   expresses, writes to the session directly;
-//! - the agent reaches its commands, tools and `tool_call` hooks through
-//!   [`crate::agent::Extensions`], which [`Host`] implements;
+//!   host's mirror of the session's state current; `appendEntry`, `sendMessage` and
+//!   `getSystemPrompt`, which no client command expresses, go to the session directly;
+//! - the agent reaches its commands, tools and hooks (`tool_call`, `before_agent_start`,
+//!   `context`…) through [`crate::agent::Extensions`], which [`Host`] implements; each hook
+//!   crosses only when some extension subscribed to it;
 //! - its `ctx.ui` calls become `extension_ui_request` events and its handlers' failures
 //!   `extension_error` events, which every subscriber sees.
 //!
@@ -25,11 +26,13 @@ mod wire;
 pub use node::{MIN_NODE, NodeError, PI_VERSION, npm};
 
 use crate::agent::port::{self, Reply};
-use crate::agent::{Agent, EventSink, Extensions, Hooked, Input, Live, Reviewed, Subscription};
+use crate::agent::{
+    Agent, Deliver, EventSink, Extensions, Hooked, Input, Live, Reviewed, Starting, Subscription,
+};
 use crate::config::extensions::Extension;
 use crate::protocol::{
-    Command, CommandSource, Event, Response, SlashCommand, SourceInfo, SourceOrigin,
-    StreamingBehavior, ToolDetails, ToolResultPayload, ToolSpec,
+    Command, CommandSource, ContentBlock, Event, Message, Response, SlashCommand, SourceInfo,
+    SourceOrigin, StreamingBehavior, ToolDetails, ToolResultPayload, ToolSpec,
 };
 use crate::tools::{ToolOutput, UpdateFn};
 use futures_util::future::BoxFuture;
@@ -509,6 +512,34 @@ async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
                 streaming_behavior,
             }
         }),
+        // No client command sends a custom message or reads the system prompt: the session
+        // answers these directly.
+        "send_message" => {
+            let answer = serde_json::from_value::<wire::SentMessage>(params)
+                .map_err(|e| format!("malformed send_message: {e}"))
+                .and_then(|m| {
+                    let options = m.options.unwrap_or_default();
+                    let deliver = match options.deliver_as.as_deref() {
+                        Some("followUp") => Deliver::FollowUp,
+                        Some("nextTurn") => Deliver::NextTurn,
+                        _ => Deliver::Steer,
+                    };
+                    agent
+                        .send_custom(m.message, deliver, options.trigger_turn)
+                        .map_err(|e| e.to_string())
+                });
+            reply.answer(answer.map(|run| {
+                if let Some(run) = run {
+                    run.start();
+                }
+                json!({})
+            }));
+            return;
+        }
+        "get_system_prompt" => {
+            reply.answer(Ok(json!({ "systemPrompt": &*agent.system_prompt() })));
+            return;
+        }
         // No client command writes an extension's entry: the session takes it directly.
         "append_entry" => {
             let answer = serde_json::from_value::<wire::CustomEntry>(params)
@@ -743,6 +774,67 @@ impl Extensions for Side {
                     is_error: p.is_error,
                 })
                 .unwrap_or_default()
+        }))
+    }
+
+    fn before_agent_start(
+        &self,
+        starting: &Message,
+        system_prompt: &str,
+    ) -> Option<BoxFuture<'static, Starting>> {
+        if !self.0.subscribed("before_agent_start") {
+            return None;
+        }
+        // Pi's trigger: the user's prompt and images, or the extension's message that started
+        // the run.
+        let trigger = match starting {
+            Message::User(user) => {
+                let blocks = user.content.blocks();
+                let images: Vec<_> = blocks
+                    .iter()
+                    .filter(|b| matches!(b, ContentBlock::Image { .. }))
+                    .collect();
+                json!({
+                    "messageType": "user",
+                    "prompt": user.content.joined_text(),
+                    "images": images,
+                })
+            }
+            other => json!({ "messageType": "custom", "message": other }),
+        };
+        let shared = self.0.clone();
+        let params = json!({ "trigger": trigger, "systemPrompt": system_prompt });
+        Some(Box::pin(async move {
+            let answer = shared.request("before_agent_start", params).await;
+            // The hooks' own failures are extension_error events; the run starts as it was.
+            answer
+                .ok()
+                .and_then(|v| serde_json::from_value::<wire::Started>(v).ok())
+                .map(|s| Starting {
+                    system_prompt: s.system_prompt,
+                    messages: s.messages,
+                })
+                .unwrap_or_default()
+        }))
+    }
+
+    fn context(
+        &self,
+        messages: &[Arc<Message>],
+    ) -> Option<BoxFuture<'static, Result<Option<Vec<Message>>, String>>> {
+        if !self.0.subscribed("context") {
+            return None;
+        }
+        let shared = self.0.clone();
+        let params = json!({ "messages": messages });
+        Some(Box::pin(async move {
+            // The hooks' own failures are the host's extension_error events.
+            let Ok(answer) = shared.request("context", params).await else {
+                return Ok(None);
+            };
+            serde_json::from_value::<wire::Context>(answer)
+                .map(|c| c.messages)
+                .map_err(|e| format!("the context hooks returned messages nova cannot send: {e}"))
         }))
     }
 

@@ -2,7 +2,7 @@
 //! reads from the host. What nova sends is built where it is sent, from these and the
 //! session's own wire types.
 
-use crate::protocol::{ContentBlock, UiRequest};
+use crate::protocol::{ContentBlock, CustomMessage, Message, UiRequest};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -145,6 +145,40 @@ pub struct UserMessage {
 pub struct DeliverOptions {
     #[serde(default)]
     pub deliver_as: Option<String>,
+}
+
+/// What the `before_agent_start` hooks made of a run about to start.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    #[serde(default)]
+    pub messages: Vec<CustomMessage>,
+}
+
+/// What the `context` hooks made of the messages for a model call: absent when unchanged.
+#[derive(Debug, Deserialize)]
+pub struct Context {
+    #[serde(default)]
+    pub messages: Option<Vec<Message>>,
+}
+
+/// `pi.sendMessage(message, options)`; the host stamps the message's time.
+#[derive(Debug, Deserialize)]
+pub struct SentMessage {
+    pub message: CustomMessage,
+    #[serde(default)]
+    pub options: Option<SendOptions>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendOptions {
+    #[serde(default)]
+    pub deliver_as: Option<String>,
+    #[serde(default)]
+    pub trigger_turn: Option<bool>,
 }
 
 /// `pi.appendEntry(customType, data)`.
