@@ -79,6 +79,8 @@ const mirror = {
 	allTools: [],
 	thinkingLevel: "off",
 	model: undefined,
+	/** The models nova can use now (`get_available_models`). */
+	models: [],
 	contextUsage: undefined,
 	/** The session's system prompt, or the one a before_agent_start hook chose for the run. */
 	systemPrompt: "",
@@ -92,12 +94,14 @@ const mirror = {
  * `get_session_stats`) into the mirror. Before the extensions are attached nova does not list
  * their tools yet; they are active then, as Pi starts with every tool active. */
 async function refresh(ownTools = []) {
-	const [state, tools, stats, prompt] = await Promise.all([
+	const [state, tools, stats, models, prompt] = await Promise.all([
 		ask("get_state", {}),
 		ask("get_tools", {}),
 		ask("get_session_stats", {}),
+		ask("get_available_models", {}),
 		ask("get_system_prompt", {}),
 	]);
+	mirror.models = models?.models ?? [];
 	mirror.systemPrompt = prompt?.systemPrompt ?? "";
 	mirror.model = state?.model ?? undefined;
 	mirror.thinkingLevel = state?.thinkingLevel ?? mirror.thinkingLevel;
@@ -114,6 +118,27 @@ async function refresh(ownTools = []) {
 	mirror.activeTools = [...listed.filter((t) => t.active), ...own].map((t) => t.name);
 	mirror.contextUsage = stats?.contextUsage ?? undefined;
 }
+
+/** `ctx.modelRegistry`: the models nova can use, from the mirror. Pi's own registry would
+ * load Pi's provider catalog (a second of imports) at every start; what extensions read of it
+ * synchronously is the list, and credentials stay with nova (`getApiKeyAndHeaders` finds none,
+ * as in Pi for a model without a key). Registering providers is not supported. */
+const modelRegistry = {
+	refresh: () => refresh().catch(report("state")),
+	getError: () => undefined,
+	getAll: () => [...mirror.models],
+	getAvailable: () => [...mirror.models],
+	find: (provider, id) => mirror.models.find((m) => m.provider === provider && m.id === id),
+	hasConfiguredAuth: (model) => mirror.models.some((m) => m.provider === model?.provider),
+	getApiKeyAndHeaders: async (model) => ({ ok: false, error: `No API key found for "${model?.provider}"` }),
+	getProviderAuthStatus: () => undefined,
+	getProviderDisplayName: (provider) => provider,
+	isUsingOAuth: () => false,
+	registerProvider: notYet("registerProvider"),
+	unregisterProvider: () => {},
+	registerVirtualModel: notYet("registerVirtualModel"),
+	unregisterVirtualModel: () => {},
+};
 
 let runner;
 /** Dialogs waiting for the client's extension_ui_response, by request id. */
@@ -332,7 +357,7 @@ const methods = {
 		sessionManager.getSessionId = () => mirror.sessionId;
 		sessionManager.getSessionFile = () => mirror.sessionFile;
 		sessionManager.getSessionName = () => mirror.sessionName;
-		runner = new ExtensionRunner(loaded.extensions, loaded.runtime, cwd, sessionManager, undefined);
+		runner = new ExtensionRunner(loaded.extensions, loaded.runtime, cwd, sessionManager, modelRegistry);
 		bind();
 		// session_start's handlers read the model and the tools already.
 		await refresh(tools()).catch(report("state"));

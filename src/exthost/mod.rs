@@ -17,6 +17,10 @@
 //! - its `ctx.ui` calls become `extension_ui_request` events and its handlers' failures
 //!   `extension_error` events, which every subscriber sees.
 //!
+//! Pi's code inside the host (an extension using Pi's SDK, as `pi-subagents` does for its
+//! children) finds nova's agent dir as Pi's (`PI_CODING_AGENT_DIR`), and a `pi` it spawns is
+//! this nova (a shim first on the host's `PATH`).
+//!
 //! The host runs under nova's keeper in a process group of its own: it never outlives nova, and
 //! stopping it stops whatever its extensions started.
 
@@ -197,6 +201,11 @@ fn launch<'a>(
         let mut child = command
             .current_dir(&spec.cwd)
             .env("PATH", path)
+            // Pi's SDK inside the host (pi-subagents' in-process children) reads Pi's agent
+            // dir: nova's holds the same files (models.json, auth.json, settings.json).
+            .env("PI_CODING_AGENT_DIR", &spec.agent_dir)
+            // pi-subagents' own override of the `pi` it would spawn.
+            .env("PI_SUBAGENT_PI_BINARY", shim.join("pi"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -486,7 +495,7 @@ fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
 /// `abort`, `setActiveTools`, `setThinkingLevel`, `setModel`), and the queries that keep the
 /// host's mirror of the session's state current (`ctx.model`, `getActiveTools`,
 /// `getContextUsage`…), sent by the host under their RPC names; anything else is refused.
-const PORT_COMMANDS: [&str; 8] = [
+const PORT_COMMANDS: [&str; 9] = [
     "set_session_name",
     "abort",
     "set_active_tools",
@@ -495,6 +504,7 @@ const PORT_COMMANDS: [&str; 8] = [
     "get_state",
     "get_tools",
     "get_session_stats",
+    "get_available_models",
 ];
 
 /// Carries out what an extension asked of the session, through the session port.

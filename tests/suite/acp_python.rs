@@ -1,6 +1,6 @@
 //! The official Python ACP SDK (`agent-client-protocol` on PyPI) driving `nova --mode acp`
 //! through `scripts/acp-client.py`, against the mock model. Needs the SDK installed:
-//! `scripts/acp-python.sh` installs it into a venv and runs this with `NOVA_ACP_PYTHON` set to
+//! `scripts/test.sh` installs it into a venv and runs this with `NOVA_ACP_PYTHON` set to
 //! the venv's python; without it the test says so on stderr and passes.
 
 use crate::support::mock_llm::{MockLlm, Reply};
@@ -16,7 +16,7 @@ use std::time::Duration;
 fn the_python_sdks_client_drives_nova() {
     let Some(python) = std::env::var_os("NOVA_ACP_PYTHON") else {
         eprintln!(
-            "SKIPPED the Python ACP SDK test: NOVA_ACP_PYTHON is not set (scripts/acp-python.sh \
+            "SKIPPED the Python ACP SDK test: NOVA_ACP_PYTHON is not set (scripts/test.sh \
              installs the SDK and sets it)"
         );
         return;

@@ -260,7 +260,7 @@ fn rpc_models(
 
 /// With every provider's variables set, nova lists every model Pi 1.6 lists, provider by
 /// provider, with Pi's name, context window, max tokens, reasoning, input kinds and prices.
-/// Needs Pi: `scripts/pi-client.sh` (which CI runs) installs it and sets `NOVA_PI_DIR`.
+/// Needs Pi: `scripts/test.sh` (which CI runs) installs it and sets `NOVA_PI_DIR`.
 #[test]
 // The per-provider counts and a skip must be visible.
 #[allow(clippy::print_stderr)]
@@ -268,7 +268,7 @@ fn nova_lists_every_model_pi_lists() {
     let Some(pi_dir) = std::env::var_os("NOVA_PI_DIR") else {
         eprintln!(
             "SKIPPED catalog comparison with Pi 1.6: NOVA_PI_DIR is not set \
-             (scripts/pi-client.sh installs Pi and sets it)"
+             (scripts/test.sh installs Pi and sets it)"
         );
         return;
     };

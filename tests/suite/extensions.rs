@@ -2,9 +2,9 @@
 //! extension host in real Node against Pi 1.6's real packages, driven over RPC against the
 //! mock LLM. Without extensions no Node process starts at all.
 //!
-//! The host needs Pi 1.6 and its Node: `$NOVA_PI_DIR` (which `scripts/pi-client.sh` installs
-//! and sets), else the cache it installs into by default. Without either, the tests that need
-//! them say so on stderr and pass; CI runs them through that script.
+//! The host needs Pi 1.6 and its Node: `$NOVA_PI_DIR` (which `scripts/test.sh` installs and
+//! sets), else the cache it installs into by default. Without either, the tests that need them
+//! say so on stderr and pass; CI runs them through that script.
 
 use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::{Nova, NovaBuilder};
@@ -38,7 +38,7 @@ pub(super) fn pi_modules() -> Option<PathBuf> {
         return Some(modules);
     }
     eprintln!(
-        "SKIPPED: Pi 1.6 is not installed at {} (scripts/pi-client.sh installs it and runs \
+        "SKIPPED: Pi 1.6 is not installed at {} (scripts/test.sh installs it and runs \
          these tests); no extension ran",
         dir.display()
     );

@@ -14,7 +14,7 @@ use std::time::Duration;
 #[allow(clippy::print_stderr)]
 fn pis_rpc_client_drives_nova() {
     let Some(pi_dir) = std::env::var_os("NOVA_PI_DIR") else {
-        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/pi-client.sh sets it)");
+        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/test.sh sets it)");
         return;
     };
     let mock = MockLlm::start();

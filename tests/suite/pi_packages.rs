@@ -1,10 +1,10 @@
 //! Real pi packages from the npm registry, end to end through the nova binary: `nova install
 //! npm:<name>@<version>` puts each one (pinned in `tests/pi-packages.txt`) into an agent dir,
-//! with npm offline on the cache `scripts/pi-client.sh` fills, and sessions load them through
+//! with npm offline on the cache `scripts/test.sh` fills, and sessions load them through
 //! the `packages` setting into the real extension host, against the mock model.
 //!
 //! Without that cache (or without Pi 1.6) every test here says so on stderr and passes; CI runs
-//! them through `scripts/pi-client.sh`, which fills the cache first, so they never skip there.
+//! them through `scripts/test.sh`, which fills the cache first, so they never skip there.
 
 use super::extensions::{commands, pi_modules, with_pi};
 use crate::support::mcp::test_server;
@@ -29,7 +29,7 @@ fn specs() -> Vec<String> {
         .collect()
 }
 
-/// Where `scripts/pi-client.sh` caches the packages.
+/// Where `scripts/counterparts.sh` caches the packages.
 fn cache_dir() -> PathBuf {
     match std::env::var_os("NOVA_PI_PACKAGES_DIR") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
@@ -71,7 +71,7 @@ fn installed() -> Option<&'static Installed> {
             if stamp != wanted {
                 eprintln!(
                     "SKIPPED: the pi packages of tests/pi-packages.txt are not cached in {} \
-                     (scripts/pi-client.sh caches them and runs these tests); no pi package ran",
+                     (scripts/test.sh caches them and runs these tests); no pi package ran",
                     cache.display()
                 );
                 return None;
@@ -408,6 +408,48 @@ fn pi_web_access_refuses_an_internal_address_then_fetches_it_when_allowed() {
     assert!(
         result_text(end).contains("Served to pi-web-access by the test"),
         "{end:#}"
+    );
+    mock.assert_no_violations();
+}
+
+/// pi-subagents 0.67 runs a foreground child as Pi's own `AgentSession` inside the extension
+/// host (Pi's SDK, not a `pi` process): the child reads the models of nova's agent dir, asks
+/// the model itself, and its last answer is the parent's tool result.
+#[test]
+fn pi_subagents_runs_a_child_whose_answer_is_the_tool_result() {
+    let Some(installed) = installed() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call(
+        "s1",
+        "subagent",
+        json!({"agent": "delegate", "task": "Name the secret word.", "async": false}),
+    ));
+    mock.push(Reply::text("The secret word is heliotrope."));
+    mock.push(Reply::text("The child said heliotrope."));
+    let builder = with_packages(
+        Nova::builder().openai(&mock),
+        installed,
+        &[&spec("pi-subagents")],
+    );
+    let mut nova = builder.spawn();
+    commands(&mut nova);
+    let events = nova.run_prompt("ask a subagent for the secret word");
+    no_extension_errors(&events);
+    let end = tool_end(&events, "subagent");
+    assert_eq!(end["isError"], false, "{end:#}");
+    assert!(result_text(end).contains("heliotrope"), "{end:#}");
+
+    // The parent's call, the child's own request with its task, then the parent again.
+    let requests = mock.chat_requests();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    let child = requests[1].body["messages"].to_string();
+    assert!(child.contains("You are a child subagent"), "{child}");
+    assert!(child.contains("Name the secret word."), "{child}");
+    assert!(
+        requests[2].body["messages"]
+            .to_string()
+            .contains("heliotrope"),
+        "the parent's model did not get the child's answer"
     );
     mock.assert_no_violations();
 }

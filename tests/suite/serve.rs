@@ -656,7 +656,7 @@ async fn sigterm_lets_the_run_in_flight_finish_and_leaves_the_session_file_whole
 #[allow(clippy::print_stderr)]
 async fn pis_rpc_client_drives_a_served_session_through_nova_attach() {
     let Some(pi_dir) = std::env::var_os("NOVA_PI_DIR") else {
-        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/pi-client.sh sets it)");
+        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/test.sh sets it)");
         return;
     };
     let mock = MockLlm::start();

@@ -4,7 +4,7 @@
 //! session, and what `PI_CACHE_RETENTION=long` adds to a request. Each must agree exactly.
 
 use super::rpc::{Rpc, Side};
-use super::{ask, is_event};
+use super::{ask, final_state, is_event};
 use crate::support::mock_llm::{MockLlm, Recorded, Reply};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -79,14 +79,7 @@ fn observe(side: Side, pi_dir: &Path, setup: &Setup) -> (Observed, PathBuf, temp
     if setup.compact {
         ask(&mut rpc, json!({"type": "compact"}));
     }
-    ask(&mut rpc, json!({"type": "get_state"}));
-    let transcript = rpc.stop();
-    let state = transcript
-        .iter()
-        .rev()
-        .find(|l| l["type"] == "response" && l["command"] == "get_state")
-        .map(|l| l["data"].clone())
-        .unwrap_or(Value::Null);
+    let state = final_state(rpc);
     let observed = Observed {
         requests: mock.chat_requests(),
         state,
@@ -325,7 +318,7 @@ fn cache_retention(pi_dir: &Path) {
 #[allow(clippy::print_stderr)]
 fn a_pi_users_setup_reaches_the_wire_alike() {
     let Some(pi_dir) = std::env::var_os("NOVA_PI_DIR") else {
-        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/pi-client.sh sets it)");
+        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/test.sh sets it)");
         return;
     };
     let pi_dir = Path::new(&pi_dir);

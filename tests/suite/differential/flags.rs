@@ -9,7 +9,7 @@
 
 use super::compare::Differences;
 use super::rpc::{Rpc, Side};
-use super::{Allowed, ask, is_event};
+use super::{Allowed, final_state, is_event};
 use crate::support::mock_llm::{MockLlm, Reply};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -87,14 +87,7 @@ fn observe(side: Side, pi_dir: &Path, args: &[&str]) -> BTreeMap<&'static str, V
     let mut rpc = Rpc::start(side, pi_dir, agent.path(), cwd.path(), args);
     rpc.send(&json!({"id": "p", "type": "prompt", "message": "hi"}));
     rpc.until("agent_end", is_event("agent_end"));
-    ask(&mut rpc, json!({"type": "get_state"}));
-    let transcript = rpc.stop();
-    let state = transcript
-        .iter()
-        .rev()
-        .find(|l| l["type"] == "response" && l["command"] == "get_state")
-        .map(|l| l["data"].clone())
-        .unwrap_or(Value::Null);
+    let state = final_state(rpc);
     let requests = mock.chat_requests();
     let body = &requests
         .first()
@@ -150,7 +143,7 @@ fn observe(side: Side, pi_dir: &Path, args: &[&str]) -> BTreeMap<&'static str, V
 #[allow(clippy::print_stderr)]
 fn pis_command_lines_reach_the_model_alike() {
     let Some(pi_dir) = std::env::var_os("NOVA_PI_DIR") else {
-        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/pi-client.sh sets it)");
+        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/test.sh sets it)");
         return;
     };
     let pi_dir = Path::new(&pi_dir);

@@ -36,6 +36,17 @@ fn ask(rpc: &mut Rpc, command: Value) {
     rpc.until(&format!("the {ty} response"), is_response(&ty));
 }
 
+/// Asks `get_state` last, ends the run and gives the state it answered (`null` if none).
+fn final_state(mut rpc: Rpc) -> Value {
+    ask(&mut rpc, json!({"type": "get_state"}));
+    rpc.stop()
+        .iter()
+        .rev()
+        .find(|l| l["type"] == "response" && l["command"] == "get_state")
+        .map(|l| l["data"].clone())
+        .unwrap_or(Value::Null)
+}
+
 /// A prompt and its whole run, then what a client reads afterwards.
 fn prompt(rpc: &mut Rpc, text: &str) {
     rpc.send(&json!({"id": "p", "type": "prompt", "message": text}));
@@ -408,7 +419,7 @@ fn scenarios() -> Vec<Scenario> {
 #[allow(clippy::print_stderr)]
 fn nova_answers_as_pi_does() {
     let Some(pi_dir) = std::env::var_os("NOVA_PI_DIR") else {
-        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/pi-client.sh sets it)");
+        eprintln!("skipped: NOVA_PI_DIR is not set (scripts/test.sh sets it)");
         return;
     };
     let out = std::env::var_os("NOVA_DIFF_OUT").map(std::path::PathBuf::from);
