@@ -14,6 +14,7 @@
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { dirname, join } from "node:path";
 import { randomUUID } from "node:crypto";
+import { AsyncLocalStorage } from "node:async_hooks";
 import module from "node:module";
 
 // Pi's packages are large: V8's compile cache beside this script makes every start after the
@@ -141,6 +142,72 @@ const modelRegistry = {
 };
 
 let runner;
+
+/** The hooks that hold up what nova is doing until they answer: each of their calls (all the
+ * handlers of one call together) has `hookTimeoutMs`, after which the handler running then
+ * fails as if it had thrown, and Pi's runner goes on as it does for a throwing handler (a
+ * `tool_call` is blocked; an `input`, `tool_result`, `before_agent_start` or `context` handler
+ * is skipped and reported). */
+const HOOKS = new Set(["tool_call", "tool_result", "input", "before_agent_start", "context"]);
+let hookTimeoutMs = 30_000;
+/** The deadline of the hook call a handler runs for. */
+const hookDeadline = new AsyncLocalStorage();
+
+function withDeadline(run) {
+	return hookDeadline.run(Date.now() + hookTimeoutMs, run);
+}
+
+/** An error of an extension's hook handler, naming the extension. */
+function fromExtension(err, extensionPath) {
+	if (err instanceof Error) {
+		err.extensionPath ??= extensionPath;
+		return err;
+	}
+	return Object.assign(new Error(String(err)), { extensionPath });
+}
+
+/** A hook handler bound by its call's deadline; what it throws names its extension. */
+function bounded(handler, extensionPath, event) {
+	return (...args) => {
+		let result;
+		try {
+			result = handler(...args);
+		} catch (err) {
+			throw fromExtension(err, extensionPath);
+		}
+		const deadline = hookDeadline.getStore();
+		if (typeof result?.then !== "function" || deadline === undefined) return result;
+		let timer;
+		const late = new Promise((_, reject) => {
+			timer = setTimeout(
+				() => reject(fromExtension(new Error(`its ${event} hook did not finish in ${hookTimeoutMs / 1000} s`), extensionPath)),
+				Math.max(0, deadline - Date.now()),
+			);
+		});
+		return Promise.race([Promise.resolve(result).catch((err) => Promise.reject(fromExtension(err, extensionPath))), late]).finally(
+			() => clearTimeout(timer),
+		);
+	};
+}
+
+/** An extension as the runner sees it: its hook handlers are bounded (see HOOKS). A view, not
+ * a copy: the loader keeps registering into (and unsubscribing from) the real handler lists. */
+function withBoundedHooks(ext) {
+	const handlers = new Proxy(ext.handlers, {
+		get(map, key) {
+			if (key === "get") {
+				return (event) => {
+					const list = map.get(event);
+					return HOOKS.has(event) && list ? list.map((h) => bounded(h, ext.path, event)) : list;
+				};
+			}
+			const value = Reflect.get(map, key, map);
+			return typeof value === "function" ? value.bind(map) : value;
+		},
+	});
+	return new Proxy(ext, { get: (target, key) => (key === "handlers" ? handlers : Reflect.get(target, key)) });
+}
+
 /** Dialogs waiting for the client's extension_ui_response, by request id. */
 const dialogs = new Map();
 /** Running tool calls, by tool call id, so nova can cancel one. */
@@ -346,7 +413,8 @@ function subscribed() {
 }
 
 const methods = {
-	async load({ cwd, paths, trusted, mode, hasUI }) {
+	async load({ cwd, paths, trusted, mode, hasUI, hookTimeoutMs: timeout }) {
+		if (Number.isFinite(timeout) && timeout > 0) hookTimeoutMs = timeout;
 		mirror.trusted = trusted;
 		mirror.mode = mode;
 		mirror.hasUI = hasUI;
@@ -357,7 +425,7 @@ const methods = {
 		sessionManager.getSessionId = () => mirror.sessionId;
 		sessionManager.getSessionFile = () => mirror.sessionFile;
 		sessionManager.getSessionName = () => mirror.sessionName;
-		runner = new ExtensionRunner(loaded.extensions, loaded.runtime, cwd, sessionManager, modelRegistry);
+		runner = new ExtensionRunner(loaded.extensions.map(withBoundedHooks), loaded.runtime, cwd, sessionManager, modelRegistry);
 		bind();
 		// session_start's handlers read the model and the tools already.
 		await refresh(tools()).catch(report("state"));
@@ -391,11 +459,12 @@ const methods = {
 	async tool_call({ toolCallId, toolName, input }) {
 		const event = { type: "tool_call", toolCallId, toolName, input };
 		try {
-			const result = await runner.emitToolCall(event);
+			const result = await withDeadline(() => runner.emitToolCall(event));
 			if (result?.block) return { block: true, reason: result.reason ?? "Blocked by an extension" };
 			return { block: false, input: event.input };
 		} catch (err) {
-			notify("error", { extensionPath: "<tool_call>", event: "tool_call", error: message(err) });
+			const extensionPath = err?.extensionPath ?? "<tool_call>";
+			notify("error", { extensionPath, event: "tool_call", error: message(err) });
 			return { block: true, reason: `Extension failed, blocking execution: ${message(err)}` };
 		}
 	},
@@ -404,7 +473,7 @@ const methods = {
 	 * forced (whole) prompt: a replacement, when one changed it, and the messages they add. */
 	async before_agent_start({ trigger, systemPrompt }) {
 		const options = { cwd: mirror.cwd, forceSystemPrompt: systemPrompt, selectedTools: mirror.activeTools };
-		const result = await runner.emitBeforeAgentStart(trigger, options);
+		const result = await withDeadline(() => runner.emitBeforeAgentStart(trigger, options));
 		const chosen = result.systemPromptOptions.forceSystemPrompt;
 		const changed = chosen !== undefined && chosen !== systemPrompt;
 		if (changed) mirror.systemPrompt = chosen;
@@ -416,13 +485,15 @@ const methods = {
 
 	/** The context hooks: the messages for this model call, when they changed them. */
 	async context({ messages }) {
-		const result = await runner.emitContext(messages);
+		const result = await withDeadline(() => runner.emitContext(messages));
 		return JSON.stringify(result) === JSON.stringify(messages) ? {} : { messages: result };
 	},
 
 	/** The input hooks for a client's prompt: continue, transform (its text) or handled. */
 	async input({ text, streamingBehavior }) {
-		const result = await runner.emitInput(text, undefined, "rpc", streamingBehavior ?? undefined);
+		const result = await withDeadline(() =>
+			runner.emitInput(text, undefined, "rpc", streamingBehavior ?? undefined),
+		);
 		if (result?.action === "transform") return { action: "transform", text: result.text };
 		return { action: result?.action === "handled" ? "handled" : "continue" };
 	},
@@ -430,7 +501,7 @@ const methods = {
 	/** The tool_result hooks: what they changed of a finished call's result (nothing: {}). */
 	async tool_result({ toolCallId, toolName, input, content, details, isError }) {
 		const event = { type: "tool_result", toolCallId, toolName, input, content, details, isError };
-		const result = await runner.emitToolResult(event);
+		const result = await withDeadline(() => runner.emitToolResult(event));
 		if (!result) return {};
 		// Only what changed: unchanged content must not drop nova's structured content.
 		const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);

@@ -130,7 +130,22 @@ pub trait Extensions: Send + Sync {
     fn answer_dialog(&self, answer: Value);
 }
 
+/// An [`Agent`] that does not keep its session alive, for what the session itself holds (its
+/// extensions), which would otherwise make a cycle.
+#[derive(Clone)]
+pub struct WeakAgent(std::sync::Weak<super::Inner>);
+
+impl WeakAgent {
+    pub fn upgrade(&self) -> Option<Agent> {
+        self.0.upgrade().map(|inner| Agent { inner })
+    }
+}
+
 impl Agent {
+    pub fn downgrade(&self) -> WeakAgent {
+        WeakAgent(std::sync::Arc::downgrade(&self.inner))
+    }
+
     /// Plugs in the session's extensions; a second call is ignored (one host per session).
     pub fn attach_extensions(&self, extensions: std::sync::Arc<dyn Extensions>) {
         let _ = self.inner.extensions.set(extensions);

@@ -15,7 +15,13 @@
 //!   `context`…) through [`crate::agent::Extensions`], which [`Host`] implements; each hook
 //!   crosses only when some extension subscribed to it;
 //! - its `ctx.ui` calls become `extension_ui_request` events and its handlers' failures
-//!   `extension_error` events, which every subscriber sees.
+//!   `extension_error` events, which every subscriber sees;
+//! - a `tool_call`, `tool_result`, `input`, `before_agent_start` or `context` hook holds up
+//!   its call for at most the `extensionHookTimeoutSeconds` setting: the host bounds its
+//!   handlers and answers as Pi does for a handler that throws (a `tool_call` is blocked, fail
+//!   closed; the others go on without that handler), naming the extension in an
+//!   `extension_error`; nova bounds the host's answer a little later, for a host whose event
+//!   loop a handler holds.
 //!
 //! Pi's code inside the host (an extension using Pi's SDK, as `pi-subagents` does for its
 //! children) finds nova's agent dir as Pi's (`PI_CODING_AGENT_DIR`), and a `pi` it spawns is
@@ -32,6 +38,7 @@ pub use node::{MIN_NODE, NodeError, PI_VERSION, npm};
 use crate::agent::port::{self, Reply};
 use crate::agent::{
     Agent, Deliver, EventSink, Extensions, Hooked, Input, Live, Reviewed, Starting, Subscription,
+    WeakAgent,
 };
 use crate::config::extensions::Extension;
 use crate::protocol::{
@@ -58,10 +65,15 @@ const HOST_SCRIPT: &str = include_str!("../../exthost/host.mjs");
 /// Lines queued for the host's stdin. An event that finds the queue full is dropped with a
 /// warning: the agent never waits for the host.
 const QUEUE: usize = 4096;
+/// How many bytes of queued lines go to the host in one write, at most (about).
+const WRITE_BATCH: usize = 64 * 1024;
 /// How long loading may take: a first load compiles every extension's TypeScript.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a cancelled extension tool has to return before it is answered for.
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
+/// How much longer than the hook timeout nova waits for the host's answer to a hook call: the
+/// host answers at the timeout itself, unless its event loop is held.
+const HOOK_GRACE: Duration = Duration::from_secs(2);
 /// Events the host always gets, for the state it mirrors.
 const MIRRORED: [&str; 2] = ["agent_start", "agent_settled"];
 
@@ -108,6 +120,8 @@ pub struct Spec {
     pub cwd: PathBuf,
     pub project_trusted: bool,
     pub extensions: Vec<Extension>,
+    /// How long a hook call may take (`extensionHookTimeoutSeconds`).
+    pub hook_timeout: Duration,
     pub mode: Mode,
 }
 
@@ -161,6 +175,7 @@ pub async fn start(
         pgid: AtomicI32::new(0),
         stopping: AtomicBool::new(false),
         restarted: AtomicBool::new(false),
+        agent: live.agent().downgrade(),
         launch: Launch {
             runner,
             script,
@@ -239,6 +254,7 @@ fn launch<'a>(
             "trusted": spec.project_trusted,
             "mode": spec.mode.name(),
             "hasUI": matches!(spec.mode, Mode::Rpc),
+            "hookTimeoutMs": spec.hook_timeout.as_millis() as u64,
         });
         let loaded = tokio::time::timeout(LOAD_TIMEOUT, shared.request("load", params))
             .await
@@ -316,6 +332,8 @@ struct Shared {
     stopping: AtomicBool,
     /// A crashed host is started again once; a second crash is final.
     restarted: AtomicBool,
+    /// The session, for the failures nova itself reports.
+    agent: WeakAgent,
     launch: Launch,
 }
 
@@ -346,11 +364,39 @@ impl Shared {
     /// Sends a notification without waiting; `false` when the queue is full (a host that is
     /// gone has been reported already).
     fn notify(&self, method: &str, params: Value) -> bool {
-        let line = json!({"method": method, "params": params}).to_string();
+        self.send_line(json!({"method": method, "params": params}).to_string())
+    }
+
+    /// Queues a line without waiting; `false` when the queue is full.
+    fn send_line(&self, line: String) -> bool {
         !matches!(
             lock(&self.lines).try_send(line),
             Err(mpsc::error::TrySendError::Full(_))
         )
+    }
+
+    /// A hook call (`event` names both the method and the hooks' event). The host answers at the
+    /// hook timeout itself; when it has not shortly after, its event loop is held (a handler
+    /// that never yields), and the call fails here, reported as the host's.
+    async fn hook(&self, event: &'static str, params: Value) -> Answer {
+        let bound = self.launch.spec.hook_timeout + HOOK_GRACE;
+        match tokio::time::timeout(bound, self.request(event, params)).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                let error = format!(
+                    "the extension host did not answer its {event} hooks in {} s",
+                    bound.as_secs_f64()
+                );
+                if let Some(agent) = self.agent.upgrade() {
+                    agent.extension_event(Event::ExtensionError {
+                        extension_path: "<extension host>".into(),
+                        event: event.into(),
+                        error: error.clone(),
+                    });
+                }
+                Err(error)
+            }
+        }
     }
 
     fn subscribed(&self, event: &str) -> bool {
@@ -380,10 +426,23 @@ fn closed_queue() -> mpsc::Sender<String> {
     mpsc::channel(1).0
 }
 
+/// Writes what is queued, as many lines as are waiting in one write: a streamed reply's
+/// `message_update`s then cost the host one read for many events, not one each.
 async fn write_lines(mut stdin: tokio::process::ChildStdin, mut queue: mpsc::Receiver<String>) {
-    while let Some(mut line) = queue.recv().await {
-        line.push('\n');
-        if stdin.write_all(line.as_bytes()).await.is_err() {
+    let mut batch = String::new();
+    while let Some(line) = queue.recv().await {
+        // Lets the rest of a burst (a reply's tokens) be queued before writing.
+        tokio::task::yield_now().await;
+        batch.clear();
+        batch.push_str(&line);
+        batch.push('\n');
+        while batch.len() < WRITE_BATCH
+            && let Ok(line) = queue.try_recv()
+        {
+            batch.push_str(&line);
+            batch.push('\n');
+        }
+        if stdin.write_all(batch.as_bytes()).await.is_err() {
             break;
         }
     }
@@ -638,7 +697,9 @@ impl EventSink for HostEvents {
         if !MIRRORED.contains(&name) && !self.0.subscribed(name) {
             return;
         }
-        if !self.0.notify("event", json!({ "event": event })) {
+        // Encoded straight from the event: no JSON tree per streamed token.
+        let line = serde_json::to_string(&wire::EventNotification::new(&event));
+        if !line.is_ok_and(|line| self.0.send_line(line)) {
             tracing::warn!("the extension host is not keeping up; it missed a {name} event");
         }
     }
@@ -716,7 +777,7 @@ impl Extensions for Side {
         let params = json!({"toolCallId": id, "toolName": name, "input": args});
         let original = args.clone();
         Some(Box::pin(async move {
-            let verdict = shared.request("tool_call", params).await.and_then(|v| {
+            let verdict = shared.hook("tool_call", params).await.and_then(|v| {
                 serde_json::from_value::<wire::ToolCallVerdict>(v).map_err(|e| e.to_string())
             });
             match verdict {
@@ -742,7 +803,7 @@ impl Extensions for Side {
         let shared = self.0.clone();
         let params = json!({"text": text, "streamingBehavior": behavior});
         Some(Box::pin(async move {
-            let answer = shared.request("input", params).await;
+            let answer = shared.hook("input", params).await;
             match answer
                 .ok()
                 .and_then(|v| serde_json::from_value::<wire::InputVerdict>(v).ok())
@@ -773,7 +834,7 @@ impl Extensions for Side {
             "isError": output.is_error,
         });
         Some(Box::pin(async move {
-            let answer = shared.request("tool_result", params).await;
+            let answer = shared.hook("tool_result", params).await;
             // The hooks' own failures are extension_error events; the result stays as it was.
             answer
                 .ok()
@@ -815,7 +876,7 @@ impl Extensions for Side {
         let shared = self.0.clone();
         let params = json!({ "trigger": trigger, "systemPrompt": system_prompt });
         Some(Box::pin(async move {
-            let answer = shared.request("before_agent_start", params).await;
+            let answer = shared.hook("before_agent_start", params).await;
             // The hooks' own failures are extension_error events; the run starts as it was.
             answer
                 .ok()
@@ -839,7 +900,7 @@ impl Extensions for Side {
         let params = json!({ "messages": messages });
         Some(Box::pin(async move {
             // The hooks' own failures are the host's extension_error events.
-            let Ok(answer) = shared.request("context", params).await else {
+            let Ok(answer) = shared.hook("context", params).await else {
                 return Ok(None);
             };
             serde_json::from_value::<wire::Context>(answer)

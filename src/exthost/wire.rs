@@ -1,9 +1,9 @@
 //! The typed side of the host's protocol (exthost/host.mjs describes the framing): what nova
-//! reads from the host. What nova sends is built where it is sent, from these and the
-//! session's own wire types.
+//! reads from the host, and the one notification it sends by the thousand (events). The rest
+//! of what nova sends is built where it is sent, from the session's own wire types.
 
-use crate::protocol::{ContentBlock, CustomMessage, Message, UiRequest};
-use serde::Deserialize;
+use crate::protocol::{ContentBlock, CustomMessage, Event, Message, UiRequest};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One line from the host: an answer to nova's request (`id` and `result` or `error`), a
@@ -20,6 +20,27 @@ pub struct Incoming {
     pub result: Option<Value>,
     #[serde(default)]
     pub error: Option<String>,
+}
+
+/// The `event` notification: a session event some extension handles.
+#[derive(Serialize)]
+pub struct EventNotification<'a> {
+    method: &'static str,
+    params: EventParams<'a>,
+}
+
+#[derive(Serialize)]
+struct EventParams<'a> {
+    event: &'a Event,
+}
+
+impl<'a> EventNotification<'a> {
+    pub fn new(event: &'a Event) -> Self {
+        EventNotification {
+            method: "event",
+            params: EventParams { event },
+        }
+    }
 }
 
 /// The answer to `load`.

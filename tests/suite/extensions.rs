@@ -618,6 +618,154 @@ fn a_hanging_hook_stalls_nothing_else_and_abort_ends_it() {
     assert_eq!(end["result"]["content"][0]["text"], "Command aborted");
 }
 
+/// Pi's `tool-override` example, unchanged: its `read` replaces the built-in one, offered to
+/// the model with its schema and description and run in the host.
+#[test]
+fn pis_tool_override_example_replaces_the_built_in_read() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::new()
+            .tool_call("r1", "read", json!({"path": ".env"}))
+            .tool_call("r2", "read", json!({"path": "notes.txt"})),
+    );
+    mock.push(Reply::text("done"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file(".env", "SECRET=1")
+        .file("notes.txt", "first line\nsecond line")
+        .args(["-e", &example(&modules, "tool-override.ts")]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    let tools = nova.request_ok(json!({"type": "get_tools"}));
+    let reads: Vec<&Value> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "read")
+        .collect();
+    assert_eq!(reads.len(), 1, "{tools}");
+    assert_eq!(reads[0]["source"], "extension", "{tools}");
+    let events = nova.run_prompt("go");
+    // The read of `path`'s result (the calls run side by side: their ends come in any order).
+    let text = |path: &str| {
+        let start = events
+            .iter()
+            .find(|e| e["type"] == "tool_execution_start" && e["args"]["path"] == path)
+            .expect("the call starts");
+        let end = events
+            .iter()
+            .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == start["toolCallId"])
+            .expect("the call ends");
+        end["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert!(
+        text(".env").starts_with("Access denied"),
+        "{}",
+        text(".env")
+    );
+    assert_eq!(text("notes.txt"), "first line\nsecond line");
+    let offered = mock.chat_requests()[0].body["tools"].to_string();
+    assert!(offered.contains("with access logging"), "{offered}");
+    assert_eq!(offered.matches(r#""name":"read""#).count(), 1, "{offered}");
+}
+
+/// Hooks that never return: the `tool_call` one for a `hang` command, the first `input` one
+/// for a prompt starting with `hang`, whose second `input` handler still transforms it.
+const HANGING: &str = r#"
+export default function (pi) {
+  pi.on("tool_call", async (event) => {
+    if (event.input.command === "hang") await new Promise(() => {});
+  });
+  pi.on("input", async (event) => {
+    if (event.text.startsWith("hang")) await new Promise(() => {});
+    return { action: "continue" };
+  });
+  pi.on("input", (event) =>
+    event.text.startsWith("hang") ? { action: "transform", text: "after the hung hook" } : { action: "continue" });
+}
+"#;
+
+/// A hung hook times out (`extensionHookTimeoutSeconds`) as a failing hook: its `tool_call`
+/// is blocked, an `input` hook is skipped; each is an `extension_error` naming the extension
+/// and the event. Meanwhile `get_state` answers at once.
+#[test]
+fn a_hung_hook_times_out_as_a_failing_hook() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "bash", json!({"command": "hang"})));
+    mock.push(Reply::text("went on"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .settings(json!({ "extensionHookTimeoutSeconds": 3 }))
+        .file("hanging.ts", HANGING)
+        .args(["-e", "hanging.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    let path = nova.cwd().join("hanging.ts").display().to_string();
+
+    nova.request_ok(json!({"type": "prompt", "message": "hang on"}));
+    let error = nova.wait_for(|v| v["type"] == "extension_error", WAIT);
+    assert_eq!(error["event"], "input", "{error}");
+    assert!(
+        error["extensionPath"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("hanging.ts"),
+        "{error}"
+    );
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("did not finish in 3 s"),
+        "{error}"
+    );
+    let started = std::time::Instant::now();
+    nova.wait_for(|v| v["type"] == "tool_execution_start", WAIT);
+    let mut answers: Vec<Duration> = (0..5)
+        .map(|_| {
+            let asked = std::time::Instant::now();
+            let state = nova.request_ok(json!({"type": "get_state"}));
+            assert_eq!(state["isStreaming"], true);
+            asked.elapsed()
+        })
+        .collect();
+    answers.sort();
+    assert!(answers[2] < Duration::from_millis(100), "{answers:?}");
+    let events = nova.events_until_timeout("agent_settled", WAIT);
+    let hook_error = events
+        .iter()
+        .find(|e| e["type"] == "extension_error")
+        .expect("the hung tool_call hook is reported");
+    assert_eq!(hook_error["event"], "tool_call", "{hook_error}");
+    assert_eq!(hook_error["extensionPath"], path.as_str(), "{hook_error}");
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .expect("the hung call ends");
+    assert_eq!(end["isError"], true);
+    let text = end["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(
+        text.starts_with("Extension failed, blocking execution:"),
+        "{end}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let requests = mock.chat_requests();
+    assert!(
+        requests[0].body.to_string().contains("after the hung hook"),
+        "the second input handler still ran: {}",
+        requests[0].body
+    );
+}
+
 #[test]
 fn abort_cancels_a_running_extension_tool() {
     let Some(modules) = pi_modules() else { return };
