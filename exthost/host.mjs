@@ -325,7 +325,10 @@ function bind() {
 				void ask("set_session_name", { name }).catch(report("setSessionName"));
 			},
 			getSessionName: () => mirror.sessionName,
-			setLabel: notYet("setLabel"),
+			// A label entry in nova's session; its entries are not mirrored here, so the
+			// in-memory session does not get it.
+			setLabel: (entryId, label) =>
+				void ask("set_label", { entryId, label }).catch(report("setLabel")),
 			getActiveTools: () => mirror.activeTools,
 			getAllTools: () => mirror.allTools,
 			getSettings: () => ({}),

@@ -9,8 +9,8 @@
 //! - what an extension asks of the session (`sendUserMessage`, `setSessionName`, `abort`,
 //!   `setActiveTools`, `setThinkingLevel`, `setModel`) runs through the session port
 //!   ([`crate::agent::port`]), as a client's command would, and so do the queries that keep the
-//!   host's mirror of the session's state current; `appendEntry`, `sendMessage` and
-//!   `getSystemPrompt`, which no client command expresses, go to the session directly;
+//!   host's mirror of the session's state current; `appendEntry`, `setLabel`, `sendMessage`
+//!   and `getSystemPrompt`, which no client command expresses, go to the session directly;
 //! - the agent reaches its commands, tools and hooks (`tool_call`, `before_agent_start`,
 //!   `context`…) through [`crate::agent::Extensions`], which [`Host`] implements; each hook
 //!   crosses only when some extension subscribed to it;
@@ -616,6 +616,18 @@ async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
                 .and_then(|e| {
                     agent
                         .append_custom_entry(&e.custom_type, e.data)
+                        .map_err(|e| e.to_string())
+                });
+            reply.answer(answer.map(|id| json!({ "id": id })));
+            return;
+        }
+        // Nor a label (Pi's RPC has no command for it).
+        "set_label" => {
+            let answer = serde_json::from_value::<wire::Label>(params)
+                .map_err(|e| format!("malformed set_label: {e}"))
+                .and_then(|l| {
+                    agent
+                        .set_label(&l.entry_id, l.label.as_deref())
                         .map_err(|e| e.to_string())
                 });
             reply.answer(answer.map(|id| json!({ "id": id })));

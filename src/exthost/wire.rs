@@ -210,3 +210,12 @@ pub struct CustomEntry {
     #[serde(default)]
     pub data: Option<Value>,
 }
+
+/// `pi.setLabel(entryId, label)`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Label {
+    pub entry_id: String,
+    #[serde(default)]
+    pub label: Option<String>,
+}

@@ -94,6 +94,12 @@ pub enum Body {
         custom_type: String,
         data: Option<Value>,
     },
+    /// Pi's `label` entry (an extension's `pi.setLabel`): `target_id`'s label in the tree,
+    /// cleared when `label` is `None`. Read back it is an [`Body::Other`], kept whole.
+    Label {
+        target_id: String,
+        label: Option<String>,
+    },
     /// An entry nova does not model (Pi's `custom`, `label`, `branch_summary`, a message with a
     /// role nova lacks…), kept whole so that it is written back unchanged.
     Other(Value),
@@ -110,6 +116,7 @@ impl Body {
             Body::SessionInfo { .. } => "session_info",
             Body::ContextOmit { .. } => "context_edit",
             Body::ActiveTools { .. } | Body::Custom { .. } => "custom",
+            Body::Label { .. } => "label",
             Body::Other(_) => "",
         }
     }
@@ -178,6 +185,12 @@ impl Serialize for Entry {
                 m.serialize_entry("customType", custom_type)?;
                 if let Some(data) = data {
                     m.serialize_entry("data", data)?;
+                }
+            }
+            Body::Label { target_id, label } => {
+                m.serialize_entry("targetId", target_id)?;
+                if let Some(label) = label {
+                    m.serialize_entry("label", label)?;
                 }
             }
             Body::Other(_) => {}
@@ -274,6 +287,7 @@ impl schemars::JsonSchema for Entry {
                     "customType": text,
                     "data": {}
                 })),
+                shape("label", &["targetId"], json!({ "targetId": text, "label": text })),
                 {
                     "description": "An entry nova does not model (another type, a message \
                         role nova lacks, a context edit that replaces content), kept as it \

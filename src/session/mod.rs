@@ -294,6 +294,22 @@ impl Session {
         })
     }
 
+    /// Pi's `label` entry: labels `target_id` (or clears its label), which must be an entry
+    /// of this session.
+    pub fn append_label(
+        &mut self,
+        target_id: &str,
+        label: Option<&str>,
+    ) -> Result<String, SessionError> {
+        if !self.index.contains_key(target_id) {
+            return Err(SessionError::EntryNotFound(target_id.to_owned()));
+        }
+        self.append(Body::Label {
+            target_id: target_id.to_owned(),
+            label: label.map(str::to_owned),
+        })
+    }
+
     pub fn append_session_info(&mut self, name: &str) -> Result<String, SessionError> {
         self.append(Body::SessionInfo {
             name: Some(name.trim().into()),

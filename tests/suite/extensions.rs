@@ -1038,3 +1038,113 @@ export default function (pi) {
         "{notify}"
     );
 }
+
+/// Waits for the session file to hold an entry `found` accepts.
+fn entry_in(file: &str, found: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let text = std::fs::read_to_string(file).unwrap();
+        let entry = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(&found);
+        match entry {
+            Some(entry) => return entry,
+            None if std::time::Instant::now() > deadline => panic!("no such entry in {text}"),
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// The node of `get_tree`'s `tree` whose entry is `id`.
+fn node<'a>(nodes: &'a Value, id: &str) -> &'a Value {
+    fn find<'a>(nodes: &'a Value, id: &str) -> Option<&'a Value> {
+        nodes.as_array()?.iter().find_map(|n| {
+            if n["entry"]["id"] == id {
+                Some(n)
+            } else {
+                find(&n["children"], id)
+            }
+        })
+    }
+    find(nodes, id).unwrap_or_else(|| panic!("no entry {id} in {nodes}"))
+}
+
+#[test]
+fn set_label_writes_pis_label_entry_and_labels_the_tree() {
+    let Some(modules) = pi_modules() else { return };
+    let ext = r#"
+export default function (pi) {
+  pi.registerCommand("label", {
+    handler: async (args) => {
+      const [id, ...label] = args.trim().split(" ");
+      pi.setLabel(id, label.length ? label.join(" ") : undefined);
+    },
+  });
+}
+"#;
+    let mock = MockLlm::start();
+    mock.push(Reply::text("a reply worth a bookmark"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("label.ts", ext)
+        .args(["-e", "label.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.run_prompt("hello");
+    let entries = nova.request_ok(json!({"type": "get_entries"}))["entries"].clone();
+    let reply = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+        .expect("the reply's entry")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let file = nova.request_ok(json!({"type": "get_state"}))["sessionFile"]
+        .as_str()
+        .expect("a session file")
+        .to_owned();
+
+    nova.send(&json!({"id": "l1", "type": "prompt", "message": format!("/label {reply} my mark")}));
+    nova.wait_for(|v| v["id"] == "l1", WAIT);
+    let label = entry_in(&file, |e| e["type"] == "label" && e["label"] == "my mark");
+    // Pi's shape: its fields, parented on the leaf.
+    let mut keys: Vec<&str> = label
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["id", "label", "parentId", "targetId", "timestamp", "type"],
+        "{label}"
+    );
+    assert_eq!(label["targetId"], reply.as_str());
+    assert_eq!(
+        label["parentId"],
+        entries.as_array().unwrap().last().unwrap()["id"]
+    );
+    let tree = nova.request_ok(json!({"type": "get_tree"}));
+    assert_eq!(node(&tree["tree"], &reply)["label"], "my mark", "{tree}");
+
+    // No label clears it: Pi writes the entry without one.
+    nova.send(&json!({"id": "l2", "type": "prompt", "message": format!("/label {reply}")}));
+    nova.wait_for(|v| v["id"] == "l2", WAIT);
+    let cleared = entry_in(&file, |e| e["type"] == "label" && e.get("label").is_none());
+    assert_eq!(cleared["targetId"], reply.as_str());
+    let tree = nova.request_ok(json!({"type": "get_tree"}));
+    assert!(node(&tree["tree"], &reply).get("label").is_none(), "{tree}");
+
+    // An entry the session does not have is the extension's error, as in Pi.
+    nova.send(&json!({"id": "l3", "type": "prompt", "message": "/label nosuchid x"}));
+    let error = nova.wait_for(|v| v["type"] == "extension_error", WAIT);
+    assert!(
+        error["error"].as_str().unwrap().contains("nosuchid"),
+        "{error}"
+    );
+    mock.assert_no_violations();
+}
