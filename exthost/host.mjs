@@ -83,6 +83,9 @@ const mirror = {
 	/** The models nova can use now (`get_available_models`). */
 	models: [],
 	contextUsage: undefined,
+	/** The session's system prompt, or the one a before_agent_start hook chose for the run. */
+	systemPrompt: "",
+	cwd: undefined,
 	trusted: false,
 	mode: "rpc",
 	hasUI: true,
@@ -92,13 +95,15 @@ const mirror = {
  * `get_session_stats`) into the mirror. Before the extensions are attached nova does not list
  * their tools yet; they are active then, as Pi starts with every tool active. */
 async function refresh(ownTools = []) {
-	const [state, tools, stats, models] = await Promise.all([
+	const [state, tools, stats, models, prompt] = await Promise.all([
 		ask("get_state", {}),
 		ask("get_tools", {}),
 		ask("get_session_stats", {}),
 		ask("get_available_models", {}),
+		ask("get_system_prompt", {}),
 	]);
 	mirror.models = models?.models ?? [];
+	mirror.systemPrompt = prompt?.systemPrompt ?? "";
 	mirror.model = state?.model ?? undefined;
 	mirror.thinkingLevel = state?.thinkingLevel ?? mirror.thinkingLevel;
 	mirror.sessionName = state?.sessionName ?? undefined;
@@ -141,8 +146,9 @@ let runner;
 /** The hooks that hold up what nova is doing until they answer: each of their calls (all the
  * handlers of one call together) has `hookTimeoutMs`, after which the handler running then
  * fails as if it had thrown, and Pi's runner goes on as it does for a throwing handler (a
- * `tool_call` is blocked; an `input` or `tool_result` handler is skipped and reported). */
-const HOOKS = new Set(["tool_call", "tool_result", "input"]);
+ * `tool_call` is blocked; an `input`, `tool_result`, `before_agent_start` or `context` handler
+ * is skipped and reported). */
+const HOOKS = new Set(["tool_call", "tool_result", "input", "before_agent_start", "context"]);
 let hookTimeoutMs = 30_000;
 /** The deadline of the hook call a handler runs for. */
 const hookDeadline = new AsyncLocalStorage();
@@ -280,6 +286,18 @@ const ui = {
 	},
 };
 
+/** A custom message as Pi stores it: content defaults to [] for untyped extensions, and the
+ * time is when it was sent. */
+function customMessage(msg) {
+	return {
+		customType: msg?.customType,
+		content: msg?.content ?? [],
+		display: msg?.display,
+		details: msg?.details,
+		timestamp: Date.now(),
+	};
+}
+
 /** What an action nova does not carry out yet says when an extension calls it. */
 function notYet(name) {
 	return () => {
@@ -291,7 +309,9 @@ function bind() {
 	runner.bindCore(
 		{
 			sendMessage: (msg, options) =>
-				void ask("send_message", { message: msg, options }).catch(report("sendMessage")),
+				void ask("send_message", { message: customMessage(msg), options }).catch(
+					report("sendMessage"),
+				),
 			sendUserMessage: (content, options) =>
 				void ask("send_user_message", { content, options }).catch(report("sendUserMessage")),
 			// Recorded in nova's session, and in the in-memory one whose entries the
@@ -358,7 +378,7 @@ function bind() {
 					},
 					(err) => options?.onError?.(err instanceof Error ? err : new Error(String(err))),
 				),
-			getSystemPrompt: () => "",
+			getSystemPrompt: () => mirror.systemPrompt,
 		},
 	);
 	runner.bindCommandContext({
@@ -410,6 +430,7 @@ const methods = {
 		mirror.trusted = trusted;
 		mirror.mode = mode;
 		mirror.hasUI = hasUI;
+		mirror.cwd = cwd;
 		const loaded = await loadExtensions(paths, cwd);
 		// Pi's in-memory session, answering for the real one where the mirror knows it.
 		const sessionManager = SessionManager.inMemory(cwd);
@@ -458,6 +479,26 @@ const methods = {
 			notify("error", { extensionPath, event: "tool_call", error: message(err) });
 			return { block: true, reason: `Extension failed, blocking execution: ${message(err)}` };
 		}
+	},
+
+	/** The before_agent_start hooks, chained by Pi's runner over nova's prompt given as the
+	 * forced (whole) prompt: a replacement, when one changed it, and the messages they add. */
+	async before_agent_start({ trigger, systemPrompt }) {
+		const options = { cwd: mirror.cwd, forceSystemPrompt: systemPrompt, selectedTools: mirror.activeTools };
+		const result = await withDeadline(() => runner.emitBeforeAgentStart(trigger, options));
+		const chosen = result.systemPromptOptions.forceSystemPrompt;
+		const changed = chosen !== undefined && chosen !== systemPrompt;
+		if (changed) mirror.systemPrompt = chosen;
+		return {
+			systemPrompt: changed ? chosen : undefined,
+			messages: result.messages.map(customMessage),
+		};
+	},
+
+	/** The context hooks: the messages for this model call, when they changed them. */
+	async context({ messages }) {
+		const result = await withDeadline(() => runner.emitContext(messages));
+		return JSON.stringify(result) === JSON.stringify(messages) ? {} : { messages: result };
 	},
 
 	/** The input hooks for a client's prompt: continue, transform (its text) or handled. */

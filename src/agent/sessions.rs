@@ -282,7 +282,7 @@ impl Agent {
                     add(&a.usage);
                 }
                 Message::ToolResult(_) => results += 1,
-                Message::CompactionSummary(_) | Message::BashExecution(_) => {}
+                Message::CompactionSummary(_) | Message::BashExecution(_) | Message::Custom(_) => {}
             }
         }
         tokens.total = tokens.input + tokens.output + tokens.cache_read + tokens.cache_write;

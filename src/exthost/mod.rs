@@ -9,17 +9,19 @@
 //! - what an extension asks of the session (`sendUserMessage`, `setSessionName`, `abort`,
 //!   `setActiveTools`, `setThinkingLevel`, `setModel`, `compact`) runs through the session port
 //!   ([`crate::agent::port`]), as a client's command would, and so do the queries that keep the
-//!   host's mirror of the session's state current; `appendEntry` and `setLabel`, which no
-//!   client command expresses, write to the session directly;
-//! - the agent reaches its commands, tools and `tool_call` hooks through
-//!   [`crate::agent::Extensions`], which [`Host`] implements;
+//!   host's mirror of the session's state current; `appendEntry`, `setLabel`, `sendMessage`
+//!   and `getSystemPrompt`, which no client command expresses, go to the session directly;
+//! - the agent reaches its commands, tools and hooks (`tool_call`, `before_agent_start`,
+//!   `context`…) through [`crate::agent::Extensions`], which [`Host`] implements; each hook
+//!   crosses only when some extension subscribed to it;
 //! - its `ctx.ui` calls become `extension_ui_request` events and its handlers' failures
 //!   `extension_error` events, which every subscriber sees;
-//! - a `tool_call`, `tool_result` or `input` hook holds up its call for at most the
-//!   `extensionHookTimeoutSeconds` setting: the host bounds its handlers and answers as Pi does
-//!   for a handler that throws (a `tool_call` is blocked, fail closed; the others go on without
-//!   that handler), naming the extension in an `extension_error`; nova bounds the host's answer
-//!   a little later, for a host whose event loop a handler holds.
+//! - a `tool_call`, `tool_result`, `input`, `before_agent_start` or `context` hook holds up
+//!   its call for at most the `extensionHookTimeoutSeconds` setting: the host bounds its
+//!   handlers and answers as Pi does for a handler that throws (a `tool_call` is blocked, fail
+//!   closed; the others go on without that handler), naming the extension in an
+//!   `extension_error`; nova bounds the host's answer a little later, for a host whose event
+//!   loop a handler holds.
 //!
 //! Pi's code inside the host (an extension using Pi's SDK, as `pi-subagents` does for its
 //! children) finds nova's agent dir as Pi's (`PI_CODING_AGENT_DIR`), and a `pi` it spawns is
@@ -35,12 +37,13 @@ pub use node::{MIN_NODE, NodeError, PI_VERSION, npm};
 
 use crate::agent::port::{self, Reply};
 use crate::agent::{
-    Agent, EventSink, Extensions, Hooked, Input, Live, Reviewed, Subscription, WeakAgent,
+    Agent, Deliver, EventSink, Extensions, Hooked, Input, Live, Reviewed, Starting, Subscription,
+    WeakAgent,
 };
 use crate::config::extensions::Extension;
 use crate::protocol::{
-    Command, CommandSource, Event, Response, SlashCommand, SourceInfo, SourceOrigin,
-    StreamingBehavior, ToolDetails, ToolResultPayload, ToolSpec,
+    Command, CommandSource, ContentBlock, Event, Message, Response, SlashCommand, SourceInfo,
+    SourceOrigin, StreamingBehavior, ToolDetails, ToolResultPayload, ToolSpec,
 };
 use crate::tools::{ToolOutput, UpdateFn};
 use futures_util::future::BoxFuture;
@@ -579,6 +582,34 @@ async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
                 streaming_behavior,
             }
         }),
+        // No client command sends a custom message or reads the system prompt: the session
+        // answers these directly.
+        "send_message" => {
+            let answer = serde_json::from_value::<wire::SentMessage>(params)
+                .map_err(|e| format!("malformed send_message: {e}"))
+                .and_then(|m| {
+                    let options = m.options.unwrap_or_default();
+                    let deliver = match options.deliver_as.as_deref() {
+                        Some("followUp") => Deliver::FollowUp,
+                        Some("nextTurn") => Deliver::NextTurn,
+                        _ => Deliver::Steer,
+                    };
+                    agent
+                        .send_custom(m.message, deliver, options.trigger_turn)
+                        .map_err(|e| e.to_string())
+                });
+            reply.answer(answer.map(|run| {
+                if let Some(run) = run {
+                    run.start();
+                }
+                json!({})
+            }));
+            return;
+        }
+        "get_system_prompt" => {
+            reply.answer(Ok(json!({ "systemPrompt": &*agent.system_prompt() })));
+            return;
+        }
         // No client command writes an extension's entry: the session takes it directly.
         "append_entry" => {
             let answer = serde_json::from_value::<wire::CustomEntry>(params)
@@ -827,6 +858,67 @@ impl Extensions for Side {
                     is_error: p.is_error,
                 })
                 .unwrap_or_default()
+        }))
+    }
+
+    fn before_agent_start(
+        &self,
+        starting: &Message,
+        system_prompt: &str,
+    ) -> Option<BoxFuture<'static, Starting>> {
+        if !self.0.subscribed("before_agent_start") {
+            return None;
+        }
+        // Pi's trigger: the user's prompt and images, or the extension's message that started
+        // the run.
+        let trigger = match starting {
+            Message::User(user) => {
+                let blocks = user.content.blocks();
+                let images: Vec<_> = blocks
+                    .iter()
+                    .filter(|b| matches!(b, ContentBlock::Image { .. }))
+                    .collect();
+                json!({
+                    "messageType": "user",
+                    "prompt": user.content.joined_text(),
+                    "images": images,
+                })
+            }
+            other => json!({ "messageType": "custom", "message": other }),
+        };
+        let shared = self.0.clone();
+        let params = json!({ "trigger": trigger, "systemPrompt": system_prompt });
+        Some(Box::pin(async move {
+            let answer = shared.hook("before_agent_start", params).await;
+            // The hooks' own failures are extension_error events; the run starts as it was.
+            answer
+                .ok()
+                .and_then(|v| serde_json::from_value::<wire::Started>(v).ok())
+                .map(|s| Starting {
+                    system_prompt: s.system_prompt,
+                    messages: s.messages,
+                })
+                .unwrap_or_default()
+        }))
+    }
+
+    fn context(
+        &self,
+        messages: &[Arc<Message>],
+    ) -> Option<BoxFuture<'static, Result<Option<Vec<Message>>, String>>> {
+        if !self.0.subscribed("context") {
+            return None;
+        }
+        let shared = self.0.clone();
+        let params = json!({ "messages": messages });
+        Some(Box::pin(async move {
+            // The hooks' own failures are the host's extension_error events.
+            let Ok(answer) = shared.hook("context", params).await else {
+                return Ok(None);
+            };
+            serde_json::from_value::<wire::Context>(answer)
+                .map(|c| c.messages)
+                .map_err(|e| format!("the context hooks returned messages nova cannot send: {e}"))
         }))
     }
 

@@ -2,7 +2,7 @@
 //! reads from the host, and the one notification it sends by the thousand (events). The rest
 //! of what nova sends is built where it is sent, from the session's own wire types.
 
-use crate::protocol::{ContentBlock, Event, UiRequest};
+use crate::protocol::{ContentBlock, CustomMessage, Event, Message, UiRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -166,6 +166,40 @@ pub struct UserMessage {
 pub struct DeliverOptions {
     #[serde(default)]
     pub deliver_as: Option<String>,
+}
+
+/// What the `before_agent_start` hooks made of a run about to start.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    #[serde(default)]
+    pub messages: Vec<CustomMessage>,
+}
+
+/// What the `context` hooks made of the messages for a model call: absent when unchanged.
+#[derive(Debug, Deserialize)]
+pub struct Context {
+    #[serde(default)]
+    pub messages: Option<Vec<Message>>,
+}
+
+/// `pi.sendMessage(message, options)`; the host stamps the message's time.
+#[derive(Debug, Deserialize)]
+pub struct SentMessage {
+    pub message: CustomMessage,
+    #[serde(default)]
+    pub options: Option<SendOptions>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendOptions {
+    #[serde(default)]
+    pub deliver_as: Option<String>,
+    #[serde(default)]
+    pub trigger_turn: Option<bool>,
 }
 
 /// `pi.appendEntry(customType, data)`.

@@ -1,8 +1,8 @@
 //! One line of a session file, in Pi's v3 shape: the header, then entries linked by `parentId`.
 
 use crate::protocol::{
-    AssistantMessage, BashExecutionMessage, CompactionSummaryMessage, ContentBlock, Message,
-    StopReason, ToolDetails, ToolResultMessage, Usage, UserContent, UserMessage,
+    AssistantMessage, BashExecutionMessage, CompactionSummaryMessage, ContentBlock, CustomMessage,
+    Message, StopReason, ToolDetails, ToolResultMessage, Usage, UserContent, UserMessage,
 };
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -108,6 +108,7 @@ pub enum Body {
 impl Body {
     fn type_name(&self) -> &'static str {
         match self {
+            Body::Message(m) if matches!(**m, Message::Custom(_)) => "custom_message",
             Body::Message(_) => "message",
             Body::ModelChange { .. } => "model_change",
             Body::ThinkingLevelChange { .. } => "thinking_level_change",
@@ -125,6 +126,11 @@ impl Serialize for Entry {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         if let Body::Other(raw) = &self.body {
             return raw.serialize(s);
+        }
+        if let Body::Message(message) = &self.body
+            && let Message::Custom(custom) = &**message
+        {
+            return self.serialize_custom_message(custom, s);
         }
         // Pi's field order: type, id, parentId, timestamp, then the type's own fields.
         let mut m = s.serialize_map(None)?;
@@ -193,6 +199,31 @@ impl Serialize for Entry {
     }
 }
 
+impl Entry {
+    /// Pi's `custom_message` entry: the message's own fields first, then the tree's, in Pi's
+    /// order; its timestamp is the entry's.
+    fn serialize_custom_message<S: Serializer>(
+        &self,
+        custom: &CustomMessage,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("type", "custom_message")?;
+        m.serialize_entry("customType", &custom.custom_type)?;
+        m.serialize_entry("content", &custom.content)?;
+        if let Some(display) = custom.display {
+            m.serialize_entry("display", &display)?;
+        }
+        if let Some(details) = &custom.details {
+            m.serialize_entry("details", details)?;
+        }
+        m.serialize_entry("id", &self.id)?;
+        m.serialize_entry("parentId", &self.parent_id)?;
+        m.serialize_entry("timestamp", &self.timestamp)?;
+        m.end()
+    }
+}
+
 /// The lines [`Entry`]'s `Serialize` writes: one shape per modelled type, and an entry nova
 /// does not model as it was read.
 #[cfg(feature = "schema")]
@@ -236,6 +267,12 @@ impl schemars::JsonSchema for Entry {
                     "usage": usage
                 })),
                 shape("session_info", &[], json!({ "name": text })),
+                shape("custom_message", &["customType", "content"], json!({
+                    "customType": text,
+                    "content": generator.subschema_for::<UserContent>(),
+                    "display": { "type": "boolean" },
+                    "details": {}
+                })),
                 shape("context_edit", &["targetId", "replacement"],
                     json!({ "targetId": text, "replacement": { "type": "null" } })),
                 shape("custom", &["customType", "data"], json!({
@@ -287,6 +324,8 @@ struct Line {
     replacement: Option<Value>,
     custom_type: Option<String>,
     data: Option<Value>,
+    content: Option<WireContent>,
+    display: Option<bool>,
 }
 
 impl Line {
@@ -317,6 +356,18 @@ impl Line {
                     .ok()?
                     .tools,
             },
+            "custom_message" => Body::Message(Arc::new(Message::Custom(CustomMessage {
+                custom_type: self.custom_type?,
+                // Pi reads missing content as an empty list.
+                content: match self.content {
+                    None => UserContent::Blocks(Vec::new()),
+                    Some(WireContent::Text(t)) => UserContent::Text(t),
+                    Some(WireContent::Blocks(b)) => UserContent::Blocks(blocks(b)?),
+                },
+                display: self.display,
+                details: self.details,
+                timestamp: super::iso_to_ms(self.timestamp.as_deref().unwrap_or_default()),
+            }))),
             _ => return None,
         };
         Some(Entry {
@@ -381,6 +432,7 @@ fn is_modelled(kind: &str) -> bool {
             | "session_info"
             | "context_edit"
             | "custom"
+            | "custom_message"
     )
 }
 

@@ -437,7 +437,7 @@ export default function (pi) {
 }
 
 /// Pi's own example extensions, loaded unchanged from its package.
-fn example(modules: &std::path::Path, name: &str) -> String {
+pub(super) fn example(modules: &std::path::Path, name: &str) -> String {
     modules
         .join("@earendil-works/pi-coding-agent/examples/extensions")
         .join(name)
