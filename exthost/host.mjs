@@ -14,6 +14,7 @@
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { dirname, join } from "node:path";
 import { randomUUID } from "node:crypto";
+import { AsyncLocalStorage } from "node:async_hooks";
 import module from "node:module";
 
 // Pi's packages are large: V8's compile cache beside this script makes every start after the
@@ -79,7 +80,12 @@ const mirror = {
 	allTools: [],
 	thinkingLevel: "off",
 	model: undefined,
+	/** The models nova can use now (`get_available_models`). */
+	models: [],
 	contextUsage: undefined,
+	/** The session's system prompt, or the one a before_agent_start hook chose for the run. */
+	systemPrompt: "",
+	cwd: undefined,
 	trusted: false,
 	mode: "rpc",
 	hasUI: true,
@@ -89,11 +95,15 @@ const mirror = {
  * `get_session_stats`) into the mirror. Before the extensions are attached nova does not list
  * their tools yet; they are active then, as Pi starts with every tool active. */
 async function refresh(ownTools = []) {
-	const [state, tools, stats] = await Promise.all([
+	const [state, tools, stats, models, prompt] = await Promise.all([
 		ask("get_state", {}),
 		ask("get_tools", {}),
 		ask("get_session_stats", {}),
+		ask("get_available_models", {}),
+		ask("get_system_prompt", {}),
 	]);
+	mirror.models = models?.models ?? [];
+	mirror.systemPrompt = prompt?.systemPrompt ?? "";
 	mirror.model = state?.model ?? undefined;
 	mirror.thinkingLevel = state?.thinkingLevel ?? mirror.thinkingLevel;
 	mirror.sessionName = state?.sessionName ?? undefined;
@@ -110,7 +120,94 @@ async function refresh(ownTools = []) {
 	mirror.contextUsage = stats?.contextUsage ?? undefined;
 }
 
+/** `ctx.modelRegistry`: the models nova can use, from the mirror. Pi's own registry would
+ * load Pi's provider catalog (a second of imports) at every start; what extensions read of it
+ * synchronously is the list, and credentials stay with nova (`getApiKeyAndHeaders` finds none,
+ * as in Pi for a model without a key). Registering providers is not supported. */
+const modelRegistry = {
+	refresh: () => refresh().catch(report("state")),
+	getError: () => undefined,
+	getAll: () => [...mirror.models],
+	getAvailable: () => [...mirror.models],
+	find: (provider, id) => mirror.models.find((m) => m.provider === provider && m.id === id),
+	hasConfiguredAuth: (model) => mirror.models.some((m) => m.provider === model?.provider),
+	getApiKeyAndHeaders: async (model) => ({ ok: false, error: `No API key found for "${model?.provider}"` }),
+	getProviderAuthStatus: () => undefined,
+	getProviderDisplayName: (provider) => provider,
+	isUsingOAuth: () => false,
+	registerProvider: notYet("registerProvider"),
+	unregisterProvider: () => {},
+	registerVirtualModel: notYet("registerVirtualModel"),
+	unregisterVirtualModel: () => {},
+};
+
 let runner;
+
+/** The hooks that hold up what nova is doing until they answer: each of their calls (all the
+ * handlers of one call together) has `hookTimeoutMs`, after which the handler running then
+ * fails as if it had thrown, and Pi's runner goes on as it does for a throwing handler (a
+ * `tool_call` is blocked; an `input`, `tool_result`, `before_agent_start` or `context` handler
+ * is skipped and reported). */
+const HOOKS = new Set(["tool_call", "tool_result", "input", "before_agent_start", "context"]);
+let hookTimeoutMs = 30_000;
+/** The deadline of the hook call a handler runs for. */
+const hookDeadline = new AsyncLocalStorage();
+
+function withDeadline(run) {
+	return hookDeadline.run(Date.now() + hookTimeoutMs, run);
+}
+
+/** An error of an extension's hook handler, naming the extension. */
+function fromExtension(err, extensionPath) {
+	if (err instanceof Error) {
+		err.extensionPath ??= extensionPath;
+		return err;
+	}
+	return Object.assign(new Error(String(err)), { extensionPath });
+}
+
+/** A hook handler bound by its call's deadline; what it throws names its extension. */
+function bounded(handler, extensionPath, event) {
+	return (...args) => {
+		let result;
+		try {
+			result = handler(...args);
+		} catch (err) {
+			throw fromExtension(err, extensionPath);
+		}
+		const deadline = hookDeadline.getStore();
+		if (typeof result?.then !== "function" || deadline === undefined) return result;
+		let timer;
+		const late = new Promise((_, reject) => {
+			timer = setTimeout(
+				() => reject(fromExtension(new Error(`its ${event} hook did not finish in ${hookTimeoutMs / 1000} s`), extensionPath)),
+				Math.max(0, deadline - Date.now()),
+			);
+		});
+		return Promise.race([Promise.resolve(result).catch((err) => Promise.reject(fromExtension(err, extensionPath))), late]).finally(
+			() => clearTimeout(timer),
+		);
+	};
+}
+
+/** An extension as the runner sees it: its hook handlers are bounded (see HOOKS). A view, not
+ * a copy: the loader keeps registering into (and unsubscribing from) the real handler lists. */
+function withBoundedHooks(ext) {
+	const handlers = new Proxy(ext.handlers, {
+		get(map, key) {
+			if (key === "get") {
+				return (event) => {
+					const list = map.get(event);
+					return HOOKS.has(event) && list ? list.map((h) => bounded(h, ext.path, event)) : list;
+				};
+			}
+			const value = Reflect.get(map, key, map);
+			return typeof value === "function" ? value.bind(map) : value;
+		},
+	});
+	return new Proxy(ext, { get: (target, key) => (key === "handlers" ? handlers : Reflect.get(target, key)) });
+}
+
 /** Dialogs waiting for the client's extension_ui_response, by request id. */
 const dialogs = new Map();
 /** Running tool calls, by tool call id, so nova can cancel one. */
@@ -189,6 +286,18 @@ const ui = {
 	},
 };
 
+/** A custom message as Pi stores it: content defaults to [] for untyped extensions, and the
+ * time is when it was sent. */
+function customMessage(msg) {
+	return {
+		customType: msg?.customType,
+		content: msg?.content ?? [],
+		display: msg?.display,
+		details: msg?.details,
+		timestamp: Date.now(),
+	};
+}
+
 /** What an action nova does not carry out yet says when an extension calls it. */
 function notYet(name) {
 	return () => {
@@ -200,7 +309,9 @@ function bind() {
 	runner.bindCore(
 		{
 			sendMessage: (msg, options) =>
-				void ask("send_message", { message: msg, options }).catch(report("sendMessage")),
+				void ask("send_message", { message: customMessage(msg), options }).catch(
+					report("sendMessage"),
+				),
 			sendUserMessage: (content, options) =>
 				void ask("send_user_message", { content, options }).catch(report("sendUserMessage")),
 			// Recorded in nova's session, and in the in-memory one whose entries the
@@ -214,7 +325,10 @@ function bind() {
 				void ask("set_session_name", { name }).catch(report("setSessionName"));
 			},
 			getSessionName: () => mirror.sessionName,
-			setLabel: notYet("setLabel"),
+			// A label entry in nova's session; its entries are not mirrored here, so the
+			// in-memory session does not get it.
+			setLabel: (entryId, label) =>
+				void ask("set_label", { entryId, label }).catch(report("setLabel")),
 			getActiveTools: () => mirror.activeTools,
 			getAllTools: () => mirror.allTools,
 			getSettings: () => ({}),
@@ -254,8 +368,17 @@ function bind() {
 			hasPendingMessages: () => false,
 			shutdown: () => {},
 			getContextUsage: () => mirror.contextUsage,
-			compact: notYet("compact"),
-			getSystemPrompt: () => "",
+			// The port's compact command; as in Pi, it returns at once and reports through the
+			// callbacks.
+			compact: (options) =>
+				void ask("compact", { customInstructions: options?.customInstructions }).then(
+					async (result) => {
+						await refresh().catch(report("state"));
+						options?.onComplete?.(result);
+					},
+					(err) => options?.onError?.(err instanceof Error ? err : new Error(String(err))),
+				),
+			getSystemPrompt: () => mirror.systemPrompt,
 		},
 	);
 	runner.bindCommandContext({
@@ -302,17 +425,19 @@ function subscribed() {
 }
 
 const methods = {
-	async load({ cwd, paths, trusted, mode, hasUI }) {
+	async load({ cwd, paths, trusted, mode, hasUI, hookTimeoutMs: timeout }) {
+		if (Number.isFinite(timeout) && timeout > 0) hookTimeoutMs = timeout;
 		mirror.trusted = trusted;
 		mirror.mode = mode;
 		mirror.hasUI = hasUI;
+		mirror.cwd = cwd;
 		const loaded = await loadExtensions(paths, cwd);
 		// Pi's in-memory session, answering for the real one where the mirror knows it.
 		const sessionManager = SessionManager.inMemory(cwd);
 		sessionManager.getSessionId = () => mirror.sessionId;
 		sessionManager.getSessionFile = () => mirror.sessionFile;
 		sessionManager.getSessionName = () => mirror.sessionName;
-		runner = new ExtensionRunner(loaded.extensions, loaded.runtime, cwd, sessionManager, undefined);
+		runner = new ExtensionRunner(loaded.extensions.map(withBoundedHooks), loaded.runtime, cwd, sessionManager, modelRegistry);
 		bind();
 		// session_start's handlers read the model and the tools already.
 		await refresh(tools()).catch(report("state"));
@@ -346,18 +471,41 @@ const methods = {
 	async tool_call({ toolCallId, toolName, input }) {
 		const event = { type: "tool_call", toolCallId, toolName, input };
 		try {
-			const result = await runner.emitToolCall(event);
+			const result = await withDeadline(() => runner.emitToolCall(event));
 			if (result?.block) return { block: true, reason: result.reason ?? "Blocked by an extension" };
 			return { block: false, input: event.input };
 		} catch (err) {
-			notify("error", { extensionPath: "<tool_call>", event: "tool_call", error: message(err) });
+			const extensionPath = err?.extensionPath ?? "<tool_call>";
+			notify("error", { extensionPath, event: "tool_call", error: message(err) });
 			return { block: true, reason: `Extension failed, blocking execution: ${message(err)}` };
 		}
 	},
 
+	/** The before_agent_start hooks, chained by Pi's runner over nova's prompt given as the
+	 * forced (whole) prompt: a replacement, when one changed it, and the messages they add. */
+	async before_agent_start({ trigger, systemPrompt }) {
+		const options = { cwd: mirror.cwd, forceSystemPrompt: systemPrompt, selectedTools: mirror.activeTools };
+		const result = await withDeadline(() => runner.emitBeforeAgentStart(trigger, options));
+		const chosen = result.systemPromptOptions.forceSystemPrompt;
+		const changed = chosen !== undefined && chosen !== systemPrompt;
+		if (changed) mirror.systemPrompt = chosen;
+		return {
+			systemPrompt: changed ? chosen : undefined,
+			messages: result.messages.map(customMessage),
+		};
+	},
+
+	/** The context hooks: the messages for this model call, when they changed them. */
+	async context({ messages }) {
+		const result = await withDeadline(() => runner.emitContext(messages));
+		return JSON.stringify(result) === JSON.stringify(messages) ? {} : { messages: result };
+	},
+
 	/** The input hooks for a client's prompt: continue, transform (its text) or handled. */
 	async input({ text, streamingBehavior }) {
-		const result = await runner.emitInput(text, undefined, "rpc", streamingBehavior ?? undefined);
+		const result = await withDeadline(() =>
+			runner.emitInput(text, undefined, "rpc", streamingBehavior ?? undefined),
+		);
 		if (result?.action === "transform") return { action: "transform", text: result.text };
 		return { action: result?.action === "handled" ? "handled" : "continue" };
 	},
@@ -365,7 +513,7 @@ const methods = {
 	/** The tool_result hooks: what they changed of a finished call's result (nothing: {}). */
 	async tool_result({ toolCallId, toolName, input, content, details, isError }) {
 		const event = { type: "tool_result", toolCallId, toolName, input, content, details, isError };
-		const result = await runner.emitToolResult(event);
+		const result = await withDeadline(() => runner.emitToolResult(event));
 		if (!result) return {};
 		// Only what changed: unchanged content must not drop nova's structured content.
 		const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);

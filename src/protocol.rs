@@ -286,6 +286,24 @@ pub struct BashExecutionMessage {
     pub timestamp: i64,
 }
 
+/// An extension's message (Pi's `pi.sendMessage`, or a `before_agent_start` hook's): part of
+/// the conversation, sent to the model as a user message, and recorded as Pi's
+/// `custom_message` entry rather than a `message` one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CustomMessage {
+    pub custom_type: String,
+    pub content: UserContent,
+    /// Whether a front end shows it; absent when the extension did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<bool>,
+    /// The extension's own data, never sent to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+    pub timestamp: i64,
+}
+
 /// A conversation message, tagged by `role`. Conversations are held as `Arc<Message>` (shared
 /// by the session, the agent and each request); functions that only read take any
 /// `AsRef<Message>`.
@@ -302,6 +320,19 @@ pub enum Message {
     ToolResult(ToolResultMessage),
     CompactionSummary(CompactionSummaryMessage),
     BashExecution(BashExecutionMessage),
+    Custom(CustomMessage),
+}
+
+impl From<UserMessage> for Message {
+    fn from(message: UserMessage) -> Self {
+        Message::User(message)
+    }
+}
+
+impl From<CustomMessage> for Message {
+    fn from(message: CustomMessage) -> Self {
+        Message::Custom(message)
+    }
 }
 
 impl AsRef<Message> for Message {

@@ -959,7 +959,7 @@ fn replay(open: &Open) {
                     result.is_error,
                 );
             }
-            Message::CompactionSummary(_) | Message::BashExecution(_) => {}
+            Message::CompactionSummary(_) | Message::BashExecution(_) | Message::Custom(_) => {}
         }
     }
 }

@@ -167,14 +167,17 @@ fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call, batch: &Batch
         terminal,
         running,
     } = batch;
+    // An extension's tool goes first: one with a built-in's name replaces it, as in Pi.
+    if agent.extensions().is_some_and(|e| e.has_tool(name)) {
+        return if tools.offers_extension(name) {
+            extension_slot(agent, cancel, call)
+        } else {
+            Slot::Done(ToolOutput::error(format!("Tool {name} not found")))
+        };
+    }
     let tool = Tool::from_name(name).filter(|t| tools.active.contains(t));
     let mut write_target = None;
     match tool {
-        None if tools.offers_extension(name)
-            && agent.extensions().is_some_and(|e| e.has_tool(name)) =>
-        {
-            extension_slot(agent, cancel, call)
-        }
         None => tools
             .offers_mcp(name)
             .then(|| super::mcp::prepare(agent, cancel, call))
@@ -212,7 +215,10 @@ fn prepare(agent: &Agent, cancel: &CancellationToken, call: &Call, batch: &Batch
 }
 
 /// An extension tool's call: through the gate like an MCP call, then run in the extension
-/// host.
+/// host. One that replaces a built-in (an extension's `bash`) is gated as an extension tool,
+/// not by the built-in's rules: those judge what nova's own tool would do in its sandbox, while
+/// the extension's code runs with the user's rights and may do anything with its input, so
+/// applying them would promise a protection that does not hold.
 fn extension_slot(agent: &Agent, cancel: &CancellationToken, call: &Call) -> Slot {
     let Some(extensions) = agent.extensions() else {
         return Slot::Done(ToolOutput::error(format!("Tool {} not found", call.1)));

@@ -3,12 +3,18 @@
 //! protocol; it asks this trait for the extensions' commands and tools, runs their `tool_call`
 //! hooks before a call reaches the permission gate, and routes a client's dialog answers to it.
 //! Events reach the host as they reach every other subscriber of the session.
+//!
+//! The run-shaping hooks (`before_agent_start`, `context`) are asked only when an extension
+//! subscribed to them, so a session whose extensions do not shape runs pays nothing per turn.
 
 use super::Agent;
-use crate::protocol::{ContentBlock, SlashCommand, StreamingBehavior, ToolSpec};
+use crate::protocol::{
+    ContentBlock, CustomMessage, Message, SlashCommand, StreamingBehavior, ToolSpec,
+};
 use crate::tools::{ToolOutput, UpdateFn};
 use futures_util::future::BoxFuture;
 use serde_json::Value;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// A tool call: its id, the tool's name and the arguments.
@@ -56,6 +62,15 @@ impl Reviewed {
     }
 }
 
+/// What the extensions' `before_agent_start` hooks made of a run about to start.
+#[derive(Debug, Default)]
+pub struct Starting {
+    /// The system prompt for this run, chained across the hooks as Pi chains it.
+    pub system_prompt: Option<String>,
+    /// Messages that join the run's starting message.
+    pub messages: Vec<CustomMessage>,
+}
+
 /// The extensions of one session, as the agent sees them.
 pub trait Extensions: Send + Sync {
     /// Their slash commands, in load order (`get_commands` lists them first, as Pi does).
@@ -87,6 +102,22 @@ pub trait Extensions: Send + Sync {
         output: &ToolOutput,
     ) -> Option<BoxFuture<'static, Reviewed>>;
 
+    /// The `before_agent_start` hooks for a run that starts with `starting` under
+    /// `system_prompt`; `None` when no extension has one.
+    fn before_agent_start(
+        &self,
+        starting: &Message,
+        system_prompt: &str,
+    ) -> Option<BoxFuture<'static, Starting>>;
+
+    /// The `context` hooks before a model call: the messages to send instead of `messages`
+    /// (the stored conversation is unchanged), `Ok(None)` to send them as they are, an error
+    /// when what the hooks returned cannot be sent. The outer `None`: no extension has one.
+    fn context(
+        &self,
+        messages: &[Arc<Message>],
+    ) -> Option<BoxFuture<'static, Result<Option<Vec<Message>>, String>>>;
+
     /// Runs an extension tool; `updates` takes its streamed partial results, `cancel` stops it.
     fn call_tool(
         &self,
@@ -99,7 +130,22 @@ pub trait Extensions: Send + Sync {
     fn answer_dialog(&self, answer: Value);
 }
 
+/// An [`Agent`] that does not keep its session alive, for what the session itself holds (its
+/// extensions), which would otherwise make a cycle.
+#[derive(Clone)]
+pub struct WeakAgent(std::sync::Weak<super::Inner>);
+
+impl WeakAgent {
+    pub fn upgrade(&self) -> Option<Agent> {
+        self.0.upgrade().map(|inner| Agent { inner })
+    }
+}
+
 impl Agent {
+    pub fn downgrade(&self) -> WeakAgent {
+        WeakAgent(std::sync::Arc::downgrade(&self.inner))
+    }
+
     /// Plugs in the session's extensions; a second call is ignored (one host per session).
     pub fn attach_extensions(&self, extensions: std::sync::Arc<dyn Extensions>) {
         let _ = self.inner.extensions.set(extensions);
@@ -129,6 +175,57 @@ impl Agent {
         behavior: Option<StreamingBehavior>,
     ) -> Option<BoxFuture<'static, Input>> {
         self.extensions()?.review_input(text, behavior)
+    }
+
+    /// The run's first messages in Pi's order: its starting message, the extensions' messages
+    /// held for the next prompt, then what the `before_agent_start` hooks add; a system prompt
+    /// a hook chose holds until the run ends.
+    pub(super) async fn starting_messages(&self, starting: Message) -> Vec<Message> {
+        let mut messages = vec![starting];
+        messages.append(&mut self.state().next_turn);
+        let system_prompt = self.system_prompt();
+        let Some(hooks) = self
+            .extensions()
+            .and_then(|e| e.before_agent_start(&messages[0], &system_prompt))
+        else {
+            return messages;
+        };
+        let started = hooks.await;
+        if let Some(prompt) = started.system_prompt {
+            self.state().run_system_prompt = Some(prompt.into());
+        }
+        messages.extend(started.messages.into_iter().map(Message::Custom));
+        messages
+    }
+
+    /// What the model is sent for this call: the conversation, or what the `context` hooks
+    /// made of it.
+    pub(super) async fn context_for_call(&self, messages: Vec<Arc<Message>>) -> Vec<Arc<Message>> {
+        let Some(hooks) = self.extensions().and_then(|e| e.context(&messages)) else {
+            return messages;
+        };
+        match hooks.await {
+            Ok(Some(replaced)) => replaced.into_iter().map(Arc::new).collect(),
+            Ok(None) => messages,
+            Err(error) => {
+                self.emit(crate::protocol::Event::ExtensionError {
+                    extension_path: "<context>".into(),
+                    event: "context".into(),
+                    error,
+                });
+                messages
+            }
+        }
+    }
+
+    /// The system prompt now: the one a `before_agent_start` hook chose for the current run,
+    /// else the session's.
+    pub fn system_prompt(&self) -> Arc<str> {
+        let state = self.state();
+        state
+            .run_system_prompt
+            .clone()
+            .unwrap_or_else(|| state.tools.system_prompt.clone())
     }
 
     /// Routes a client's dialog answer to the extensions; an error when none are loaded.

@@ -56,13 +56,19 @@ impl Agent {
         }
     }
 
-    /// The built-in tools' specs, then those of the MCP servers that are ready now and that the
-    /// tool set offers, then the extensions' tools it offers.
+    /// The built-in tools' specs (less those an extension tool replaces), then those of the MCP
+    /// servers that are ready now and that the tool set offers, then the extensions' tools it
+    /// offers.
     pub(super) fn tool_specs(&self, tools: &Tools) -> Arc<[ToolSpec]> {
         let extensions = self.extensions().map(|e| e.tool_specs());
         if self.inner.mcp.is_none() && extensions.is_none() {
             return tools.specs.clone();
         }
+        let replaced = |name: &str| {
+            extensions
+                .as_ref()
+                .is_some_and(|e| e.iter().any(|s| s.name == name))
+        };
         let mcp = self.inner.mcp.as_ref().map(|s| s.specs());
         let mcp = mcp
             .iter()
@@ -71,14 +77,15 @@ impl Agent {
         tools
             .specs
             .iter()
+            .filter(|s| !replaced(&s.name))
             .chain(mcp)
-            .cloned()
             .chain(
                 extensions
-                    .into_iter()
+                    .iter()
                     .flatten()
                     .filter(|s| tools.offers_extension(&s.name)),
             )
+            .cloned()
             .collect()
     }
 }

@@ -8,6 +8,7 @@
 mod assemble;
 mod compact;
 pub mod compaction;
+mod custom;
 mod error;
 mod exec;
 mod extensions;
@@ -25,8 +26,9 @@ mod sink;
 mod toolset;
 mod user_bash;
 
+pub use custom::Deliver;
 pub use error::CommandError;
-pub use extensions::{Extensions, Hooked, Input, Reviewed};
+pub use extensions::{Extensions, Hooked, Input, Reviewed, Starting, WeakAgent};
 pub use live::{Live, LiveSessions};
 pub use permission::{FlaggedCommand, Unattended};
 pub use queue::QueueFull;
@@ -66,7 +68,9 @@ pub struct PendingRun {
     agent: Agent,
     cancel: CancellationToken,
     done: watch::Sender<bool>,
-    prompt: UserMessage,
+    /// The run's starting message: the user's prompt, or an extension's message (boxed: a
+    /// reply-sized message would make every `Prompted` that large).
+    prompt: Box<Message>,
 }
 
 impl PendingRun {
@@ -76,7 +80,7 @@ impl PendingRun {
 
     /// Runs in the caller's task, to `agent_settled`.
     pub async fn run(self) {
-        run::run(&self.agent, self.cancel, self.prompt).await;
+        run::run(&self.agent, self.cancel, *self.prompt).await;
         let _ = self.done.send(true);
     }
 }
@@ -160,6 +164,13 @@ struct State {
     bash_cancel: CancellationToken,
     /// User `bash` commands that finished while a run streamed, recorded when it ends.
     pending_bash: Vec<Message>,
+    /// The system prompt an extension's `before_agent_start` hook chose for the current run.
+    run_system_prompt: Option<Arc<str>>,
+    /// Extensions' messages that go out with the next prompt (`deliverAs: "nextTurn"`).
+    next_turn: Vec<Message>,
+    /// Extensions' messages sent mid-run without a turn of their own: recorded when the turn
+    /// ends, never between a tool call and its result.
+    held_custom: Vec<Message>,
 }
 
 impl State {
@@ -244,6 +255,9 @@ impl Agent {
             usage_from,
             bash_cancel: CancellationToken::new(),
             pending_bash: Vec::new(),
+            run_system_prompt: None,
+            next_turn: Vec::new(),
+            held_custom: Vec::new(),
         };
         let warnings = config.later;
         let route = sink.clone();
@@ -304,6 +318,16 @@ impl Agent {
     ) -> Result<Prompted, CommandError> {
         let message = user_message(self.inner.prompt_source.expand(text), images);
         let mut state = self.state();
+        self.start_or_queue(&mut state, message.into(), behavior)
+    }
+
+    /// Starts a run with `message`, or queues it for the current one as `behavior` says.
+    fn start_or_queue(
+        &self,
+        state: &mut State,
+        message: Message,
+        behavior: Option<StreamingBehavior>,
+    ) -> Result<Prompted, CommandError> {
         if let Some(run) = &state.run {
             if run.manual_compaction {
                 return Err(CommandError::CompactionInProgress);
@@ -335,7 +359,7 @@ impl Agent {
             agent: self.clone(),
             cancel,
             done: done_tx,
-            prompt: message,
+            prompt: Box::new(message),
         }))
     }
 
@@ -648,9 +672,11 @@ impl Agent {
     /// Marks the agent idle and records the user commands that finished meanwhile.
     fn end_run(&self, state: &mut State) {
         state.run = None;
+        state.run_system_prompt = None;
         for message in std::mem::take(&mut state.pending_bash) {
             self.store(state, message);
         }
+        self.flush_held_custom(state);
     }
 
     /// Tells the client that the session file no longer holds everything it was shown.
@@ -663,7 +689,7 @@ impl Agent {
 
     /// Takes queued messages with `take`; the turn that delivers them reports the queue change
     /// ([`Agent::report_queue`]), after its `turn_start`, as Pi does.
-    fn take_queued(&self, take: impl FnOnce(&mut Queue) -> Vec<UserMessage>) -> Vec<UserMessage> {
+    fn take_queued(&self, take: impl FnOnce(&mut Queue) -> Vec<Message>) -> Vec<Message> {
         take(&mut self.state().queue)
     }
 

@@ -5,8 +5,11 @@
 //! commands far faster than a run takes them. Every change is announced by a `queue_update`
 //! carrying every queued text, so each text is kept once as an `Arc<str>` that all those events
 //! share: an event costs a pointer per queued message, never a copy of the texts.
+//!
+//! An extension's custom messages wait in the same queues, in order with the user's (Pi keeps
+//! one queue for both), but `queue_update` lists only the user's texts, as Pi's does.
 
-use crate::protocol::{ContentBlock, Event, QueueMode, UserContent, UserMessage};
+use crate::protocol::{ContentBlock, Event, Message, QueueMode, UserContent};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -34,9 +37,10 @@ pub enum QueueFull {
 
 #[derive(Debug)]
 struct Queued {
-    message: UserMessage,
-    /// The text `queue_update` shows, computed once and shared by every event.
-    text: Arc<str>,
+    message: Message,
+    /// The text `queue_update` shows, computed once and shared by every event; `None` for an
+    /// extension's message, which it does not show.
+    text: Option<Arc<str>>,
     bytes: usize,
 }
 
@@ -59,24 +63,29 @@ impl Queue {
         }
     }
 
-    pub fn push_steer(&mut self, message: UserMessage) -> Result<(), QueueFull> {
-        let queued = self.admit(message)?;
+    pub fn push_steer(&mut self, message: impl Into<Message>) -> Result<(), QueueFull> {
+        let queued = self.admit(message.into())?;
         self.steering.push_back(queued);
         Ok(())
     }
 
-    pub fn push_follow_up(&mut self, message: UserMessage) -> Result<(), QueueFull> {
-        let queued = self.admit(message)?;
+    pub fn push_follow_up(&mut self, message: impl Into<Message>) -> Result<(), QueueFull> {
+        let queued = self.admit(message.into())?;
         self.follow_up.push_back(queued);
         Ok(())
     }
 
     /// Checks the limits for one more message and accounts for it.
-    fn admit(&mut self, message: UserMessage) -> Result<Queued, QueueFull> {
-        if self.pending() >= MAX_MESSAGES {
+    fn admit(&mut self, message: Message) -> Result<Queued, QueueFull> {
+        if self.steering.len() + self.follow_up.len() >= MAX_MESSAGES {
             return Err(QueueFull::Messages);
         }
-        let bytes = content_bytes(&message.content);
+        // Only the user's and the extensions' messages are ever queued.
+        let (bytes, text) = match &message {
+            Message::User(u) => (content_bytes(&u.content), Some(u.content.joined_text())),
+            Message::Custom(c) => (content_bytes(&c.content), None),
+            _ => (0, None),
+        };
         if self.bytes + bytes > MAX_BYTES {
             return Err(QueueFull::Bytes {
                 queued: self.bytes,
@@ -85,7 +94,7 @@ impl Queue {
         }
         self.bytes += bytes;
         Ok(Queued {
-            text: message.content.joined_text().into(),
+            text: text.map(Arc::from),
             message,
             bytes,
         })
@@ -95,17 +104,17 @@ impl Queue {
         !self.steering.is_empty()
     }
 
-    pub fn take_steering(&mut self) -> Vec<UserMessage> {
+    pub fn take_steering(&mut self) -> Vec<Message> {
         let taken = take(&mut self.steering, self.steering_mode);
         self.release(taken)
     }
 
-    pub fn take_follow_up(&mut self) -> Vec<UserMessage> {
+    pub fn take_follow_up(&mut self) -> Vec<Message> {
         let taken = take(&mut self.follow_up, self.follow_up_mode);
         self.release(taken)
     }
 
-    fn release(&mut self, taken: Vec<Queued>) -> Vec<UserMessage> {
+    fn release(&mut self, taken: Vec<Queued>) -> Vec<Message> {
         taken
             .into_iter()
             .map(|q| {
@@ -115,7 +124,7 @@ impl Queue {
             .collect()
     }
 
-    /// Empties both queues; true when anything was dropped.
+    /// Empties both queues; true when a message `queue_update` shows was dropped.
     pub fn clear(&mut self) -> bool {
         let had = self.pending() > 0;
         self.steering.clear();
@@ -129,8 +138,10 @@ impl Queue {
         (texts(&self.steering), texts(&self.follow_up))
     }
 
+    /// The user's messages waiting (an extension's are not counted, as in Pi).
     pub fn pending(&self) -> usize {
-        self.steering.len() + self.follow_up.len()
+        let shown = |q: &VecDeque<Queued>| q.iter().filter(|m| m.text.is_some()).count();
+        shown(&self.steering) + shown(&self.follow_up)
     }
 
     /// The `queue_update` event describing the queue as it is now.
@@ -160,7 +171,7 @@ fn content_bytes(content: &UserContent) -> usize {
 }
 
 fn texts(queue: &VecDeque<Queued>) -> Vec<Arc<str>> {
-    queue.iter().map(|q| q.text.clone()).collect()
+    queue.iter().filter_map(|q| q.text.clone()).collect()
 }
 
 fn take(queue: &mut VecDeque<Queued>, mode: QueueMode) -> Vec<Queued> {
@@ -175,11 +186,11 @@ fn take(queue: &mut VecDeque<Queued>, mode: QueueMode) -> Vec<Queued> {
 mod tests {
     use super::*;
 
-    fn msg(t: &str) -> UserMessage {
-        UserMessage {
+    fn msg(t: &str) -> Message {
+        Message::User(crate::protocol::UserMessage {
             content: UserContent::Text(t.into()),
             timestamp: 0,
-        }
+        })
     }
 
     #[test]

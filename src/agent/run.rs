@@ -11,16 +11,14 @@ use super::assemble::{Assembler, CallDeltas};
 use super::compact::compact;
 use super::retry::{self, Retries, Scheduled};
 use super::{Agent, exec, now_ms};
-use crate::protocol::{
-    AssistantMessage, CompactionReason, Event, Message, StopReason, UserMessage,
-};
+use crate::protocol::{AssistantMessage, CompactionReason, Event, Message, StopReason};
 use crate::provider::http::Transport;
 use crate::provider::{self, ErrorKind, ProviderError, ProviderEvent, Request, SessionId};
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMessage) {
+pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: Message) {
     agent.wait_for_mcp(&cancel).await;
     // Pi's pre-prompt check: a context already past the threshold (after an aborted reply, or
     // on a model with a smaller window) is compacted before it is sent again.
@@ -28,7 +26,7 @@ pub(super) async fn run(agent: &Agent, cancel: CancellationToken, prompt: UserMe
         let _ = compact(agent, &cancel, CompactionReason::Threshold, None, false).await;
     }
     // Steering queued while idle rides along with the prompt, in the first turn.
-    let mut pending = vec![prompt];
+    let mut pending = agent.starting_messages(prompt).await;
     pending.extend(agent.take_queued(|q| q.take_steering()));
     let mut overflow_retried = false;
     let mut retries = Retries::new(agent.inner.retry);
@@ -228,7 +226,7 @@ impl Agent {
 async fn turns(
     agent: &Agent,
     cancel: &CancellationToken,
-    mut pending: Vec<UserMessage>,
+    mut pending: Vec<Message>,
     retries: &mut Retries,
     replies: &mut u32,
 ) -> Outcome {
@@ -242,7 +240,7 @@ async fn turns(
         }
         queued = true;
         for message in pending.drain(..) {
-            agent.append(Message::User(message));
+            agent.append(message);
         }
         let limit = agent.inner.max_turns.filter(|max| *replies >= *max);
         let (reply, error) = stream_reply(agent, cancel, limit).await;
@@ -275,6 +273,7 @@ async fn turns(
             message: Message::Assistant(reply),
             tool_results: results,
         });
+        agent.flush_held_custom(&mut agent.state());
         turn_index += 1;
         if matches!(stop, StopReason::Error | StopReason::Aborted) {
             return Outcome {
@@ -308,12 +307,16 @@ async fn stream_reply(
     cancel: &CancellationToken,
     turn_limit: Option<u32>,
 ) -> (AssistantMessage, Option<ProviderError>) {
-    let (model, history, tools, thinking, auto_retry, session_id) = {
+    let (model, history, tools, system_prompt, thinking, auto_retry, session_id) = {
         let state = agent.state();
         (
             state.model.clone(),
             state.messages.clone(),
             state.tools.clone(),
+            state
+                .run_system_prompt
+                .clone()
+                .unwrap_or_else(|| state.tools.system_prompt.clone()),
             state.thinking_level,
             state.auto_retry,
             state.session.id().to_owned(),
@@ -344,9 +347,10 @@ async fn stream_reply(
             match inner.registry.credentials(model).await {
                 Err(e) => Err((StopReason::Error, e.to_string())),
                 Ok(credentials) => {
+                    let history = agent.context_for_call(history).await;
                     let request = Request {
                         model,
-                        system_prompt: &tools.system_prompt,
+                        system_prompt: &system_prompt,
                         messages: &history,
                         tools: &agent.tool_specs(&tools),
                         max_tokens: None,

@@ -191,6 +191,11 @@ impl Prepared {
         self.config.settings.project_trusted
     }
 
+    /// How long an extension's hooks may hold up their call.
+    pub fn extension_hook_timeout(&self) -> std::time::Duration {
+        self.config.settings.extension_hook_timeout
+    }
+
     /// Continues in a new session holding the whole conversation resolved (ACP's
     /// `session/fork`), as [`Agent::clone_session`] does for a running one: a new file whose
     /// `parentSession` is the old one.

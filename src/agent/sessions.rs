@@ -243,6 +243,11 @@ impl Agent {
         Ok(self.state().session.append_custom(custom_type, data)?)
     }
 
+    /// An extension's `pi.setLabel`: a Pi `label` entry on `target_id` (`None` clears it).
+    pub fn set_label(&self, target_id: &str, label: Option<&str>) -> Result<String, CommandError> {
+        Ok(self.state().session.append_label(target_id, label)?)
+    }
+
     /// Pi's totals: every message of the session file, on every branch and from before any
     /// compaction, and the summaries' own cost.
     pub fn session_stats(&self) -> SessionStats {
@@ -277,7 +282,7 @@ impl Agent {
                     add(&a.usage);
                 }
                 Message::ToolResult(_) => results += 1,
-                Message::CompactionSummary(_) | Message::BashExecution(_) => {}
+                Message::CompactionSummary(_) | Message::BashExecution(_) | Message::Custom(_) => {}
             }
         }
         tokens.total = tokens.input + tokens.output + tokens.cache_read + tokens.cache_write;

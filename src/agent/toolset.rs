@@ -92,16 +92,25 @@ impl Agent {
     }
 
     /// Every tool nova could offer now (built-in, the MCP servers' that are ready, the
-    /// extensions'), each with its schema and whether the next request offers it.
+    /// extensions'), each with its schema and whether the next request offers it. An extension
+    /// tool with a built-in's name replaces the built-in, as in Pi.
     pub fn tools(&self) -> Vec<ToolInfo> {
         let mcp = self.inner.mcp.as_ref().map(|s| s.specs());
         let extensions = self.extensions().map(|e| e.tool_specs());
         let state = self.state();
-        let builtin = Tool::ALL.iter().map(|&t| ToolInfo {
-            spec: t.spec(),
-            source: ToolSource::Builtin,
-            active: state.tools.active.contains(&t),
-        });
+        let replaced = |t: &Tool| {
+            extensions
+                .as_ref()
+                .is_some_and(|e| e.iter().any(|s| s.name == t.name()))
+        };
+        let builtin = Tool::ALL
+            .iter()
+            .filter(|t| !replaced(t))
+            .map(|&t| ToolInfo {
+                spec: t.spec(),
+                source: ToolSource::Builtin,
+                active: state.tools.active.contains(&t),
+            });
         let mcp = mcp
             .iter()
             .flat_map(|specs| specs.iter())
@@ -110,9 +119,9 @@ impl Agent {
                 spec: spec.clone(),
                 source: ToolSource::Mcp,
             });
-        let extensions = extensions.into_iter().flatten().map(|spec| ToolInfo {
+        let extensions = extensions.iter().flatten().map(|spec| ToolInfo {
             active: state.tools.offers_extension(&spec.name),
-            spec,
+            spec: spec.clone(),
             source: ToolSource::Extension,
         });
         builtin.chain(mcp).chain(extensions).collect()

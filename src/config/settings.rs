@@ -48,6 +48,9 @@ pub struct Settings {
     pub mcp_permissions: Result<McpPermissions, String>,
     /// `mcpStartupWaitSeconds`: how long the first prompt waits for MCP servers still starting.
     pub mcp_startup_wait: Duration,
+    /// `extensionHookTimeoutSeconds`: how long an extension's `tool_call`, `tool_result` or
+    /// `input` hooks may hold up their call.
+    pub extension_hook_timeout: Duration,
     /// `maxTurns`: the most replies one prompt may take (none: no limit, as in Pi).
     pub max_turns: Option<u32>,
     /// Whether the project's safety settings were taken as they are.
@@ -91,6 +94,7 @@ impl Default for Settings {
             sandbox: Ok(SandboxSettings::default()),
             mcp_permissions: Ok(McpPermissions::default()),
             mcp_startup_wait: Duration::from_secs(10),
+            extension_hook_timeout: Duration::from_secs(30),
             max_turns: None,
             project_trusted: false,
             skills: Vec::new(),
@@ -255,6 +259,7 @@ struct File {
     follow_up_mode: Lenient<QueueMode>,
     stream_idle_timeout_seconds: Lenient<f64>,
     mcp_startup_wait_seconds: Lenient<f64>,
+    extension_hook_timeout_seconds: Lenient<f64>,
     compaction: Lenient<Map<String, Value>>,
     ollama: Lenient<Map<String, Value>>,
 }
@@ -532,6 +537,19 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
         }
         Some(_) => warnings.push(
             "settings: \"mcpStartupWaitSeconds\" must be a number of seconds; ignored".into(),
+        ),
+        None => {}
+    }
+    match file
+        .extension_hook_timeout_seconds
+        .take("extensionHookTimeoutSeconds", warnings)
+    {
+        Some(secs) if secs > 0.0 && secs.is_finite() => {
+            s.extension_hook_timeout =
+                seconds("extensionHookTimeoutSeconds", secs, 3600.0, warnings)
+        }
+        Some(_) => warnings.push(
+            "settings: \"extensionHookTimeoutSeconds\" must be a positive number; ignored".into(),
         ),
         None => {}
     }

@@ -319,6 +319,20 @@ fn mcp_permissions_follow_the_same_project_rule() {
 }
 
 #[test]
+fn the_extension_hook_timeout_is_a_positive_number_of_seconds() {
+    let (s, _) = Files::new(None, None).load(false);
+    assert_eq!(s.extension_hook_timeout, Duration::from_secs(30));
+    let (s, _) = Files::new(Some(r#"{"extensionHookTimeoutSeconds":1.5}"#), None).load(false);
+    assert_eq!(s.extension_hook_timeout, Duration::from_millis(1500));
+    let (s, warnings) = Files::new(Some(r#"{"extensionHookTimeoutSeconds":0}"#), None).load(false);
+    assert_eq!(s.extension_hook_timeout, Duration::from_secs(30));
+    assert!(
+        warnings[0].contains("extensionHookTimeoutSeconds"),
+        "{warnings:?}"
+    );
+}
+
+#[test]
 fn the_mcp_startup_wait_is_a_number_of_seconds() {
     let (s, warnings) = Files::new(None, None).load(false);
     assert!(warnings.is_empty());

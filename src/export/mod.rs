@@ -76,6 +76,17 @@ pub fn render_html<M: AsRef<Message>>(meta: &ExportMeta, messages: &[M]) -> Stri
                 render_markdown(&mut out, &summary.summary);
                 out.push_str("</details>\n</section>\n");
             }
+            Message::Custom(custom) => {
+                out.push_str("<section class=\"msg user\">\n");
+                role_line(
+                    &mut out,
+                    "Extension",
+                    Some(&escape(&custom.custom_type)),
+                    custom.timestamp,
+                );
+                render_blocks(&mut out, &custom.content.blocks(), render_markdown);
+                out.push_str("</section>\n");
+            }
             Message::BashExecution(bash) => {
                 out.push_str("<section class=\"msg user\">\n");
                 role_line(

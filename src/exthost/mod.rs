@@ -7,14 +7,25 @@
 //!   extension handles cross the boundary (plus `agent_start`/`agent_settled`, which keep its
 //!   idle flag current);
 //! - what an extension asks of the session (`sendUserMessage`, `setSessionName`, `abort`,
-//!   `setActiveTools`, `setThinkingLevel`, `setModel`) runs through the session port
+//!   `setActiveTools`, `setThinkingLevel`, `setModel`, `compact`) runs through the session port
 //!   ([`crate::agent::port`]), as a client's command would, and so do the queries that keep the
-//!   host's mirror of the session's state current; `appendEntry`, which no client command
-//!   expresses, writes to the session directly;
-//! - the agent reaches its commands, tools and `tool_call` hooks through
-//!   [`crate::agent::Extensions`], which [`Host`] implements;
+//!   host's mirror of the session's state current; `appendEntry`, `setLabel`, `sendMessage`
+//!   and `getSystemPrompt`, which no client command expresses, go to the session directly;
+//! - the agent reaches its commands, tools and hooks (`tool_call`, `before_agent_start`,
+//!   `context`…) through [`crate::agent::Extensions`], which [`Host`] implements; each hook
+//!   crosses only when some extension subscribed to it;
 //! - its `ctx.ui` calls become `extension_ui_request` events and its handlers' failures
-//!   `extension_error` events, which every subscriber sees.
+//!   `extension_error` events, which every subscriber sees;
+//! - a `tool_call`, `tool_result`, `input`, `before_agent_start` or `context` hook holds up
+//!   its call for at most the `extensionHookTimeoutSeconds` setting: the host bounds its
+//!   handlers and answers as Pi does for a handler that throws (a `tool_call` is blocked, fail
+//!   closed; the others go on without that handler), naming the extension in an
+//!   `extension_error`; nova bounds the host's answer a little later, for a host whose event
+//!   loop a handler holds.
+//!
+//! Pi's code inside the host (an extension using Pi's SDK, as `pi-subagents` does for its
+//! children) finds nova's agent dir as Pi's (`PI_CODING_AGENT_DIR`), and a `pi` it spawns is
+//! this nova (a shim first on the host's `PATH`).
 //!
 //! The host runs under nova's keeper in a process group of its own: it never outlives nova, and
 //! stopping it stops whatever its extensions started.
@@ -25,11 +36,14 @@ mod wire;
 pub use node::{MIN_NODE, NodeError, PI_VERSION, npm};
 
 use crate::agent::port::{self, Reply};
-use crate::agent::{Agent, EventSink, Extensions, Hooked, Input, Live, Reviewed, Subscription};
+use crate::agent::{
+    Agent, Deliver, EventSink, Extensions, Hooked, Input, Live, Reviewed, Starting, Subscription,
+    WeakAgent,
+};
 use crate::config::extensions::Extension;
 use crate::protocol::{
-    Command, CommandSource, Event, Response, SlashCommand, SourceInfo, SourceOrigin,
-    StreamingBehavior, ToolDetails, ToolResultPayload, ToolSpec,
+    Command, CommandSource, ContentBlock, Event, Message, Response, SlashCommand, SourceInfo,
+    SourceOrigin, StreamingBehavior, ToolDetails, ToolResultPayload, ToolSpec,
 };
 use crate::tools::{ToolOutput, UpdateFn};
 use futures_util::future::BoxFuture;
@@ -51,10 +65,15 @@ const HOST_SCRIPT: &str = include_str!("../../exthost/host.mjs");
 /// Lines queued for the host's stdin. An event that finds the queue full is dropped with a
 /// warning: the agent never waits for the host.
 const QUEUE: usize = 4096;
+/// How many bytes of queued lines go to the host in one write, at most (about).
+const WRITE_BATCH: usize = 64 * 1024;
 /// How long loading may take: a first load compiles every extension's TypeScript.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a cancelled extension tool has to return before it is answered for.
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
+/// How much longer than the hook timeout nova waits for the host's answer to a hook call: the
+/// host answers at the timeout itself, unless its event loop is held.
+const HOOK_GRACE: Duration = Duration::from_secs(2);
 /// Events the host always gets, for the state it mirrors.
 const MIRRORED: [&str; 2] = ["agent_start", "agent_settled"];
 
@@ -101,6 +120,8 @@ pub struct Spec {
     pub cwd: PathBuf,
     pub project_trusted: bool,
     pub extensions: Vec<Extension>,
+    /// How long a hook call may take (`extensionHookTimeoutSeconds`).
+    pub hook_timeout: Duration,
     pub mode: Mode,
 }
 
@@ -154,6 +175,7 @@ pub async fn start(
         pgid: AtomicI32::new(0),
         stopping: AtomicBool::new(false),
         restarted: AtomicBool::new(false),
+        agent: live.agent().downgrade(),
         launch: Launch {
             runner,
             script,
@@ -194,6 +216,11 @@ fn launch<'a>(
         let mut child = command
             .current_dir(&spec.cwd)
             .env("PATH", path)
+            // Pi's SDK inside the host (pi-subagents' in-process children) reads Pi's agent
+            // dir: nova's holds the same files (models.json, auth.json, settings.json).
+            .env("PI_CODING_AGENT_DIR", &spec.agent_dir)
+            // pi-subagents' own override of the `pi` it would spawn.
+            .env("PI_SUBAGENT_PI_BINARY", shim.join("pi"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -227,6 +254,7 @@ fn launch<'a>(
             "trusted": spec.project_trusted,
             "mode": spec.mode.name(),
             "hasUI": matches!(spec.mode, Mode::Rpc),
+            "hookTimeoutMs": spec.hook_timeout.as_millis() as u64,
         });
         let loaded = tokio::time::timeout(LOAD_TIMEOUT, shared.request("load", params))
             .await
@@ -304,6 +332,8 @@ struct Shared {
     stopping: AtomicBool,
     /// A crashed host is started again once; a second crash is final.
     restarted: AtomicBool,
+    /// The session, for the failures nova itself reports.
+    agent: WeakAgent,
     launch: Launch,
 }
 
@@ -334,11 +364,39 @@ impl Shared {
     /// Sends a notification without waiting; `false` when the queue is full (a host that is
     /// gone has been reported already).
     fn notify(&self, method: &str, params: Value) -> bool {
-        let line = json!({"method": method, "params": params}).to_string();
+        self.send_line(json!({"method": method, "params": params}).to_string())
+    }
+
+    /// Queues a line without waiting; `false` when the queue is full.
+    fn send_line(&self, line: String) -> bool {
         !matches!(
             lock(&self.lines).try_send(line),
             Err(mpsc::error::TrySendError::Full(_))
         )
+    }
+
+    /// A hook call (`event` names both the method and the hooks' event). The host answers at the
+    /// hook timeout itself; when it has not shortly after, its event loop is held (a handler
+    /// that never yields), and the call fails here, reported as the host's.
+    async fn hook(&self, event: &'static str, params: Value) -> Answer {
+        let bound = self.launch.spec.hook_timeout + HOOK_GRACE;
+        match tokio::time::timeout(bound, self.request(event, params)).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                let error = format!(
+                    "the extension host did not answer its {event} hooks in {} s",
+                    bound.as_secs_f64()
+                );
+                if let Some(agent) = self.agent.upgrade() {
+                    agent.extension_event(Event::ExtensionError {
+                        extension_path: "<extension host>".into(),
+                        event: event.into(),
+                        error: error.clone(),
+                    });
+                }
+                Err(error)
+            }
+        }
     }
 
     fn subscribed(&self, event: &str) -> bool {
@@ -368,10 +426,23 @@ fn closed_queue() -> mpsc::Sender<String> {
     mpsc::channel(1).0
 }
 
+/// Writes what is queued, as many lines as are waiting in one write: a streamed reply's
+/// `message_update`s then cost the host one read for many events, not one each.
 async fn write_lines(mut stdin: tokio::process::ChildStdin, mut queue: mpsc::Receiver<String>) {
-    while let Some(mut line) = queue.recv().await {
-        line.push('\n');
-        if stdin.write_all(line.as_bytes()).await.is_err() {
+    let mut batch = String::new();
+    while let Some(line) = queue.recv().await {
+        // Lets the rest of a burst (a reply's tokens) be queued before writing.
+        tokio::task::yield_now().await;
+        batch.clear();
+        batch.push_str(&line);
+        batch.push('\n');
+        while batch.len() < WRITE_BATCH
+            && let Ok(line) = queue.try_recv()
+        {
+            batch.push_str(&line);
+            batch.push('\n');
+        }
+        if stdin.write_all(batch.as_bytes()).await.is_err() {
             break;
         }
     }
@@ -480,11 +551,12 @@ fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
 }
 
 /// The session port's commands an extension's actions map onto one to one (`setSessionName`,
-/// `abort`, `setActiveTools`, `setThinkingLevel`, `setModel`), and the queries that keep the
+/// `compact`, `abort`, `setActiveTools`, `setThinkingLevel`, `setModel`), and the queries that keep the
 /// host's mirror of the session's state current (`ctx.model`, `getActiveTools`,
 /// `getContextUsage`…), sent by the host under their RPC names; anything else is refused.
-const PORT_COMMANDS: [&str; 8] = [
+const PORT_COMMANDS: [&str; 10] = [
     "set_session_name",
+    "compact",
     "abort",
     "set_active_tools",
     "set_thinking_level",
@@ -492,6 +564,7 @@ const PORT_COMMANDS: [&str; 8] = [
     "get_state",
     "get_tools",
     "get_session_stats",
+    "get_available_models",
 ];
 
 /// Carries out what an extension asked of the session, through the session port.
@@ -509,6 +582,34 @@ async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
                 streaming_behavior,
             }
         }),
+        // No client command sends a custom message or reads the system prompt: the session
+        // answers these directly.
+        "send_message" => {
+            let answer = serde_json::from_value::<wire::SentMessage>(params)
+                .map_err(|e| format!("malformed send_message: {e}"))
+                .and_then(|m| {
+                    let options = m.options.unwrap_or_default();
+                    let deliver = match options.deliver_as.as_deref() {
+                        Some("followUp") => Deliver::FollowUp,
+                        Some("nextTurn") => Deliver::NextTurn,
+                        _ => Deliver::Steer,
+                    };
+                    agent
+                        .send_custom(m.message, deliver, options.trigger_turn)
+                        .map_err(|e| e.to_string())
+                });
+            reply.answer(answer.map(|run| {
+                if let Some(run) = run {
+                    run.start();
+                }
+                json!({})
+            }));
+            return;
+        }
+        "get_system_prompt" => {
+            reply.answer(Ok(json!({ "systemPrompt": &*agent.system_prompt() })));
+            return;
+        }
         // No client command writes an extension's entry: the session takes it directly.
         "append_entry" => {
             let answer = serde_json::from_value::<wire::CustomEntry>(params)
@@ -516,6 +617,18 @@ async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
                 .and_then(|e| {
                     agent
                         .append_custom_entry(&e.custom_type, e.data)
+                        .map_err(|e| e.to_string())
+                });
+            reply.answer(answer.map(|id| json!({ "id": id })));
+            return;
+        }
+        // Nor a label (Pi's RPC has no command for it).
+        "set_label" => {
+            let answer = serde_json::from_value::<wire::Label>(params)
+                .map_err(|e| format!("malformed set_label: {e}"))
+                .and_then(|l| {
+                    agent
+                        .set_label(&l.entry_id, l.label.as_deref())
                         .map_err(|e| e.to_string())
                 });
             reply.answer(answer.map(|id| json!({ "id": id })));
@@ -597,7 +710,9 @@ impl EventSink for HostEvents {
         if !MIRRORED.contains(&name) && !self.0.subscribed(name) {
             return;
         }
-        if !self.0.notify("event", json!({ "event": event })) {
+        // Encoded straight from the event: no JSON tree per streamed token.
+        let line = serde_json::to_string(&wire::EventNotification::new(&event));
+        if !line.is_ok_and(|line| self.0.send_line(line)) {
             tracing::warn!("the extension host is not keeping up; it missed a {name} event");
         }
     }
@@ -675,7 +790,7 @@ impl Extensions for Side {
         let params = json!({"toolCallId": id, "toolName": name, "input": args});
         let original = args.clone();
         Some(Box::pin(async move {
-            let verdict = shared.request("tool_call", params).await.and_then(|v| {
+            let verdict = shared.hook("tool_call", params).await.and_then(|v| {
                 serde_json::from_value::<wire::ToolCallVerdict>(v).map_err(|e| e.to_string())
             });
             match verdict {
@@ -701,7 +816,7 @@ impl Extensions for Side {
         let shared = self.0.clone();
         let params = json!({"text": text, "streamingBehavior": behavior});
         Some(Box::pin(async move {
-            let answer = shared.request("input", params).await;
+            let answer = shared.hook("input", params).await;
             match answer
                 .ok()
                 .and_then(|v| serde_json::from_value::<wire::InputVerdict>(v).ok())
@@ -732,7 +847,7 @@ impl Extensions for Side {
             "isError": output.is_error,
         });
         Some(Box::pin(async move {
-            let answer = shared.request("tool_result", params).await;
+            let answer = shared.hook("tool_result", params).await;
             // The hooks' own failures are extension_error events; the result stays as it was.
             answer
                 .ok()
@@ -743,6 +858,67 @@ impl Extensions for Side {
                     is_error: p.is_error,
                 })
                 .unwrap_or_default()
+        }))
+    }
+
+    fn before_agent_start(
+        &self,
+        starting: &Message,
+        system_prompt: &str,
+    ) -> Option<BoxFuture<'static, Starting>> {
+        if !self.0.subscribed("before_agent_start") {
+            return None;
+        }
+        // Pi's trigger: the user's prompt and images, or the extension's message that started
+        // the run.
+        let trigger = match starting {
+            Message::User(user) => {
+                let blocks = user.content.blocks();
+                let images: Vec<_> = blocks
+                    .iter()
+                    .filter(|b| matches!(b, ContentBlock::Image { .. }))
+                    .collect();
+                json!({
+                    "messageType": "user",
+                    "prompt": user.content.joined_text(),
+                    "images": images,
+                })
+            }
+            other => json!({ "messageType": "custom", "message": other }),
+        };
+        let shared = self.0.clone();
+        let params = json!({ "trigger": trigger, "systemPrompt": system_prompt });
+        Some(Box::pin(async move {
+            let answer = shared.hook("before_agent_start", params).await;
+            // The hooks' own failures are extension_error events; the run starts as it was.
+            answer
+                .ok()
+                .and_then(|v| serde_json::from_value::<wire::Started>(v).ok())
+                .map(|s| Starting {
+                    system_prompt: s.system_prompt,
+                    messages: s.messages,
+                })
+                .unwrap_or_default()
+        }))
+    }
+
+    fn context(
+        &self,
+        messages: &[Arc<Message>],
+    ) -> Option<BoxFuture<'static, Result<Option<Vec<Message>>, String>>> {
+        if !self.0.subscribed("context") {
+            return None;
+        }
+        let shared = self.0.clone();
+        let params = json!({ "messages": messages });
+        Some(Box::pin(async move {
+            // The hooks' own failures are the host's extension_error events.
+            let Ok(answer) = shared.hook("context", params).await else {
+                return Ok(None);
+            };
+            serde_json::from_value::<wire::Context>(answer)
+                .map(|c| c.messages)
+                .map_err(|e| format!("the context hooks returned messages nova cannot send: {e}"))
         }))
     }
 

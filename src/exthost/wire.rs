@@ -1,9 +1,9 @@
 //! The typed side of the host's protocol (exthost/host.mjs describes the framing): what nova
-//! reads from the host. What nova sends is built where it is sent, from these and the
-//! session's own wire types.
+//! reads from the host, and the one notification it sends by the thousand (events). The rest
+//! of what nova sends is built where it is sent, from the session's own wire types.
 
-use crate::protocol::{ContentBlock, UiRequest};
-use serde::Deserialize;
+use crate::protocol::{ContentBlock, CustomMessage, Event, Message, UiRequest};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One line from the host: an answer to nova's request (`id` and `result` or `error`), a
@@ -20,6 +20,27 @@ pub struct Incoming {
     pub result: Option<Value>,
     #[serde(default)]
     pub error: Option<String>,
+}
+
+/// The `event` notification: a session event some extension handles.
+#[derive(Serialize)]
+pub struct EventNotification<'a> {
+    method: &'static str,
+    params: EventParams<'a>,
+}
+
+#[derive(Serialize)]
+struct EventParams<'a> {
+    event: &'a Event,
+}
+
+impl<'a> EventNotification<'a> {
+    pub fn new(event: &'a Event) -> Self {
+        EventNotification {
+            method: "event",
+            params: EventParams { event },
+        }
+    }
 }
 
 /// The answer to `load`.
@@ -147,6 +168,40 @@ pub struct DeliverOptions {
     pub deliver_as: Option<String>,
 }
 
+/// What the `before_agent_start` hooks made of a run about to start.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    #[serde(default)]
+    pub messages: Vec<CustomMessage>,
+}
+
+/// What the `context` hooks made of the messages for a model call: absent when unchanged.
+#[derive(Debug, Deserialize)]
+pub struct Context {
+    #[serde(default)]
+    pub messages: Option<Vec<Message>>,
+}
+
+/// `pi.sendMessage(message, options)`; the host stamps the message's time.
+#[derive(Debug, Deserialize)]
+pub struct SentMessage {
+    pub message: CustomMessage,
+    #[serde(default)]
+    pub options: Option<SendOptions>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendOptions {
+    #[serde(default)]
+    pub deliver_as: Option<String>,
+    #[serde(default)]
+    pub trigger_turn: Option<bool>,
+}
+
 /// `pi.appendEntry(customType, data)`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -154,4 +209,13 @@ pub struct CustomEntry {
     pub custom_type: String,
     #[serde(default)]
     pub data: Option<Value>,
+}
+
+/// `pi.setLabel(entryId, label)`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Label {
+    pub entry_id: String,
+    #[serde(default)]
+    pub label: Option<String>,
 }

@@ -53,6 +53,7 @@ pub fn extension_spec(
         cwd: prepared.cwd().to_path_buf(),
         project_trusted: prepared.project_trusted(),
         extensions: prepared.extensions().to_vec(),
+        hook_timeout: prepared.extension_hook_timeout(),
         mode,
     })
 }

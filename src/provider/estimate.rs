@@ -22,6 +22,10 @@ pub fn estimate_tokens(message: &Message) -> u64 {
         Message::ToolResult(r) => blocks_chars(&r.content),
         Message::CompactionSummary(s) => s.summary.chars().count(),
         Message::BashExecution(b) => b.command.chars().count() + b.output.chars().count(),
+        Message::Custom(c) => match &c.content {
+            UserContent::Text(t) => t.chars().count(),
+            UserContent::Blocks(b) => blocks_chars(b),
+        },
     };
     (chars as u64).div_ceil(4)
 }

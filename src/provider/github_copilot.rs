@@ -86,6 +86,10 @@ fn has_image(message: &Message) -> bool {
             UserContent::Text(_) => false,
         },
         Message::ToolResult(r) => image(&r.content),
+        Message::Custom(c) => match &c.content {
+            UserContent::Blocks(blocks) => image(blocks),
+            UserContent::Text(_) => false,
+        },
         Message::Assistant(_) | Message::CompactionSummary(_) | Message::BashExecution(_) => false,
     }
 }

@@ -603,6 +603,10 @@ fn body_size_hint(req: &Request<'_>) -> usize {
             Message::ToolResult(r) => blocks(&r.content),
             Message::CompactionSummary(s) => s.summary.len(),
             Message::BashExecution(b) => b.command.len() + b.output.len(),
+            Message::Custom(c) => match &c.content {
+                UserContent::Text(t) => t.len(),
+                UserContent::Blocks(b) => blocks(b),
+            },
         })
         .sum();
     req.system_prompt.len() + messages

@@ -113,6 +113,11 @@ pub fn request_messages<'a, M: AsRef<Message>>(messages: &'a [M], model: &Model)
             Message::CompactionSummary(c) => out.push(View::User(vec![Part::Text(Cow::Owned(
                 format!("{SUMMARY_LEAD}{}{SUMMARY_END}", c.summary),
             ))])),
+            // Pi sends an extension's message as the user's.
+            Message::Custom(c) => out.push(View::User(match &c.content {
+                UserContent::Text(t) => vec![Part::Text(Cow::Borrowed(t))],
+                UserContent::Blocks(b) => parts(b),
+            })),
             Message::BashExecution(b) if b.exclude_from_context == Some(true) => {}
             Message::BashExecution(b) => {
                 out.push(View::User(vec![Part::Text(Cow::Owned(bash_text(b)))]))

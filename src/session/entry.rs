@@ -1,8 +1,8 @@
 //! One line of a session file, in Pi's v3 shape: the header, then entries linked by `parentId`.
 
 use crate::protocol::{
-    AssistantMessage, BashExecutionMessage, CompactionSummaryMessage, ContentBlock, Message,
-    StopReason, ToolDetails, ToolResultMessage, Usage, UserContent, UserMessage,
+    AssistantMessage, BashExecutionMessage, CompactionSummaryMessage, ContentBlock, CustomMessage,
+    Message, StopReason, ToolDetails, ToolResultMessage, Usage, UserContent, UserMessage,
 };
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -94,6 +94,12 @@ pub enum Body {
         custom_type: String,
         data: Option<Value>,
     },
+    /// Pi's `label` entry (an extension's `pi.setLabel`): `target_id`'s label in the tree,
+    /// cleared when `label` is `None`. Read back it is an [`Body::Other`], kept whole.
+    Label {
+        target_id: String,
+        label: Option<String>,
+    },
     /// An entry nova does not model (Pi's `custom`, `label`, `branch_summary`, a message with a
     /// role nova lacks…), kept whole so that it is written back unchanged.
     Other(Value),
@@ -102,6 +108,7 @@ pub enum Body {
 impl Body {
     fn type_name(&self) -> &'static str {
         match self {
+            Body::Message(m) if matches!(**m, Message::Custom(_)) => "custom_message",
             Body::Message(_) => "message",
             Body::ModelChange { .. } => "model_change",
             Body::ThinkingLevelChange { .. } => "thinking_level_change",
@@ -109,6 +116,7 @@ impl Body {
             Body::SessionInfo { .. } => "session_info",
             Body::ContextOmit { .. } => "context_edit",
             Body::ActiveTools { .. } | Body::Custom { .. } => "custom",
+            Body::Label { .. } => "label",
             Body::Other(_) => "",
         }
     }
@@ -118,6 +126,11 @@ impl Serialize for Entry {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         if let Body::Other(raw) = &self.body {
             return raw.serialize(s);
+        }
+        if let Body::Message(message) = &self.body
+            && let Message::Custom(custom) = &**message
+        {
+            return self.serialize_custom_message(custom, s);
         }
         // Pi's field order: type, id, parentId, timestamp, then the type's own fields.
         let mut m = s.serialize_map(None)?;
@@ -174,8 +187,39 @@ impl Serialize for Entry {
                     m.serialize_entry("data", data)?;
                 }
             }
+            Body::Label { target_id, label } => {
+                m.serialize_entry("targetId", target_id)?;
+                if let Some(label) = label {
+                    m.serialize_entry("label", label)?;
+                }
+            }
             Body::Other(_) => {}
         }
+        m.end()
+    }
+}
+
+impl Entry {
+    /// Pi's `custom_message` entry: the message's own fields first, then the tree's, in Pi's
+    /// order; its timestamp is the entry's.
+    fn serialize_custom_message<S: Serializer>(
+        &self,
+        custom: &CustomMessage,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("type", "custom_message")?;
+        m.serialize_entry("customType", &custom.custom_type)?;
+        m.serialize_entry("content", &custom.content)?;
+        if let Some(display) = custom.display {
+            m.serialize_entry("display", &display)?;
+        }
+        if let Some(details) = &custom.details {
+            m.serialize_entry("details", details)?;
+        }
+        m.serialize_entry("id", &self.id)?;
+        m.serialize_entry("parentId", &self.parent_id)?;
+        m.serialize_entry("timestamp", &self.timestamp)?;
         m.end()
     }
 }
@@ -223,6 +267,12 @@ impl schemars::JsonSchema for Entry {
                     "usage": usage
                 })),
                 shape("session_info", &[], json!({ "name": text })),
+                shape("custom_message", &["customType", "content"], json!({
+                    "customType": text,
+                    "content": generator.subschema_for::<UserContent>(),
+                    "display": { "type": "boolean" },
+                    "details": {}
+                })),
                 shape("context_edit", &["targetId", "replacement"],
                     json!({ "targetId": text, "replacement": { "type": "null" } })),
                 shape("custom", &["customType", "data"], json!({
@@ -237,6 +287,7 @@ impl schemars::JsonSchema for Entry {
                     "customType": text,
                     "data": {}
                 })),
+                shape("label", &["targetId"], json!({ "targetId": text, "label": text })),
                 {
                     "description": "An entry nova does not model (another type, a message \
                         role nova lacks, a context edit that replaces content), kept as it \
@@ -273,6 +324,8 @@ struct Line {
     replacement: Option<Value>,
     custom_type: Option<String>,
     data: Option<Value>,
+    content: Option<WireContent>,
+    display: Option<bool>,
 }
 
 impl Line {
@@ -303,6 +356,18 @@ impl Line {
                     .ok()?
                     .tools,
             },
+            "custom_message" => Body::Message(Arc::new(Message::Custom(CustomMessage {
+                custom_type: self.custom_type?,
+                // Pi reads missing content as an empty list.
+                content: match self.content {
+                    None => UserContent::Blocks(Vec::new()),
+                    Some(WireContent::Text(t)) => UserContent::Text(t),
+                    Some(WireContent::Blocks(b)) => UserContent::Blocks(blocks(b)?),
+                },
+                display: self.display,
+                details: self.details,
+                timestamp: super::iso_to_ms(self.timestamp.as_deref().unwrap_or_default()),
+            }))),
             _ => return None,
         };
         Some(Entry {
@@ -367,6 +432,7 @@ fn is_modelled(kind: &str) -> bool {
             | "session_info"
             | "context_edit"
             | "custom"
+            | "custom_message"
     )
 }
 

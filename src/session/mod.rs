@@ -294,6 +294,22 @@ impl Session {
         })
     }
 
+    /// Pi's `label` entry: labels `target_id` (or clears its label), which must be an entry
+    /// of this session.
+    pub fn append_label(
+        &mut self,
+        target_id: &str,
+        label: Option<&str>,
+    ) -> Result<String, SessionError> {
+        if !self.index.contains_key(target_id) {
+            return Err(SessionError::EntryNotFound(target_id.to_owned()));
+        }
+        self.append(Body::Label {
+            target_id: target_id.to_owned(),
+            label: label.map(str::to_owned),
+        })
+    }
+
     pub fn append_session_info(&mut self, name: &str) -> Result<String, SessionError> {
         self.append(Body::SessionInfo {
             name: Some(name.trim().into()),
@@ -345,10 +361,16 @@ impl Session {
     /// the session has a file) before this returns; if writing fails it is not added at all, so
     /// memory and file never disagree about the tree.
     fn append(&mut self, body: Body) -> Result<String, SessionError> {
+        // A custom message takes its time from its entry when read back (as in Pi), so its
+        // entry carries the message's own time and it reads back unchanged.
+        let timestamp = match &body {
+            Body::Message(m) if let Message::Custom(c) = &**m => ms_to_iso(c.timestamp),
+            _ => now_iso(),
+        };
         let entry = Entry {
             id: self.fresh_id(),
             parent_id: self.leaf_id().map(str::to_owned),
-            timestamp: now_iso(),
+            timestamp,
             body,
         };
         let id = entry.id.clone();
@@ -586,6 +608,11 @@ fn migrate(version: u64, raw: &mut [Value]) {
 
 fn now_iso() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+fn ms_to_iso(ms: i64) -> String {
+    let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0).unsigned_abs());
+    humantime::format_rfc3339_millis(at).to_string()
 }
 
 /// Milliseconds since the epoch of an entry's ISO timestamp (0 when unreadable).

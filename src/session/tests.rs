@@ -68,6 +68,7 @@ fn texts<M: AsRef<Message>>(messages: &[M]) -> Vec<String> {
             }
             Message::CompactionSummary(c) => format!("summary:{}", c.summary),
             Message::BashExecution(b) => format!("bash:{}", b.command),
+            Message::Custom(c) => format!("custom:{}", c.content.joined_text()),
         })
         .collect()
 }
@@ -243,6 +244,7 @@ fn a_pi_file_loads_and_unknown_entries_stay_out_of_the_conversation() {
             "summary:## Goal\nList the files.",
             "assistant:There are two entries: Cargo.toml and src.",
             "bash:git status",
+            "custom:injected",
             "user:Thanks",
         ]
     );
@@ -261,7 +263,7 @@ fn a_pi_file_loads_and_unknown_entries_stay_out_of_the_conversation() {
             _ => None,
         })
         .collect();
-    assert_eq!(other, ["custom", "label", "custom_message"]);
+    assert_eq!(other, ["custom", "label"]);
 
     // Appending keeps every line Pi wrote, byte for byte.
     s.append_message(&assistant("welcome")).unwrap();
@@ -269,7 +271,7 @@ fn a_pi_file_loads_and_unknown_entries_stay_out_of_the_conversation() {
     assert!(now.starts_with(PI_SESSION));
     let (again, _) = Session::open(&path).unwrap();
     assert_eq!(again.entries()[..13], s.entries()[..13]);
-    assert_eq!(again.context().messages.len(), 5);
+    assert_eq!(again.context().messages.len(), 6);
 }
 
 #[test]
@@ -731,4 +733,21 @@ fn every_message_shape_reads_back_as_written() {
         .map(|m| Message::clone(m))
         .collect();
     assert_eq!(read, rich);
+}
+
+/// Pi's `custom_message` entry is a message of the conversation, with the entry's time, and is
+/// written back as Pi wrote it.
+#[test]
+fn a_pi_custom_message_entry_is_a_message_and_round_trips() {
+    let line = r#"{"type":"custom_message","customType":"note","content":"hi","display":true,"details":{"n":1},"id":"a1b2c3d4","parentId":null,"timestamp":"2026-01-02T03:04:05.678Z"}"#;
+    let entry = super::entry::parse(line.as_bytes()).unwrap();
+    let super::entry::Body::Message(message) = &entry.body else {
+        panic!("not a message: {entry:?}");
+    };
+    assert_eq!(texts(std::slice::from_ref(message)), ["custom:hi"]);
+    let Message::Custom(custom) = &**message else {
+        panic!("not custom: {message:?}");
+    };
+    assert_eq!(custom.timestamp, 1_767_323_045_678);
+    assert_eq!(serde_json::to_string(&entry).unwrap(), line);
 }

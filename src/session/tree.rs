@@ -208,14 +208,18 @@ impl Session {
     pub fn tree(&self) -> Tree<'_> {
         let mut labels: HashMap<&str, (&str, &str)> = HashMap::new();
         for e in &self.entries {
-            let Body::Other(raw) = &e.body else { continue };
-            if raw.get("type").and_then(|t| t.as_str()) != Some("label") {
-                continue;
-            }
-            let Some(target) = raw.get("targetId").and_then(|t| t.as_str()) else {
-                continue;
+            // Written this run, or read back from the file.
+            let (target, label) = match &e.body {
+                Body::Label { target_id, label } => (target_id.as_str(), label.as_deref()),
+                Body::Other(raw) if raw.get("type").and_then(|t| t.as_str()) == Some("label") => {
+                    let Some(target) = raw.get("targetId").and_then(|t| t.as_str()) else {
+                        continue;
+                    };
+                    (target, raw.get("label").and_then(|l| l.as_str()))
+                }
+                _ => continue,
             };
-            match raw.get("label").and_then(|l| l.as_str()) {
+            match label {
                 Some(l) if !l.is_empty() => labels.insert(target, (l, e.timestamp.as_str())),
                 _ => labels.remove(target),
             };

@@ -618,6 +618,154 @@ fn a_hanging_hook_stalls_nothing_else_and_abort_ends_it() {
     assert_eq!(end["result"]["content"][0]["text"], "Command aborted");
 }
 
+/// Pi's `tool-override` example, unchanged: its `read` replaces the built-in one, offered to
+/// the model with its schema and description and run in the host.
+#[test]
+fn pis_tool_override_example_replaces_the_built_in_read() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::new()
+            .tool_call("r1", "read", json!({"path": ".env"}))
+            .tool_call("r2", "read", json!({"path": "notes.txt"})),
+    );
+    mock.push(Reply::text("done"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file(".env", "SECRET=1")
+        .file("notes.txt", "first line\nsecond line")
+        .args(["-e", &example(&modules, "tool-override.ts")]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    let tools = nova.request_ok(json!({"type": "get_tools"}));
+    let reads: Vec<&Value> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "read")
+        .collect();
+    assert_eq!(reads.len(), 1, "{tools}");
+    assert_eq!(reads[0]["source"], "extension", "{tools}");
+    let events = nova.run_prompt("go");
+    // The read of `path`'s result (the calls run side by side: their ends come in any order).
+    let text = |path: &str| {
+        let start = events
+            .iter()
+            .find(|e| e["type"] == "tool_execution_start" && e["args"]["path"] == path)
+            .expect("the call starts");
+        let end = events
+            .iter()
+            .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == start["toolCallId"])
+            .expect("the call ends");
+        end["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert!(
+        text(".env").starts_with("Access denied"),
+        "{}",
+        text(".env")
+    );
+    assert_eq!(text("notes.txt"), "first line\nsecond line");
+    let offered = mock.chat_requests()[0].body["tools"].to_string();
+    assert!(offered.contains("with access logging"), "{offered}");
+    assert_eq!(offered.matches(r#""name":"read""#).count(), 1, "{offered}");
+}
+
+/// Hooks that never return: the `tool_call` one for a `hang` command, the first `input` one
+/// for a prompt starting with `hang`, whose second `input` handler still transforms it.
+const HANGING: &str = r#"
+export default function (pi) {
+  pi.on("tool_call", async (event) => {
+    if (event.input.command === "hang") await new Promise(() => {});
+  });
+  pi.on("input", async (event) => {
+    if (event.text.startsWith("hang")) await new Promise(() => {});
+    return { action: "continue" };
+  });
+  pi.on("input", (event) =>
+    event.text.startsWith("hang") ? { action: "transform", text: "after the hung hook" } : { action: "continue" });
+}
+"#;
+
+/// A hung hook times out (`extensionHookTimeoutSeconds`) as a failing hook: its `tool_call`
+/// is blocked, an `input` hook is skipped; each is an `extension_error` naming the extension
+/// and the event. Meanwhile `get_state` answers at once.
+#[test]
+fn a_hung_hook_times_out_as_a_failing_hook() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("c1", "bash", json!({"command": "hang"})));
+    mock.push(Reply::text("went on"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .settings(json!({ "extensionHookTimeoutSeconds": 3 }))
+        .file("hanging.ts", HANGING)
+        .args(["-e", "hanging.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    let path = nova.cwd().join("hanging.ts").display().to_string();
+
+    nova.request_ok(json!({"type": "prompt", "message": "hang on"}));
+    let error = nova.wait_for(|v| v["type"] == "extension_error", WAIT);
+    assert_eq!(error["event"], "input", "{error}");
+    assert!(
+        error["extensionPath"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("hanging.ts"),
+        "{error}"
+    );
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("did not finish in 3 s"),
+        "{error}"
+    );
+    let started = std::time::Instant::now();
+    nova.wait_for(|v| v["type"] == "tool_execution_start", WAIT);
+    let mut answers: Vec<Duration> = (0..5)
+        .map(|_| {
+            let asked = std::time::Instant::now();
+            let state = nova.request_ok(json!({"type": "get_state"}));
+            assert_eq!(state["isStreaming"], true);
+            asked.elapsed()
+        })
+        .collect();
+    answers.sort();
+    assert!(answers[2] < Duration::from_millis(100), "{answers:?}");
+    let events = nova.events_until_timeout("agent_settled", WAIT);
+    let hook_error = events
+        .iter()
+        .find(|e| e["type"] == "extension_error")
+        .expect("the hung tool_call hook is reported");
+    assert_eq!(hook_error["event"], "tool_call", "{hook_error}");
+    assert_eq!(hook_error["extensionPath"], path.as_str(), "{hook_error}");
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .expect("the hung call ends");
+    assert_eq!(end["isError"], true);
+    let text = end["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(
+        text.starts_with("Extension failed, blocking execution:"),
+        "{end}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let requests = mock.chat_requests();
+    assert!(
+        requests[0].body.to_string().contains("after the hung hook"),
+        "the second input handler still ran: {}",
+        requests[0].body
+    );
+}
+
 #[test]
 fn abort_cancels_a_running_extension_tool() {
     let Some(modules) = pi_modules() else { return };
@@ -889,4 +1037,165 @@ export default function (pi) {
         format!("0:nova {}", env!("CARGO_PKG_VERSION")),
         "{notify}"
     );
+}
+
+/// Waits for the session file to hold an entry `found` accepts.
+fn entry_in(file: &str, found: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let text = std::fs::read_to_string(file).unwrap();
+        let entry = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(&found);
+        match entry {
+            Some(entry) => return entry,
+            None if std::time::Instant::now() > deadline => panic!("no such entry in {text}"),
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// The node of `get_tree`'s `tree` whose entry is `id`.
+fn node<'a>(nodes: &'a Value, id: &str) -> &'a Value {
+    fn find<'a>(nodes: &'a Value, id: &str) -> Option<&'a Value> {
+        nodes.as_array()?.iter().find_map(|n| {
+            if n["entry"]["id"] == id {
+                Some(n)
+            } else {
+                find(&n["children"], id)
+            }
+        })
+    }
+    find(nodes, id).unwrap_or_else(|| panic!("no entry {id} in {nodes}"))
+}
+
+#[test]
+fn set_label_writes_pis_label_entry_and_labels_the_tree() {
+    let Some(modules) = pi_modules() else { return };
+    let ext = r#"
+export default function (pi) {
+  pi.registerCommand("label", {
+    handler: async (args) => {
+      const [id, ...label] = args.trim().split(" ");
+      pi.setLabel(id, label.length ? label.join(" ") : undefined);
+    },
+  });
+}
+"#;
+    let mock = MockLlm::start();
+    mock.push(Reply::text("a reply worth a bookmark"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("label.ts", ext)
+        .args(["-e", "label.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.run_prompt("hello");
+    let entries = nova.request_ok(json!({"type": "get_entries"}))["entries"].clone();
+    let reply = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+        .expect("the reply's entry")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let file = nova.request_ok(json!({"type": "get_state"}))["sessionFile"]
+        .as_str()
+        .expect("a session file")
+        .to_owned();
+
+    nova.send(&json!({"id": "l1", "type": "prompt", "message": format!("/label {reply} my mark")}));
+    nova.wait_for(|v| v["id"] == "l1", WAIT);
+    let label = entry_in(&file, |e| e["type"] == "label" && e["label"] == "my mark");
+    // Pi's shape: its fields, parented on the leaf.
+    let mut keys: Vec<&str> = label
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["id", "label", "parentId", "targetId", "timestamp", "type"],
+        "{label}"
+    );
+    assert_eq!(label["targetId"], reply.as_str());
+    assert_eq!(
+        label["parentId"],
+        entries.as_array().unwrap().last().unwrap()["id"]
+    );
+    let tree = nova.request_ok(json!({"type": "get_tree"}));
+    assert_eq!(node(&tree["tree"], &reply)["label"], "my mark", "{tree}");
+
+    // No label clears it: Pi writes the entry without one.
+    nova.send(&json!({"id": "l2", "type": "prompt", "message": format!("/label {reply}")}));
+    nova.wait_for(|v| v["id"] == "l2", WAIT);
+    let cleared = entry_in(&file, |e| e["type"] == "label" && e.get("label").is_none());
+    assert_eq!(cleared["targetId"], reply.as_str());
+    let tree = nova.request_ok(json!({"type": "get_tree"}));
+    assert!(node(&tree["tree"], &reply).get("label").is_none(), "{tree}");
+
+    // An entry the session does not have is the extension's error, as in Pi.
+    nova.send(&json!({"id": "l3", "type": "prompt", "message": "/label nosuchid x"}));
+    let error = nova.wait_for(|v| v["type"] == "extension_error", WAIT);
+    assert!(
+        error["error"].as_str().unwrap().contains("nosuchid"),
+        "{error}"
+    );
+    mock.assert_no_violations();
+}
+
+#[test]
+fn pis_trigger_compact_example_compacts_through_the_session_port() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .settings(json!({"compaction": {"keepRecentTokens": 50}}))
+        .args(["-e", &example(&modules, "trigger-compact.ts")]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    // Nothing to compact yet: the port's refusal reaches onError.
+    nova.send(&json!({"id": "c0", "type": "prompt", "message": "/trigger-compact"}));
+    let failed = nova.wait_for(
+        |v| v["method"] == "notify" && v["notifyType"] == "error",
+        WAIT,
+    );
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Compaction failed: "),
+        "{failed}"
+    );
+
+    mock.push(Reply::text("first answer"));
+    mock.push(Reply::text("second answer"));
+    nova.run_prompt(&"a".repeat(400));
+    nova.run_prompt(&"b".repeat(400));
+    mock.push(Reply::text("SUMMARY OF THE EARLY WORK"));
+    nova.send(&json!({"id": "c1", "type": "prompt", "message": "/trigger-compact keep the a's"}));
+    nova.wait_for(|v| v["message"] == "Compaction completed", WAIT);
+    let requests = mock.chat_requests();
+    let summary = requests.last().unwrap().body.to_string();
+    assert!(summary.contains("keep the a's"), "{summary}");
+    let entries = nova.request_ok(json!({"type": "get_entries"}))["entries"].clone();
+    let compaction = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "compaction")
+        .expect("a compaction entry");
+    assert!(
+        compaction["summary"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY OF THE EARLY WORK"),
+        "{compaction}"
+    );
+    mock.assert_no_violations();
 }

@@ -15,6 +15,7 @@ mod crash;
 mod differential;
 mod docs;
 mod export;
+mod ext_hooks;
 mod extensions;
 mod flood;
 mod github_copilot;

@@ -411,3 +411,45 @@ fn pi_web_access_refuses_an_internal_address_then_fetches_it_when_allowed() {
     );
     mock.assert_no_violations();
 }
+
+/// pi-subagents 0.67 runs a foreground child as Pi's own `AgentSession` inside the extension
+/// host (Pi's SDK, not a `pi` process): the child reads the models of nova's agent dir, asks
+/// the model itself, and its last answer is the parent's tool result.
+#[test]
+fn pi_subagents_runs_a_child_whose_answer_is_the_tool_result() {
+    let Some(installed) = installed() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call(
+        "s1",
+        "subagent",
+        json!({"agent": "delegate", "task": "Name the secret word.", "async": false}),
+    ));
+    mock.push(Reply::text("The secret word is heliotrope."));
+    mock.push(Reply::text("The child said heliotrope."));
+    let builder = with_packages(
+        Nova::builder().openai(&mock),
+        installed,
+        &[&spec("pi-subagents")],
+    );
+    let mut nova = builder.spawn();
+    commands(&mut nova);
+    let events = nova.run_prompt("ask a subagent for the secret word");
+    no_extension_errors(&events);
+    let end = tool_end(&events, "subagent");
+    assert_eq!(end["isError"], false, "{end:#}");
+    assert!(result_text(end).contains("heliotrope"), "{end:#}");
+
+    // The parent's call, the child's own request with its task, then the parent again.
+    let requests = mock.chat_requests();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    let child = requests[1].body["messages"].to_string();
+    assert!(child.contains("You are a child subagent"), "{child}");
+    assert!(child.contains("Name the secret word."), "{child}");
+    assert!(
+        requests[2].body["messages"]
+            .to_string()
+            .contains("heliotrope"),
+        "the parent's model did not get the child's answer"
+    );
+    mock.assert_no_violations();
+}

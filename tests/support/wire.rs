@@ -277,6 +277,24 @@ pub enum Message {
     ToolResult(ToolResultMessage),
     CompactionSummary(CompactionSummaryMessage),
     BashExecution(BashExecutionMessage),
+    Custom(CustomMessage),
+}
+
+/// An extension's message (Pi's `custom` role, from `pi.sendMessage`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CustomMessage {
+    pub custom_type: String,
+    pub content: UserContent,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub display: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+    pub timestamp: i64,
 }
 
 /// A command the user ran with `bash` (Pi's `bashExecution` role).

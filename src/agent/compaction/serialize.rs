@@ -66,6 +66,13 @@ pub fn serialize_conversation<M: AsRef<Message>>(messages: &[M]) -> String {
                 format!("[User]: Ran `{}`\n{}", b.command, cut(&b.output, TOOL_RESULT_MAX_CHARS)),
             ),
             Message::BashExecution(_) => {}
+            // Sent to the model as the user's, so summarised as the user's.
+            Message::Custom(c) => {
+                let text = c.content.joined_text();
+                if !text.is_empty() {
+                    parts.push(format!("[User]: {text}"));
+                }
+            }
             Message::CompactionSummary(summary) => parts.push(format!(
                 "[User]: The conversation before this point was summarized as follows:\n\n<summary>\n{}\n</summary>",
                 summary.summary
