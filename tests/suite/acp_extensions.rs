@@ -2,11 +2,10 @@
 //! Pi's own examples loaded unchanged, an extension command run from a prompt, and its dialogs
 //! as `session/request_permission` and `elicitation/create`.
 
-use super::acp::{Dirs, Session, command, text_of};
-use super::extensions::{example, pi_modules};
-use crate::support::mock_llm::{MockLlm, Reply};
+use super::acp::{Dirs, Session, command, result_text, text_of};
+use super::extensions::{example, hello_then_sudo, pi_modules};
+use crate::support::mock_llm::MockLlm;
 use agent_client_protocol::v1::schema as acp;
-use serde_json::json;
 use std::path::Path;
 
 /// The ACP command line with Pi's Node and packages, and `-e` for each extension.
@@ -20,39 +19,11 @@ fn with_extensions(dirs: &Dirs, modules: &Path, extensions: &[String]) -> tokio:
     cmd
 }
 
-/// The text a call's last update carried.
-fn call_text(updates: &[acp::SessionUpdate], id: &str) -> String {
-    updates
-        .iter()
-        .filter_map(|u| match u {
-            acp::SessionUpdate::ToolCallUpdate(c) if &*c.tool_call_id.0 == id => {
-                c.fields.content.clone()
-            }
-            _ => None,
-        })
-        .next_back()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|c| match c {
-            acp::ToolCallContent::Content(c) => match &c.content {
-                acp::ContentBlock::Text(t) => Some(t.text.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn pis_example_tool_and_gate_run_in_an_editor() {
     let Some(modules) = pi_modules() else { return };
     let mock = MockLlm::start();
-    mock.push(
-        Reply::new()
-            .tool_call("c1", "hello", json!({"name": "Pi"}))
-            .tool_call("c2", "bash", json!({"command": "sudo ls"})),
-    );
-    mock.push(Reply::text("done"));
+    hello_then_sudo(&mock);
     let dirs = Dirs::new(&mock);
     let extensions = ["hello.ts", "permission-gate.ts"].map(|n| example(&modules, n));
     let cmd = with_extensions(&dirs, &modules, &extensions);
@@ -72,8 +43,8 @@ async fn pis_example_tool_and_gate_run_in_an_editor() {
         assert_eq!(names, ["Yes", "No"]);
     }
     let updates = nova.seen.updates(&id);
-    assert_eq!(call_text(&updates, "c1"), "Hello, Pi!");
-    assert_eq!(call_text(&updates, "c2"), "Blocked by user");
+    assert_eq!(result_text(&updates, "c1"), "Hello, Pi!");
+    assert_eq!(result_text(&updates, "c2"), "Blocked by user");
     let requests = mock.chat_requests();
     let tools = requests[0].body["tools"].to_string();
     assert!(tools.contains("\"hello\""), "{tools}");
@@ -97,14 +68,19 @@ export default function (pi: ExtensionAPI) {
 }
 "#;
 
+/// The command line of a session with the [`ASKING`] extension in its agent dir.
+fn asking(dirs: &Dirs, modules: &Path) -> tokio::process::Command {
+    let file = dirs.agent.path().join("asking.ts");
+    std::fs::write(&file, ASKING).unwrap();
+    with_extensions(dirs, modules, &[file.display().to_string()])
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn an_extension_command_asks_the_editor_and_answers_the_prompt() {
     let Some(modules) = pi_modules() else { return };
     let mock = MockLlm::start();
     let dirs = Dirs::new(&mock);
-    let file = dirs.agent.path().join("asking.ts");
-    std::fs::write(&file, ASKING).unwrap();
-    let cmd = with_extensions(&dirs, &modules, &[file.display().to_string()]);
+    let cmd = asking(&dirs, &modules);
     let forms = acp::ClientCapabilities::new().elicitation(
         acp::ElicitationCapabilities::new().form(acp::ElicitationFormCapabilities::new()),
     );
@@ -163,9 +139,7 @@ async fn without_forms_a_text_dialog_gets_nothing() {
     let Some(modules) = pi_modules() else { return };
     let mock = MockLlm::start();
     let dirs = Dirs::new(&mock);
-    let file = dirs.agent.path().join("asking.ts");
-    std::fs::write(&file, ASKING).unwrap();
-    let cmd = with_extensions(&dirs, &modules, &[file.display().to_string()]);
+    let cmd = asking(&dirs, &modules);
     let nova = Session::start_command(cmd, acp::ClientCapabilities::new()).await;
     let id = nova.new_session(&dirs.cwd()).await.session_id;
     // "no" rejects the confirm; for the select it is no choice of its own, so the select

@@ -436,6 +436,17 @@ export default function (pi) {
     );
 }
 
+/// A reply that calls Pi's `hello` example tool and a `sudo` command its `permission-gate`
+/// asks about, then "done".
+pub(super) fn hello_then_sudo(mock: &MockLlm) {
+    mock.push(
+        Reply::new()
+            .tool_call("c1", "hello", json!({"name": "Pi"}))
+            .tool_call("c2", "bash", json!({"command": "sudo ls"})),
+    );
+    mock.push(Reply::text("done"));
+}
+
 /// Pi's own example extensions, loaded unchanged from its package.
 pub(super) fn example(modules: &std::path::Path, name: &str) -> String {
     modules

@@ -2,9 +2,9 @@
 //! `extensions` setting, Pi's examples loaded unchanged) runs its host; its dialogs reach every
 //! attached client and any client answers; the host stops when the session closes.
 
-use super::extensions::{descendants_named, example, pi_modules, with_pi};
+use super::extensions::{descendants_named, example, hello_then_sudo, pi_modules, with_pi};
 use super::serve::{WAIT, serve_from};
-use crate::support::mock_llm::{MockLlm, Reply};
+use crate::support::mock_llm::MockLlm;
 use crate::support::nova_proc::{Nova, ollama_models};
 use serde_json::{Value, json};
 
@@ -25,12 +25,7 @@ async fn until(client: &mut super::serve::Client, pred: impl Fn(&Value) -> bool)
 async fn a_served_sessions_extensions_ask_every_client_and_stop_with_it() {
     let Some(modules) = pi_modules() else { return };
     let mock = MockLlm::start();
-    mock.push(
-        Reply::new()
-            .tool_call("c1", "hello", json!({"name": "Pi"}))
-            .tool_call("c2", "bash", json!({"command": "sudo ls"})),
-    );
-    mock.push(Reply::text("done"));
+    hello_then_sudo(&mock);
     let builder = Nova::builder()
         .models_json(ollama_models(&mock))
         .settings(json!({
