@@ -399,6 +399,17 @@ impl Shared {
         }
     }
 
+    /// [`Self::hook`]'s answer read as `T`; an answer that is not one is an error like a failed
+    /// hook's.
+    async fn hook_as<T: serde::de::DeserializeOwned>(
+        &self,
+        event: &'static str,
+        params: Value,
+    ) -> Result<T, String> {
+        let answer = self.hook(event, params).await?;
+        serde_json::from_value(answer).map_err(|e| e.to_string())
+    }
+
     fn subscribed(&self, event: &str) -> bool {
         self.lock_registry()
             .as_ref()
@@ -790,10 +801,10 @@ impl Extensions for Side {
         let params = json!({"toolCallId": id, "toolName": name, "input": args});
         let original = args.clone();
         Some(Box::pin(async move {
-            let verdict = shared.hook("tool_call", params).await.and_then(|v| {
-                serde_json::from_value::<wire::ToolCallVerdict>(v).map_err(|e| e.to_string())
-            });
-            match verdict {
+            match shared
+                .hook_as::<wire::ToolCallVerdict>("tool_call", params)
+                .await
+            {
                 Ok(v) if v.block => Hooked::Block(
                     v.reason
                         .unwrap_or_else(|| "Blocked by an extension".to_owned()),
@@ -816,11 +827,7 @@ impl Extensions for Side {
         let shared = self.0.clone();
         let params = json!({"text": text, "streamingBehavior": behavior});
         Some(Box::pin(async move {
-            let answer = shared.hook("input", params).await;
-            match answer
-                .ok()
-                .and_then(|v| serde_json::from_value::<wire::InputVerdict>(v).ok())
-            {
+            match shared.hook_as("input", params).await.ok() {
                 Some(wire::InputVerdict::Handled) => Input::Handled,
                 Some(wire::InputVerdict::Transform { text }) => Input::Transform(text),
                 // A failed hook is an extension_error; the prompt goes on unchanged.
@@ -847,11 +854,11 @@ impl Extensions for Side {
             "isError": output.is_error,
         });
         Some(Box::pin(async move {
-            let answer = shared.hook("tool_result", params).await;
             // The hooks' own failures are extension_error events; the result stays as it was.
-            answer
+            shared
+                .hook_as::<wire::ToolResultPatch>("tool_result", params)
+                .await
                 .ok()
-                .and_then(|v| serde_json::from_value::<wire::ToolResultPatch>(v).ok())
                 .map(|p| Reviewed {
                     content: p.content,
                     details: p.details,
@@ -889,11 +896,11 @@ impl Extensions for Side {
         let shared = self.0.clone();
         let params = json!({ "trigger": trigger, "systemPrompt": system_prompt });
         Some(Box::pin(async move {
-            let answer = shared.hook("before_agent_start", params).await;
             // The hooks' own failures are extension_error events; the run starts as it was.
-            answer
+            shared
+                .hook_as::<wire::Started>("before_agent_start", params)
+                .await
                 .ok()
-                .and_then(|v| serde_json::from_value::<wire::Started>(v).ok())
                 .map(|s| Starting {
                     system_prompt: s.system_prompt,
                     messages: s.messages,

@@ -368,21 +368,10 @@ fn pi_web_access_refuses_an_internal_address_then_fetches_it_when_allowed() {
         installed,
         &[&spec("pi-web-access")],
     );
-    // The package's own settings file, under its XDG location in the test's home.
-    let config = builder.home().join(".config/pi/web-search.json");
-    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
-    let mut nova = builder
-        .env(
-            "XDG_CONFIG_HOME",
-            config
-                .parent()
-                .unwrap()
-                .parent()
-                .unwrap()
-                .display()
-                .to_string(),
-        )
-        .spawn();
+    // The package's own settings file, in Pi's agent dir: the host names nova's as that
+    // (`PI_CODING_AGENT_DIR`), so a Pi user's file moves over unchanged.
+    let config = builder.agent_dir().join("web-search.json");
+    let mut nova = builder.spawn();
     let listed = commands(&mut nova);
     assert!(names(&listed).contains(&"websearch"), "{listed:?}");
 

@@ -567,6 +567,8 @@ fn a_session_file_written_by_pi_loads() {
             "compactionSummary:",
             "assistant:There are two entries: Cargo.toml and src.",
             "bashExecution:",
+            // An extension's custom_message is in the context, as Pi builds it.
+            "custom:injected",
             "user:Thanks"
         ]
     );
