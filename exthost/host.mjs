@@ -334,8 +334,10 @@ function bind() {
 			getSettings: () => ({}),
 			// Pi's actions return before the session has changed; so do these. nova's answer
 			// (the port's response) updates the mirror, its error becomes extension_error.
+			// As in Pi, a name no tool has is left out, not an error (plan-mode names tools,
+			// such as `questionnaire`, that may not be loaded).
 			setActiveTools: (names) =>
-				void ask("set_active_tools", { tools: names })
+				void ask("set_active_tools", { tools: names.filter(knownTool) })
 					.then((active) => {
 						mirror.activeTools = (active?.tools ?? []).filter((t) => t.active).map((t) => t.name);
 					})
@@ -393,6 +395,10 @@ function bind() {
 	runner.onError((err) =>
 		notify("error", { extensionPath: err.extensionPath, event: err.event, error: err.error }),
 	);
+}
+
+function knownTool(name) {
+	return mirror.allTools.some((t) => t.name === name) || tools().some((t) => t.name === name);
 }
 
 function report(what) {

@@ -10,7 +10,7 @@ use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::{Nova, NovaBuilder};
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Loading compiles the extension's TypeScript and imports Pi's packages: seconds on a busy
 /// machine.
@@ -1209,4 +1209,193 @@ fn pis_trigger_compact_example_compacts_through_the_session_port() {
         "{compaction}"
     );
     mock.assert_no_violations();
+}
+
+/// Pi's `dynamic-tools` example, unchanged: a tool it registers in `session_start` and one a
+/// command registers later are both offered to the model and run.
+#[test]
+fn pis_dynamic_tools_example_offers_tools_registered_after_loading() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::new()
+            .tool_call("e1", "echo_session", json!({"message": "one"}))
+            .tool_call("e2", "shout", json!({"message": "two"})),
+    );
+    mock.push(Reply::text("done"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .args(["-e", &example(&modules, "dynamic-tools.ts")]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    let added = nova.request_ok(json!({"type": "prompt", "message": "/add-echo-tool shout"}));
+    assert_eq!(added["disposition"], "handled", "{added}");
+    let events = nova.run_prompt("echo");
+    // By tool name: the mock's Ollama replies carry no call ids.
+    let text = |tool: &str| {
+        let end = events
+            .iter()
+            .find(|e| e["type"] == "tool_execution_end" && e["toolName"] == tool)
+            .unwrap_or_else(|| panic!("no end of {tool}: {events:#?}"));
+        end["result"]["content"][0]["text"].clone()
+    };
+    assert_eq!(text("echo_session"), "[session] one");
+    assert_eq!(text("shout"), "[shout] two");
+    let offered = mock.chat_requests()[0].body["tools"].to_string();
+    assert!(
+        offered.contains("echo_session") && offered.contains("shout"),
+        "{offered}"
+    );
+}
+
+/// Pi's `event-bus` example, unchanged: what one handler emits on `pi.events` reaches its
+/// listener, at the session's start and from a command.
+#[test]
+fn pis_event_bus_example_carries_events_between_handlers() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .args(["-e", &example(&modules, "event-bus.ts")]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    let notified = |text: &'static str| {
+        move |v: &Value| {
+            v["type"] == "extension_ui_request"
+                && v["method"] == "notify"
+                && v["message"].as_str().is_some_and(|m| m.contains(text))
+        }
+    };
+    nova.wait_for(notified("from event-bus-example: Session started"), WAIT);
+    nova.send(&json!({"id": "e", "type": "prompt", "message": "/emit hi there"}));
+    nova.wait_for(notified("from /emit command: hi there"), WAIT);
+}
+
+/// Pi's `send-user-message` example, unchanged: its commands start runs with the user message
+/// they send, as text and as content blocks.
+#[test]
+fn pis_send_user_message_example_starts_runs_from_commands() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::text("first answer"));
+    mock.push(Reply::text("second answer"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .args(["-e", &example(&modules, "send-user-message.ts")]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    for (i, command) in ["/ask the first question", "/askwith the second"]
+        .into_iter()
+        .enumerate()
+    {
+        nova.send(&json!({"id": format!("p{i}"), "type": "prompt", "message": command}));
+        nova.wait_for(|v| v["type"] == "agent_settled", WAIT);
+    }
+    let requests = mock.chat_requests();
+    assert_eq!(requests.len(), 2);
+    let first = requests[0].body.to_string();
+    assert!(first.contains("the first question"), "{first}");
+    let second = requests[1].body.to_string();
+    assert!(second.contains("User request: the second"), "{second}");
+}
+
+/// Pi's `todo` example, unchanged: its tool keeps a list across calls and turns.
+#[test]
+fn pis_todo_example_keeps_its_list_across_calls() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call(
+        "t1",
+        "todo",
+        json!({"action": "add", "text": "write tests"}),
+    ));
+    mock.push(Reply::new().tool_call("t2", "todo", json!({"action": "toggle", "id": 1})));
+    mock.push(Reply::new().tool_call("t3", "todo", json!({"action": "list"})));
+    mock.push(Reply::text("done"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .args(["-e", &example(&modules, "todo.ts")]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    let events = nova.run_prompt("plan it");
+    let texts: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .map(|e| &e["result"]["content"][0]["text"])
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Added todo #1: write tests",
+            "Todo #1 completed",
+            "[x] #1: write tests"
+        ]
+    );
+}
+
+/// Pi's `plan-mode` example, unchanged: `/plan` takes the write tools away (its list also names
+/// a `questionnaire` tool nobody loaded, left out as Pi leaves it out), blocks a bash command
+/// off its allowlist, and puts its plan-mode context before the prompt; a second `/plan`
+/// restores the tools and its context hook filters the stale context out.
+#[test]
+fn pis_plan_mode_example_restricts_and_restores() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::new().tool_call("b1", "bash", json!({"command": "rm -rf build"})));
+    mock.push(Reply::text("Plan:\n1. Look around"));
+    mock.push(Reply::text("back to work"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .args(["-e", &example(&modules, "plan-mode/index.ts")]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    // The active tools once `ready` holds of them: the extension's setActiveTools is not
+    // awaited by its command, so the change lands just after the command's answer.
+    let active = |nova: &mut Nova, ready: &dyn Fn(&[String]) -> bool| -> Vec<String> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let tools = nova.request_ok(json!({"type": "get_tools"}));
+            let names: Vec<String> = tools["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|t| t["active"] == true)
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect();
+            if ready(&names) || Instant::now() > deadline {
+                return names;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+
+    nova.request_ok(json!({"type": "prompt", "message": "/plan"}));
+    nova.wait_for(
+        |v| v["type"] == "extension_ui_request" && v["method"] == "notify",
+        WAIT,
+    );
+    let planning = active(&mut nova, &|names| !names.iter().any(|n| n == "write"));
+    assert!(planning.contains(&"read".to_owned()), "{planning:?}");
+    assert!(!planning.contains(&"write".to_owned()), "{planning:?}");
+    assert!(!planning.contains(&"edit".to_owned()), "{planning:?}");
+    let events = nova.run_prompt("make a plan");
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .expect("the bash call ends");
+    assert!(
+        end["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Plan mode: command blocked")),
+        "{end}"
+    );
+    let sent = mock.chat_requests()[0].body.to_string();
+    assert!(sent.contains("[PLAN MODE ACTIVE]"), "{sent}");
+
+    nova.request_ok(json!({"type": "prompt", "message": "/plan"}));
+    let restored = active(&mut nova, &|names| names.iter().any(|n| n == "write"));
+    assert!(restored.contains(&"write".to_owned()), "{restored:?}");
+    nova.run_prompt("do it");
+    let requests = mock.chat_requests();
+    let last = requests.last().unwrap().body.to_string();
+    assert!(!last.contains("[PLAN MODE ACTIVE]"), "{last}");
 }
