@@ -48,8 +48,8 @@ pub struct Settings {
     pub mcp_permissions: Result<McpPermissions, String>,
     /// `mcpStartupWaitSeconds`: how long the first prompt waits for MCP servers still starting.
     pub mcp_startup_wait: Duration,
-    /// `extensionHookTimeoutSeconds`: how long an extension's `tool_call`, `tool_result` or
-    /// `input` hooks may hold up their call.
+    /// `extensionHookTimeoutSeconds`: how long an extension's hooks (`tool_call`,
+    /// `tool_result`, `input`, `before_agent_start`, `context`) may hold up their call.
     pub extension_hook_timeout: Duration,
     /// `maxTurns`: the most replies one prompt may take (none: no limit, as in Pi).
     pub max_turns: Option<u32>,
@@ -516,17 +516,11 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
     if let Some(mode) = file.follow_up_mode.take("followUpMode", warnings) {
         s.follow_up_mode = mode;
     }
-    match file
+    let idle = file
         .stream_idle_timeout_seconds
-        .take("streamIdleTimeoutSeconds", warnings)
-    {
-        Some(secs) if secs > 0.0 && secs.is_finite() => {
-            s.stream_idle_timeout = seconds("streamIdleTimeoutSeconds", secs, 3600.0, warnings)
-        }
-        Some(_) => warnings.push(
-            "settings: \"streamIdleTimeoutSeconds\" must be a positive number; ignored".into(),
-        ),
-        None => {}
+        .take("streamIdleTimeoutSeconds", warnings);
+    if let Some(d) = positive_seconds(idle, "streamIdleTimeoutSeconds", 3600.0, warnings) {
+        s.stream_idle_timeout = d;
     }
     match file
         .mcp_startup_wait_seconds
@@ -540,18 +534,11 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
         ),
         None => {}
     }
-    match file
+    let hooks = file
         .extension_hook_timeout_seconds
-        .take("extensionHookTimeoutSeconds", warnings)
-    {
-        Some(secs) if secs > 0.0 && secs.is_finite() => {
-            s.extension_hook_timeout =
-                seconds("extensionHookTimeoutSeconds", secs, 3600.0, warnings)
-        }
-        Some(_) => warnings.push(
-            "settings: \"extensionHookTimeoutSeconds\" must be a positive number; ignored".into(),
-        ),
-        None => {}
+        .take("extensionHookTimeoutSeconds", warnings);
+    if let Some(d) = positive_seconds(hooks, "extensionHookTimeoutSeconds", 3600.0, warnings) {
+        s.extension_hook_timeout = d;
     }
     if let Some(compaction) = file.compaction.take("compaction", warnings) {
         s.compaction = CompactionSettings::from_map(compaction, warnings);
@@ -584,6 +571,24 @@ pub fn load(sources: &Sources, warnings: &mut Vec<String>) -> Settings {
 
 /// `secs` (finite, not negative) as a duration of at most `max` seconds: a huge value would
 /// wait for ever, and one past `Duration`'s range could not be represented at all.
+/// A setting that must be a positive number of seconds: at most `max`, and `None` with a
+/// warning when it is zero, negative or not finite.
+fn positive_seconds(
+    secs: Option<f64>,
+    key: &str,
+    max: f64,
+    warnings: &mut Vec<String>,
+) -> Option<Duration> {
+    let secs = secs?;
+    if secs > 0.0 && secs.is_finite() {
+        return Some(seconds(key, secs, max, warnings));
+    }
+    warnings.push(format!(
+        "settings: \"{key}\" must be a positive number; ignored"
+    ));
+    None
+}
+
 fn seconds(key: &str, secs: f64, max: f64, warnings: &mut Vec<String>) -> Duration {
     if secs > max {
         warnings.push(format!(
