@@ -130,6 +130,12 @@ pub trait Extensions: Send + Sync {
     fn answer_dialog(&self, answer: Value);
 }
 
+/// Whether the extensions' tools (`specs`) include one named `name`: it replaces a built-in of
+/// that name, as in Pi, wherever tools are listed or offered.
+pub(super) fn has_tool_named(specs: Option<&[ToolSpec]>, name: &str) -> bool {
+    specs.is_some_and(|specs| specs.iter().any(|s| s.name == name))
+}
+
 /// An [`Agent`] that does not keep its session alive, for what the session itself holds (its
 /// extensions), which would otherwise make a cycle.
 #[derive(Clone)]
@@ -221,11 +227,7 @@ impl Agent {
     /// The system prompt now: the one a `before_agent_start` hook chose for the current run,
     /// else the session's.
     pub fn system_prompt(&self) -> Arc<str> {
-        let state = self.state();
-        state
-            .run_system_prompt
-            .clone()
-            .unwrap_or_else(|| state.tools.system_prompt.clone())
+        self.state().system_prompt()
     }
 
     /// Routes a client's dialog answer to the extensions; an error when none are loaded.

@@ -64,11 +64,6 @@ impl Agent {
         if self.inner.mcp.is_none() && extensions.is_none() {
             return tools.specs.clone();
         }
-        let replaced = |name: &str| {
-            extensions
-                .as_ref()
-                .is_some_and(|e| e.iter().any(|s| s.name == name))
-        };
         let mcp = self.inner.mcp.as_ref().map(|s| s.specs());
         let mcp = mcp
             .iter()
@@ -77,7 +72,7 @@ impl Agent {
         tools
             .specs
             .iter()
-            .filter(|s| !replaced(&s.name))
+            .filter(|s| !super::extensions::has_tool_named(extensions.as_deref(), &s.name))
             .chain(mcp)
             .chain(
                 extensions

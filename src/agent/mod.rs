@@ -178,6 +178,14 @@ impl State {
     fn context_tokens(&self) -> u64 {
         compaction::context_tokens(&self.messages, self.usage_from).tokens
     }
+
+    /// The system prompt now: the one a `before_agent_start` hook chose for the current run,
+    /// else the session's.
+    fn system_prompt(&self) -> Arc<str> {
+        self.run_system_prompt
+            .clone()
+            .unwrap_or_else(|| self.tools.system_prompt.clone())
+    }
 }
 
 /// A pending retry's wait: `abort_retry` cancels it and waits for `done` to close, which

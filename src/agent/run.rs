@@ -313,10 +313,7 @@ async fn stream_reply(
             state.model.clone(),
             state.messages.clone(),
             state.tools.clone(),
-            state
-                .run_system_prompt
-                .clone()
-                .unwrap_or_else(|| state.tools.system_prompt.clone()),
+            state.system_prompt(),
             state.thinking_level,
             state.auto_retry,
             state.session.id().to_owned(),

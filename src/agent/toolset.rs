@@ -98,14 +98,9 @@ impl Agent {
         let mcp = self.inner.mcp.as_ref().map(|s| s.specs());
         let extensions = self.extensions().map(|e| e.tool_specs());
         let state = self.state();
-        let replaced = |t: &Tool| {
-            extensions
-                .as_ref()
-                .is_some_and(|e| e.iter().any(|s| s.name == t.name()))
-        };
         let builtin = Tool::ALL
             .iter()
-            .filter(|t| !replaced(t))
+            .filter(|t| !super::extensions::has_tool_named(extensions.as_deref(), t.name()))
             .map(|&t| ToolInfo {
                 spec: t.spec(),
                 source: ToolSource::Builtin,
