@@ -423,6 +423,24 @@ function commands() {
 	}));
 }
 
+/** The command line's options for the extensions, applied as Pi applies them once they have
+ * loaded: a boolean flag is true (a value taken after it is dropped, as in Pi), a string flag
+ * takes its value. An option no extension registered, or a string flag given no value, is a
+ * usage error nova reports. */
+function applyFlags(loaded, given) {
+	const registered = new Map();
+	for (const ext of loaded.extensions) for (const [name, flag] of ext.flags) registered.set(name, flag);
+	const errors = [];
+	for (const { name, value } of given ?? []) {
+		const flag = registered.get(name);
+		if (!flag) errors.push(`unknown option --${name}: no loaded extension registers it (see nova --help)`);
+		else if (flag.type === "boolean") loaded.runtime.flagValues.set(name, true);
+		else if (typeof value === "string") loaded.runtime.flagValues.set(name, value);
+		else errors.push(`--${name} needs a value (a flag of ${flag.extensionPath})`);
+	}
+	return errors;
+}
+
 /** Every event some extension handles: nova sends only these. */
 function subscribed() {
 	const events = new Set();
@@ -431,13 +449,15 @@ function subscribed() {
 }
 
 const methods = {
-	async load({ cwd, paths, trusted, mode, hasUI, hookTimeoutMs: timeout }) {
+	async load({ cwd, paths, trusted, mode, hasUI, hookTimeoutMs: timeout, flags }) {
 		if (Number.isFinite(timeout) && timeout > 0) hookTimeoutMs = timeout;
 		mirror.trusted = trusted;
 		mirror.mode = mode;
 		mirror.hasUI = hasUI;
 		mirror.cwd = cwd;
 		const loaded = await loadExtensions(paths, cwd);
+		const flagErrors = applyFlags(loaded, flags);
+		if (flagErrors.length > 0) return { flagErrors };
 		// Pi's in-memory session, answering for the real one where the mirror knows it.
 		const sessionManager = SessionManager.inMemory(cwd);
 		sessionManager.getSessionId = () => mirror.sessionId;

@@ -82,6 +82,13 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
+    // Exporting and listing models load no extension, so no option of one can be meant.
+    if let (true, Some(flag)) = (
+        cli.export.is_some() || cli.list_models.is_some(),
+        cli.extension_flags.first(),
+    ) {
+        return usage_error(&format!("unknown option --{}; see nova --help", flag.name));
+    }
     if let Some(file) = cli.export.clone() {
         let output = cli.prompts.first().map(std::path::PathBuf::from);
         return with_runtime(nova::commands::export(file, output));

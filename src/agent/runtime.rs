@@ -183,6 +183,11 @@ impl Prepared {
         &self.config.extensions
     }
 
+    /// The command line's options for the extensions' flags.
+    pub fn extension_flags(&self) -> &[config::cli::ExtensionFlag] {
+        &self.config.extension_flags
+    }
+
     pub fn agent_dir(&self) -> &std::path::Path {
         &self.config.agent_dir
     }

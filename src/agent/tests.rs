@@ -77,6 +77,7 @@ fn config(base: &str, dir: &std::path::Path) -> Config {
         warnings: Vec::new(),
         later: Default::default(),
         extensions: Vec::new(),
+        extension_flags: Vec::new(),
         sandbox: crate::sandbox::Sandbox::off(),
         scope: Vec::new(),
         thinking_level: None,

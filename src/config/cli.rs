@@ -211,14 +211,30 @@ pub struct Cli {
     /// Print the version.
     #[arg(short = 'v', long, short_alias = 'V', action = ArgAction::Version)]
     pub version: (),
+    /// `--name [value]` options nova does not have, in order: flags an extension may register
+    /// (`pi.registerFlag`). Which are is known only once the extensions have loaded; one that
+    /// none registers is a usage error then.
+    #[arg(skip)]
+    pub extension_flags: Vec<ExtensionFlag>,
+}
+
+/// A `--name`, `--name value` or `--name=value` on the command line that is not nova's. As in
+/// Pi, the argument after `--name` is its value unless it starts with `-` or `@`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtensionFlag {
+    pub name: String,
+    pub value: Option<String>,
 }
 
 impl Cli {
     /// Parses the command line after the program's name, Pi's several-letter short options
     /// (`-na`, `-nbt`, `-xt`, …) included.
     pub fn parse_args(args: &[String]) -> Result<Cli, clap::Error> {
-        let argv = std::iter::once(OsString::from("nova")).chain(pi_short_options(args));
-        Cli::try_parse_from(argv)
+        let (args, extension_flags) = pi_short_options(args);
+        let argv = std::iter::once(OsString::from("nova")).chain(args);
+        let mut cli = Cli::try_parse_from(argv)?;
+        cli.extension_flags = extension_flags;
+        Ok(cli)
     }
 
     /// `Some(true)` for `--approve`, `Some(false)` for `--no-approve`.
@@ -245,7 +261,8 @@ const LONG_SHORTS: [(&str, &str); 8] = [
     ("-xt", "--exclude-tools"),
 ];
 
-fn pi_short_options(args: &[String]) -> Vec<OsString> {
+/// Also takes out the options nova does not have, as [`ExtensionFlag`]s.
+fn pi_short_options(args: &[String]) -> (Vec<OsString>, Vec<ExtensionFlag>) {
     let mut command = Cli::command();
     // Until it is built, an argument does not know how many values it takes.
     command.build();
@@ -268,7 +285,13 @@ fn pi_short_options(args: &[String]) -> Vec<OsString> {
             && found.get_num_args().is_some_and(|n| n.min_values() > 0);
         required.then(|| found.get_long().map(str::to_owned))?
     };
+    let nova_has = |long: &str| {
+        command.get_arguments().any(|a| {
+            a.get_long() == Some(long) || a.get_all_aliases().is_some_and(|al| al.contains(&long))
+        })
+    };
     let mut out = Vec::with_capacity(args.len());
+    let mut flags = Vec::new();
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         if arg == "--" {
@@ -280,6 +303,24 @@ fn pi_short_options(args: &[String]) -> Vec<OsString> {
             .iter()
             .find(|(short, _)| short == arg)
             .map_or(arg.as_str(), |(_, long)| *long);
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_owned())),
+                None => (long, None),
+            };
+            if !nova_has(name) {
+                let value = value.or_else(|| {
+                    let next = iter.as_slice().first()?;
+                    let taken = !next.starts_with('-') && !next.starts_with('@');
+                    taken.then(|| iter.next().cloned()).flatten()
+                });
+                flags.push(ExtensionFlag {
+                    name: name.to_owned(),
+                    value,
+                });
+                continue;
+            }
+        }
         // `--name=-na` keeps clap from reading a value that starts with `-` as an option.
         match value_option(arg).zip(iter.as_slice().first()) {
             Some((long, value)) => {
@@ -289,7 +330,7 @@ fn pi_short_options(args: &[String]) -> Vec<OsString> {
             None => out.push(OsString::from(arg)),
         }
     }
-    out
+    (out, flags)
 }
 
 fn parse_thinking_level(name: &str) -> Result<ThinkingLevel, String> {
@@ -336,6 +377,36 @@ mod tests {
         ]);
         assert_eq!(cli.append_system_prompt, ["-nt", "b"]);
         assert!(!cli.no_tools);
+    }
+
+    #[test]
+    fn options_nova_does_not_have_are_kept_for_the_extensions() {
+        let cli = parse(&[
+            "--plan", "--who", "alice", "--model", "m", "--x=-1", "--y", "@f", "--z", "p",
+        ]);
+        let flag = |name: &str, value: Option<&str>| ExtensionFlag {
+            name: name.into(),
+            value: value.map(Into::into),
+        };
+        assert_eq!(
+            cli.extension_flags,
+            [
+                flag("plan", None),
+                flag("who", Some("alice")),
+                flag("x", Some("-1")),
+                flag("y", None),
+                flag("z", Some("p")),
+            ]
+        );
+        assert_eq!(cli.model.as_deref(), Some("m"));
+        assert_eq!(cli.prompts, ["@f"]);
+        assert!(parse(&["--", "--plan"]).extension_flags.is_empty());
+        assert!(parse(&["--model=x"]).extension_flags.is_empty());
+        let args = ["--bogus".to_owned(), "-q".to_owned()];
+        assert!(
+            Cli::parse_args(&args).is_err(),
+            "a short option stays clap's"
+        );
     }
 
     #[test]

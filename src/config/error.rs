@@ -47,6 +47,9 @@ pub enum ConfigError {
     ClientMcpServer(String),
     #[error("-e {flag}: no extension file or directory at {}", path.display())]
     NoExtension { flag: String, path: PathBuf },
+    /// An option nova does not have, when no extension is loaded to register it.
+    #[error("unknown option --{0} (no extension is loaded to register it; see nova --help)")]
+    UnknownFlag(String),
     #[error(
         "-e {flag}: the package is not installed; `nova install {flag}` installs it (nova \
          fetches no package when it starts)"

@@ -76,6 +76,8 @@ pub struct Config {
     pub later: Warnings,
     /// The Pi extensions the session loads ([`extensions::find`]); none means no Node.
     pub extensions: Vec<extensions::Extension>,
+    /// The command line's options for them (`pi.registerFlag`), which their host checks.
+    pub extension_flags: Vec<cli::ExtensionFlag>,
 }
 
 /// Pi's variable for where sessions go, which nova reads under the same name.
@@ -445,8 +447,14 @@ impl Process {
             },
             &mut warnings,
         )?;
+        // With no extension to register it, an option nova does not have is known to be
+        // unknown now; otherwise the host says so once they have loaded.
+        if let (true, Some(flag)) = (extensions.is_empty(), cli.extension_flags.first()) {
+            return Err(ConfigError::UnknownFlag(flag.name.clone()));
+        }
         Ok(Config {
             extensions,
+            extension_flags: cli.extension_flags.clone(),
             system_prompt: self.system_prompt.clone(),
             append_system_prompt: self.append_system_prompt.clone(),
             no_session: cli.no_session,

@@ -94,6 +94,10 @@ pub enum HostError {
     },
     #[error("the extension host did not load the extensions: {0}")]
     Load(String),
+    /// The command line's options for the extensions do not fit what they registered: a
+    /// usage error.
+    #[error("{0}")]
+    Flags(String),
 }
 
 /// What the session is run as, which `ctx.mode` and `ctx.hasUI` report.
@@ -123,6 +127,8 @@ pub struct Spec {
     /// How long a hook call may take (`extensionHookTimeoutSeconds`).
     pub hook_timeout: Duration,
     pub mode: Mode,
+    /// The command line's options nova does not have, for the flags the extensions register.
+    pub flags: Vec<crate::config::cli::ExtensionFlag>,
 }
 
 /// A running host, attached to its session until dropped (which stops it).
@@ -255,6 +261,7 @@ fn launch<'a>(
             "mode": spec.mode.name(),
             "hasUI": matches!(spec.mode, Mode::Rpc),
             "hookTimeoutMs": spec.hook_timeout.as_millis() as u64,
+            "flags": spec.flags.iter().map(|f| json!({"name": f.name, "value": f.value})).collect::<Vec<_>>(),
         });
         let loaded = tokio::time::timeout(LOAD_TIMEOUT, shared.request("load", params))
             .await
@@ -262,6 +269,9 @@ fn launch<'a>(
             .map_err(HostError::Load)?;
         let loaded: wire::Loaded =
             serde_json::from_value(loaded).map_err(|e| HostError::Load(e.to_string()))?;
+        if !loaded.flag_errors.is_empty() {
+            return Err(HostError::Flags(loaded.flag_errors.join("; ")));
+        }
         let failures = loaded
             .errors
             .iter()

@@ -55,6 +55,9 @@ pub struct Loaded {
     /// Every event some extension has a handler for.
     #[serde(default)]
     pub events: Vec<String>,
+    /// What is wrong with the command line's options for the extensions' flags.
+    #[serde(default, rename = "flagErrors")]
+    pub flag_errors: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -55,6 +55,7 @@ pub fn extension_spec(
         extensions: prepared.extensions().to_vec(),
         hook_timeout: prepared.extension_hook_timeout(),
         mode,
+        flags: prepared.extension_flags().to_vec(),
     })
 }
 
@@ -65,9 +66,10 @@ pub async fn start_extensions(
     spec: crate::exthost::Spec,
     live: &crate::agent::Live,
 ) -> Result<crate::exthost::Host, ExitCode> {
-    start_host(spec, live)
-        .await
-        .map_err(|e| fatal(&e.to_string()))
+    start_host(spec, live).await.map_err(|e| match e {
+        crate::exthost::HostError::Flags(e) => usage_error(&e),
+        e => fatal(&e.to_string()),
+    })
 }
 
 /// Starts the session's extension host, saying on stderr what failed to load; for a front end

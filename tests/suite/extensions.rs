@@ -1399,3 +1399,75 @@ fn pis_plan_mode_example_restricts_and_restores() {
     let last = requests.last().unwrap().body.to_string();
     assert!(!last.contains("[PLAN MODE ACTIVE]"), "{last}");
 }
+
+const FLAGS: &str = r#"
+export default function (pi) {
+  pi.registerFlag("plan", { description: "Start in plan mode", type: "boolean", default: false });
+  pi.registerFlag("who", { description: "Who asks", type: "string", default: "nobody" });
+  pi.registerFlag("tone", { description: "A default nobody overrides", type: "string", default: "calm" });
+  // A no-op in RPC mode, as in Pi: it must not throw.
+  pi.registerShortcut("ctrl+shift+p", { description: "Toggle", handler: async () => {} });
+  pi.registerCommand("flags", {
+    handler: async (_args, ctx) => {
+      const seen = { plan: pi.getFlag("plan"), who: pi.getFlag("who"), tone: pi.getFlag("tone"), other: pi.getFlag("nope") };
+      ctx.ui.notify(JSON.stringify(seen), "info");
+    },
+  });
+}
+"#;
+
+#[test]
+fn a_flag_an_extension_registers_reaches_get_flag_and_an_unknown_one_is_a_usage_error() {
+    let Some(modules) = pi_modules() else { return };
+    let builder = Nova::builder()
+        .file("flags.ts", FLAGS)
+        .args(["-e", "flags.ts", "--plan", "--who", "alice"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.send(&json!({"id": "f", "type": "prompt", "message": "/flags"}));
+    let notify = nova.wait_for(|v| v["method"] == "notify", WAIT);
+    let seen: Value =
+        serde_json::from_str(notify["message"].as_str().unwrap_or("")).unwrap_or_default();
+    assert_eq!(
+        seen,
+        json!({"plan": true, "who": "alice", "tone": "calm"}),
+        "{notify}"
+    );
+
+    // `--name=value`, and a boolean flag whose following argument Pi's parser takes (and drops).
+    let builder = Nova::builder()
+        .file("flags.ts", FLAGS)
+        .args(["-e", "flags.ts", "--who=bob"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.send(&json!({"id": "f", "type": "prompt", "message": "/flags"}));
+    let notify = nova.wait_for(|v| v["method"] == "notify", WAIT);
+    assert!(
+        notify["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(r#""who":"bob""#) && m.contains(r#""plan":false"#)),
+        "{notify}"
+    );
+
+    for (args, says) in [
+        (
+            vec!["-e", "flags.ts", "--bogus", "1"],
+            "unknown option --bogus",
+        ),
+        (vec!["-e", "flags.ts", "--who"], "--who needs a value"),
+        (vec!["--plan"], "unknown option --plan"),
+        (
+            vec!["-e", "flags.ts", "--modle", "x"],
+            "unknown option --modle",
+        ),
+    ] {
+        let builder = Nova::builder().file("flags.ts", FLAGS).args(args.clone());
+        let mut nova = with_pi(builder, &modules).spawn();
+        let status = nova.wait_exit(LOAD);
+        assert_eq!(status.code(), Some(2), "{args:?}: {}", nova.stderr());
+        assert!(nova.stderr().contains(says), "{args:?}: {}", nova.stderr());
+    }
+    // nova's own options stay clap's: a missing value is refused before anything loads.
+    let mut nova = Nova::builder().args(["--model"]).spawn();
+    assert_eq!(nova.wait_exit(WAIT).code(), Some(2), "{}", nova.stderr());
+}
