@@ -123,7 +123,8 @@ async function refresh(ownTools = []) {
 /** `ctx.modelRegistry`: the models nova can use, from the mirror. Pi's own registry would
  * load Pi's provider catalog (a second of imports) at every start; what extensions read of it
  * synchronously is the list, and credentials stay with nova (`getApiKeyAndHeaders` finds none,
- * as in Pi for a model without a key). Registering providers is not supported. */
+ * as in Pi for a model without a key). Providers registered through it are the session's, as
+ * with `pi.registerProvider`. */
 const modelRegistry = {
 	refresh: () => refresh().catch(report("state")),
 	getError: () => undefined,
@@ -135,11 +136,84 @@ const modelRegistry = {
 	getProviderAuthStatus: () => undefined,
 	getProviderDisplayName: (provider) => provider,
 	isUsingOAuth: () => false,
-	registerProvider: notYet("registerProvider"),
-	unregisterProvider: () => {},
+	registerProvider: (providerOrName, config) =>
+		typeof providerOrName === "string"
+			? registerProvider(providerOrName, config, "<modelRegistry>")
+			: refuseNativeProvider(providerOrName),
+	unregisterProvider: (name) => unregisterProvider(name, "<modelRegistry>"),
 	registerVirtualModel: notYet("registerVirtualModel"),
 	unregisterVirtualModel: () => {},
 };
+
+/** What of Pi's provider config is code, which nova cannot run in its own provider code: nova
+ * streams every model itself and has no login for an extension's provider. */
+const PROVIDER_CODE = {
+	streamSimple: "a provider's own streaming (streamSimple) is not supported: nova streams models with its own provider code, so `api` must be one nova speaks",
+	stream: "a provider's own streaming (stream) is not supported: nova streams models with its own provider code, so `api` must be one nova speaks",
+	oauth: "an OAuth login (oauth) for an extension's provider is not supported: give it an apiKey",
+	refreshModels: "model discovery (refreshModels) is not supported: register the models, or register again when they change",
+};
+
+/** Provider changes go to nova in order; the mirror's model list and `setModel` wait for them. */
+let providerChanges = Promise.resolve();
+/** Set once the extensions have loaded: from then on the mirror follows each change, as Pi's
+ * registry does at once (the load's own read of the state comes after the queued ones). */
+let providersLive = false;
+
+function changeProviders(method, params, extensionPath) {
+	providerChanges = providerChanges
+		.then(() => ask(method, params))
+		.catch((err) => notify("error", { extensionPath, event: "register_provider", error: message(err) }));
+	if (providersLive) providerChanges = providerChanges.then(() => refresh()).catch(report("state"));
+}
+
+/** `pi.registerProvider(name, config)`: what is code is refused here, at the call (an
+ * extension_error naming the provider when it was queued at load); the rest goes to nova,
+ * whose refusal (an API it does not speak, a missing field) is an extension_error too. */
+function registerProvider(name, config, extensionPath) {
+	if (typeof config !== "object" || config === null) throw new Error(`provider "${name}": a config object is required`);
+	for (const [field, why] of Object.entries(PROVIDER_CODE)) {
+		if (config[field] !== undefined) throw new Error(`provider "${name}": ${why}`);
+	}
+	const other = (config.models ?? []).find((m) => m?.type !== undefined && m.type !== "chat");
+	if (other) throw new Error(`provider "${name}": model "${other.id}" is of type "${other.type}"; nova runs chat models only`);
+	changeProviders("register_provider", { name, config: JSON.parse(JSON.stringify(config)) }, extensionPath);
+}
+
+function unregisterProvider(name, extensionPath) {
+	changeProviders("unregister_provider", { name }, extensionPath);
+}
+
+function refuseNativeProvider(provider) {
+	throw new Error(
+		`provider "${provider?.id}": a complete pi-ai Provider is not supported: nova streams models with its own provider code; register it by name with baseUrl, api, apiKey, headers and models`,
+	);
+}
+
+/** Takes over Pi's provider registration for the runner: the calls queued while loading run
+ * now, in order (each one's failure an extension_error naming its extension and provider), and
+ * later calls take effect at once. */
+function bindProviders(runtime, queued, queuedNative) {
+	runtime.registerProvider = (name, config, extensionPath) => registerProvider(name, config, extensionPath);
+	runtime.registerNativeProvider = (provider) => refuseNativeProvider(provider);
+	runtime.unregisterProvider = (name, extensionPath) => unregisterProvider(name, extensionPath);
+	const failed = (extensionPath) => (err) =>
+		notify("error", { extensionPath, event: "register_provider", error: message(err) });
+	for (const { name, config, extensionPath } of queued) {
+		try {
+			registerProvider(name, config, extensionPath);
+		} catch (err) {
+			failed(extensionPath)(err);
+		}
+	}
+	for (const { provider, extensionPath } of queuedNative) {
+		try {
+			refuseNativeProvider(provider);
+		} catch (err) {
+			failed(extensionPath)(err);
+		}
+	}
+}
 
 let runner;
 
@@ -347,6 +421,7 @@ function bind() {
 			// As in Pi, false when the model cannot be used (unknown here, or no key).
 			setModel: async (model) => {
 				try {
+					await providerChanges;
 					await ask("set_model", { provider: model?.provider, modelId: model?.id });
 					mirror.model = model;
 					return true;
@@ -463,8 +538,16 @@ const methods = {
 		sessionManager.getSessionId = () => mirror.sessionId;
 		sessionManager.getSessionFile = () => mirror.sessionFile;
 		sessionManager.getSessionName = () => mirror.sessionName;
-		runner = new ExtensionRunner(loaded.extensions.map(withBoundedHooks), loaded.runtime, cwd, sessionManager, modelRegistry);
+		const { runtime } = loaded;
+		const queued = runtime.pendingProviderRegistrations;
+		const queuedNative = runtime.pendingNativeProviderRegistrations;
+		runtime.pendingProviderRegistrations = [];
+		runtime.pendingNativeProviderRegistrations = [];
+		runner = new ExtensionRunner(loaded.extensions.map(withBoundedHooks), runtime, cwd, sessionManager, modelRegistry);
 		bind();
+		bindProviders(runtime, queued, queuedNative);
+		await providerChanges;
+		providersLive = true;
 		// session_start's handlers read the model and the tools already.
 		await refresh(tools()).catch(report("state"));
 		// As in Pi, session_start follows loading and comes before the first command is

@@ -137,8 +137,7 @@ async fn summarize_and_record(
     let cut = find_cut_point(&entries, settings.keep_recent_tokens)
         .ok_or(CompactError::NothingToCompact)?;
     let messages: Vec<Arc<Message>> = entries.into_iter().map(|(_, m)| m).collect();
-    let credentials = inner
-        .registry
+    let credentials = agent
         .credentials(&model)
         .await
         .map_err(CompactError::Credentials)?;

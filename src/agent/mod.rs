@@ -171,6 +171,8 @@ struct State {
     /// Extensions' messages sent mid-run without a turn of their own: recorded when the turn
     /// ends, never between a tool call and its result.
     held_custom: Vec<Message>,
+    /// The providers the session's extensions registered, laid over the registry.
+    providers: Vec<crate::config::models::Registered>,
 }
 
 impl State {
@@ -265,6 +267,7 @@ impl Agent {
             pending_bash: Vec::new(),
             run_system_prompt: None,
             next_turn: Vec::new(),
+            providers: Vec::new(),
             held_custom: Vec::new(),
         };
         let warnings = config.later;
@@ -611,7 +614,7 @@ impl Agent {
     }
 
     pub fn available_models(&self) -> Vec<Model> {
-        self.inner.registry.models().to_vec()
+        self.inner.registry.models_with(&self.state().providers)
     }
 
     pub fn set_steering_mode(&self, mode: QueueMode) {

@@ -16,8 +16,7 @@ impl Agent {
         let model = self
             .inner
             .registry
-            .find(provider, id)
-            .cloned()
+            .find_with(&state.providers, provider, id)
             .ok_or_else(|| CommandError::ModelNotFound {
                 provider: provider.to_owned(),
                 id: id.to_owned(),
@@ -34,11 +33,14 @@ impl Agent {
             return Err(CommandError::Busy("change the model"));
         }
         let scope = &self.inner.scope;
-        let candidates: Vec<(&Model, Option<ThinkingLevel>)> = if scope.is_empty() {
-            let all = self.inner.registry.models();
-            all.iter().map(|m| (m, None)).collect()
+        let candidates: Vec<(Model, Option<ThinkingLevel>)> = if scope.is_empty() {
+            let all = self.inner.registry.models_with(&state.providers);
+            all.into_iter().map(|m| (m, None)).collect()
         } else {
-            scope.iter().map(|s| (&s.model, s.thinking)).collect()
+            scope
+                .iter()
+                .map(|s| (s.model.clone(), s.thinking))
+                .collect()
         };
         let current = state
             .model
@@ -50,8 +52,7 @@ impl Agent {
             Some(_) if candidates.len() == 1 => return Ok(None),
             Some(i) => (i + 1) % candidates.len(),
         };
-        let (model, thinking) = candidates[next];
-        let model = model.clone();
+        let (model, thinking) = candidates[next].clone();
         self.switch_model(&mut state, model.clone(), thinking);
         Ok(Some(CycledModel {
             model,
@@ -75,6 +76,45 @@ impl Agent {
         }
         state.model = Some(model);
         self.apply_thinking_level(state, wanted);
+    }
+
+    /// An extension's `pi.registerProvider(name, config)`: its models become the session's
+    /// (replacing the provider's), or its address and headers change the provider's models. A
+    /// second registration of `name` replaces the first.
+    pub fn register_provider(&self, name: &str, config: serde_json::Value) -> Result<(), String> {
+        let mut warnings = Vec::new();
+        let registered = self.inner.registry.register(name, config, &mut warnings)?;
+        for warning in &warnings {
+            self.inner.warnings.warn(warning);
+        }
+        let mut state = self.state();
+        state.providers.retain(|r| r.name != name);
+        state.providers.push(registered);
+        Ok(())
+    }
+
+    /// An extension's `pi.unregisterProvider(name)`: the provider's models are the registry's
+    /// again. The current model stays chosen, as in Pi; a model the registry does not have at
+    /// that address then gets no credentials.
+    pub fn unregister_provider(&self, name: &str) {
+        self.state().providers.retain(|r| r.name != name);
+    }
+
+    /// What a request to `model` carries to be let in, given the extensions' providers.
+    pub(super) async fn credentials(
+        &self,
+        model: &Model,
+    ) -> Result<crate::config::models::Credentials, crate::config::ConfigError> {
+        let registered = self
+            .state()
+            .providers
+            .iter()
+            .find(|r| r.name == model.provider)
+            .cloned();
+        self.inner
+            .registry
+            .credentials_with(registered.as_ref(), model)
+            .await
     }
 
     pub fn set_thinking_level(&self, level: ThinkingLevel) {

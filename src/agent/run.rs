@@ -341,7 +341,7 @@ async fn stream_reply(
         None => Err((StopReason::Error, super::CommandError::NoModel.to_string())),
         Some(model) => {
             let inner = &agent.inner;
-            match inner.registry.credentials(model).await {
+            match agent.credentials(model).await {
                 Err(e) => Err((StopReason::Error, e.to_string())),
                 Ok(credentials) => {
                     let history = agent.context_for_call(history).await;

@@ -109,12 +109,12 @@ impl Agent {
     /// Makes `session` the current one: its conversation, its model when still declared.
     fn adopt(&self, state: &mut State, session: Session) {
         let context = session.context();
-        if let Some(model) = context
-            .model
-            .as_ref()
-            .and_then(|(provider, id)| self.inner.registry.find(provider, id))
-        {
-            state.model = Some(model.clone());
+        if let Some(model) = context.model.as_ref().and_then(|(provider, id)| {
+            self.inner
+                .registry
+                .find_with(&state.providers, provider, id)
+        }) {
+            state.model = Some(model);
         }
         // Like the model, the tool set stays unless the session recorded one.
         let model = state.model.clone();

@@ -11,6 +11,9 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+mod registered;
+pub use registered::Registered;
+
 /// Pi's defaults for fields a model entry leaves out.
 const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 /// The context length a discovered Ollama model is loaded with at most (`ollama.maxDiscoveredContext`
@@ -178,58 +181,12 @@ impl Registry {
         let mut providers = Vec::new();
         let mut models = Vec::new();
         for (name, p) in raw.providers {
-            let model_headers = p
-                .models
-                .iter()
-                .filter(|m| !m.headers.is_empty())
-                .map(|m| (m.id.clone(), m.headers.clone().into_iter().collect()))
-                .collect();
-            if let Some(c) = &p.compat {
-                compat::check(&format!("provider \"{name}\""), c, warnings);
-            }
+            let model_headers = model_headers(&p);
             // A built-in provider's entry changes that provider, so it inherits its api and URL.
             let (default_api, default_base) = builtin::defaults(&name).unzip();
             let provider_api = p.api.as_deref().or(default_api);
             let provider_base = p.base_url.as_deref().or(default_base);
-            for (i, m) in p.models.iter().enumerate() {
-                if let Some(c) = &m.compat {
-                    compat::check(&format!("model \"{name}/{}\"", m.id), c, warnings);
-                }
-                let api_name = m.api.as_deref().or(provider_api).ok_or_else(|| {
-                    format!(
-                        "provider \"{name}\": models[{i}] (\"{}\") has no \"api\"",
-                        m.id
-                    )
-                })?;
-                let api = parse_api(&name, api_name)?;
-                let base_url = m.base_url.as_deref().or(provider_base).ok_or_else(|| {
-                    format!(
-                        "provider \"{name}\": models[{i}] (\"{}\") has no \"baseUrl\"",
-                        m.id
-                    )
-                })?;
-                models.push(Model {
-                    id: m.id.clone(),
-                    name: m.name.clone().unwrap_or_else(|| m.id.clone()),
-                    api,
-                    provider: name.clone(),
-                    base_url: base_url.trim_end_matches('/').to_owned(),
-                    reasoning: m.reasoning,
-                    input: m.input.clone().unwrap_or_else(|| vec!["text".to_owned()]),
-                    cost: m.cost.clone(),
-                    context_window: m.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
-                    max_tokens: m.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-                    thinking_level_map: m.thinking_level_map.clone(),
-                    compat: compat::merge(p.compat.as_ref(), m.compat.as_ref())
-                        .map(ModelCompat::from),
-                    // A declared window is what the user wants the prompt to get; without one,
-                    // the server's own setting stands.
-                    load: LoadOptions {
-                        num_ctx: m.context_window,
-                        keep_alive: None,
-                    },
-                });
-            }
+            models.extend(models_of(&name, &p, provider_api, provider_base, warnings)?);
             let api = match provider_api {
                 Some(a) => parse_api(&name, a)?,
                 None => Api::OpenAiCompletions,
@@ -537,6 +494,69 @@ impl Registry {
     pub async fn resolve_value(&self, raw: &str) -> Result<String, String> {
         secret::resolve(raw, secret::Syntax::Template, Some(&self.command_cache)).await
     }
+}
+
+/// A provider entry's models' own `headers`, by model id.
+fn model_headers(p: &RawProvider) -> BTreeMap<String, Vec<(String, String)>> {
+    p.models
+        .iter()
+        .filter(|m| !m.headers.is_empty())
+        .map(|m| (m.id.clone(), m.headers.clone().into_iter().collect()))
+        .collect()
+}
+
+/// The models a provider entry declares, each taking the provider's `api` and `baseUrl` where
+/// it names none.
+fn models_of(
+    name: &str,
+    p: &RawProvider,
+    provider_api: Option<&str>,
+    provider_base: Option<&str>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Model>, String> {
+    if let Some(c) = &p.compat {
+        compat::check(&format!("provider \"{name}\""), c, warnings);
+    }
+    let mut models = Vec::with_capacity(p.models.len());
+    for (i, m) in p.models.iter().enumerate() {
+        if let Some(c) = &m.compat {
+            compat::check(&format!("model \"{name}/{}\"", m.id), c, warnings);
+        }
+        let api_name = m.api.as_deref().or(provider_api).ok_or_else(|| {
+            format!(
+                "provider \"{name}\": models[{i}] (\"{}\") has no \"api\"",
+                m.id
+            )
+        })?;
+        let api = parse_api(name, api_name)?;
+        let base_url = m.base_url.as_deref().or(provider_base).ok_or_else(|| {
+            format!(
+                "provider \"{name}\": models[{i}] (\"{}\") has no \"baseUrl\"",
+                m.id
+            )
+        })?;
+        models.push(Model {
+            id: m.id.clone(),
+            name: m.name.clone().unwrap_or_else(|| m.id.clone()),
+            api,
+            provider: name.to_owned(),
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            reasoning: m.reasoning,
+            input: m.input.clone().unwrap_or_else(|| vec!["text".to_owned()]),
+            cost: m.cost.clone(),
+            context_window: m.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
+            max_tokens: m.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            thinking_level_map: m.thinking_level_map.clone(),
+            compat: compat::merge(p.compat.as_ref(), m.compat.as_ref()).map(ModelCompat::from),
+            // A declared window is what the user wants the prompt to get; without one, the
+            // server's own setting stands.
+            load: LoadOptions {
+                num_ctx: m.context_window,
+                keep_alive: None,
+            },
+        });
+    }
+    Ok(models)
 }
 
 fn parse_api(provider: &str, api: &str) -> Result<Api, String> {

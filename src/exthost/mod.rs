@@ -9,8 +9,9 @@
 //! - what an extension asks of the session (`sendUserMessage`, `setSessionName`, `abort`,
 //!   `setActiveTools`, `setThinkingLevel`, `setModel`, `compact`) runs through the session port
 //!   ([`crate::agent::port`]), as a client's command would, and so do the queries that keep the
-//!   host's mirror of the session's state current; `appendEntry`, `setLabel`, `sendMessage`
-//!   and `getSystemPrompt`, which no client command expresses, go to the session directly;
+//!   host's mirror of the session's state current; `appendEntry`, `setLabel`, `sendMessage`,
+//!   `getSystemPrompt` and `registerProvider`/`unregisterProvider`, which no client command
+//!   expresses, go to the session directly;
 //! - the agent reaches its commands, tools and hooks (`tool_call`, `before_agent_start`,
 //!   `context`…) through [`crate::agent::Extensions`], which [`Host`] implements; each hook
 //!   crosses only when some extension subscribed to it;
@@ -641,6 +642,20 @@ async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
                         .map_err(|e| e.to_string())
                 });
             reply.answer(answer.map(|id| json!({ "id": id })));
+            return;
+        }
+        // Nor a provider: an extension's are the session's own, not a client's.
+        "register_provider" | "unregister_provider" => {
+            let answer = serde_json::from_value::<wire::Provider>(params)
+                .map_err(|e| format!("malformed {method}: {e}"))
+                .and_then(|p| match method.as_str() {
+                    "register_provider" => agent.register_provider(&p.name, p.config),
+                    _ => {
+                        agent.unregister_provider(&p.name);
+                        Ok(())
+                    }
+                });
+            reply.answer(answer.map(|()| json!({})));
             return;
         }
         // Nor a label (Pi's RPC has no command for it).

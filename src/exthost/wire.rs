@@ -222,3 +222,12 @@ pub struct Label {
     #[serde(default)]
     pub label: Option<String>,
 }
+
+/// `pi.registerProvider(name, config)` (its models.json fields; the host refuses what is
+/// code) and `pi.unregisterProvider(name)`, which has no config.
+#[derive(Debug, Deserialize)]
+pub struct Provider {
+    pub name: String,
+    #[serde(default)]
+    pub config: Value,
+}

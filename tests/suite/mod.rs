@@ -16,6 +16,7 @@ mod differential;
 mod docs;
 mod export;
 mod ext_hooks;
+mod ext_providers;
 mod extensions;
 mod flood;
 mod github_copilot;
