@@ -61,7 +61,7 @@ function message(err) {
 // itself still gets it, through Pi's loader.
 const piRoot = join(modules, "@earendil-works/pi-coding-agent/dist");
 const piModule = (path) => import(pathToFileURL(join(piRoot, path)).href);
-const [{ loadExtensions }, { ExtensionRunner }, { SessionManager }, { wrapRegisteredTool }] =
+const [{ loadExtensions }, { ExtensionRunner }, { buildContextEntries, buildSessionProjection }, { wrapRegisteredTool }] =
 	await Promise.all([
 		piModule("core/extensions/loader.js"),
 		piModule("core/extensions/runner.js"),
@@ -91,34 +91,182 @@ const mirror = {
 	hasUI: true,
 };
 
-/** Reads the session's state through the port (`get_state`, `get_tools`,
- * `get_session_stats`) into the mirror. Before the extensions are attached nova does not list
- * their tools yet; they are active then, as Pi starts with every tool active. */
-async function refresh(ownTools = []) {
-	const [state, tools, stats, models, prompt] = await Promise.all([
-		ask("get_state", {}),
-		ask("get_tools", {}),
-		ask("get_session_stats", {}),
-		ask("get_available_models", {}),
-		ask("get_system_prompt", {}),
-	]);
-	mirror.models = models?.models ?? [];
-	mirror.systemPrompt = prompt?.systemPrompt ?? "";
-	mirror.model = state?.model ?? undefined;
-	mirror.thinkingLevel = state?.thinkingLevel ?? mirror.thinkingLevel;
-	mirror.sessionName = state?.sessionName ?? undefined;
-	mirror.sessionId = state?.sessionId;
-	mirror.sessionFile = state?.sessionFile;
-	const listed = tools?.tools ?? [];
-	const own = ownTools.filter((t) => !listed.some((l) => l.name === t.name));
-	mirror.allTools = [...listed, ...own].map((t) => ({
-		name: t.name,
-		description: t.description,
-		parameters: t.parameters,
-	}));
-	mirror.activeTools = [...listed.filter((t) => t.active), ...own].map((t) => t.name);
-	mirror.contextUsage = stats?.contextUsage ?? undefined;
+/** nova's session as Pi's read-only `SessionManager` shows it (`ctx.sessionManager`): the
+ * entries the port's `get_entries` gives, in file order, with their index, labels and leaf.
+ * Kept current by asking only for the entries after the last one seen; rebuilt whole when the
+ * session is another one (replaced, or a cursor nova no longer knows). */
+const session = {
+	header: null,
+	entries: [],
+	byId: new Map(),
+	/** Each labelled entry's label and when it was set, as Pi resolves `label` entries. */
+	labels: new Map(),
+	leafId: null,
+};
+
+function take(entries) {
+	for (const entry of entries) {
+		if (typeof entry?.id !== "string" || session.byId.has(entry.id)) continue;
+		session.entries.push(entry);
+		session.byId.set(entry.id, entry);
+		if (entry.type === "label" && typeof entry.targetId === "string") {
+			if (entry.label) session.labels.set(entry.targetId, { label: entry.label, timestamp: entry.timestamp });
+			else session.labels.delete(entry.targetId);
+		}
+	}
 }
+
+/** Brings the entry mirror up to date with the session `sessionId` names. */
+async function readEntries(sessionId) {
+	const last = session.entries.at(-1)?.id;
+	const same = session.header !== null && session.header.id === sessionId;
+	const newer = same && last !== undefined ? await ask("get_entries", { since: last }).catch(() => undefined) : undefined;
+	if (newer) {
+		take(newer.entries ?? []);
+		session.leafId = newer.leafId ?? null;
+		return;
+	}
+	const [header, all] = await Promise.all([ask("get_session_header", {}), ask("get_entries", {})]);
+	session.header = header ?? null;
+	session.entries = [];
+	session.byId = new Map();
+	session.labels = new Map();
+	take(all?.entries ?? []);
+	session.leafId = all?.leafId ?? null;
+	announcedLevel = mirror.thinkingLevel;
+}
+
+function treeOf(entries) {
+	const nodes = new Map(entries.map((entry) => {
+		const label = session.labels.get(entry.id);
+		return [entry.id, { entry, children: [], label: label?.label, labelTimestamp: label?.timestamp }];
+	}));
+	const roots = [];
+	for (const entry of entries) {
+		const parent = entry.parentId !== entry.id ? nodes.get(entry.parentId) : undefined;
+		(parent ? parent.children : roots).push(nodes.get(entry.id));
+	}
+	// Oldest first, as Pi orders siblings; without recursion, since a branch is as deep as it
+	// is long.
+	const time = (node) => new Date(node.entry.timestamp).getTime();
+	const pending = [...roots];
+	while (pending.length > 0) {
+		const node = pending.pop();
+		node.children.sort((a, b) => time(a) - time(b));
+		pending.push(...node.children);
+	}
+	return roots;
+}
+
+/** Pi's `ReadonlySessionManager` (and the other getters of its `SessionManager` that only
+ * read), answered from the mirror. */
+const sessionManager = {
+	getCwd: () => session.header?.cwd || mirror.cwd,
+	getSessionDir: () => (mirror.sessionFile ? dirname(mirror.sessionFile) : ""),
+	getSessionId: () => mirror.sessionId,
+	getSessionFile: () => mirror.sessionFile,
+	getSessionName: () => mirror.sessionName,
+	getHeader: () => session.header,
+	getEntries: () => [...session.entries],
+	getEntryCount: () => session.entries.length,
+	getEntry: (id) => session.byId.get(id),
+	getLeafId: () => session.leafId,
+	getLeafEntry: () => (session.leafId ? session.byId.get(session.leafId) : undefined),
+	getLabel: (id) => session.labels.get(id)?.label,
+	getChildren: (parentId) => session.entries.filter((e) => e.parentId === parentId),
+	getBranch(fromId) {
+		const path = [];
+		let entry = session.byId.get(fromId ?? session.leafId);
+		while (entry && path.length <= session.entries.length) {
+			path.push(entry);
+			entry = entry.parentId ? session.byId.get(entry.parentId) : undefined;
+		}
+		return path.reverse();
+	},
+	getTree: () => treeOf(session.entries),
+	buildContextEntries: () => buildContextEntries(session.entries, session.leafId, session.byId),
+	buildSessionProjection: () => buildSessionProjection(session.entries, session.leafId, session.byId),
+	buildSessionContext() {
+		const { messages, thinkingLevel, model } = buildSessionProjection(session.entries, session.leafId, session.byId);
+		return { messages, thinkingLevel, model };
+	},
+	isPersisted: () => mirror.sessionFile !== undefined,
+};
+
+/** The parts of the mirror, each read with its own query of the session port. */
+const PARTS = ["state", "tools", "stats", "models", "prompt", "entries"];
+
+/** Reads `parts` of the session's state through the port (`get_state`, `get_tools`,
+ * `get_session_stats`, `get_available_models`, `get_system_prompt`, `get_entries`) into the
+ * mirror. Before the extensions are attached nova does not list their tools yet; they are
+ * active then, as Pi starts with every tool active. */
+async function read(parts, ownTools) {
+	const want = (part) => parts.has(part);
+	const [state, tools, stats, models, prompt] = await Promise.all([
+		want("state") || want("entries") ? ask("get_state", {}) : undefined,
+		want("tools") ? ask("get_tools", {}) : undefined,
+		want("stats") ? ask("get_session_stats", {}) : undefined,
+		want("models") ? ask("get_available_models", {}) : undefined,
+		want("prompt") ? ask("get_system_prompt", {}) : undefined,
+	]);
+	if (models) mirror.models = models.models ?? [];
+	if (prompt) mirror.systemPrompt = prompt.systemPrompt ?? "";
+	if (state) {
+		mirror.model = state.model ?? undefined;
+		mirror.thinkingLevel = state.thinkingLevel ?? mirror.thinkingLevel;
+		mirror.sessionName = state.sessionName ?? undefined;
+		mirror.sessionId = state.sessionId;
+		mirror.sessionFile = state.sessionFile;
+	}
+	if (tools) {
+		const listed = tools.tools ?? [];
+		const own = ownTools.filter((t) => !listed.some((l) => l.name === t.name));
+		mirror.allTools = [...listed, ...own].map((t) => ({
+			name: t.name,
+			description: t.description,
+			parameters: t.parameters,
+		}));
+		mirror.activeTools = [...listed.filter((t) => t.active), ...own].map((t) => t.name);
+	}
+	if (stats) mirror.contextUsage = stats.contextUsage ?? undefined;
+	if (want("entries")) await readEntries(mirror.sessionId);
+}
+
+/** The refresh waiting to start, which later requests join. */
+let queued = null;
+let reading = Promise.resolve();
+
+/** Refreshes `parts` of the mirror (all of it by default: a replaced session rebuilds the
+ * entries from scratch), one refresh after the other so that entries are read in order; the
+ * requests made while one waits are merged into it. */
+function refresh(parts = PARTS, ownTools = []) {
+	if (queued) {
+		for (const part of parts) queued.parts.add(part);
+		queued.ownTools.push(...ownTools);
+		return queued.done;
+	}
+	const job = { parts: new Set(parts), ownTools: [...ownTools] };
+	job.done = reading.then(() => {
+		queued = null;
+		return read(job.parts, job.ownTools);
+	});
+	queued = job;
+	reading = job.done.catch(() => {});
+	return job.done;
+}
+
+/** What each event that changes the session leaves stale in the mirror. */
+const STALE = {
+	message_end: ["entries", "stats"],
+	turn_end: ["entries", "stats"],
+	entry_appended: ["entries"],
+	compaction_end: ["entries", "stats"],
+	thinking_level_changed: ["state", "entries"],
+	session_info_changed: ["state", "entries"],
+	model_select: PARTS,
+	// A run changes the context's size, and a client may have changed the tools meanwhile.
+	agent_settled: PARTS,
+};
 
 /** `ctx.modelRegistry`: the models nova can use, from the mirror. Pi's own registry would
  * load Pi's provider catalog (a second of imports) at every start; what extensions read of it
@@ -222,7 +370,7 @@ let runner;
  * fails as if it had thrown, and Pi's runner goes on as it does for a throwing handler (a
  * `tool_call` is blocked; an `input`, `tool_result`, `before_agent_start` or `context` handler
  * is skipped and reported). */
-const HOOKS = new Set(["tool_call", "tool_result", "input", "before_agent_start", "context"]);
+const HOOKS = new Set(["tool_call", "tool_result", "input", "before_agent_start", "context", "user_bash"]);
 let hookTimeoutMs = 30_000;
 /** The deadline of the hook call a handler runs for. */
 const hookDeadline = new AsyncLocalStorage();
@@ -388,21 +536,22 @@ function bind() {
 				),
 			sendUserMessage: (content, options) =>
 				void ask("send_user_message", { content, options }).catch(report("sendUserMessage")),
-			// Recorded in nova's session, and in the in-memory one whose entries the
-			// extension can read back.
-			appendEntry: (customType, data) => {
-				runner.sessionManager?.appendCustomEntry?.(customType, data);
-				void ask("append_entry", { customType, data }).catch(report("appendEntry"));
-			},
+			// Recorded in nova's session; the entry mirror has it once nova has (its id is
+			// nova's).
+			appendEntry: (customType, data) =>
+				void ask("append_entry", { customType, data })
+					.then(() => refresh(["entries"]))
+					.catch(report("appendEntry")),
 			setSessionName: (name) => {
 				mirror.sessionName = name;
 				void ask("set_session_name", { name }).catch(report("setSessionName"));
 			},
 			getSessionName: () => mirror.sessionName,
-			// A label entry in nova's session; its entries are not mirrored here, so the
-			// in-memory session does not get it.
+			// A label entry in nova's session, which `getLabel` sees once nova has it.
 			setLabel: (entryId, label) =>
-				void ask("set_label", { entryId, label }).catch(report("setLabel")),
+				void ask("set_label", { entryId, label })
+					.then(() => refresh(["entries"]))
+					.catch(report("setLabel")),
 			getActiveTools: () => mirror.activeTools,
 			getAllTools: () => mirror.allTools,
 			getSettings: () => ({}),
@@ -516,11 +665,37 @@ function applyFlags(loaded, given) {
 	return errors;
 }
 
-/** Every event some extension handles: nova sends only these. */
+/** Every event some extension handles: nova sends only these. `thinking_level_select` is made
+ * of the session's `thinking_level_changed`. */
 function subscribed() {
 	const events = new Set();
 	for (const ext of runner.extensions) for (const name of ext.handlers.keys()) events.add(name);
+	if (events.has("thinking_level_select")) events.add("thinking_level_changed");
 	return [...events];
+}
+
+/** The thinking level the last `thinking_level_changed` announced (`previousLevel`). */
+let announcedLevel;
+/** Events reach their handlers in the order nova sent them, each after the mirror has caught
+ * up with it: a `message_end` handler finds its message in `getEntries()`. */
+let delivering = Promise.resolve();
+
+function arrived(event, deliver) {
+	if (event.type === "agent_start") mirror.idle = false;
+	if (event.type === "agent_settled") mirror.idle = true;
+	const stale = STALE[event.type];
+	delivering = delivering.then(async () => {
+		if (stale) await refresh(stale).catch(report("state"));
+		if (event.type === "thinking_level_changed") {
+			const previousLevel = announcedLevel;
+			announcedLevel = event.level;
+			if (deliver) void runner.emit({ type: "thinking_level_select", level: event.level, previousLevel });
+			return;
+		}
+		// Not awaited: a handler waiting for a dialog holds up only itself.
+		if (deliver) void runner.emit(event);
+	});
+	return {};
 }
 
 const methods = {
@@ -533,11 +708,6 @@ const methods = {
 		const loaded = await loadExtensions(paths, cwd);
 		const flagErrors = applyFlags(loaded, flags);
 		if (flagErrors.length > 0) return { flagErrors };
-		// Pi's in-memory session, answering for the real one where the mirror knows it.
-		const sessionManager = SessionManager.inMemory(cwd);
-		sessionManager.getSessionId = () => mirror.sessionId;
-		sessionManager.getSessionFile = () => mirror.sessionFile;
-		sessionManager.getSessionName = () => mirror.sessionName;
 		const { runtime } = loaded;
 		const queued = runtime.pendingProviderRegistrations;
 		const queuedNative = runtime.pendingNativeProviderRegistrations;
@@ -549,7 +719,7 @@ const methods = {
 		await providerChanges;
 		providersLive = true;
 		// session_start's handlers read the model and the tools already.
-		await refresh(tools()).catch(report("state"));
+		await refresh(PARTS, tools()).catch(report("state"));
 		// As in Pi, session_start follows loading and comes before the first command is
 		// served: what its handlers do before they first wait reaches nova ahead of this
 		// answer. Not awaited, since a handler may wait for a dialog only a client can answer.
@@ -563,22 +733,21 @@ const methods = {
 	},
 
 	/** A notification event; its handlers' errors become extension_error. */
-	async event({ event }) {
-		if (event.type === "agent_start") mirror.idle = false;
-		if (event.type === "agent_settled") {
-			mirror.idle = true;
-			// A run changes the context's size, and a client may have changed the model or
-			// the tools meanwhile.
-			await refresh().catch(report("state"));
-		}
-		await runner.emit(event);
-		return {};
+	event({ event }) {
+		return arrived(event, true);
+	},
+
+	/** An event that changed the session and that no extension handles: only the mirror
+	 * needs it. */
+	changed({ event }) {
+		return arrived({ type: event }, false);
 	},
 
 	/** The tool_call hooks: a block, or the input (possibly rewritten in place) to run with. A
 	 * hook that throws blocks the call, as in Pi. */
 	async tool_call({ toolCallId, toolName, input }) {
 		const event = { type: "tool_call", toolCallId, toolName, input };
+		await delivering;
 		try {
 			const result = await withDeadline(() => runner.emitToolCall(event));
 			if (result?.block) return { block: true, reason: result.reason ?? "Blocked by an extension" };
@@ -593,6 +762,7 @@ const methods = {
 	/** The before_agent_start hooks, chained by Pi's runner over nova's prompt given as the
 	 * forced (whole) prompt: a replacement, when one changed it, and the messages they add. */
 	async before_agent_start({ trigger, systemPrompt }) {
+		await delivering;
 		const options = { cwd: mirror.cwd, forceSystemPrompt: systemPrompt, selectedTools: mirror.activeTools };
 		const result = await withDeadline(() => runner.emitBeforeAgentStart(trigger, options));
 		const chosen = result.systemPromptOptions.forceSystemPrompt;
@@ -606,12 +776,14 @@ const methods = {
 
 	/** The context hooks: the messages for this model call, when they changed them. */
 	async context({ messages }) {
+		await delivering;
 		const result = await withDeadline(() => runner.emitContext(messages));
 		return JSON.stringify(result) === JSON.stringify(messages) ? {} : { messages: result };
 	},
 
 	/** The input hooks for a client's prompt: continue, transform (its text) or handled. */
 	async input({ text, streamingBehavior }) {
+		await delivering;
 		const result = await withDeadline(() =>
 			runner.emitInput(text, undefined, "rpc", streamingBehavior ?? undefined),
 		);
@@ -619,9 +791,23 @@ const methods = {
 		return { action: result?.action === "handled" ? "handled" : "continue" };
 	},
 
+	/** The user_bash hooks for a client's `bash` command that nova's gate let through: a result
+	 * to record in its place, or none (nova runs it). A hook that throws fails the command, as
+	 * in Pi. */
+	async user_bash({ command, excludeFromContext, cwd }) {
+		await delivering;
+		const event = { type: "user_bash", command, excludeFromContext: excludeFromContext === true, cwd };
+		const answer = await withDeadline(() => runner.emitUserBash(event));
+		if (answer?.operations) {
+			throw new Error("a user_bash hook returned operations, which nova does not run (its own shell runs the command, in its sandbox): the command was not run");
+		}
+		return { result: answer?.result };
+	},
+
 	/** The tool_result hooks: what they changed of a finished call's result (nothing: {}). */
 	async tool_result({ toolCallId, toolName, input, content, details, isError }) {
 		const event = { type: "tool_result", toolCallId, toolName, input, content, details, isError };
+		await delivering;
 		const result = await withDeadline(() => runner.emitToolResult(event));
 		if (!result) return {};
 		// Only what changed: unchanged content must not drop nova's structured content.
@@ -634,6 +820,8 @@ const methods = {
 	},
 
 	async tool({ toolCallId, name, input }) {
+		// As in Pi, the tool reads a session that holds the message calling it.
+		await delivering;
 		const registered = runner.getAllRegisteredTools().find((t) => t.definition.name === name);
 		if (!registered) return { content: [{ type: "text", text: `Tool ${name} not found` }], isError: true };
 		const tool = wrapRegisteredTool(registered, runner);
@@ -656,6 +844,7 @@ const methods = {
 	async command({ name, args }) {
 		const command = runner.getCommand(name);
 		if (!command) throw new Error(`no extension command /${name}`);
+		await delivering;
 		try {
 			await command.handler(args, runner.createCommandContext());
 		} catch (err) {

@@ -61,6 +61,10 @@ pub enum CommandError {
     /// The user's `bash` command could not be run.
     #[error(transparent)]
     Bash(#[from] RunError),
+    /// An extension's hook failed the command (its `user_bash` hook threw, or answered with
+    /// what nova cannot carry out); the text says which and why.
+    #[error("{0}")]
+    Extension(String),
     /// `export_html` could not write the page; the text says where and why.
     #[error("{0}")]
     Export(String),

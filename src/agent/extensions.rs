@@ -9,7 +9,8 @@
 
 use super::Agent;
 use crate::protocol::{
-    ContentBlock, CustomMessage, Message, SlashCommand, StreamingBehavior, ToolSpec,
+    BashResult, ContentBlock, CustomMessage, Message, Model, SlashCommand, StreamingBehavior,
+    ToolSpec,
 };
 use crate::tools::{ToolOutput, UpdateFn};
 use futures_util::future::BoxFuture;
@@ -71,6 +72,14 @@ pub struct Starting {
     pub messages: Vec<CustomMessage>,
 }
 
+/// How a model was chosen (Pi's `model_select` `source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ModelSource {
+    Set,
+    Cycle,
+}
+
 /// The extensions of one session, as the agent sees them.
 pub trait Extensions: Send + Sync {
     /// Their slash commands, in load order (`get_commands` lists them first, as Pi does).
@@ -125,6 +134,20 @@ pub trait Extensions: Send + Sync {
         updates: UpdateFn,
         cancel: CancellationToken,
     ) -> BoxFuture<'static, ToolOutput>;
+
+    /// The `user_bash` hooks for a client's `bash` command that nova's gate let through: the
+    /// result a hook gave in place of running it, `Ok(None)` to run it, an error to fail it
+    /// (a hook threw). The outer `None`: no extension has one.
+    fn user_bash(
+        &self,
+        command: &str,
+        exclude_from_context: bool,
+        cwd: &std::path::Path,
+    ) -> Option<BoxFuture<'static, Result<Option<BashResult>, String>>>;
+
+    /// A client or an extension made `model` the session's model in place of `previous`; never
+    /// waits for the extensions.
+    fn model_selected(&self, model: &Model, previous: Option<&Model>, source: ModelSource);
 
     /// A client's `extension_ui_response` (its `id` names the dialog).
     fn answer_dialog(&self, answer: Value);

@@ -28,7 +28,7 @@ mod user_bash;
 
 pub use custom::Deliver;
 pub use error::CommandError;
-pub use extensions::{Extensions, Hooked, Input, Reviewed, Starting, WeakAgent};
+pub use extensions::{Extensions, Hooked, Input, ModelSource, Reviewed, Starting, WeakAgent};
 pub use live::{Live, LiveSessions};
 pub use permission::{FlaggedCommand, Unattended};
 pub use queue::QueueFull;

@@ -3,7 +3,7 @@
 //! level it does not offer is clamped to the nearest one it does, and a change is recorded in
 //! the session and announced with `thinking_level_changed`.
 
-use super::{Agent, CommandError, State};
+use super::{Agent, CommandError, ModelSource, State};
 use crate::config::scope::same;
 use crate::protocol::{CycledModel, Event, Model, ThinkingLevel};
 
@@ -21,7 +21,7 @@ impl Agent {
                 provider: provider.to_owned(),
                 id: id.to_owned(),
             })?;
-        self.switch_model(&mut state, model.clone(), None);
+        self.switch_model(&mut state, model.clone(), None, ModelSource::Set);
         Ok(model)
     }
 
@@ -53,7 +53,7 @@ impl Agent {
             Some(i) => (i + 1) % candidates.len(),
         };
         let (model, thinking) = candidates[next].clone();
-        self.switch_model(&mut state, model.clone(), thinking);
+        self.switch_model(&mut state, model.clone(), thinking, ModelSource::Cycle);
         Ok(Some(CycledModel {
             model,
             thinking_level: state.thinking_level,
@@ -62,8 +62,16 @@ impl Agent {
     }
 
     /// Makes `model` current with the level Pi picks for a switch: the scope's level for it,
-    /// else `defaultThinkingLevel`, else the level in force; clamped to what it offers.
-    fn switch_model(&self, state: &mut State, model: Model, scoped: Option<ThinkingLevel>) {
+    /// else `defaultThinkingLevel`, else the level in force; clamped to what it offers. The
+    /// extensions hear of it after the level (`model_select` after `thinking_level_select`, as
+    /// in Pi), unless the model was already the current one.
+    fn switch_model(
+        &self,
+        state: &mut State,
+        model: Model,
+        scoped: Option<ThinkingLevel>,
+        source: ModelSource,
+    ) {
         self.retool(state, Some(&model));
         let wanted = scoped
             .or(self.inner.default_thinking_level)
@@ -74,8 +82,13 @@ impl Agent {
         if let Err(e) = recorded {
             self.report_session_error(&e);
         }
-        state.model = Some(model);
+        let previous = state.model.replace(model);
         self.apply_thinking_level(state, wanted);
+        if let (Some(extensions), Some(model)) = (self.extensions(), &state.model)
+            && previous.as_ref().is_none_or(|p| !same(p, model))
+        {
+            extensions.model_selected(model, previous.as_ref(), source);
+        }
     }
 
     /// An extension's `pi.registerProvider(name, config)`: its models become the session's

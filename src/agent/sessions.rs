@@ -352,6 +352,11 @@ impl Agent {
         Ok(false)
     }
 
+    /// The session file's first line (what Pi's `getHeader` reads).
+    pub fn session_header(&self) -> crate::session::Header {
+        self.state().session.header().clone()
+    }
+
     pub fn entries(&self, since: Option<&str>) -> Result<ResponseData, CommandError> {
         let state = self.state();
         let entries = state.session.entries_since(since)?;

@@ -3,7 +3,9 @@
 //! `bashExecution` message that the next request shows the model (unless excluded). The client
 //! is the user, so nothing asks for permission; the gate still applies the `permissions.bash`
 //! deny rules, and refuses a command they cannot be checked against (its program known only at
-//! run time).
+//! run time). An extension's `user_bash` hook comes after the gate, so it can answer for a
+//! command (with its own result, which is recorded as the command's) but never run one the gate
+//! refused.
 
 use super::{Agent, CommandError, now_ms};
 use crate::gate::{self, Decision, Refusal, Request};
@@ -62,22 +64,34 @@ impl Agent {
         let counted = Counted::start(&self.inner.bash_running);
         let agent = self.clone();
         let env = self.session_env();
+        let hook = self
+            .extensions()
+            .and_then(|e| e.user_bash(&command, exclude_from_context, &self.inner.cwd));
         Ok(async move {
-            let run = run_for_user(
-                &command,
-                &agent.inner.cwd,
-                &env,
-                &cancel,
-                &on_output,
-                &agent.inner.outputs,
-            )
-            .await?;
-            let result = BashResult {
-                output: run.output,
-                exit_code: run.exit_code,
-                cancelled: run.cancelled,
-                truncated: run.truncated,
-                full_output_path: run.full_output_path,
+            let answered = match hook {
+                Some(hook) => hook.await.map_err(CommandError::Extension)?,
+                None => None,
+            };
+            let result = match answered {
+                Some(result) => result,
+                None => {
+                    let run = run_for_user(
+                        &command,
+                        &agent.inner.cwd,
+                        &env,
+                        &cancel,
+                        &on_output,
+                        &agent.inner.outputs,
+                    )
+                    .await?;
+                    BashResult {
+                        output: run.output,
+                        exit_code: run.exit_code,
+                        cancelled: run.cancelled,
+                        truncated: run.truncated,
+                        full_output_path: run.full_output_path,
+                    }
+                }
             };
             agent.record_bash(Message::BashExecution(BashExecutionMessage {
                 command,

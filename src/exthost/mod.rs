@@ -5,22 +5,27 @@
 //!
 //! - it subscribes to the session's events ([`crate::agent::Fanout`]), and only the events some
 //!   extension handles cross the boundary (plus `agent_start`/`agent_settled`, which keep its
-//!   idle flag current);
+//!   idle flag current); an event that changes the session's entries or state and that no
+//!   extension handles crosses by name only (`changed`), so the host refreshes its mirror;
 //! - what an extension asks of the session (`sendUserMessage`, `setSessionName`, `abort`,
 //!   `setActiveTools`, `setThinkingLevel`, `setModel`, `compact`) runs through the session port
 //!   ([`crate::agent::port`]), as a client's command would, and so do the queries that keep the
-//!   host's mirror of the session's state current; `appendEntry`, `setLabel`, `sendMessage`,
-//!   `getSystemPrompt` and `registerProvider`/`unregisterProvider`, which no client command
+//!   host's mirror of the session's state and entries current (`get_entries` since the last
+//!   entry it has); `appendEntry`, `setLabel`, `sendMessage`, `getSystemPrompt`, the session
+//!   file's header and `registerProvider`/`unregisterProvider`, which no client command
 //!   expresses, go to the session directly;
 //! - the agent reaches its commands, tools and hooks (`tool_call`, `before_agent_start`,
-//!   `context`…) through [`crate::agent::Extensions`], which [`Host`] implements; each hook
-//!   crosses only when some extension subscribed to it;
+//!   `context`, `user_bash`…) through [`crate::agent::Extensions`], which [`Host`]
+//!   implements; each hook crosses only when some extension subscribed to it;
 //! - its `ctx.ui` calls become `extension_ui_request` events and its handlers' failures
 //!   `extension_error` events, which every subscriber sees;
-//! - a `tool_call`, `tool_result`, `input`, `before_agent_start` or `context` hook holds up
-//!   its call for at most the `extensionHookTimeoutSeconds` setting: the host bounds its
-//!   handlers and answers as Pi does for a handler that throws (a `tool_call` is blocked, fail
-//!   closed; the others go on without that handler), naming the extension in an
+//! - a model change, which no client event announces, reaches it through
+//!   [`Extensions::model_selected`](crate::agent::Extensions::model_selected);
+//! - a `tool_call`, `tool_result`, `input`, `before_agent_start`, `context` or `user_bash`
+//!   hook holds up its call for at most the `extensionHookTimeoutSeconds` setting: the host
+//!   bounds its handlers and answers as Pi does for a handler that throws (a `tool_call` is
+//!   blocked, fail closed; a user's `bash` command fails; the others go on without that
+//!   handler), naming the extension in an
 //!   `extension_error`; nova bounds the host's answer a little later, for a host whose event
 //!   loop a handler holds.
 //!
@@ -38,13 +43,14 @@ pub use node::{MIN_NODE, NodeError, PI_VERSION, npm};
 
 use crate::agent::port::{self, Reply};
 use crate::agent::{
-    Agent, Deliver, EventSink, Extensions, Hooked, Input, Live, Reviewed, Starting, Subscription,
-    WeakAgent,
+    Agent, Deliver, EventSink, Extensions, Hooked, Input, Live, ModelSource, Reviewed, Starting,
+    Subscription, WeakAgent,
 };
 use crate::config::extensions::Extension;
 use crate::protocol::{
-    Command, CommandSource, ContentBlock, Event, Message, Response, SlashCommand, SourceInfo,
-    SourceOrigin, StreamingBehavior, ToolDetails, ToolResultPayload, ToolSpec,
+    BashResult, Command, CommandSource, ContentBlock, Event, Message, Model, Response,
+    SlashCommand, SourceInfo, SourceOrigin, StreamingBehavior, ToolDetails, ToolResultPayload,
+    ToolSpec,
 };
 use crate::tools::{ToolOutput, UpdateFn};
 use futures_util::future::BoxFuture;
@@ -77,6 +83,17 @@ const CANCEL_GRACE: Duration = Duration::from_secs(3);
 const HOOK_GRACE: Duration = Duration::from_secs(2);
 /// Events the host always gets, for the state it mirrors.
 const MIRRORED: [&str; 2] = ["agent_start", "agent_settled"];
+/// Events that change the session's entries or state: when no extension handles one, the host
+/// still hears of it, by name only (`changed`), and refreshes its mirror. None of them comes
+/// per streamed token.
+const CHANGES: [&str; 6] = [
+    "message_end",
+    "turn_end",
+    "entry_appended",
+    "compaction_end",
+    "thinking_level_changed",
+    "session_info_changed",
+];
 
 /// Why a session's extensions could not start.
 #[derive(Debug, thiserror::Error)]
@@ -576,7 +593,7 @@ fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
 /// `compact`, `abort`, `setActiveTools`, `setThinkingLevel`, `setModel`), and the queries that keep the
 /// host's mirror of the session's state current (`ctx.model`, `getActiveTools`,
 /// `getContextUsage`…), sent by the host under their RPC names; anything else is refused.
-const PORT_COMMANDS: [&str; 10] = [
+const PORT_COMMANDS: [&str; 11] = [
     "set_session_name",
     "compact",
     "abort",
@@ -587,6 +604,7 @@ const PORT_COMMANDS: [&str; 10] = [
     "get_tools",
     "get_session_stats",
     "get_available_models",
+    "get_entries",
 ];
 
 /// Carries out what an extension asked of the session, through the session port.
@@ -630,6 +648,11 @@ async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
         }
         "get_system_prompt" => {
             reply.answer(Ok(json!({ "systemPrompt": &*agent.system_prompt() })));
+            return;
+        }
+        // Pi's RPC has no command for the session file's header either.
+        "get_session_header" => {
+            reply.answer(serde_json::to_value(agent.session_header()).map_err(|e| e.to_string()));
             return;
         }
         // No client command writes an extension's entry: the session takes it directly.
@@ -744,6 +767,9 @@ impl EventSink for HostEvents {
     fn emit(&self, event: Event) {
         let name: &'static str = (&event).into();
         if !MIRRORED.contains(&name) && !self.0.subscribed(name) {
+            if CHANGES.contains(&name) && !self.0.notify("changed", json!({ "event": name })) {
+                tracing::warn!("the extension host is not keeping up; it missed a {name} event");
+            }
             return;
         }
         // Encoded straight from the event: no JSON tree per streamed token.
@@ -989,6 +1015,48 @@ impl Extensions for Side {
                 Err(e) => ToolOutput::error(e),
             }
         })
+    }
+
+    fn user_bash(
+        &self,
+        command: &str,
+        exclude_from_context: bool,
+        cwd: &std::path::Path,
+    ) -> Option<BoxFuture<'static, Result<Option<BashResult>, String>>> {
+        if !self.0.subscribed("user_bash") {
+            return None;
+        }
+        let shared = self.0.clone();
+        let params = json!({
+            "command": command,
+            "excludeFromContext": exclude_from_context,
+            "cwd": cwd,
+        });
+        Some(Box::pin(async move {
+            let answer = shared
+                .hook_as::<wire::UserBash>("user_bash", params)
+                .await?;
+            Ok(answer.result)
+        }))
+    }
+
+    fn model_selected(&self, model: &Model, previous: Option<&Model>, source: ModelSource) {
+        // No client event announces a model change: the host hears of it here, as the event
+        // when an extension handles it, else by name for its mirror.
+        let sent = if self.0.subscribed("model_select") {
+            let event = json!({
+                "type": "model_select",
+                "model": model,
+                "previousModel": previous,
+                "source": source,
+            });
+            self.0.notify("event", json!({ "event": event }))
+        } else {
+            self.0.notify("changed", json!({ "event": "model_select" }))
+        };
+        if !sent {
+            tracing::warn!("the extension host is not keeping up; it missed a model_select event");
+        }
     }
 
     fn answer_dialog(&self, answer: Value) {

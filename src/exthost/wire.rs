@@ -231,3 +231,11 @@ pub struct Provider {
     #[serde(default)]
     pub config: Value,
 }
+
+/// What the `user_bash` hooks answered for a client's `bash` command: the result to record in
+/// place of running it, or nothing (run it).
+#[derive(Debug, Deserialize)]
+pub struct UserBash {
+    #[serde(default)]
+    pub result: Option<crate::protocol::BashResult>,
+}

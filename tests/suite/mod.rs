@@ -17,6 +17,7 @@ mod docs;
 mod export;
 mod ext_hooks;
 mod ext_providers;
+mod ext_session;
 mod extensions;
 mod flood;
 mod github_copilot;
