@@ -61,7 +61,7 @@ function message(err) {
 // itself still gets it, through Pi's loader.
 const piRoot = join(modules, "@earendil-works/pi-coding-agent/dist");
 const piModule = (path) => import(pathToFileURL(join(piRoot, path)).href);
-const [{ loadExtensions }, { ExtensionRunner }, { buildContextEntries, buildSessionProjection }, { wrapRegisteredTool }] =
+const [{ loadExtensions }, { ExtensionRunner, emitProjectTrustEvent }, { buildContextEntries, buildSessionProjection }, { wrapRegisteredTool }] =
 	await Promise.all([
 		piModule("core/extensions/loader.js"),
 		piModule("core/extensions/runner.js"),
@@ -430,26 +430,33 @@ function withBoundedHooks(ext) {
 	return new Proxy(ext, { get: (target, key) => (key === "handlers" ? handlers : Reflect.get(target, key)) });
 }
 
+/** The abort signal of the extension command a dialog is opened from (see `command`). */
+const commandSignal = new AsyncLocalStorage();
+
 /** Dialogs waiting for the client's extension_ui_response, by request id. */
 const dialogs = new Map();
 /** Running tool calls, by tool call id, so nova can cancel one. */
 const running = new Map();
+/** Running extension commands' abort controllers, by nova's run number. */
+const runningCommands = new Map();
 
 /** A ctx.ui dialog: an extension_ui_request nova forwards, resolved by the client's answer,
  * the dialog's timeout or its abort signal, whichever comes first. */
 function dialog(opts, fallback, request, read) {
-	if (opts?.signal?.aborted) return Promise.resolve(fallback);
+	// A command's dialog also ends when its command is cancelled.
+	const signals = [opts?.signal, commandSignal.getStore()].filter(Boolean);
+	if (signals.some((s) => s.aborted)) return Promise.resolve(fallback);
 	const id = randomUUID();
 	return new Promise((resolve) => {
 		let timer;
 		const settle = (value) => {
 			if (timer) clearTimeout(timer);
-			opts?.signal?.removeEventListener("abort", onAbort);
+			for (const s of signals) s.removeEventListener("abort", onAbort);
 			dialogs.delete(id);
 			resolve(value);
 		};
 		const onAbort = () => settle(fallback);
-		opts?.signal?.addEventListener("abort", onAbort, { once: true });
+		for (const s of signals) s.addEventListener("abort", onAbort, { once: true });
 		if (opts?.timeout) timer = setTimeout(() => settle(fallback), opts.timeout);
 		dialogs.set(id, (answer) => settle(answer.cancelled ? fallback : read(answer)));
 		notify("ui", { id, ...request, timeout: opts?.timeout });
@@ -732,6 +739,31 @@ const methods = {
 		};
 	},
 
+	/** The `project_trust` vote of the user's own extensions, in a host started for it alone
+	 * (nova stops it after this answer). Pi's RPC mode has no trust dialogs: `hasUI` is false,
+	 * the dialogs answer their defaults and `notify` writes to stderr. The first handler that
+	 * says yes or no decides, as Pi's own emitter has it. */
+	async trust({ cwd, paths, mode }) {
+		const loaded = await loadExtensions(paths, cwd);
+		const ctx = {
+			cwd,
+			mode,
+			hasUI: false,
+			ui: {
+				select: async () => undefined,
+				confirm: async () => false,
+				input: async () => undefined,
+				notify: (text, type) => process.stderr.write(`${type === "error" || type === "warning" ? `${type}: ` : ""}${text}\n`),
+			},
+		};
+		const { result, errors } = await emitProjectTrustEvent(loaded, { type: "project_trust", cwd }, ctx);
+		return {
+			trusted: result ? result.trusted === "yes" : null,
+			remember: result?.remember === true,
+			errors: [...loaded.errors, ...errors.map((e) => ({ path: e.extensionPath, error: `project_trust: ${e.error}` }))],
+		};
+	},
+
 	/** A notification event; its handlers' errors become extension_error. */
 	event({ event }) {
 		return arrived(event, true);
@@ -841,16 +873,27 @@ const methods = {
 
 	/** `prompt "/name args"`: runs the command's handler to its end; a throw becomes an
 	 * extension_error named after the command, as Pi reports it. */
-	async command({ name, args }) {
+	async command({ name, args, run }) {
 		const command = runner.getCommand(name);
 		if (!command) throw new Error(`no extension command /${name}`);
 		await delivering;
+		// Its ctx.signal, which nova's cancel_command aborts (ACP's session/cancel).
+		const controller = new AbortController();
+		runningCommands.set(run, controller);
+		const ctx = runner.createCommandContext();
+		Object.defineProperty(ctx, "signal", { get: () => controller.signal });
 		try {
-			await command.handler(args, runner.createCommandContext());
+			await commandSignal.run(controller.signal, () => command.handler(args, ctx));
 		} catch (err) {
 			runner.emitError({ extensionPath: `command:${name}`, event: "command", error: message(err) });
+		} finally {
+			runningCommands.delete(run);
 		}
 		return {};
+	},
+
+	cancel_command({ run }) {
+		runningCommands.get(run)?.abort();
 	},
 
 	cancel({ toolCallId }) {

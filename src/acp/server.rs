@@ -25,6 +25,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedReceiver;
+use tokio_util::sync::CancellationToken;
 
 const MODEL: &str = "model";
 const THOUGHT_LEVEL: &str = "thought_level";
@@ -66,10 +67,18 @@ struct Open {
     sink: Arc<AcpSink>,
     /// Set by `session/cancel` while a prompt runs: its answer is `cancelled`.
     cancelled: AtomicBool,
+    /// The running extension command's cancellation, which `session/cancel` triggers.
+    command: Mutex<Option<CancellationToken>>,
     /// The task that asks permission questions and reports usage.
     follow: tokio::task::JoinHandle<()>,
     /// The session's extension host, once started; dropping it (with the attachment) stops it.
     extensions: Mutex<Option<crate::exthost::Host>>,
+}
+
+impl Open {
+    fn running_command(&self) -> std::sync::MutexGuard<'_, Option<CancellationToken>> {
+        self.command.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// A session just opened, and what its extension host needs when it has extensions.
@@ -221,6 +230,7 @@ impl Server {
             _subscription: subscription,
             sink,
             cancelled: AtomicBool::new(false),
+            command: Mutex::default(),
             follow,
             extensions: Mutex::default(),
         });
@@ -466,9 +476,16 @@ impl Server {
             };
             // As in RPC mode: an extension command runs to its end instead of a run, and the
             // extensions' input hooks see what is prompted.
-            if let Some(handler) = open.agent.extension_command(&input.text) {
+            let cancel = CancellationToken::new();
+            if let Some(handler) = open.agent.extension_command(&input.text, cancel.clone()) {
+                *open.running_command() = Some(cancel.clone());
                 handler.await;
-                return responder.respond(acp::PromptResponse::new(acp::StopReason::EndTurn));
+                open.running_command().take();
+                let stop = match cancel.is_cancelled() {
+                    true => acp::StopReason::Cancelled,
+                    false => acp::StopReason::EndTurn,
+                };
+                return responder.respond(acp::PromptResponse::new(stop));
             }
             let text = match open.agent.review_input(&input.text, None) {
                 None => input.text,
@@ -511,12 +528,16 @@ impl Server {
     }
 
     /// `session/cancel`: the run ends as RPC `abort` ends it, and its prompt answers
-    /// `cancelled`; a permission question still open is answered with a denial.
+    /// `cancelled`; a permission question still open is answered with a denial. A running
+    /// extension command's `ctx.signal` is aborted and its open dialogs get their defaults.
     pub fn cancel(&self, id: &acp::SessionId) {
         let Ok(open) = self.open(id) else {
             tracing::debug!("session/cancel for unknown session {id}");
             return;
         };
+        if let Some(command) = open.running_command().as_ref() {
+            command.cancel();
+        }
         open.cancelled.store(true, Ordering::SeqCst);
         tokio::spawn(open.agent.abort());
     }
@@ -810,6 +831,7 @@ fn spec(cwd: &Path, resume: Resume, servers: &[acp::McpServer]) -> Result<Sessio
         model: None,
         mcp_servers,
         name: None,
+        trust_vote: None,
     })
 }
 

@@ -85,8 +85,14 @@ pub trait Extensions: Send + Sync {
     /// Their slash commands, in load order (`get_commands` lists them first, as Pi does).
     fn commands(&self) -> Vec<SlashCommand>;
 
-    /// Runs the command `name` to its end; `None` when no extension registered it.
-    fn run_command(&self, name: &str, args: &str) -> Option<BoxFuture<'static, ()>>;
+    /// Runs the command `name` to its end; `None` when no extension registered it. `cancel`
+    /// aborts its `ctx.signal` and answers its open dialogs with their defaults.
+    fn run_command(
+        &self,
+        name: &str,
+        args: &str,
+        cancel: CancellationToken,
+    ) -> Option<BoxFuture<'static, ()>>;
 
     /// The tools they registered, offered to the model after the built-in and MCP tools.
     fn tool_specs(&self) -> Vec<ToolSpec>;
@@ -190,11 +196,15 @@ impl Agent {
     }
 
     /// The extension command a prompt names (`/name args`), run to its end; `None` when the
-    /// prompt is not one.
-    pub fn extension_command(&self, text: &str) -> Option<BoxFuture<'static, ()>> {
+    /// prompt is not one. `cancel` aborts the handler's `ctx.signal` and its open dialogs.
+    pub fn extension_command(
+        &self,
+        text: &str,
+        cancel: CancellationToken,
+    ) -> Option<BoxFuture<'static, ()>> {
         let invocation = text.strip_prefix('/')?;
         let (name, args) = invocation.split_once(' ').unwrap_or((invocation, ""));
-        self.extensions()?.run_command(name, args)
+        self.extensions()?.run_command(name, args, cancel)
     }
 
     /// The extensions' `input` hooks for a prompt, when some extension has one.

@@ -50,7 +50,8 @@ pub async fn execute<R: Reply>(
     command: Command,
 ) {
     if let Command::Prompt { message, .. } = &command
-        && let Some(handler) = agent.extension_command(message)
+        // Pi's `abort` stops the model's run, not a command: nothing cancels one here.
+        && let Some(handler) = agent.extension_command(message, Default::default())
     {
         // As in Pi, the answer waits for the command's handler; from a task of its own,
         // because the handler may wait for a dialog answered by a later command.

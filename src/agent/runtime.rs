@@ -102,6 +102,16 @@ impl Runtime {
         &self.process.warnings
     }
 
+    pub fn agent_dir(&self) -> &std::path::Path {
+        &self.process.agent_dir
+    }
+
+    /// The user's extensions to ask for their `project_trust` vote before preparing `spec`
+    /// (none when no vote is due).
+    pub fn trust_voters(&self, spec: &SessionSpec) -> Vec<config::extensions::Extension> {
+        self.process.trust_voters(spec)
+    }
+
     /// The session the command line asks for, in the process's working directory.
     pub fn cli_session(&self) -> Result<SessionSpec, OpenError> {
         Ok(self.process.cli_session()?)

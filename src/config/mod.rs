@@ -172,6 +172,9 @@ pub struct SessionSpec {
     pub mcp_servers: Vec<mcp::ClientServer>,
     /// `--name`: the display name the session gets.
     pub name: Option<String>,
+    /// What the user's extensions' `project_trust` handlers decided (see [`Process::trust_voters`]),
+    /// which only `--approve`/`--no-approve` overrule.
+    pub trust_vote: Option<bool>,
 }
 
 impl SessionSpec {
@@ -183,6 +186,7 @@ impl SessionSpec {
             model: None,
             mcp_servers: Vec::new(),
             name: None,
+            trust_vote: None,
         }
     }
 }
@@ -361,6 +365,46 @@ impl Process {
         }
     }
 
+    /// The extensions to ask for their `project_trust` vote before `spec`'s session is
+    /// resolved: the user's own (the agent dir's, the user's settings and packages, `-e`),
+    /// never the project's, and none when the command line decides or the project has nothing
+    /// trust governs.
+    pub fn trust_voters(&self, spec: &SessionSpec) -> Vec<extensions::Extension> {
+        let (agent_dir, cwd) = (&self.agent_dir, &spec.cwd);
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        if self.trust_flag(cwd).is_some() || !trust::protected_resources(cwd, home.as_deref()) {
+            return Vec::new();
+        }
+        // Read as for an untrusted project, which leaves every project source out; what is
+        // wrong with the files is reported when the session itself reads them.
+        let ignored = &mut Vec::new();
+        let settings = settings::load(
+            &settings::Sources {
+                user: &agent_dir.join("settings.json"),
+                project: None,
+                pi_project: None,
+                cwd,
+                trust_flag: Some(false),
+                trust_file: &agent_dir.join(trust::TRUST_FILE),
+            },
+            ignored,
+        );
+        let packaged = packages::resolve(&settings.packages, agent_dir, cwd, false, ignored);
+        extensions::find(
+            &extensions::Sources {
+                agent_dir,
+                cwd,
+                project_trusted: false,
+                settings: &settings.extensions,
+                packages: &packaged.extensions,
+                flags: &self.cli.extensions,
+                no_discovery: self.cli.no_extensions,
+            },
+            ignored,
+        )
+        .unwrap_or_default()
+    }
+
     /// Everything one session needs, resolved for its cwd: the project's settings (and trust),
     /// the startup model, the gate's rules, the sandbox and the MCP servers. An `Err` is a
     /// usage error (an unknown model named on the command line).
@@ -374,7 +418,7 @@ impl Process {
                 project: Some(&cwd.join(".nova").join("settings.json")),
                 pi_project: Some(&cwd.join(".pi").join("settings.json")),
                 cwd,
-                trust_flag: self.trust_flag(cwd),
+                trust_flag: self.trust_flag(cwd).or(spec.trust_vote),
                 trust_file: &agent_dir.join(trust::TRUST_FILE),
             },
             &mut warnings,

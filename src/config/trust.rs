@@ -1,5 +1,9 @@
 //! Whether a project's own files are trusted, decided as Pi 1.6 decides it: the command line
-//! (`--approve` / `--no-approve`) first; then the saved decisions in the agent dir's
+//! (`--approve` / `--no-approve`) first; then, for a project that has files trust governs
+//! ([`protected_resources`]), the `project_trust` vote of the user's own extensions (those of
+//! the agent dir, the user's settings and `-e`; the front end asks them before the session is
+//! resolved, and a vote they ask to remember is saved with [`remember`]); then the saved
+//! decisions in the agent dir's
 //! `trust.json` (a canonical directory → `true`, `false` or `null`; the closest directory with
 //! a decision wins); then nova's `trustedProjects` list (its older spelling of a saved `true`
 //! for exactly that directory); then the user's `defaultProjectTrust` (`"ask"`, `"always"` or
@@ -17,7 +21,8 @@ pub const TRUST_FILE: &str = "trust.json";
 
 /// What decides, in Pi's order.
 pub struct Inputs<'a> {
-    /// `Some(true)` for `--approve`, `Some(false)` for `--no-approve`, when they apply here.
+    /// `Some(true)` for `--approve`, `Some(false)` for `--no-approve`, when they apply here;
+    /// else the user's extensions' `project_trust` vote, when one decided.
     pub flag: Option<bool>,
     /// The agent dir's `trust.json`.
     pub trust_file: &'a Path,
@@ -53,6 +58,57 @@ pub fn decide(inputs: Inputs<'_>, warnings: &mut Vec<String>) -> bool {
             false
         }
     }
+}
+
+/// Whether `cwd` has files that only a trusted project may use, as Pi tells (its `.pi/` and
+/// nova's `.nova/` settings, MCP servers, extensions, skills, prompts, themes and system
+/// prompt files, or an `.agents/skills` in it or above it other than the user's own): only
+/// then are the user's extensions asked to vote.
+pub fn protected_resources(cwd: &Path, home: Option<&Path>) -> bool {
+    const GOVERNED: [&str; 8] = [
+        "settings.json",
+        "mcp.json",
+        "extensions",
+        "skills",
+        "prompts",
+        "themes",
+        "SYSTEM.md",
+        "APPEND_SYSTEM.md",
+    ];
+    let here = canonical(cwd);
+    let governed = [".nova", ".pi"]
+        .iter()
+        .any(|dir| GOVERNED.iter().any(|f| here.join(dir).join(f).exists()));
+    let users = home.map(|h| canonical(h).join(".agents").join("skills"));
+    governed
+        || here.ancestors().any(|dir| {
+            let skills = dir.join(".agents").join("skills");
+            users.as_ref() != Some(&skills) && skills.is_dir()
+        })
+}
+
+/// Saves `trusted` as the decision for `cwd` in `file` (Pi's `remember: true`), keeping the
+/// other directories' decisions; written beside and renamed, so a reader never sees half.
+pub fn remember(file: &Path, cwd: &Path, trusted: bool) -> Result<(), String> {
+    let fail = |e: &dyn std::fmt::Display| {
+        format!("cannot save the trust decision in {}: {e}", file.display())
+    };
+    let mut decisions = match crate::files::safe_open::read_to_string(file) {
+        Ok(text) => {
+            serde_json::from_str::<serde_json::Map<String, Value>>(&text).map_err(|e| fail(&e))?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::Map::new(),
+        Err(e) => return Err(fail(&e)),
+    };
+    decisions.insert(canonical(cwd).display().to_string(), Value::Bool(trusted));
+    let text = serde_json::to_string_pretty(&decisions).map_err(|e| fail(&e))?;
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| fail(&e))?;
+    }
+    let temp = file.with_extension(format!("json.{}", std::process::id()));
+    std::fs::write(&temp, text + "\n")
+        .and_then(|()| std::fs::rename(&temp, file))
+        .map_err(|e| fail(&e))
 }
 
 fn canonical(path: &Path) -> PathBuf {
@@ -126,6 +182,38 @@ mod tests {
             cwd,
         };
         (decide(inputs, &mut warnings), warnings)
+    }
+
+    #[test]
+    fn a_remembered_vote_is_the_saved_decision_and_keeps_the_others() {
+        let root = tempfile::tempdir().unwrap();
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let file = root.path().join("agent/trust.json");
+        remember(&file, &a, true).unwrap();
+        remember(&file, &b, false).unwrap();
+        assert!(decide_in(&a, &file, None, None).0);
+        assert!(!decide_in(&b, &file, None, Some(json!("always"))).0);
+        std::fs::write(&file, "[").unwrap();
+        assert!(
+            remember(&file, &a, true).is_err(),
+            "an unreadable file is not overwritten"
+        );
+    }
+
+    #[test]
+    fn only_governed_files_ask_for_a_decision() {
+        let root = tempfile::tempdir().unwrap();
+        let (home, project) = (root.path().join("home"), root.path().join("home/p"));
+        std::fs::create_dir_all(project.join(".pi")).unwrap();
+        std::fs::create_dir_all(home.join(".agents/skills")).unwrap();
+        assert!(
+            !protected_resources(&project, Some(&home)),
+            "a bare .pi, the user's skills"
+        );
+        std::fs::write(project.join(".pi/SYSTEM.md"), "x").unwrap();
+        assert!(protected_resources(&project, Some(&home)));
     }
 
     #[test]

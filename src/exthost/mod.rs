@@ -58,7 +58,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -229,40 +229,8 @@ fn launch<'a>(
             shim,
             spec,
         } = &shared.launch;
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let path =
-            std::env::join_paths(std::iter::once(shim.clone()).chain(std::env::split_paths(&path)))
-                .map_err(|e| HostError::Load(format!("the host's PATH: {e}")))?;
-        let mut command = tokio::process::Command::from(crate::sandbox::kept(
-            &runner.node,
-            [script.as_os_str(), runner.modules.as_os_str()],
-        ));
-        let mut child = command
-            .current_dir(&spec.cwd)
-            .env("PATH", path)
-            // Pi's SDK inside the host (pi-subagents' in-process children) reads Pi's agent
-            // dir: nova's holds the same files (models.json, auth.json, settings.json).
-            .env("PI_CODING_AGENT_DIR", &spec.agent_dir)
-            // pi-subagents' own override of the `pi` it would spawn.
-            .env("PI_SUBAGENT_PI_BINARY", shim.join("pi"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .process_group(0)
-            .spawn()
-            .map_err(|source| HostError::Spawn {
-                node: runner.node.clone(),
-                source,
-            })?;
-        let (Some(pid), Some(stdin), Some(stdout)) =
-            (child.id(), child.stdin.take(), child.stdout.take())
-        else {
-            return Err(HostError::Load("the host's pipes did not open".into()));
-        };
+        let (pid, stdin, stdout) = spawn(runner, script, shim, &spec.cwd, &spec.agent_dir)?;
         shared.pgid.store(pid as i32, Ordering::SeqCst);
-        tokio::spawn(async move {
-            let _ = child.wait().await;
-        });
         let (lines, queue) = mpsc::channel::<String>(QUEUE);
         *lock(&shared.lines) = lines;
         tokio::spawn(write_lines(stdin, queue));
@@ -298,6 +266,147 @@ fn launch<'a>(
         shared.lock_registry().replace(loaded);
         Ok(failures)
     })
+}
+
+/// Starts a host process in a process group of its own, under nova's keeper; its pid (the
+/// group's) and its pipes.
+fn spawn(
+    runner: &node::Runner,
+    script: &Path,
+    shim: &Path,
+    cwd: &Path,
+    agent_dir: &Path,
+) -> Result<(u32, tokio::process::ChildStdin, tokio::process::ChildStdout), HostError> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path =
+        std::env::join_paths(std::iter::once(shim.to_owned()).chain(std::env::split_paths(&path)))
+            .map_err(|e| HostError::Load(format!("the host's PATH: {e}")))?;
+    let mut command = tokio::process::Command::from(crate::sandbox::kept(
+        &runner.node,
+        [script.as_os_str(), runner.modules.as_os_str()],
+    ));
+    let mut child = command
+        .current_dir(cwd)
+        .env("PATH", path)
+        // Pi's SDK inside the host (pi-subagents' in-process children) reads Pi's agent
+        // dir: nova's holds the same files (models.json, auth.json, settings.json).
+        .env("PI_CODING_AGENT_DIR", agent_dir)
+        // pi-subagents' own override of the `pi` it would spawn.
+        .env("PI_SUBAGENT_PI_BINARY", shim.join("pi"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .process_group(0)
+        .spawn()
+        .map_err(|source| HostError::Spawn {
+            node: runner.node.clone(),
+            source,
+        })?;
+    let (Some(pid), Some(stdin), Some(stdout)) =
+        (child.id(), child.stdin.take(), child.stdout.take())
+    else {
+        return Err(HostError::Load("the host's pipes did not open".into()));
+    };
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+    });
+    Ok((pid, stdin, stdout))
+}
+
+/// What the user's extensions decided about a project (`project_trust`).
+#[derive(Debug, Clone, Copy)]
+pub struct Vote {
+    pub trusted: bool,
+    /// Saved in `trust.json` for later sessions (Pi's `remember: true`).
+    pub remember: bool,
+}
+
+/// Asks `extensions` (the user's own: a project's never vote on its own trust) for their
+/// `project_trust` vote on `cwd`, in a host of their own that stops once they have answered,
+/// since the session's host loads only once trust is known (then with the project's
+/// extensions, if it is trusted). As in Pi's RPC mode, the handlers get no dialogs
+/// (`ctx.hasUI` is false); the first yes or no decides. `None`: none decided. The `Vec` says
+/// what failed to load or threw, each naming its extension.
+pub async fn vote(
+    agent_dir: &Path,
+    cwd: &Path,
+    extensions: &[Extension],
+    mode: Mode,
+    say: impl Fn(&str) + Send + Sync + 'static,
+) -> Result<(Option<Vote>, Vec<String>), HostError> {
+    let dir = agent_dir.to_owned();
+    let runner = tokio::task::spawn_blocking(move || node::prepare(&dir, &say))
+        .await
+        .map_err(|e| HostError::Load(e.to_string()))??;
+    let script = agent_dir.join("exthost").join("host.mjs");
+    write_script(&script)?;
+    let shim = write_pi_shim(&agent_dir.join("exthost").join("bin"))?;
+    let (pid, mut stdin, stdout) = spawn(&runner, &script, &shim, cwd, agent_dir)?;
+    // Whatever its extensions started goes with it.
+    let _stop = stop_on_drop(pid);
+    let paths: Vec<String> = extensions
+        .iter()
+        .map(|e| e.path.display().to_string())
+        .collect();
+    let request = json!({
+        "id": 1,
+        "method": "trust",
+        "params": {"cwd": cwd, "paths": paths, "mode": mode.name()},
+    });
+    let asked = async {
+        stdin
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .map_err(|e| HostError::Load(e.to_string()))?;
+        let mut lines = BufReader::new(stdout).lines();
+        while let Some(line) = lines
+            .next_line()
+            .await
+            .map_err(|e| HostError::Load(e.to_string()))?
+        {
+            let Ok(incoming) = serde_json::from_str::<wire::Incoming>(&line) else {
+                continue;
+            };
+            if incoming.id != Some(json!(1)) || incoming.method.is_some() {
+                continue;
+            }
+            if let Some(error) = incoming.error {
+                return Err(HostError::Load(error));
+            }
+            return serde_json::from_value::<wire::Voted>(incoming.result.unwrap_or_default())
+                .map_err(|e| HostError::Load(e.to_string()));
+        }
+        Err(HostError::Load(GONE.into()))
+    };
+    let voted = tokio::time::timeout(LOAD_TIMEOUT, asked)
+        .await
+        .map_err(|_| {
+            HostError::Load(format!(
+                "no project_trust answer in {}s",
+                LOAD_TIMEOUT.as_secs()
+            ))
+        })??;
+    let failures = voted
+        .errors
+        .iter()
+        .map(|e| format!("extension {}: {}", e.path, e.error))
+        .collect();
+    let vote = voted.trusted.map(|trusted| Vote {
+        trusted,
+        remember: voted.remember,
+    });
+    Ok((vote, failures))
+}
+
+/// Stops the process group `pid` when dropped.
+fn stop_on_drop(pid: u32) -> impl Drop {
+    struct Stop(u32);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = killpg(Pid::from_raw(self.0 as i32), Signal::SIGTERM);
+        }
+    }
+    Stop(pid)
 }
 
 /// A `pi` on the host's `PATH` that is this nova (which takes every Pi 1.6 flag), so that
@@ -801,7 +910,12 @@ impl Extensions for Side {
             .collect()
     }
 
-    fn run_command(&self, name: &str, args: &str) -> Option<BoxFuture<'static, ()>> {
+    fn run_command(
+        &self,
+        name: &str,
+        args: &str,
+        cancel: CancellationToken,
+    ) -> Option<BoxFuture<'static, ()>> {
         let known = self
             .0
             .lock_registry()
@@ -810,10 +924,21 @@ impl Extensions for Side {
         if !known {
             return None;
         }
-        let (lines, params) = (self.0.clone(), json!({"name": name, "args": args}));
+        let shared = self.0.clone();
+        let run = self.0.next.fetch_add(1, Ordering::Relaxed);
+        let params = json!({"name": name, "args": args, "run": run});
         Some(Box::pin(async move {
             // The handler's failure is the host's extension_error; nothing more to say here.
-            let _ = lines.request("command", params).await;
+            let call = shared.request("command", params);
+            tokio::pin!(call);
+            tokio::select! {
+                _ = &mut call => {}
+                () = cancel.cancelled() => {
+                    shared.notify("cancel_command", json!({"run": run}));
+                    // A handler that ignores its signal runs on in the host, unwaited for.
+                    let _ = tokio::time::timeout(CANCEL_GRACE, call).await;
+                }
+            }
         }))
     }
 

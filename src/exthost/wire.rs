@@ -60,6 +60,18 @@ pub struct Loaded {
     pub flag_errors: Vec<String>,
 }
 
+/// The answer to `trust`: what the `project_trust` handlers decided (`None`: nothing).
+#[derive(Debug, Deserialize)]
+pub struct Voted {
+    #[serde(default)]
+    pub trusted: Option<bool>,
+    #[serde(default)]
+    pub remember: bool,
+    /// What failed to load, and the handlers that threw, each naming its extension.
+    #[serde(default)]
+    pub errors: Vec<LoadError>,
+}
+
 #[derive(Debug, Deserialize)]
 pub struct LoadError {
     pub path: String,

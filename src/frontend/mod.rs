@@ -28,15 +28,53 @@ const WRITER_GRACE: Duration = Duration::from_secs(5);
 
 /// Prepares the session the command line describes and says on stderr what was wrong with
 /// its files (and the runtime's); an `Err` is the usage error to exit with.
-pub fn open_cli_session(runtime: &Runtime) -> Result<Prepared, ExitCode> {
-    let prepared = runtime
+pub async fn open_cli_session(
+    runtime: &Runtime,
+    mode: crate::exthost::Mode,
+) -> Result<Prepared, ExitCode> {
+    let mut spec = runtime
         .cli_session()
-        .and_then(|spec| runtime.prepare(&spec))
+        .map_err(|e| usage_error(&e.to_string()))?;
+    vote_on_trust(runtime, &mut spec, mode, note).await;
+    let prepared = runtime
+        .prepare(&spec)
         .map_err(|e| usage_error(&e.to_string()))?;
     for warning in runtime.warnings().iter().chain(&prepared.warnings) {
         note(&format!("warning: {warning}"));
     }
     Ok(prepared)
+}
+
+/// Asks the user's extensions for their `project_trust` vote on `spec`'s project, when one is
+/// due, and puts it in `spec` (saving it in `trust.json` when they ask to remember it). A vote
+/// that cannot be had leaves the decision to the saved ones and the settings, as in Pi, and
+/// `say` says why.
+pub async fn vote_on_trust(
+    runtime: &Runtime,
+    spec: &mut crate::config::SessionSpec,
+    mode: crate::exthost::Mode,
+    say: fn(&str),
+) {
+    let voters = runtime.trust_voters(spec);
+    if voters.is_empty() {
+        return;
+    }
+    let agent_dir = runtime.agent_dir();
+    let warn = move |text: &str| say(&format!("warning: {text}"));
+    match crate::exthost::vote(agent_dir, &spec.cwd, &voters, mode, say).await {
+        Ok((vote, failures)) => {
+            failures.iter().for_each(|f| warn(f));
+            let Some(vote) = vote else { return };
+            spec.trust_vote = Some(vote.trusted);
+            if vote.remember {
+                let file = agent_dir.join(crate::config::trust::TRUST_FILE);
+                if let Err(e) = crate::config::trust::remember(&file, &spec.cwd, vote.trusted) {
+                    warn(&e);
+                }
+            }
+        }
+        Err(e) => warn(&format!("no project_trust vote: {e}")),
+    }
 }
 
 /// What the session's extension host needs, or `None` when it has no extension (then no Node

@@ -42,7 +42,11 @@ enum Outcome {
 /// Opens the session the command line describes, runs its prompts and exits: 0 when every
 /// reply succeeded, 1 when one did not, 2 for a usage error.
 pub async fn run(runtime: Runtime, options: Options) -> ExitCode {
-    let prepared = match frontend::open_cli_session(&runtime) {
+    let mode = match options.format {
+        Format::Text => crate::exthost::Mode::Print,
+        Format::Json => crate::exthost::Mode::Json,
+    };
+    let prepared = match frontend::open_cli_session(&runtime, mode).await {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -59,10 +63,6 @@ pub async fn run(runtime: Runtime, options: Options) -> ExitCode {
     };
     let output = Arc::new(Output::new(options.format, options.verbose, out.clone()));
     output.header(prepared.header());
-    let mode = match options.format {
-        Format::Text => crate::exthost::Mode::Print,
-        Format::Json => crate::exthost::Mode::Json,
-    };
     let extensions = frontend::extension_spec(&prepared, mode);
     let (live, subscription) = runtime.live().open(prepared, output.clone());
     let agent = live.agent().clone();

@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// Opens the session the command line describes and serves it on stdin and stdout until stdin
 /// closes or a signal arrives.
 pub async fn run(runtime: Runtime) -> ExitCode {
-    let prepared = match frontend::open_cli_session(&runtime) {
+    let prepared = match frontend::open_cli_session(&runtime, crate::exthost::Mode::Rpc).await {
         Ok(p) => p,
         Err(code) => return code,
     };

@@ -138,7 +138,7 @@ async fn open(
     {
         return Ok((StatusCode::OK, Json(server.describe_live(&live))));
     }
-    let spec = SessionSpec {
+    let mut spec = SessionSpec {
         resume: req.resume.map_or(Resume::New, Resume::Id),
         model: req.model.map(|m| match m.split_once('/') {
             Some((provider, id)) => ModelChoice {
@@ -152,6 +152,13 @@ async fn open(
         }),
         ..SessionSpec::new(cwd)
     };
+    frontend::vote_on_trust(
+        &server.runtime,
+        &mut spec,
+        crate::exthost::Mode::Rpc,
+        |text| tracing::warn!("{text}"),
+    )
+    .await;
     let prepared = server
         .runtime
         .prepare(&spec)

@@ -202,7 +202,7 @@ impl Seen {
 
 /// A nova process and the client connection driving it.
 pub(super) struct Session {
-    cx: ConnectionTo<Agent>,
+    pub(super) cx: ConnectionTo<Agent>,
     pub(super) seen: Arc<Seen>,
     child: Child,
     stop: Option<tokio::sync::oneshot::Sender<()>>,

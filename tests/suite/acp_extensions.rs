@@ -155,3 +155,48 @@ async fn without_forms_a_text_dialog_gets_nothing() {
     assert!(nova.seen.elicited.lock().unwrap().is_empty());
     nova.end().await;
 }
+
+const WAITING: &str = r#"
+export default function (pi) {
+  pi.registerCommand("wait", {
+    handler: async (_args, ctx) => {
+      ctx.ui.notify("waiting", "info");
+      await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+      // A dialog of a cancelled command gets its default without asking the editor.
+      const asked = await ctx.ui.confirm("Still there?", "after the cancel");
+      ctx.ui.notify(`aborted=${ctx.signal.aborted} asked=${asked}`, "info");
+    },
+  });
+}
+"#;
+
+#[tokio::test(flavor = "current_thread")]
+async fn cancel_stops_a_running_extension_command_and_ends_its_turn_as_cancelled() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    let dirs = Dirs::new(&mock);
+    let file = dirs.agent.path().join("waiting.js");
+    std::fs::write(&file, WAITING).unwrap();
+    let cmd = with_extensions(&dirs, &modules, &[file.display().to_string()]);
+    let nova = Session::start_command(cmd, acp::ClientCapabilities::new()).await;
+    let id = nova.new_session(&dirs.cwd()).await.session_id;
+    let req = acp::PromptRequest::new(id.clone(), vec!["/wait".into()]);
+    let pending = nova.cx.send_request(req).block_task();
+    let (answer, ()) = tokio::join!(pending, async {
+        nova.seen
+            .wait_for(&id, "the command's first line", |u| {
+                matches!(u, acp::SessionUpdate::AgentMessageChunk(_))
+            })
+            .await;
+        nova.cx
+            .send_notification(acp::CancelNotification::new(id.clone()))
+            .unwrap();
+    });
+    assert_eq!(answer.unwrap().stop_reason, acp::StopReason::Cancelled);
+    assert_eq!(
+        text_of(&nova.seen.updates(&id), false),
+        "waiting\naborted=true asked=false\n"
+    );
+    assert!(nova.seen.asked.lock().unwrap().is_empty());
+    nova.end().await;
+}

@@ -1471,3 +1471,92 @@ fn a_flag_an_extension_registers_reaches_get_flag_and_an_unknown_one_is_a_usage_
     let mut nova = Nova::builder().args(["--model"]).spawn();
     assert_eq!(nova.wait_exit(WAIT).code(), Some(2), "{}", nova.stderr());
 }
+
+/// A user extension that votes `VOTE` on every project's trust, and says what
+/// `ctx.isProjectTrusted()` is.
+fn voter(vote: &str) -> String {
+    format!(
+        r#"export default function (pi) {{
+      pi.on("project_trust", async (event, ctx) => {{
+        if (ctx.hasUI) throw new Error("no trust dialogs in RPC mode");
+        return {vote};
+      }});
+      pi.registerCommand("trusted", {{
+        handler: async (_args, ctx) => ctx.ui.notify(`trusted=${{ctx.isProjectTrusted()}}`, "info"),
+      }});
+    }}"#
+    )
+}
+
+#[test]
+fn a_user_extension_decides_a_projects_trust_and_a_projects_own_cannot() {
+    let Some(modules) = pi_modules() else { return };
+    let project = r#"export default function (pi) {
+      pi.on("project_trust", () => ({ trusted: "yes", remember: true }));
+      pi.registerCommand("project-cmd", { handler: async () => {} });
+    }"#;
+    let names = |nova: &mut Nova| -> Vec<String> {
+        commands(nova)
+            .iter()
+            .filter_map(|c| c["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let spawn = |vote: Option<&str>, args: &[&str], trust_json: Option<bool>| {
+        let mut builder = Nova::builder()
+            .file(".nova/extensions/project.ts", project)
+            .args(args.to_vec());
+        if let Some(vote) = vote {
+            builder = builder.agent_file("extensions/voter.js", voter(vote));
+        }
+        if let Some(saved) = trust_json {
+            let cwd = builder.cwd().canonicalize().unwrap_or_default();
+            let saved = json!({ cwd.display().to_string(): saved }).to_string();
+            builder = builder.agent_file("trust.json", saved);
+        }
+        with_pi(builder, &modules).spawn()
+    };
+
+    // Its yes loads the project's extension, and ctx.isProjectTrusted() says so.
+    let mut nova = spawn(Some(r#"{ trusted: "yes" }"#), &[], None);
+    assert_eq!(names(&mut nova), ["project-cmd", "trusted"]);
+    nova.send(&json!({"id": "t", "type": "prompt", "message": "/trusted"}));
+    let notify = nova.wait_for(|v| v["method"] == "notify", WAIT);
+    assert_eq!(notify["message"], "trusted=true");
+    assert!(
+        !nova.agent_dir().join("trust.json").exists(),
+        "not remembered"
+    );
+
+    // Its no wins over a saved yes; --approve wins over it.
+    let mut nova = spawn(Some(r#"{ trusted: "no" }"#), &[], Some(true));
+    assert_eq!(names(&mut nova), ["trusted"]);
+    let mut nova = spawn(Some(r#"{ trusted: "no" }"#), &["--approve"], None);
+    assert_eq!(names(&mut nova), ["project-cmd", "trusted"]);
+    // Undecided leaves it to trust.json; a throwing handler is a warning and decides nothing.
+    let mut nova = spawn(Some(r#"{ trusted: "undecided" }"#), &[], Some(true));
+    assert_eq!(names(&mut nova), ["project-cmd", "trusted"]);
+    let mut nova = spawn(
+        Some(r#"(() => { throw new Error("no opinion") })()"#),
+        &[],
+        None,
+    );
+    assert_eq!(names(&mut nova), ["trusted"]);
+    assert!(nova.stderr().contains("no opinion"), "{}", nova.stderr());
+
+    // A remembered no is saved in trust.json under the canonical directory.
+    let mut nova = spawn(Some(r#"{ trusted: "no", remember: true }"#), &[], None);
+    assert_eq!(names(&mut nova), ["trusted"]);
+    let saved: Value = serde_json::from_str(
+        &std::fs::read_to_string(nova.agent_dir().join("trust.json")).unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    let cwd = nova.cwd().canonicalize().unwrap_or_default();
+    assert_eq!(saved[cwd.display().to_string()], false, "{saved}");
+
+    // The project's own extension votes yes, but it is not loaded to vote: nothing loads.
+    let mut nova = spawn(None, &[], None);
+    nova.send(&json!({"id": "cmds", "type": "get_commands"}));
+    let r = nova.wait_for(|v| v["id"] == "cmds", LOAD);
+    assert_eq!(r["data"]["commands"], json!([]), "{r}");
+    assert!(!nova.agent_dir().join("trust.json").exists());
+}
