@@ -1298,6 +1298,57 @@ fn pis_send_user_message_example_starts_runs_from_commands() {
     assert!(second.contains("User request: the second"), "{second}");
 }
 
+/// Pi's `send-user-message` example while a reply streams: its `/followup` (sent first) waits
+/// until the run would stop, its `/steer` goes into the very next model call.
+#[test]
+fn pis_send_user_message_example_steers_and_follows_up_while_a_reply_streams() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    let gate = crate::support::mock_llm::Gate::new();
+    mock.push(
+        Reply::text("a long first answer")
+            .text_chunks(4)
+            .gate_after(1, &gate),
+    );
+    mock.push(Reply::text("steered answer"));
+    mock.push(Reply::text("followed-up answer"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .args(["-e", &example(&modules, "send-user-message.ts")]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.send(&json!({"id": "p", "type": "prompt", "message": "start talking"}));
+    gate.wait_reached(WAIT);
+    for (id, command) in [
+        ("f", "/followup later please"),
+        ("s", "/steer change course"),
+    ] {
+        nova.send(&json!({"id": id, "type": "prompt", "message": command}));
+        let handled = nova.wait_for(|v| v["id"] == id, WAIT);
+        assert_eq!(handled["data"]["disposition"], "handled", "{handled}");
+    }
+    assert!(
+        nova.log()
+            .iter()
+            .any(|l| l.value["method"] == "notify" && l.value["message"] == "Follow-up queued"),
+        "the example saw the reply streaming"
+    );
+    gate.open();
+    nova.wait_for(|v| v["type"] == "agent_settled", WAIT);
+    let requests: Vec<String> = mock
+        .chat_requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    assert!(
+        requests[1].contains("change course") && !requests[1].contains("later please"),
+        "{}",
+        requests[1]
+    );
+    assert!(requests[2].contains("later please"), "{}", requests[2]);
+}
+
 /// Pi's `todo` example, unchanged: its tool keeps a list across calls and turns.
 #[test]
 fn pis_todo_example_keeps_its_list_across_calls() {
