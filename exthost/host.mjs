@@ -43,13 +43,18 @@ function notify(method, params) {
 let nextRequest = 0;
 const awaitingNova = new Map();
 
-/** Asks nova something and resolves with its answer (rejects with its error). */
-function ask(method, params) {
+/** Asks nova something: the request's id, and its answer (rejected with nova's error). */
+function request(method, params) {
 	const id = `h${++nextRequest}`;
-	return new Promise((resolve, reject) => {
+	const answer = new Promise((resolve, reject) => {
 		awaitingNova.set(id, { resolve, reject });
 		send({ id, method, params });
 	});
+	return { id, answer };
+}
+
+function ask(method, params) {
+	return request(method, params).answer;
 }
 
 function message(err) {
@@ -60,6 +65,40 @@ function message(err) {
 // UI, every provider), which more than doubles the start. An extension that imports the index
 // itself still gets it, through Pi's loader.
 const piRoot = join(modules, "@earendil-works/pi-coding-agent/dist");
+
+// `pi.exec` runs through nova, in its gate and sandbox, as the model's commands do: Pi's loader
+// hands every `pi.exec` to the `execCommand` of Pi's core/exec.js, and this hook stands in for
+// that file (any copy of Pi's package) before anything imports it. Extension code could spawn
+// programs with Node's own child_process; this covers the API Pi gives them for it.
+const NOVA_EXEC = Symbol.for("nova.exec");
+globalThis[NOVA_EXEC] = async (command, args, cwd, options) => {
+	if (options?.signal?.aborted) {
+		return { stdout: "", stderr: "aborted", code: 1, killed: true, truncated: false };
+	}
+	const params = { command, args: args ?? [], cwd, timeout: options?.timeout, maxBuffer: options?.maxBuffer };
+	const { id, answer } = request("exec", params);
+	const abort = () => notify("exec_abort", { id });
+	options?.signal?.addEventListener("abort", abort, { once: true });
+	try {
+		return await answer;
+	} finally {
+		options?.signal?.removeEventListener("abort", abort);
+	}
+};
+module.registerHooks({
+	load(url, context, nextLoad) {
+		if (!url.endsWith("/@earendil-works/pi-coding-agent/dist/core/exec.js")) {
+			return nextLoad(url, context);
+		}
+		return {
+			format: "module",
+			shortCircuit: true,
+			source:
+				"export function execCommand(command, args, cwd, options) {\n" +
+				'\treturn globalThis[Symbol.for("nova.exec")](command, args, cwd, options);\n}\n',
+		};
+	},
+});
 const piModule = (path) => import(pathToFileURL(join(piRoot, path)).href);
 const [{ loadExtensions }, { ExtensionRunner, emitProjectTrustEvent }, { buildContextEntries, buildSessionProjection }, { wrapRegisteredTool }] =
 	await Promise.all([

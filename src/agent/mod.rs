@@ -11,6 +11,7 @@ pub mod compaction;
 mod custom;
 mod error;
 mod exec;
+mod extension_exec;
 mod extensions;
 mod live;
 mod mcp;
@@ -28,6 +29,7 @@ mod user_bash;
 
 pub use custom::Deliver;
 pub use error::CommandError;
+pub use extension_exec::ExtensionExec;
 pub use extensions::{Extensions, Hooked, Input, ModelSource, Reviewed, Starting, WeakAgent};
 pub use live::{Live, LiveSessions};
 pub use permission::{FlaggedCommand, Unattended};

@@ -43,8 +43,8 @@ pub use node::{MIN_NODE, NodeError, PI_VERSION, npm};
 
 use crate::agent::port::{self, Reply};
 use crate::agent::{
-    Agent, Deliver, EventSink, Extensions, Hooked, Input, Live, ModelSource, Reviewed, Starting,
-    Subscription, WeakAgent,
+    Agent, Deliver, EventSink, ExtensionExec, Extensions, Hooked, Input, Live, ModelSource,
+    Reviewed, Starting, Subscription, WeakAgent,
 };
 use crate::config::extensions::Extension;
 use crate::protocol::{
@@ -195,6 +195,7 @@ pub async fn start(
         next: AtomicU64::new(1),
         registry: Mutex::default(),
         updates: Mutex::default(),
+        execs: Mutex::default(),
         extensions: spec.extensions.clone(),
         pgid: AtomicI32::new(0),
         stopping: AtomicBool::new(false),
@@ -268,6 +269,14 @@ fn launch<'a>(
     })
 }
 
+/// nova's `PATH` with the `pi` shim's directory first: the host's, and the one an extension's
+/// `pi.exec` finds its program in (so `pi.exec("pi", …)` runs nova, as in the host).
+fn host_path(shim: &Path) -> Result<std::ffi::OsString, String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(shim.to_owned()).chain(std::env::split_paths(&path)))
+        .map_err(|e| format!("the host's PATH: {e}"))
+}
+
 /// Starts a host process in a process group of its own, under nova's keeper; its pid (the
 /// group's) and its pipes.
 fn spawn(
@@ -277,10 +286,7 @@ fn spawn(
     cwd: &Path,
     agent_dir: &Path,
 ) -> Result<(u32, tokio::process::ChildStdin, tokio::process::ChildStdout), HostError> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let path =
-        std::env::join_paths(std::iter::once(shim.to_owned()).chain(std::env::split_paths(&path)))
-            .map_err(|e| HostError::Load(format!("the host's PATH: {e}")))?;
+    let path = host_path(shim).map_err(HostError::Load)?;
     let mut command = tokio::process::Command::from(crate::sandbox::kept(
         &runner.node,
         [script.as_os_str(), runner.modules.as_os_str()],
@@ -462,6 +468,8 @@ struct Shared {
     registry: Mutex<Option<wire::Loaded>>,
     /// Where each running extension tool's partial results go, by tool call id.
     updates: Mutex<HashMap<String, UpdateFn>>,
+    /// The running `pi.exec` calls, by the host's request id, for its abort signal.
+    execs: Mutex<HashMap<String, CancellationToken>>,
     extensions: Vec<Extension>,
     /// The current host's process group.
     pgid: AtomicI32,
@@ -614,6 +622,10 @@ async fn read_lines(stdout: tokio::process::ChildStdout, shared: Arc<Shared>, ag
     for (_, tx) in waiting {
         let _ = tx.send(Err(GONE.into()));
     }
+    // Nobody is left to read what the extensions' commands print.
+    for (_, cancel) in lock(&shared.execs).drain() {
+        cancel.cancel();
+    }
     if shared.stopping.load(Ordering::SeqCst) {
         return;
     }
@@ -681,6 +693,11 @@ fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
             let sink = lock(&shared.updates).get(&update.tool_call_id).cloned();
             if let Some(sink) = sink {
                 sink(payload(update.partial));
+            }
+        }),
+        "exec_abort" => serde_json::from_value::<wire::ExecAbort>(params).map(|abort| {
+            if let Some(cancel) = lock(&shared.execs).get(&abort.id) {
+                cancel.cancel();
             }
         }),
         "tools" => serde_json::from_value::<wire::Tools>(params).map(|t| {
@@ -755,6 +772,14 @@ async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
             }));
             return;
         }
+        "exec" => {
+            let answer = match serde_json::from_value::<wire::Exec>(params) {
+                Ok(call) => Ok(exec(call, &reply, &agent).await),
+                Err(e) => Err(format!("malformed exec: {e}")),
+            };
+            reply.answer(answer);
+            return;
+        }
         "get_system_prompt" => {
             reply.answer(Ok(json!({ "systemPrompt": &*agent.system_prompt() })));
             return;
@@ -820,6 +845,37 @@ async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
         }
         Err(e) => reply.answer(Err(format!("malformed {method}: {e}"))),
     }
+}
+
+/// Runs an extension's `pi.exec` through the session's gate and sandbox; what it answers is
+/// Pi's `ExecResult`.
+async fn exec(call: wire::Exec, reply: &HostReply, agent: &Agent) -> Value {
+    let id = match &reply.id {
+        Value::String(id) => id.clone(),
+        other => other.to_string(),
+    };
+    let cancel = CancellationToken::new();
+    lock(&reply.shared.execs).insert(id.clone(), cancel.clone());
+    // Milliseconds from JavaScript: a number, maybe fractional, maybe nonsense.
+    let positive = |n: Option<f64>| n.filter(|n| n.is_finite() && *n > 0.0);
+    let call = ExtensionExec {
+        id: format!("exec-{id}"),
+        path: host_path(&reply.shared.launch.shim).ok(),
+        program: call.command,
+        args: call.args,
+        cwd: call.cwd.map(PathBuf::from),
+        timeout: positive(call.timeout).map(|ms| Duration::from_secs_f64(ms.min(1e12) / 1000.0)),
+        max_output: positive(call.max_buffer).map(|n| n.min(usize::MAX as f64) as usize),
+    };
+    let out = agent.extension_exec(call, &cancel).await;
+    lock(&reply.shared.execs).remove(&id);
+    json!({
+        "stdout": out.stdout,
+        "stderr": out.stderr,
+        "code": out.code,
+        "killed": out.killed,
+        "truncated": out.truncated,
+    })
 }
 
 /// A user message's text: a string, or the text blocks of a content array.

@@ -251,3 +251,26 @@ pub struct UserBash {
     #[serde(default)]
     pub result: Option<crate::protocol::BashResult>,
 }
+
+/// `pi.exec(command, args, options)`, which Pi's loader runs through the host's replacement
+/// of Pi's `execCommand`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Exec {
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Milliseconds; absent or 0: none.
+    #[serde(default)]
+    pub timeout: Option<f64>,
+    #[serde(default)]
+    pub max_buffer: Option<f64>,
+}
+
+/// `exec_abort`: the extension's abort signal for the `exec` request `id`.
+#[derive(Debug, Deserialize)]
+pub struct ExecAbort {
+    pub id: String,
+}

@@ -1,6 +1,7 @@
 //! The permission gate: the one place that decides whether a call runs, is refused, or asks the
 //! person driving nova first. Every tool source comes here — the built-in tools, MCP tools, the
-//! user's own `bash` command, and the extension tools to come — with a typed [`Request`]; the
+//! user's own `bash` command, extension tools, and an extension's `pi.exec` (as the model's
+//! `bash`) — with a typed [`Request`]; the
 //! gate weighs it against the session's settings, sandbox, approval mode ([`Approval`]) and
 //! remembered answers ([`Memory`]) and returns one [`Decision`]. How a question reaches a person
 //! (or the unattended policy) is the agent's business; what may be asked, and what an "always"

@@ -65,7 +65,7 @@ impl SessionEnv {
         ]
     }
 
-    fn apply(&self, cmd: &mut std::process::Command) {
+    pub(crate) fn apply(&self, cmd: &mut std::process::Command) {
         for (name, value) in self.vars() {
             match value {
                 Some(value) => cmd.env(name, value),

@@ -5,6 +5,7 @@ pub mod bash;
 mod diff;
 mod edit;
 mod edit_match;
+pub mod exec;
 mod find;
 mod grep;
 pub mod image;

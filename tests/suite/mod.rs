@@ -15,6 +15,7 @@ mod crash;
 mod differential;
 mod docs;
 mod export;
+mod ext_exec;
 mod ext_hooks;
 mod ext_providers;
 mod ext_session;

@@ -116,12 +116,12 @@ fn resolve(args: &[Arg]) -> Vec<Shown> {
         _ => rest,
     };
     let mut words = vec![Shown {
-        text: quote(&name),
+        text: super::shell_word(&name),
         known: first.value().is_some(),
     }];
     words.extend(rest.iter().map(|a| match a.value() {
         Some(v) => Shown {
-            text: quote(v),
+            text: super::shell_word(v),
             known: true,
         },
         None => Shown {
@@ -130,17 +130,4 @@ fn resolve(args: &[Arg]) -> Vec<Shown> {
         },
     }));
     words
-}
-
-/// A value as one shell word: quoted only when it would not read as one otherwise.
-fn quote(value: &str) -> String {
-    let plain = !value.is_empty()
-        && !value
-            .chars()
-            .any(|c| c.is_whitespace() || "'\"\\$`;&|<>()".contains(c));
-    if plain {
-        value.to_string()
-    } else {
-        format!("'{}'", value.replace('\'', "'\\''"))
-    }
 }

@@ -275,6 +275,20 @@ pub enum Verdict {
     },
 }
 
+/// `value` as one shell word that bash reads back as exactly `value`: bare when every character
+/// is one bash never treats specially, single-quoted otherwise.
+pub fn shell_word(value: &str) -> String {
+    let bare = !value.is_empty()
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-./=:,+@%".contains(&b));
+    if bare {
+        value.to_owned()
+    } else {
+        format!("'{}'", value.replace('\'', "'\\''"))
+    }
+}
+
 pub fn classify(command: &str, rules: &Gate) -> Verdict {
     judge(command, rules).verdict()
 }
