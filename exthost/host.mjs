@@ -407,9 +407,20 @@ let runner;
 /** The hooks that hold up what nova is doing until they answer: each of their calls (all the
  * handlers of one call together) has `hookTimeoutMs`, after which the handler running then
  * fails as if it had thrown, and Pi's runner goes on as it does for a throwing handler (a
- * `tool_call` is blocked; an `input`, `tool_result`, `before_agent_start` or `context` handler
- * is skipped and reported). */
-const HOOKS = new Set(["tool_call", "tool_result", "input", "before_agent_start", "context", "user_bash"]);
+ * `tool_call` is blocked; an `input`, `tool_result`, `before_agent_start`, `context` or session
+ * handler is skipped and reported, so a `session_before_*` that hangs does not cancel). */
+const HOOKS = new Set([
+	"tool_call",
+	"tool_result",
+	"input",
+	"before_agent_start",
+	"context",
+	"user_bash",
+	"session_before_switch",
+	"session_before_fork",
+	"session_before_compact",
+	"session_shutdown",
+]);
 let hookTimeoutMs = 30_000;
 /** The deadline of the hook call a handler runs for. */
 const hookDeadline = new AsyncLocalStorage();
@@ -573,15 +584,39 @@ function notYet(name) {
 	};
 }
 
+/** Messages sent to nova and not yet taken: `ctx.waitForIdle()` waits for them first, as a run
+ * one of them starts is what it waits for. */
+const sending = new Set();
+
+function track(request) {
+	sending.add(request);
+	const done = () => sending.delete(request);
+	request.then(done, done);
+	return request;
+}
+
+/** The session after a replacement: `withSession` gets the new extensions' command context,
+ * whose `sendMessage`/`sendUserMessage` resolve once nova has taken the message, as in Pi. */
+async function replaced(result, options) {
+	const cancelled = result?.cancelled === true;
+	if (!cancelled && options?.withSession) {
+		const ctx = Object.defineProperties({}, Object.getOwnPropertyDescriptors(runner.createCommandContext()));
+		ctx.sendMessage = (msg, opts) => track(ask("send_message", { message: customMessage(msg), options: opts })).then(() => {});
+		ctx.sendUserMessage = (content, opts) => track(ask("send_user_message", { content, options: opts })).then(() => {});
+		await options.withSession(ctx);
+	}
+	return { cancelled };
+}
+
 function bind() {
 	runner.bindCore(
 		{
 			sendMessage: (msg, options) =>
-				void ask("send_message", { message: customMessage(msg), options }).catch(
+				void track(ask("send_message", { message: customMessage(msg), options })).catch(
 					report("sendMessage"),
 				),
 			sendUserMessage: (content, options) =>
-				void ask("send_user_message", { content, options }).catch(report("sendUserMessage")),
+				void track(ask("send_user_message", { content, options })).catch(report("sendUserMessage")),
 			// Recorded in nova's session; the entry mirror has it once nova has (its id is
 			// nova's).
 			appendEntry: (customType, data) =>
@@ -653,13 +688,27 @@ function bind() {
 			getSystemPrompt: () => mirror.systemPrompt,
 		},
 	);
+	// The port's session commands, as a client would send them; nova runs the hooks around a
+	// replacement and loads these extensions afresh (`leave`, `enter`) before it answers.
 	runner.bindCommandContext({
-		waitForIdle: async () => {},
-		newSession: notYet("newSession"),
-		fork: notYet("fork"),
-		navigateTree: notYet("navigateTree"),
-		switchSession: notYet("switchSession"),
-		reload: notYet("reload"),
+		waitForIdle: async () => {
+			await Promise.allSettled([...sending]);
+			await ask("wait_for_idle", {});
+		},
+		newSession: async (options) => {
+			// Pi hands `setup` the new session's SessionManager to write into; the host's is a
+			// read-only view of nova's session.
+			if (options?.setup) throw new Error("newSession's setup is not supported by nova: the new session is nova's, and ctx.sessionManager only reads it");
+			return replaced(await ask("new_session", { parentSession: options?.parentSession }), options);
+		},
+		fork: async (entryId, options) => replaced(await ask("fork", { entryId, position: options?.position }), options),
+		navigateTree: async () => {
+			throw new Error("navigateTree is not supported by nova: its sessions cannot move to another branch of their tree yet");
+		},
+		switchSession: async (sessionPath, options) => replaced(await ask("switch_session", { sessionPath }), options),
+		reload: async () => {
+			await ask("reload", {});
+		},
 	});
 	runner.setUIContext(mirror.hasUI ? ui : undefined, mirror.mode);
 	runner.onError((err) =>
@@ -744,6 +793,34 @@ function arrived(event, deliver) {
 	return {};
 }
 
+/** The extensions and command-line flags `load` named, loaded and applied again by `enter`. */
+let extensionPaths = [];
+let extensionFlags = [];
+
+/** Loads the extensions (afresh: Pi's loader caches no module) into a new runner, bound to nova,
+ * with their flags applied, their providers registered and the mirror read for them; the
+ * load's errors, or the flags' (then nothing is bound). */
+async function instantiate() {
+	const cwd = mirror.cwd;
+	const loaded = await loadExtensions(extensionPaths, cwd);
+	const flagErrors = applyFlags(loaded, extensionFlags);
+	if (flagErrors.length > 0) return { flagErrors };
+	const { runtime } = loaded;
+	const queued = runtime.pendingProviderRegistrations;
+	const queuedNative = runtime.pendingNativeProviderRegistrations;
+	runtime.pendingProviderRegistrations = [];
+	runtime.pendingNativeProviderRegistrations = [];
+	providersLive = false;
+	runner = new ExtensionRunner(loaded.extensions.map(withBoundedHooks), runtime, cwd, sessionManager, modelRegistry);
+	bind();
+	bindProviders(runtime, queued, queuedNative);
+	await providerChanges;
+	providersLive = true;
+	// session_start's handlers read the model and the tools already.
+	await refresh(PARTS, tools()).catch(report("state"));
+	return { errors: loaded.errors };
+}
+
 const methods = {
 	async load({ cwd, paths, trusted, mode, hasUI, hookTimeoutMs: timeout, flags }) {
 		if (Number.isFinite(timeout) && timeout > 0) hookTimeoutMs = timeout;
@@ -751,31 +828,50 @@ const methods = {
 		mirror.mode = mode;
 		mirror.hasUI = hasUI;
 		mirror.cwd = cwd;
-		const loaded = await loadExtensions(paths, cwd);
-		const flagErrors = applyFlags(loaded, flags);
-		if (flagErrors.length > 0) return { flagErrors };
-		const { runtime } = loaded;
-		const queued = runtime.pendingProviderRegistrations;
-		const queuedNative = runtime.pendingNativeProviderRegistrations;
-		runtime.pendingProviderRegistrations = [];
-		runtime.pendingNativeProviderRegistrations = [];
-		runner = new ExtensionRunner(loaded.extensions.map(withBoundedHooks), runtime, cwd, sessionManager, modelRegistry);
-		bind();
-		bindProviders(runtime, queued, queuedNative);
-		await providerChanges;
-		providersLive = true;
-		// session_start's handlers read the model and the tools already.
-		await refresh(PARTS, tools()).catch(report("state"));
+		extensionPaths = paths;
+		extensionFlags = flags;
+		const { errors, flagErrors } = await instantiate();
+		if (flagErrors) return { flagErrors };
 		// As in Pi, session_start follows loading and comes before the first command is
 		// served: what its handlers do before they first wait reaches nova ahead of this
 		// answer. Not awaited, since a handler may wait for a dialog only a client can answer.
 		void runner.emit({ type: "session_start", reason: "startup" });
-		return {
-			errors: loaded.errors,
-			tools: tools(),
-			commands: commands(),
-			events: subscribed(),
-		};
+		return { errors, tools: tools(), commands: commands(), events: subscribed() };
+	},
+
+	/** Before nova replaces the session: the `session_before_switch`/`session_before_fork`
+	 * hooks may cancel; otherwise `session_shutdown`, and this runner is retired, so that a
+	 * captured `pi` or command `ctx` is stale from then on, as in Pi. */
+	async leave({ before, shutdown }) {
+		return withDeadline(async () => {
+			if (before && (await runner.emit(before))?.cancel) return { cancelled: true };
+			await runner.emit(shutdown);
+			runner.invalidate();
+			return { cancelled: false };
+		});
+	},
+
+	/** After a replacement or for `ctx.reload()`: the extensions loaded afresh for the session
+	 * now current (nothing they kept in memory survives, as in Pi), then `start`
+	 * (`session_start`). Requests that come meanwhile wait for the new runner. */
+	async enter({ start }) {
+		runner.invalidate();
+		const instantiated = instantiate();
+		loaded = instantiated;
+		const { errors, flagErrors } = await instantiated;
+		if (flagErrors) throw new Error(flagErrors.join("; "));
+		const result = { errors, tools: tools(), commands: commands(), events: subscribed() };
+		// Not awaited, as at load.
+		void runner.emit(start);
+		return result;
+	},
+
+	/** The session_before_compact hooks: a cancel, or the compaction a handler wrote. */
+	async session_before_compact({ event }) {
+		const signal = new AbortController().signal;
+		const result = await withDeadline(() => runner.emit({ ...event, signal }));
+		if (result?.cancel) return { cancel: true };
+		return result?.compaction ? { compaction: result.compaction } : {};
 	},
 
 	/** The `project_trust` vote of the user's own extensions, in a host started for it alone

@@ -845,12 +845,15 @@ pub enum ResponseData {
     LastAssistantText {
         text: Option<String>,
     },
-    /// `new_session`, `switch_session`, `clone`: nova never cancels, but Pi's clients read it.
+    /// `new_session`, `switch_session`, `clone`: cancelled by an extension's
+    /// `session_before_switch`/`session_before_fork` hook.
     Cancelled {
         cancelled: bool,
     },
+    /// `fork`: the forked message's text, none when an extension cancelled the fork (as Pi).
     Forked {
-        text: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
         cancelled: bool,
     },
     Model(Box<Model>),

@@ -2,16 +2,17 @@
 //! model, the session entry and the rebuilt conversation. What to cut and how to summarise is
 //! decided in [`super::compaction`].
 
-use super::Agent;
 use super::compaction::{
     CompactionSettings, CutPoint, SummaryError, SummaryJob, SummaryRetry, estimate_tokens,
     file_lists, find_cut_point, for_window, summarize,
 };
+use super::{Agent, BeforeCompact};
 use crate::config::ConfigError;
 use crate::protocol::{CompactionReason, CompactionResult, Event, Message};
 use crate::provider::estimate::prompt_tokens;
 use crate::provider::http::Transport;
 use crate::session::{Body, SessionError};
+use serde_json::json;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +32,12 @@ pub enum CompactError {
     Summary(SummaryError),
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// An extension's `session_before_compact` hook cancelled it.
+    #[error("Compaction cancelled")]
+    Cancelled,
+    /// What an extension's `session_before_compact` hook returned cannot be recorded.
+    #[error("an extension's session_before_compact hook failed: {0}")]
+    Extension(String),
 }
 
 /// Compacts the conversation and reports it with `compaction_start`/`compaction_end`.
@@ -44,7 +51,7 @@ pub(super) async fn compact(
 ) -> Result<CompactionResult, CompactError> {
     agent.emit(Event::CompactionStart { reason });
     agent.state().compacting = true;
-    let result = summarize_and_record(agent, cancel, reason, custom_instructions).await;
+    let result = summarize_and_record(agent, cancel, reason, custom_instructions, will_retry).await;
     agent.state().compacting = false;
     let aborted = cancel.is_cancelled();
     match &result {
@@ -105,9 +112,10 @@ async fn summarize_and_record(
     cancel: &CancellationToken,
     reason: CompactionReason,
     custom_instructions: Option<&str>,
+    will_retry: bool,
 ) -> Result<CompactionResult, CompactError> {
     let inner = &agent.inner;
-    let (model, entries, previous_details, tokens_before, tools) = {
+    let (model, entries, previous_details, tokens_before, tools, branch) = {
         let state = agent.state();
         let model = state.model.clone().ok_or(CompactError::NoModel)?;
         let entries = state.session.context_entries();
@@ -127,7 +135,21 @@ async fn summarize_and_record(
         // estimate of what came after it.
         let tokens_before = state.context_tokens();
         let tools = state.tools.clone();
-        (model, entries, previous_details, tokens_before, tools)
+        // Pi's `branchEntries`, only for extensions that will read them.
+        let branch = agent
+            .extensions()
+            .is_some()
+            .then(|| serde_json::to_value(state.session.branch_entries()))
+            .transpose()
+            .map_err(|e| CompactError::Extension(e.to_string()))?;
+        (
+            model,
+            entries,
+            previous_details,
+            tokens_before,
+            tools,
+            branch,
+        )
     };
     // Pi's estimate after a compaction counts its leading system message: the system prompt and
     // the tools.
@@ -136,9 +158,136 @@ async fn summarize_and_record(
     let (entries, previous_summary) = compactable(entries);
     let cut = find_cut_point(&entries, settings.keep_recent_tokens)
         .ok_or(CompactError::NothingToCompact)?;
+    let kept_ids: Vec<String> = entries.iter().map(|(id, _)| id.clone()).collect();
     let messages: Vec<Arc<Message>> = entries.into_iter().map(|(_, m)| m).collect();
+    let before = json!({
+        "type": "session_before_compact",
+        "preparation": {
+            "firstKeptEntryId": cut.first_kept_id,
+            "messagesToSummarize": &messages[cut.summarized()],
+            "turnPrefixMessages": &messages[cut.turn_prefix()],
+            "isSplitTurn": cut.turn_start.is_some(),
+            "tokensBefore": tokens_before,
+            "previousSummary": previous_summary,
+            "settings": {
+                "enabled": agent.state().auto_compaction,
+                "reserveTokens": settings.reserve_tokens,
+                "keepRecentTokens": settings.keep_recent_tokens,
+            },
+        },
+        "branchEntries": branch,
+        "customInstructions": custom_instructions,
+        "reason": reason,
+        "willRetry": will_retry,
+    });
+    let hooked = match agent.extensions().and_then(|e| e.before_compact(before)) {
+        Some(hooks) => hooks.await,
+        None => BeforeCompact::Summarize,
+    };
+    let written = match hooked {
+        BeforeCompact::Cancel => return Err(CompactError::Cancelled),
+        BeforeCompact::Summarize => None,
+        BeforeCompact::Replace(c) if !kept_ids.contains(&c.first_kept_entry_id) => {
+            return Err(CompactError::Extension(format!(
+                "its compaction keeps the conversation from {}, which is not an entry the \
+                 compaction could keep",
+                c.first_kept_entry_id
+            )));
+        }
+        BeforeCompact::Replace(c) => Some(c),
+    };
+    let (summary, first_kept_id, tokens_before, details, usage, from_extension) = match written {
+        Some(c) => (
+            c.summary,
+            c.first_kept_entry_id,
+            c.tokens_before,
+            c.details,
+            c.usage,
+            true,
+        ),
+        None => {
+            let job = SummaryJob {
+                to_summarize: &messages[cut.summarized()],
+                turn_prefix: &messages[cut.turn_prefix()],
+                previous_summary: previous_summary.as_deref(),
+                custom_instructions,
+                reserve_tokens: settings.reserve_tokens,
+            };
+            let (summary, details, usage) = summarize_default(
+                agent,
+                cancel,
+                reason,
+                &model,
+                &job,
+                &messages[..cut.first_kept],
+                previous_details.as_ref(),
+            )
+            .await?;
+            (
+                summary,
+                cut.first_kept_id.clone(),
+                tokens_before,
+                Some(details),
+                Some(usage),
+                false,
+            )
+        }
+    };
+
+    let mut state = agent.state();
+    if cancel.is_cancelled() {
+        return Err(CompactError::Aborted);
+    }
+    state.session.append_compaction(
+        &summary,
+        &first_kept_id,
+        tokens_before,
+        details.clone(),
+        usage.clone(),
+        from_extension,
+    )?;
+    state.messages = state.session.context().messages;
+    state.usage_from = state.messages.len();
+    if let Some(extensions) = agent.extensions()
+        && let Some(entry) = state.session.entries().last()
+    {
+        extensions.session_event(json!({
+            "type": "session_compact",
+            "compactionEntry": entry,
+            "fromExtension": from_extension,
+            "reason": reason,
+            "willRetry": will_retry,
+        }));
+    }
+    Ok(CompactionResult {
+        summary,
+        first_kept_entry_id: first_kept_id,
+        tokens_before,
+        estimated_tokens_after: prompt_tokens
+            + state
+                .messages
+                .iter()
+                .map(|m| estimate_tokens(m))
+                .sum::<u64>(),
+        usage,
+        details,
+    })
+}
+
+/// nova's own summary for `job`, by the model: the summary with the file lists of `compacted`
+/// (what the compaction drops from the conversation), its details and the call's usage.
+async fn summarize_default(
+    agent: &Agent,
+    cancel: &CancellationToken,
+    reason: CompactionReason,
+    model: &crate::protocol::Model,
+    job: &SummaryJob<'_>,
+    compacted: &[Arc<Message>],
+    previous_details: Option<&serde_json::Value>,
+) -> Result<(String, serde_json::Value, crate::protocol::Usage), CompactError> {
+    let inner = &agent.inner;
     let credentials = agent
-        .credentials(&model)
+        .credentials(model)
         .await
         .map_err(CompactError::Credentials)?;
     let transport = Transport {
@@ -149,13 +298,6 @@ async fn summarize_and_record(
         route: credentials.route,
         warnings: &inner.warnings,
     };
-    let job = SummaryJob {
-        to_summarize: &messages[cut.summarized()],
-        turn_prefix: &messages[cut.turn_prefix()],
-        previous_summary: previous_summary.as_deref(),
-        custom_instructions,
-        reserve_tokens: settings.reserve_tokens,
-    };
     let emit = |event| agent.emit(event);
     let retry = SummaryRetry {
         settings: inner.retry,
@@ -163,42 +305,11 @@ async fn summarize_and_record(
         reason,
         emit: &emit,
     };
-    let summarized = summarize(&transport, &model, &job, &retry, cancel).await;
+    let summarized = summarize(&transport, model, job, &retry, cancel).await;
     let (summary, usage) = summarized.map_err(|e| match e {
         SummaryError::Aborted => CompactError::Aborted,
         other => CompactError::Summary(other),
     })?;
-    let files = file_lists(
-        messages[..cut.first_kept].iter().map(AsRef::as_ref),
-        previous_details.as_ref(),
-    );
-    let summary = files.append_to(&summary);
-    let details = files.details();
-
-    let mut state = agent.state();
-    if cancel.is_cancelled() {
-        return Err(CompactError::Aborted);
-    }
-    state.session.append_compaction(
-        &summary,
-        &cut.first_kept_id,
-        tokens_before,
-        Some(details.clone()),
-        Some(usage.clone()),
-    )?;
-    state.messages = state.session.context().messages;
-    state.usage_from = state.messages.len();
-    Ok(CompactionResult {
-        summary,
-        first_kept_entry_id: cut.first_kept_id,
-        tokens_before,
-        estimated_tokens_after: prompt_tokens
-            + state
-                .messages
-                .iter()
-                .map(|m| estimate_tokens(m))
-                .sum::<u64>(),
-        usage: Some(usage),
-        details: Some(details),
-    })
+    let files = file_lists(compacted.iter().map(AsRef::as_ref), previous_details);
+    Ok((files.append_to(&summary), files.details(), usage))
 }

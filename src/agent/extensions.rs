@@ -80,6 +80,30 @@ pub enum ModelSource {
     Cycle,
 }
 
+/// What the extensions' `session_before_compact` hooks made of a compaction.
+#[derive(Debug, Default)]
+pub enum BeforeCompact {
+    /// Summarise as nova does.
+    #[default]
+    Summarize,
+    Cancel,
+    /// Record this compaction instead of asking the model for one.
+    Replace(Box<ExtensionCompaction>),
+}
+
+/// A compaction an extension wrote (Pi's `CompactionResult`).
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtensionCompaction {
+    pub summary: String,
+    pub first_kept_entry_id: String,
+    pub tokens_before: u64,
+    #[serde(default)]
+    pub details: Option<Value>,
+    #[serde(default)]
+    pub usage: Option<crate::protocol::Usage>,
+}
+
 /// The extensions of one session, as the agent sees them.
 pub trait Extensions: Send + Sync {
     /// Their slash commands, in load order (`get_commands` lists them first, as Pi does).
@@ -157,6 +181,22 @@ pub trait Extensions: Send + Sync {
 
     /// A client's `extension_ui_response` (its `id` names the dialog).
     fn answer_dialog(&self, answer: Value);
+
+    /// Before the session is replaced: `before` (Pi's `session_before_switch` or
+    /// `session_before_fork` event) goes to its hooks, and `true` means one cancelled the
+    /// replacement; otherwise the extensions get `shutdown` (`session_shutdown`) and are done
+    /// with this session.
+    fn leave(&self, before: Option<Value>, shutdown: Value) -> BoxFuture<'static, bool>;
+
+    /// After a replacement or a reload: the extensions loaded afresh, for the session now
+    /// current, which `start` (`session_start`) announces to them.
+    fn enter(&self, start: Value) -> BoxFuture<'static, ()>;
+
+    /// The `session_before_compact` hooks for `event`; `None` when no extension has one.
+    fn before_compact(&self, event: Value) -> Option<BoxFuture<'static, BeforeCompact>>;
+
+    /// A session event no client is sent (`session_compact`), for the extensions handling it.
+    fn session_event(&self, event: Value);
 }
 
 /// Whether the extensions' tools (`specs`) include one named `name`: it replaces a built-in of
@@ -261,6 +301,41 @@ impl Agent {
     /// else the session's.
     pub fn system_prompt(&self) -> Arc<str> {
         self.state().system_prompt()
+    }
+
+    /// `ctx.reload()`: the extensions shut down and load afresh for the same session
+    /// (`session_start` with reason `reload`). Extensions only: skills, prompt templates and
+    /// context files are read once per session.
+    pub async fn reload_extensions(&self) -> Result<(), super::CommandError> {
+        if self.state().run.is_some() {
+            return Err(super::CommandError::Busy("reload the extensions"));
+        }
+        let Some(extensions) = self.inner.extensions.get().cloned() else {
+            return Err(super::CommandError::Unsupported(
+                "reload: no extension is loaded",
+            ));
+        };
+        let shutdown = serde_json::json!({"type": "session_shutdown", "reason": "reload"});
+        extensions.leave(None, shutdown).await;
+        extensions
+            .enter(serde_json::json!({"type": "session_start", "reason": "reload"}))
+            .await;
+        Ok(())
+    }
+
+    /// Resolves once no run is going: Pi's `ctx.waitForIdle()`, past retries, compactions and
+    /// queued messages, which the same run carries.
+    pub fn idle(&self) -> impl Future<Output = ()> + Send + 'static {
+        let agent = self.clone();
+        async move {
+            loop {
+                let done = agent.state().run.as_ref().map(|run| run.done.clone());
+                let Some(mut done) = done else {
+                    return;
+                };
+                let _ = done.wait_for(|finished| *finished).await;
+            }
+        }
     }
 
     /// Routes a client's dialog answer to the extensions; an error when none are loaded.

@@ -30,7 +30,10 @@ mod user_bash;
 pub use custom::Deliver;
 pub use error::CommandError;
 pub use extension_exec::ExtensionExec;
-pub use extensions::{Extensions, Hooked, Input, ModelSource, Reviewed, Starting, WeakAgent};
+pub use extensions::{
+    BeforeCompact, ExtensionCompaction, Extensions, Hooked, Input, ModelSource, Reviewed, Starting,
+    WeakAgent,
+};
 pub use live::{Live, LiveSessions};
 pub use permission::{FlaggedCommand, Unattended};
 pub use queue::QueueFull;

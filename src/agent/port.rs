@@ -7,7 +7,8 @@
 //! `compact`) or for the disk (`export_html`, which takes the conversation at once and writes
 //! it within a time bound; `list_sessions`) answer from their own task, so other commands are
 //! served meanwhile; `switch_session` runs off the runtime thread but is awaited here, so the
-//! commands after it see its effect. A user `bash` command's output is an event of the session, tagged with the
+//! commands after it see its effect, and so are `new_session`, `fork` and `clone` when the
+//! session has no extensions (see [`replacement`]). A user `bash` command's output is an event of the session, tagged with the
 //! id of the request that started it.
 
 use super::{Agent, CommandError, Input, Prompted};
@@ -107,14 +108,26 @@ pub async fn execute<R: Reply>(
         Command::GetLastAssistantText {} => Ok(Some(ResponseData::LastAssistantText {
             text: agent.last_assistant_text(),
         })),
-        Command::NewSession { parent_session } => agent.new_session(parent_session).map(cancelled),
+        Command::NewSession { parent_session } => {
+            let replacing = agent.clone();
+            return replacement(agent, out, id, name, async move {
+                replacing.new_session(parent_session).await.map(cancelled)
+            })
+            .await;
+        }
         Command::SwitchSession {
             session_id,
             session_path,
-        } => agent
-            .switch_session(session_id, session_path)
-            .await
-            .map(cancelled),
+        } => {
+            let replacing = agent.clone();
+            return replacement(agent, out, id, name, async move {
+                replacing
+                    .switch_session(session_id, session_path)
+                    .await
+                    .map(cancelled)
+            })
+            .await;
+        }
         Command::SetModel { provider, model_id } => agent
             .set_model(&provider, &model_id)
             .map(|m| Some(ResponseData::Model(Box::new(m)))),
@@ -139,13 +152,25 @@ pub async fn execute<R: Reply>(
         Command::GetForkMessages {} => Ok(Some(ResponseData::ForkMessages {
             messages: agent.fork_messages(),
         })),
-        Command::Fork { entry_id } => agent.fork(&entry_id).map(|text| {
-            Some(ResponseData::Forked {
-                text,
-                cancelled: false,
+        Command::Fork { entry_id } => {
+            let replacing = agent.clone();
+            return replacement(agent, out, id, name, async move {
+                replacing.fork(&entry_id).await.map(|text| {
+                    Some(ResponseData::Forked {
+                        cancelled: text.is_none(),
+                        text,
+                    })
+                })
             })
-        }),
-        Command::Clone {} => agent.clone_session().map(cancelled),
+            .await;
+        }
+        Command::Clone {} => {
+            let replacing = agent.clone();
+            return replacement(agent, out, id, name, async move {
+                replacing.clone_session(None).await.map(cancelled)
+            })
+            .await;
+        }
         Command::GetEntries { since } => agent.entries(since.as_deref()).map(Some),
         Command::GetTree {} => agent.tree().map(Some),
         Command::ExportHtml { output_path } => {
@@ -311,6 +336,24 @@ fn bash_output(agent: &Agent, id: Option<Value>) -> impl Fn(&str) + Send + Sync 
             delta: delta.to_owned(),
         })
     }
+}
+
+/// A session replacement (`new_session`, `switch_session`, `fork`, `clone`). With extensions it
+/// answers from a task of its own, as their hooks may wait for a dialog a later command
+/// answers (Pi serves commands meanwhile too); without, it is done before the next command is
+/// read, so that command sees its effect.
+async fn replacement<R: Reply>(
+    agent: &Agent,
+    out: &R,
+    id: Option<Value>,
+    name: String,
+    answer: impl Future<Output = Answer> + Send + 'static,
+) {
+    if agent.extensions().is_some() {
+        return answer_later(out, id, name, answer);
+    }
+    let answer = answer.await;
+    out.respond(response(id, name, answer));
 }
 
 /// Answers from a task of its own once `answer` resolves.

@@ -11,7 +11,9 @@ use crate::protocol::{
 };
 use crate::session::{Body, Session, SessionError, paths};
 use serde::Serialize;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
+use std::sync::MutexGuard;
 
 /// Where new session files go: `--session-dir`, else the cwd's directory under the agent dir;
 /// nowhere with `--no-session`.
@@ -136,9 +138,9 @@ impl Agent {
         }
     }
 
-    pub fn new_session(&self, parent_session: Option<String>) -> Result<bool, CommandError> {
-        let mut state = self.state();
-        if state.run.is_some() {
+    /// `new_session`: `true` when an extension's `session_before_switch` hook cancelled it.
+    pub async fn new_session(&self, parent_session: Option<String>) -> Result<bool, CommandError> {
+        if self.state().run.is_some() {
             return Err(CommandError::Busy("start a new session"));
         }
         let session = Session::create(
@@ -146,16 +148,25 @@ impl Agent {
             &self.inner.cwd,
             parent_session,
         );
-        // A new session goes on with the thinking level in force, as in Pi. The conversation
-        // that named the commands' full-output files is left, so the files go.
-        let level = state.thinking_level;
-        self.adopt(&mut state, session);
-        self.inner.outputs.clear();
-        state.thinking_level = level;
-        drop(state);
-        self.record_settings_if_new();
-        Ok(false)
+        let target = session.path().map(|p| p.to_string_lossy().into_owned());
+        let before = json!({"type": "session_before_switch", "reason": "new"});
+        let replaced = self
+            .replace_session(Some(before), "new", target, |mut state| {
+                // A new session goes on with the thinking level in force, as in Pi. The
+                // conversation that named the commands' full-output files is left, so the
+                // files go.
+                let level = state.thinking_level;
+                self.adopt(&mut state, session);
+                self.inner.outputs.clear();
+                state.thinking_level = level;
+                drop(state);
+                self.record_settings_if_new();
+                Ok(())
+            })
+            .await?;
+        Ok(replaced.is_none())
     }
+
     /// Where this session looks for other sessions.
     fn session_scope(&self) -> paths::Scope<'_> {
         paths::Scope {
@@ -183,8 +194,8 @@ impl Agent {
         }
     }
 
-    /// `switch_session {sessionId}` (or Pi's `sessionPath`). Answers whether it was cancelled
-    /// (never, in nova).
+    /// `switch_session {sessionId}` (or Pi's `sessionPath`): `true` when an extension's
+    /// `session_before_switch` hook cancelled it.
     pub async fn switch_session(
         &self,
         session_id: Option<String>,
@@ -197,6 +208,7 @@ impl Agent {
             CommandError::Invalid("switch_session needs \"sessionId\" (or \"sessionPath\")".into())
         })?;
         let path = paths::resolve(&query, self.session_scope())?;
+        let target = path.to_string_lossy().into_owned();
         // Loading a large file takes a while: off the runtime thread, without the state.
         let (session, warnings) = tokio::task::spawn_blocking(move || Session::open(&path))
             .await
@@ -207,12 +219,74 @@ impl Agent {
         for warning in warnings {
             tracing::warn!("{warning}");
         }
-        let mut state = self.state();
-        if state.run.is_some() {
-            return Err(CommandError::Busy("switch sessions"));
+        let before = json!({
+            "type": "session_before_switch",
+            "reason": "resume",
+            "targetSessionFile": target,
+        });
+        let replaced = self
+            .replace_session(Some(before), "resume", Some(target), |mut state| {
+                self.adopt(&mut state, session);
+                Ok(())
+            })
+            .await?;
+        Ok(replaced.is_none())
+    }
+
+    /// Pi's lifecycle around replacing the session, for its extensions: `before` (a
+    /// `session_before_switch`/`session_before_fork` event) may cancel the replacement
+    /// (`Ok(None)`); otherwise they get `session_shutdown`, a run a client started meanwhile is
+    /// aborted (as Pi aborts it), `replace` makes the new session current, and they are loaded
+    /// afresh for it and get `session_start` with `reason` and the previous session's file.
+    pub(super) async fn replace_session<T>(
+        &self,
+        before: Option<Value>,
+        reason: &'static str,
+        target: Option<String>,
+        replace: impl FnOnce(MutexGuard<'_, State>) -> Result<T, CommandError>,
+    ) -> Result<Option<T>, CommandError> {
+        let extensions = self.inner.extensions.get().cloned();
+        let previous = self.session_file();
+        if let Some(extensions) = &extensions {
+            let shutdown = json!({
+                "type": "session_shutdown",
+                "reason": reason,
+                "targetSessionFile": target,
+            });
+            if extensions.leave(before, shutdown).await {
+                return Ok(None);
+            }
         }
-        self.adopt(&mut state, session);
-        Ok(false)
+        let replaced = loop {
+            {
+                let state = self.state();
+                if state.run.is_none() {
+                    break replace(state);
+                }
+            }
+            self.abort().await;
+        };
+        if let Some(extensions) = extensions {
+            // The extensions have shut down: they come back even when the replacement failed,
+            // then for the session that stayed, as after a reload.
+            let start = match &replaced {
+                Ok(_) => json!({
+                    "type": "session_start",
+                    "reason": reason,
+                    "previousSessionFile": previous,
+                }),
+                Err(_) => json!({"type": "session_start", "reason": "reload"}),
+            };
+            extensions.enter(start).await;
+        }
+        replaced.map(Some)
+    }
+
+    fn session_file(&self) -> Option<String> {
+        self.state()
+            .session
+            .path()
+            .map(|p| p.to_string_lossy().into_owned())
     }
 
     pub fn set_session_name(&self, name: &str) -> Result<(), CommandError> {
@@ -326,30 +400,77 @@ impl Agent {
     }
 
     /// Continues in a new session holding the conversation up to (not including) user message
-    /// `entry_id`; answers with that message's text for the client's editor.
-    pub fn fork(&self, entry_id: &str) -> Result<String, CommandError> {
-        let mut state = self.state();
-        if state.run.is_some() {
+    /// `entry_id`; answers with that message's text for the client's editor, or `None` when an
+    /// extension's `session_before_fork` hook cancelled it.
+    pub async fn fork(&self, entry_id: &str) -> Result<Option<String>, CommandError> {
+        if self.state().run.is_some() {
             return Err(CommandError::Busy("fork"));
         }
-        let (session, text) = state
+        // Checked before the hooks, which must not be asked about a fork that cannot happen.
+        let known = self
+            .state()
             .session
-            .fork(entry_id, self.inner.session_files.clone())?;
-        self.adopt(&mut state, session);
-        Ok(text)
+            .fork_messages()
+            .iter()
+            .any(|m| m.entry_id == entry_id);
+        if !known {
+            return Err(SessionError::InvalidForkEntry(entry_id.to_owned()).into());
+        }
+        self.fork_at(entry_id, "before").await
     }
 
-    /// Continues in a new session holding the whole current conversation.
-    pub fn clone_session(&self) -> Result<bool, CommandError> {
-        let mut state = self.state();
-        if state.run.is_some() {
-            return Err(CommandError::Busy("clone the session"));
-        }
-        let session = state
-            .session
-            .clone_session(self.inner.session_files.clone())?;
-        self.adopt(&mut state, session);
-        Ok(false)
+    /// Continues in a new session holding the whole current conversation (`at`: Pi's fork
+    /// `position: "at"`, the path through that entry); `true` when an extension's
+    /// `session_before_fork` hook cancelled it.
+    pub async fn clone_session(&self, at: Option<&str>) -> Result<bool, CommandError> {
+        let leaf = {
+            let state = self.state();
+            if state.run.is_some() {
+                return Err(CommandError::Busy("clone the session"));
+            }
+            if let Some(id) = at
+                && !state.session.has_entry(id)
+            {
+                return Err(SessionError::EntryNotFound(id.to_owned()).into());
+            }
+            at.map(str::to_owned)
+                .or_else(|| state.session.leaf_id().map(str::to_owned))
+        };
+        let Some(leaf) = leaf else {
+            // Nothing to clone through: Pi's hooks get no entry id to ask about.
+            let mut state = self.state();
+            let session = state
+                .session
+                .clone_session(self.inner.session_files.clone())?;
+            self.adopt(&mut state, session);
+            return Ok(false);
+        };
+        Ok(self.fork_at(&leaf, "at").await?.is_none())
+    }
+
+    /// A fork (`before` user message `entry_id`) or clone (`at` entry `entry_id`) through the
+    /// extensions' lifecycle; the forked message's text (empty for a clone).
+    async fn fork_at(
+        &self,
+        entry_id: &str,
+        position: &str,
+    ) -> Result<Option<String>, CommandError> {
+        let before = json!({
+            "type": "session_before_fork",
+            "entryId": entry_id,
+            "position": position,
+        });
+        let dir = self.inner.session_files.clone();
+        self.replace_session(Some(before), "fork", None, |mut state| {
+            let (session, text) = if position == "at" {
+                (state.session.clone_at(entry_id, dir)?, String::new())
+            } else {
+                state.session.fork(entry_id, dir)?
+            };
+            self.adopt(&mut state, session);
+            Ok(text)
+        })
+        .await
     }
 
     /// The session file's first line (what Pi's `getHeader` reads).

@@ -43,8 +43,8 @@ pub use node::{MIN_NODE, NodeError, PI_VERSION, npm};
 
 use crate::agent::port::{self, Reply};
 use crate::agent::{
-    Agent, Deliver, EventSink, ExtensionExec, Extensions, Hooked, Input, Live, ModelSource,
-    Reviewed, Starting, Subscription, WeakAgent,
+    Agent, BeforeCompact, Deliver, EventSink, ExtensionExec, Extensions, Hooked, Input, Live,
+    ModelSource, Reviewed, Starting, Subscription, WeakAgent,
 };
 use crate::config::extensions::Extension;
 use crate::protocol::{
@@ -715,11 +715,14 @@ fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
     }
 }
 
-/// The session port's commands an extension's actions map onto one to one (`setSessionName`,
-/// `compact`, `abort`, `setActiveTools`, `setThinkingLevel`, `setModel`), and the queries that keep the
+/// The session port's commands an extension's actions map onto one to one (`newSession`,
+/// `switchSession`, `setSessionName`, `compact`, `abort`, `setActiveTools`,
+/// `setThinkingLevel`, `setModel`; `fork` is the port's too, unless it clones), and the queries that keep the
 /// host's mirror of the session's state current (`ctx.model`, `getActiveTools`,
 /// `getContextUsage`…), sent by the host under their RPC names; anything else is refused.
-const PORT_COMMANDS: [&str; 11] = [
+const PORT_COMMANDS: [&str; 13] = [
+    "new_session",
+    "switch_session",
     "set_session_name",
     "compact",
     "abort",
@@ -825,6 +828,33 @@ async fn serve(method: String, params: Value, reply: HostReply, agent: Agent) {
                         .map_err(|e| e.to_string())
                 });
             reply.answer(answer.map(|id| json!({ "id": id })));
+            return;
+        }
+        // Pi's fork `position: "at"` clones through an entry, which no client command does.
+        "fork" => match serde_json::from_value::<wire::Fork>(params) {
+            Ok(fork) if fork.position.as_deref() == Some("at") => {
+                let answer = agent.clone_session(Some(&fork.entry_id)).await;
+                reply.answer(
+                    answer
+                        .map(|cancelled| json!({ "cancelled": cancelled }))
+                        .map_err(|e| e.to_string()),
+                );
+                return;
+            }
+            Ok(fork) => Ok(Command::Fork {
+                entry_id: fork.entry_id,
+            }),
+            Err(e) => Err(e),
+        },
+        // `ctx.waitForIdle()` and `ctx.reload()` act on the extensions' side of the session.
+        "wait_for_idle" => {
+            agent.idle().await;
+            reply.answer(Ok(json!({})));
+            return;
+        }
+        "reload" => {
+            let answer = agent.reload_extensions().await;
+            reply.answer(answer.map(|()| json!({})).map_err(|e| e.to_string()));
             return;
         }
         // The rest are the port's own commands under their RPC names and fields.
@@ -1243,4 +1273,110 @@ impl Extensions for Side {
     fn answer_dialog(&self, answer: Value) {
         self.0.notify("ui_response", answer);
     }
+
+    fn leave(&self, before: Option<Value>, shutdown: Value) -> BoxFuture<'static, bool> {
+        let shared = self.0.clone();
+        let before = before.filter(|b| shared.subscribed(event_type(b)));
+        Box::pin(async move {
+            // Nothing to ask: `enter` retires the old extensions itself.
+            if before.is_none() && !shared.subscribed("session_shutdown") {
+                return false;
+            }
+            let params = json!({ "before": before, "shutdown": shutdown });
+            // A hook that fails or times out does not cancel, as a throwing handler does not
+            // in Pi: the replacement goes on, reported as an extension_error.
+            shared
+                .hook_as::<wire::Left>("leave", params)
+                .await
+                .is_ok_and(|left| left.cancelled)
+        })
+    }
+
+    fn enter(&self, start: Value) -> BoxFuture<'static, ()> {
+        let shared = self.0.clone();
+        Box::pin(async move {
+            let entered = tokio::time::timeout(
+                LOAD_TIMEOUT,
+                shared.request("enter", json!({ "start": start })),
+            )
+            .await
+            .map_err(|_| format!("no answer in {}s", LOAD_TIMEOUT.as_secs()))
+            .and_then(|answer| answer)
+            .and_then(|v| serde_json::from_value::<wire::Loaded>(v).map_err(|e| e.to_string()));
+            let Some(agent) = shared.agent.upgrade() else {
+                return;
+            };
+            let loaded = match entered {
+                Ok(loaded) => loaded,
+                Err(error) => {
+                    return agent.extension_event(Event::ExtensionError {
+                        extension_path: "<extension host>".into(),
+                        event: "session_start".into(),
+                        error: format!("the extensions were not loaded again: {error}"),
+                    });
+                }
+            };
+            for failure in &loaded.errors {
+                agent.extension_event(Event::ExtensionError {
+                    extension_path: failure.path.clone(),
+                    event: "load".into(),
+                    error: failure.error.clone(),
+                });
+            }
+            shared.lock_registry().replace(loaded);
+        })
+    }
+
+    fn before_compact(&self, event: Value) -> Option<BoxFuture<'static, BeforeCompact>> {
+        if !self.0.subscribed("session_before_compact") {
+            return None;
+        }
+        let shared = self.0.clone();
+        Some(Box::pin(async move {
+            // Failed hooks are extension_error events, and nova summarises as if they had
+            // not run (Pi goes on after a throwing handler).
+            let Ok(verdict) = shared
+                .hook_as::<wire::CompactVerdict>(
+                    "session_before_compact",
+                    json!({ "event": event }),
+                )
+                .await
+            else {
+                return BeforeCompact::Summarize;
+            };
+            if verdict.cancel {
+                return BeforeCompact::Cancel;
+            }
+            let Some(compaction) = verdict.compaction else {
+                return BeforeCompact::Summarize;
+            };
+            match serde_json::from_value(compaction) {
+                Ok(compaction) => BeforeCompact::Replace(Box::new(compaction)),
+                Err(e) => {
+                    if let Some(agent) = shared.agent.upgrade() {
+                        agent.extension_event(Event::ExtensionError {
+                            extension_path: "<session_before_compact>".into(),
+                            event: "session_before_compact".into(),
+                            error: format!("its compaction cannot be recorded: {e}"),
+                        });
+                    }
+                    BeforeCompact::Summarize
+                }
+            }
+        }))
+    }
+
+    fn session_event(&self, event: Value) {
+        if self.0.subscribed(event_type(&event)) {
+            self.0.notify("event", json!({ "event": event }));
+        }
+    }
+}
+
+/// A session event's `type`.
+fn event_type(event: &Value) -> &str {
+    event
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }

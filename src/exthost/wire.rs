@@ -274,3 +274,29 @@ pub struct Exec {
 pub struct ExecAbort {
     pub id: String,
 }
+
+/// The answer to `leave`: whether a `session_before_*` hook cancelled the replacement.
+#[derive(Debug, Deserialize)]
+pub struct Left {
+    #[serde(default)]
+    pub cancelled: bool,
+}
+
+/// What the `session_before_compact` hooks answered: a cancel, or a compaction of their own
+/// (read by the agent, which checks it).
+#[derive(Debug, Deserialize)]
+pub struct CompactVerdict {
+    #[serde(default)]
+    pub cancel: bool,
+    #[serde(default)]
+    pub compaction: Option<Value>,
+}
+
+/// `ctx.fork(entryId, {position})`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fork {
+    pub entry_id: String,
+    #[serde(default)]
+    pub position: Option<String>,
+}

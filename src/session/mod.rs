@@ -323,13 +323,14 @@ impl Session {
         tokens_before: u64,
         details: Option<Value>,
         usage: Option<Usage>,
+        from_extension: bool,
     ) -> Result<String, SessionError> {
         self.append(Body::Compaction {
             summary: summary.into(),
             first_kept_entry_id: first_kept_entry_id.into(),
             tokens_before,
             details,
-            from_hook: None,
+            from_hook: from_extension.then_some(true),
             usage,
         })
     }
@@ -559,6 +560,23 @@ impl Session {
     /// The current path in a new session.
     pub fn clone_session(&self, new_file_dir: Option<PathBuf>) -> Result<Session, SessionError> {
         self.branch(self.leaf, new_file_dir)
+    }
+
+    /// The path through `entry_id` in a new session (Pi's fork `position: "at"`).
+    pub fn clone_at(
+        &self,
+        entry_id: &str,
+        new_file_dir: Option<PathBuf>,
+    ) -> Result<Session, SessionError> {
+        let &i = self
+            .index
+            .get(entry_id)
+            .ok_or_else(|| SessionError::EntryNotFound(entry_id.to_owned()))?;
+        self.branch(Some(i), new_file_dir)
+    }
+
+    pub fn has_entry(&self, entry_id: &str) -> bool {
+        self.index.contains_key(entry_id)
     }
 }
 

@@ -286,8 +286,15 @@ fn nova_writes_pi_field_names_in_pis_order() {
     s.append_thinking_level("high").unwrap();
     let first = s.append_message(&user("hi")).unwrap();
     s.append_session_info("n").unwrap();
-    s.append_compaction("sum", &first, 10, Some(json!({"readFiles": []})), None)
-        .unwrap();
+    s.append_compaction(
+        "sum",
+        &first,
+        10,
+        Some(json!({"readFiles": []})),
+        None,
+        false,
+    )
+    .unwrap();
     let text = fs::read_to_string(s.path().unwrap()).unwrap();
     let keys: Vec<Vec<String>> = text
         .lines()
@@ -375,7 +382,9 @@ fn compaction_rebuilds_the_context_from_the_kept_entry() {
     let kept = s.append_message(&user("u2")).unwrap();
     s.append_message(&assistant("a2")).unwrap();
     s.append_message(&tool_result("r2")).unwrap();
-    let compaction = s.append_compaction("S", &kept, 99, None, None).unwrap();
+    let compaction = s
+        .append_compaction("S", &kept, 99, None, None, false)
+        .unwrap();
     s.append_message(&user("u3")).unwrap();
     let ctx = s.context_entries();
     assert_eq!(ctx[0].0, compaction);
@@ -394,7 +403,7 @@ fn compaction_rebuilds_the_context_from_the_kept_entry() {
 
     // A second compaction supersedes the first.
     let u3 = s.entries().last().unwrap().id.clone();
-    s.append_compaction("T", &u3, 5, None, None).unwrap();
+    s.append_compaction("T", &u3, 5, None, None, false).unwrap();
     assert_eq!(texts(&s.context().messages), ["summary:T", "user:u3"]);
 }
 

@@ -151,6 +151,14 @@ impl Session {
             .collect()
     }
 
+    /// The entries from the root to the leaf (Pi's `getBranch()`).
+    pub fn branch_entries(&self) -> Vec<&Entry> {
+        self.path_to(self.leaf)
+            .into_iter()
+            .map(|i| &self.entries[i])
+            .collect()
+    }
+
     /// What the agent needs to resume: see [`Context`].
     pub fn context(&self) -> Context {
         let mut model = None;

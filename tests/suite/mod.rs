@@ -17,6 +17,7 @@ mod docs;
 mod export;
 mod ext_exec;
 mod ext_hooks;
+mod ext_lifecycle;
 mod ext_providers;
 mod ext_session;
 mod extensions;
