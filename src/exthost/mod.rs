@@ -8,7 +8,8 @@
 //!   idle flag current); an event that changes the session's entries or state and that no
 //!   extension handles crosses by name only (`changed`), so the host refreshes its mirror;
 //! - what an extension asks of the session (`sendUserMessage`, `setSessionName`, `abort`,
-//!   `setActiveTools`, `setThinkingLevel`, `setModel`, `compact`) runs through the session port
+//!   `setActiveTools`, `setThinkingLevel`, `setModel`, `compact`, `newSession`, `fork`,
+//!   `switchSession`) runs through the session port
 //!   ([`crate::agent::port`]), as a client's command would, and so do the queries that keep the
 //!   host's mirror of the session's state and entries current (`get_entries` since the last
 //!   entry it has); `appendEntry`, `setLabel`, `sendMessage`, `getSystemPrompt`, the session
@@ -21,13 +22,17 @@
 //!   `extension_error` events, which every subscriber sees;
 //! - a model change, which no client event announces, reaches it through
 //!   [`Extensions::model_selected`](crate::agent::Extensions::model_selected);
-//! - a `tool_call`, `tool_result`, `input`, `before_agent_start`, `context` or `user_bash`
-//!   hook holds up its call for at most the `extensionHookTimeoutSeconds` setting: the host
-//!   bounds its handlers and answers as Pi does for a handler that throws (a `tool_call` is
-//!   blocked, fail closed; a user's `bash` command fails; the others go on without that
-//!   handler), naming the extension in an
+//! - a `tool_call`, `tool_result`, `input`, `before_agent_start`, `context`, `user_bash` or
+//!   session hook (`session_before_switch`/`fork`/`compact`, `session_shutdown`) holds up its
+//!   call for at most the `extensionHookTimeoutSeconds` setting: the host bounds its handlers
+//!   and answers as Pi does for a handler that throws (a `tool_call` is blocked, fail closed; a
+//!   user's `bash` command fails; the others go on without that handler, so a session hook
+//!   does not cancel), naming the extension in an
 //!   `extension_error`; nova bounds the host's answer a little later, for a host whose event
-//!   loop a handler holds.
+//!   loop a handler holds;
+//! - around a session replacement (and for `ctx.reload()`) the host retires its extensions
+//!   (`leave`) and loads them afresh for the new session (`enter`), whose answer replaces what
+//!   nova knows of their tools, commands and events.
 //!
 //! Pi's code inside the host (an extension using Pi's SDK, as `pi-subagents` does for its
 //! children) finds nova's agent dir as Pi's (`PI_CODING_AGENT_DIR`), and a `pi` it spawns is
