@@ -6,6 +6,7 @@
 
 mod compare;
 mod dropin;
+mod extensions;
 mod flags;
 mod normalize;
 pub mod rpc;
@@ -274,8 +275,8 @@ impl Allowed {
         Allowed { entries }
     }
 
-    /// Fails unless every difference found is listed and every entry that must occur did.
-    fn check(&self, found: &compare::Differences) {
+    /// The differences found that no entry lists, and which entries were needed.
+    fn explain(&self, found: &compare::Differences) -> (Vec<String>, Vec<bool>) {
         let mut used = vec![false; self.entries.len()];
         let mut unexplained = Vec::new();
         for (key, (count, example)) in &found.0 {
@@ -284,6 +285,17 @@ impl Allowed {
                 None => unexplained.push(format!("{key}  ({count}×; {example})")),
             }
         }
+        (unexplained, used)
+    }
+
+    /// The differences found that no entry lists, for scenarios that need only some entries.
+    fn unexplained(&self, found: &compare::Differences) -> Vec<String> {
+        self.explain(found).0
+    }
+
+    /// Fails unless every difference found is listed and every entry that must occur did.
+    fn check(&self, found: &compare::Differences) {
+        let (unexplained, used) = self.explain(found);
         let stale: Vec<&str> = self
             .entries
             .iter()
