@@ -407,8 +407,8 @@ let runner;
 /** The hooks that hold up what nova is doing until they answer: each of their calls (all the
  * handlers of one call together) has `hookTimeoutMs`, after which the handler running then
  * fails as if it had thrown, and Pi's runner goes on as it does for a throwing handler (a
- * `tool_call` is blocked; an `input`, `tool_result`, `before_agent_start`, `context` or session
- * handler is skipped and reported, so a `session_before_*` that hangs does not cancel). */
+ * `tool_call` is blocked; an `input`, `tool_result`, `before_agent_start`, `context`, provider or
+ * session handler is skipped and reported, so a `session_before_*` that hangs does not cancel). */
 const HOOKS = new Set([
 	"tool_call",
 	"tool_result",
@@ -420,6 +420,9 @@ const HOOKS = new Set([
 	"session_before_fork",
 	"session_before_compact",
 	"session_shutdown",
+	"before_provider_request",
+	"before_provider_headers",
+	"after_provider_response",
 ]);
 let hookTimeoutMs = 30_000;
 /** The deadline of the hook call a handler runs for. */
@@ -946,6 +949,27 @@ const methods = {
 		await delivering;
 		const result = await withDeadline(() => runner.emitContext(messages));
 		return JSON.stringify(result) === JSON.stringify(messages) ? {} : { messages: result };
+	},
+
+	/** The before_provider_request hooks, chained by Pi's runner: the payload they leave, when
+	 * it is not the one nova built (a handler may change it in place or return another). */
+	async before_provider_request({ payload }) {
+		const sent = JSON.stringify(payload);
+		const result = await withDeadline(() => runner.emitBeforeProviderRequest(payload));
+		return JSON.stringify(result) === sent ? {} : { payload: result };
+	},
+
+	/** The before_provider_headers hooks, which change `headers` in place: what they left of
+	 * them (nova decides which changes it takes). */
+	async before_provider_headers({ headers }) {
+		const left = { ...headers };
+		await withDeadline(() => runner.emitBeforeProviderHeaders(left));
+		return { headers: left };
+	},
+
+	async after_provider_response({ status, headers }) {
+		await withDeadline(() => runner.emit({ type: "after_provider_response", status, headers }));
+		return {};
 	},
 
 	/** The input hooks for a client's prompt: continue, transform (its text) or handled. */

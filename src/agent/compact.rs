@@ -297,6 +297,8 @@ async fn summarize_default(
         headers: credentials.headers,
         route: credentials.route,
         warnings: &inner.warnings,
+        // Pi's hooks shape the turns' requests; a summary is nova's own.
+        hooks: None,
     };
     let emit = |event| agent.emit(event);
     let retry = SummaryRetry {

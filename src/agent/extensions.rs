@@ -157,6 +157,9 @@ pub trait Extensions: Send + Sync {
         messages: &[Arc<Message>],
     ) -> Option<BoxFuture<'static, Result<Option<Vec<Message>>, String>>>;
 
+    /// Pi's provider hooks around each model request of a run.
+    fn provider_hooks(&self) -> Option<&dyn crate::provider::hooks::Hooks>;
+
     /// Runs an extension tool; `updates` takes its streamed partial results, `cancel` stops it.
     fn call_tool(
         &self,

@@ -365,6 +365,7 @@ async fn stream_reply(
                             headers: credentials.headers,
                             route: credentials.route,
                             warnings: &inner.warnings,
+                            hooks: agent.extensions().and_then(|e| e.provider_hooks()),
                         },
                         &request,
                         cancel,

@@ -23,7 +23,7 @@
 //! - a model change, which no client event announces, reaches it through
 //!   [`Extensions::model_selected`](crate::agent::Extensions::model_selected);
 //! - a `tool_call`, `tool_result`, `input`, `before_agent_start`, `context`, `user_bash` or
-//!   session hook (`session_before_switch`/`fork`/`compact`, `session_shutdown`) holds up its
+//!   provider or session hook (`session_before_switch`/`fork`/`compact`, `session_shutdown`) holds up its
 //!   call for at most the `extensionHookTimeoutSeconds` setting: the host bounds its handlers
 //!   and answers as Pi does for a handler that throws (a `tool_call` is blocked, fail closed; a
 //!   user's `bash` command fails; the others go on without that handler, so a session hook
@@ -57,12 +57,13 @@ use crate::protocol::{
     SlashCommand, SourceInfo, SourceOrigin, StreamingBehavior, ToolDetails, ToolResultPayload,
     ToolSpec,
 };
+use crate::provider::hooks::{self, Hook, Hooks};
 use crate::tools::{ToolOutput, UpdateFn};
 use futures_util::future::BoxFuture;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -1376,6 +1377,10 @@ impl Extensions for Side {
             self.0.notify("event", json!({ "event": event }));
         }
     }
+
+    fn provider_hooks(&self) -> Option<&dyn Hooks> {
+        Some(self)
+    }
 }
 
 /// A session event's `type`.
@@ -1384,4 +1389,58 @@ fn event_type(event: &Value) -> &str {
         .get("type")
         .and_then(Value::as_str)
         .unwrap_or_default()
+}
+
+/// The provider hooks cross only when an extension subscribed; their failures are the host's
+/// extension_error events, and the request then goes out as nova built it.
+impl Hooks for Side {
+    fn subscribed(&self, hook: Hook) -> bool {
+        self.0.subscribed(hook.event())
+    }
+
+    fn payload(&self, payload: Value) -> BoxFuture<'static, Option<Value>> {
+        let shared = self.0.clone();
+        Box::pin(async move {
+            shared
+                .hook_as::<wire::Payload>("before_provider_request", json!({ "payload": payload }))
+                .await
+                .ok()
+                .and_then(|p| p.payload)
+        })
+    }
+
+    fn headers(
+        &self,
+        headers: hooks::Headers,
+    ) -> BoxFuture<'static, Option<BTreeMap<String, Option<String>>>> {
+        let shared = self.0.clone();
+        Box::pin(async move {
+            shared
+                .hook_as::<wire::ProviderHeaders>(
+                    "before_provider_headers",
+                    json!({ "headers": headers }),
+                )
+                .await
+                .ok()
+                .map(|h| h.headers)
+        })
+    }
+
+    fn response(&self, status: u16, headers: hooks::Headers) -> BoxFuture<'static, ()> {
+        let shared = self.0.clone();
+        let params = json!({ "status": status, "headers": headers });
+        Box::pin(async move {
+            let _ = shared.hook("after_provider_response", params).await;
+        })
+    }
+
+    fn refused(&self, hook: Hook, why: String) {
+        if let Some(agent) = self.0.agent.upgrade() {
+            agent.extension_event(Event::ExtensionError {
+                extension_path: format!("<{}>", hook.event()),
+                event: hook.event().into(),
+                error: why,
+            });
+        }
+    }
 }

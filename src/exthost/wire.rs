@@ -5,6 +5,7 @@
 use crate::protocol::{ContentBlock, CustomMessage, Event, Message, UiRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// One line from the host: an answer to nova's request (`id` and `result` or `error`), a
 /// notification (`method`, `params`), or a request of the host's (all three).
@@ -299,4 +300,17 @@ pub struct Fork {
     pub entry_id: String,
     #[serde(default)]
     pub position: Option<String>,
+}
+
+/// What the `before_provider_request` hooks made of a payload: absent when unchanged.
+#[derive(Debug, Deserialize)]
+pub struct Payload {
+    #[serde(default)]
+    pub payload: Option<Value>,
+}
+
+/// The headers the `before_provider_headers` hooks left (`null` removes one).
+#[derive(Debug, Deserialize)]
+pub struct ProviderHeaders {
+    pub headers: BTreeMap<String, Option<String>>,
 }

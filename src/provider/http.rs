@@ -4,6 +4,7 @@
 
 use super::body::{self, BodyEncoder, Buffer, ChunkSender, Counter, Writer};
 use super::estimate::Meter;
+use super::hooks::{self, Hook, Hooks};
 use super::openai_responses::Flavour;
 use super::{
     Api, ProviderError, ProviderEvent, Request, anthropic, aws, azure, bedrock, github_copilot,
@@ -99,6 +100,8 @@ pub struct Transport<'a> {
     /// Azure, Copilot on GitHub Enterprise); `None` otherwise.
     pub route: Option<Route>,
     pub warnings: &'a Warnings,
+    /// The session's provider hooks, when it has extensions.
+    pub hooks: Option<&'a dyn Hooks>,
 }
 
 /// An address, and for Bedrock a credential, resolved from the provider's environment (or, for
@@ -236,12 +239,31 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         _ => None,
     };
 
-    let body = build_body(api, req, deployment, identity, flavour)
-        .await
-        .map_err(|message| ProviderError::InvalidRequest {
-            url: url.clone(),
-            message,
-        })?;
+    let hooks = transport.hooks;
+    let hooked = |hook| hooks.filter(|h| h.subscribed(hook));
+    let payload_hooks = hooked(Hook::BeforeProviderRequest);
+    let invalid = |message| ProviderError::InvalidRequest {
+        url: url.clone(),
+        message,
+    };
+    let mut body = build_body(
+        api,
+        req,
+        deployment,
+        identity,
+        flavour,
+        payload_hooks.is_some(),
+    )
+    .await
+    .map_err(invalid)?;
+    // Before Bedrock signs the body, so that its signature covers what is sent.
+    if let (Some(hooks), Payload::Whole(bytes)) = (payload_hooks, &body) {
+        let payload = serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
+        if let Some(replaced) = cancellable(cancel, hooks.payload(payload)).await? {
+            body =
+                Payload::Whole(serde_json::to_vec(&replaced).map_err(|e| invalid(e.to_string()))?);
+        }
+    }
     let signed = match (api, &transport.route, &body) {
         (Api::BedrockConverseStream, Some(Route::Aws(target)), Payload::Whole(bytes)) => {
             bedrock_auth(target, &url, bytes)?
@@ -344,15 +366,28 @@ pub async fn stream_paced<F: Future<Output = ()>>(
         idle_timeout: transport.idle_timeout,
         url: &url,
     };
+    let client = transport.client.get()?;
+    let mut request = builder.build().map_err(|e| send_error(&e, &url, api))?;
+    if let Some(hooks) = hooked(Hook::BeforeProviderHeaders) {
+        let configured = &transport.headers;
+        let shown = hooks::shown(request.headers(), configured);
+        if let Some(left) = cancellable(cancel, hooks.headers(shown.clone())).await? {
+            hooks::apply(request.headers_mut(), &shown, left, configured, hooks);
+        }
+    }
     // Sent once. A pooled connection found closed before the request was written is retried by
     // the connection pool itself; once written, a request may have been delivered (a server or
     // proxy that read it and hung up), so sending it again here could bill or act twice. That
     // failure is retryable and goes through the retry policy like any other.
     let mut response = guard
-        .run(builder.send())
+        .run(client.execute(request))
         .await?
         .map_err(|e| send_error(&e, &url, api))?;
     let status = response.status();
+    if let Some(hooks) = hooked(Hook::AfterProviderResponse) {
+        let headers = hooks::response_headers(response.headers());
+        cancellable(cancel, hooks.response(status.as_u16(), headers)).await?;
+    }
     if !status.is_success() {
         let retry_after = retry_after(response.headers());
         let location = status
@@ -432,6 +467,18 @@ pub async fn stream_paced<F: Future<Output = ()>>(
     finished.map(|()| facts)
 }
 
+/// `work`, unless the request is cancelled first.
+async fn cancellable<T>(
+    cancel: &CancellationToken,
+    work: impl Future<Output = T>,
+) -> Result<T, ProviderError> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(ProviderError::Aborted),
+        done = work => Ok(done),
+    }
+}
+
 /// A request body: whole in memory, or streamed from the shared conversation with its length
 /// counted beforehand (see [`body`](super::body)).
 enum Payload {
@@ -471,13 +518,15 @@ fn write_body<E: BodyEncoder>(
 /// and their results) is serialised on a blocking thread, since it takes long enough to stall the
 /// runtime's one thread; the messages are shared, so the copy handed over is a list of pointers.
 /// A body larger than [`body::STREAMED_BODY_BYTES`] is streamed from there rather than held,
-/// except Bedrock's, whose signature covers the bytes.
+/// except Bedrock's, whose signature covers the bytes, and one `whole` asks for (a payload the
+/// hooks see).
 async fn build_body(
     api: Api,
     req: &Request<'_>,
     deployment: Option<String>,
     identity: anthropic::Identity,
     flavour: Flavour<'static>,
+    whole: bool,
 ) -> Result<Payload, String> {
     let size = body_size_hint(req);
     if size < INLINE_BODY_BYTES {
@@ -487,7 +536,7 @@ async fn build_body(
     }
     let owned = Owned::from(req);
     let failed = |e: tokio::task::JoinError| format!("building the request failed: {e}");
-    if size < body::STREAMED_BODY_BYTES || api == Api::BedrockConverseStream {
+    if size < body::STREAMED_BODY_BYTES || api == Api::BedrockConverseStream || whole {
         let built = tokio::task::spawn_blocking(move || {
             let write = |req: &Request<'_>| {
                 write_body(api, req, deployment.as_deref(), identity, flavour, Buffer)
@@ -1042,6 +1091,7 @@ pub(crate) mod tests {
             headers: vec![("X-Extra".into(), "yes".into())],
             route: None,
             warnings: &warnings,
+            hooks: None,
         };
         let mut events = Vec::new();
         let result = stream(&transport, &req, cancel, |e| events.push(e)).await;

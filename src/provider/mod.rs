@@ -23,6 +23,7 @@ pub mod error;
 pub mod estimate;
 pub mod github_copilot;
 pub mod google;
+pub mod hooks;
 pub mod http;
 pub mod lines;
 pub mod ollama;

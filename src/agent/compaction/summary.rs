@@ -496,6 +496,7 @@ mod tests {
             headers: vec![],
             route: None,
             warnings: &warnings,
+            hooks: None,
         };
         let shared = |messages: &[Message]| -> Vec<Arc<Message>> {
             messages.iter().cloned().map(Arc::new).collect()
