@@ -34,6 +34,8 @@ struct Setup<'a> {
     files: &'a [(&'a str, &'a str)],
     /// Pi's example extensions, loaded with `-e` from the Pi install.
     examples: &'a [&'a str],
+    /// Arguments beyond the model's and the extensions'.
+    args: &'a [&'a str],
     /// Files written into the cwd (a project's `.pi/extensions/`).
     project: &'a [(&'a str, &'a str)],
     replies: Vec<Reply>,
@@ -44,12 +46,18 @@ struct Setup<'a> {
 
 type Scenario<'a> = (&'static str, Setup<'a>, fn(&mut Rpc));
 
-/// Whether `line` has every key of `want` with its value.
+/// Whether `line` has everything `want` has: an object's keys each with what it holds (other
+/// keys may be there too), an array's elements each in turn, anything else equal.
 fn holds(line: &Value, want: &Value) -> bool {
-    want.as_object()
-        .unwrap()
-        .iter()
-        .all(|(k, v)| line.get(k) == Some(v))
+    match (line, want) {
+        (Value::Object(line), Value::Object(want)) => want
+            .iter()
+            .all(|(k, v)| line.get(k).is_some_and(|l| holds(l, v))),
+        (Value::Array(line), Value::Array(want)) => {
+            line.len() == want.len() && line.iter().zip(want).all(|(l, w)| holds(l, w))
+        }
+        _ => line == want,
+    }
 }
 
 /// Runs `scenario` through Pi and nova; gives the normalised transcripts, Pi's first.
@@ -88,6 +96,7 @@ fn both(pi_dir: &Path, modules: &Path, setup: &Setup, scenario: fn(&mut Rpc)) ->
         ]
         .map(str::to_owned)
         .into();
+        args.extend(setup.args.iter().map(|a| (*a).to_owned()));
         for (name, text) in setup.files {
             std::fs::write(own.path().join(name), text).unwrap();
             args.extend(["-e".to_owned(), own.path().join(name).display().to_string()]);
@@ -207,6 +216,7 @@ fn extensions_show_on_the_wire_as_in_pi() {
             Setup {
                 files: &[("throwing.ts", THROWING)],
                 examples: &[],
+                args: &[],
                 project: &[],
                 replies: vec![Reply::text("hi")],
                 expect: vec![
@@ -223,6 +233,7 @@ fn extensions_show_on_the_wire_as_in_pi() {
             Setup {
                 files: &[],
                 examples: &["hello.ts"],
+                args: &[],
                 project: &[],
                 replies: vec![greet(), Reply::text("Greeted.")],
                 expect: vec![json!({"type": "tool_execution_end", "toolName": "hello",
@@ -236,6 +247,7 @@ fn extensions_show_on_the_wire_as_in_pi() {
             Setup {
                 files: &[],
                 examples: &["permission-gate.ts"],
+                args: &[],
                 project: &[],
                 replies: vec![sudo(), Reply::text("Not run.")],
                 expect: vec![
@@ -253,6 +265,7 @@ fn extensions_show_on_the_wire_as_in_pi() {
             Setup {
                 files: &[],
                 examples: &[],
+                args: &[],
                 project: &[(".pi/extensions/x.ts", PROJECT)],
                 replies: Vec::new(),
                 // Neither trusts a project no one decided about: Pi 1.6's RPC mode cannot show
@@ -261,6 +274,21 @@ fn extensions_show_on_the_wire_as_in_pi() {
                 // (docs/configuration.md, "Project trust").
                 expect: vec![json!({"type": "response", "command": "get_commands",
                                     "data": {"commands": []}})],
+            },
+            run_commands,
+        ),
+        (
+            "ext_approved_project",
+            Setup {
+                files: &[],
+                examples: &[],
+                // The same project, trusted for this run: its extension loads in both, so the
+                // scenario above shows trust at work, not a path neither looks at.
+                args: &["--approve"],
+                project: &[(".pi/extensions/x.ts", PROJECT)],
+                replies: Vec::new(),
+                expect: vec![json!({"type": "response", "command": "get_commands",
+                    "data": {"commands": [{"name": "from-project", "source": "extension"}]}})],
             },
             run_commands,
         ),
