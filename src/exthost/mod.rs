@@ -87,6 +87,8 @@ const HOST_SCRIPT: &str = include_str!("../../exthost/host.mjs");
 const QUEUE: usize = 4096;
 /// How many bytes of queued lines go to the host in one write, at most (about).
 const WRITE_BATCH: usize = 64 * 1024;
+/// How long the writer waits for more lines before it writes what it has (see `write_lines`).
+const COALESCE: Duration = Duration::from_millis(1);
 /// How long loading may take: a first load compiles every extension's TypeScript.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a cancelled extension tool has to return before it is answered for.
@@ -504,8 +506,10 @@ fn closed_queue() -> mpsc::Sender<String> {
 async fn write_lines(mut stdin: tokio::process::ChildStdin, mut queue: mpsc::Receiver<String>) {
     let mut batch = String::new();
     while let Some(line) = queue.recv().await {
-        // Lets the rest of a burst (a reply's tokens) be queued before writing.
-        tokio::task::yield_now().await;
+        // Lets the rest of a burst (a reply's tokens, which arrive a read apart) be queued
+        // before writing: a millisecond's wait turns thousands of writes and host wake-ups a
+        // second into at most a thousand, and costs a hook call no more than that.
+        tokio::time::sleep(COALESCE).await;
         batch.clear();
         batch.push_str(&line);
         batch.push('\n');
