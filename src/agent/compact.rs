@@ -10,7 +10,6 @@ use super::{Agent, BeforeCompact};
 use crate::config::ConfigError;
 use crate::protocol::{CompactionReason, CompactionResult, Event, Message};
 use crate::provider::estimate::prompt_tokens;
-use crate::provider::http::Transport;
 use crate::session::{Body, SessionError};
 use serde_json::json;
 use std::sync::Arc;
@@ -115,7 +114,7 @@ async fn summarize_and_record(
     will_retry: bool,
 ) -> Result<CompactionResult, CompactError> {
     let inner = &agent.inner;
-    let (model, entries, previous_details, tokens_before, tools, branch) = {
+    let (model, entries, previous_details, tokens_before, tools) = {
         let state = agent.state();
         let model = state.model.clone().ok_or(CompactError::NoModel)?;
         let entries = state.session.context_entries();
@@ -135,21 +134,7 @@ async fn summarize_and_record(
         // estimate of what came after it.
         let tokens_before = state.context_tokens();
         let tools = state.tools.clone();
-        // Pi's `branchEntries`, only for extensions that will read them.
-        let branch = agent
-            .extensions()
-            .is_some()
-            .then(|| serde_json::to_value(state.session.branch_entries()))
-            .transpose()
-            .map_err(|e| CompactError::Extension(e.to_string()))?;
-        (
-            model,
-            entries,
-            previous_details,
-            tokens_before,
-            tools,
-            branch,
-        )
+        (model, entries, previous_details, tokens_before, tools)
     };
     // Pi's estimate after a compaction counts its leading system message: the system prompt and
     // the tools.
@@ -158,29 +143,31 @@ async fn summarize_and_record(
     let (entries, previous_summary) = compactable(entries);
     let cut = find_cut_point(&entries, settings.keep_recent_tokens)
         .ok_or(CompactError::NothingToCompact)?;
-    let kept_ids: Vec<String> = entries.iter().map(|(id, _)| id.clone()).collect();
-    let messages: Vec<Arc<Message>> = entries.into_iter().map(|(_, m)| m).collect();
-    let before = json!({
-        "type": "session_before_compact",
-        "preparation": {
-            "firstKeptEntryId": cut.first_kept_id,
-            "messagesToSummarize": &messages[cut.summarized()],
-            "turnPrefixMessages": &messages[cut.turn_prefix()],
-            "isSplitTurn": cut.turn_start.is_some(),
-            "tokensBefore": tokens_before,
-            "previousSummary": previous_summary,
-            "settings": {
-                "enabled": agent.state().auto_compaction,
-                "reserveTokens": settings.reserve_tokens,
-                "keepRecentTokens": settings.keep_recent_tokens,
+    let (kept_ids, messages): (Vec<String>, Vec<Arc<Message>>) = entries.into_iter().unzip();
+    // Built only for a `session_before_compact` handler: it copies the whole conversation.
+    let before = || {
+        json!({
+            "type": "session_before_compact",
+            "preparation": {
+                "firstKeptEntryId": cut.first_kept_id,
+                "messagesToSummarize": &messages[cut.summarized()],
+                "turnPrefixMessages": &messages[cut.turn_prefix()],
+                "isSplitTurn": cut.turn_start.is_some(),
+                "tokensBefore": tokens_before,
+                "previousSummary": previous_summary,
+                "settings": {
+                    "enabled": agent.state().auto_compaction,
+                    "reserveTokens": settings.reserve_tokens,
+                    "keepRecentTokens": settings.keep_recent_tokens,
+                },
             },
-        },
-        "branchEntries": branch,
-        "customInstructions": custom_instructions,
-        "reason": reason,
-        "willRetry": will_retry,
-    });
-    let hooked = match agent.extensions().and_then(|e| e.before_compact(before)) {
+            "branchEntries": agent.state().session.branch_entries(),
+            "customInstructions": custom_instructions,
+            "reason": reason,
+            "willRetry": will_retry,
+        })
+    };
+    let hooked = match agent.extensions().and_then(|e| e.before_compact(&before)) {
         Some(hooks) => hooks.await,
         None => BeforeCompact::Summarize,
     };
@@ -290,16 +277,8 @@ async fn summarize_default(
         .credentials(model)
         .await
         .map_err(CompactError::Credentials)?;
-    let transport = Transport {
-        client: &inner.client,
-        idle_timeout: inner.idle_timeout,
-        api_key: credentials.api_key,
-        headers: credentials.headers,
-        route: credentials.route,
-        warnings: &inner.warnings,
-        // Pi's hooks shape the turns' requests; a summary is nova's own.
-        hooks: None,
-    };
+    // Pi's hooks shape the turns' requests; a summary is nova's own.
+    let transport = agent.transport(credentials, None);
     let emit = |event| agent.emit(event);
     let retry = SummaryRetry {
         settings: inner.retry,

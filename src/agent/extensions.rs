@@ -195,8 +195,12 @@ pub trait Extensions: Send + Sync {
     /// current, which `start` (`session_start`) announces to them.
     fn enter(&self, start: Value) -> BoxFuture<'static, ()>;
 
-    /// The `session_before_compact` hooks for `event`; `None` when no extension has one.
-    fn before_compact(&self, event: Value) -> Option<BoxFuture<'static, BeforeCompact>>;
+    /// The `session_before_compact` hooks for the event `event` builds (only when some
+    /// extension has one: it holds the conversation); `None` when none has.
+    fn before_compact(
+        &self,
+        event: &dyn Fn() -> Value,
+    ) -> Option<BoxFuture<'static, BeforeCompact>>;
 
     /// A session event no client is sent (`session_compact`), for the extensions handling it.
     fn session_event(&self, event: Value);

@@ -376,10 +376,14 @@ impl Extensions for Side {
         })
     }
 
-    fn before_compact(&self, event: Value) -> Option<BoxFuture<'static, BeforeCompact>> {
+    fn before_compact(
+        &self,
+        event: &dyn Fn() -> Value,
+    ) -> Option<BoxFuture<'static, BeforeCompact>> {
         if !self.0.subscribed("session_before_compact") {
             return None;
         }
+        let event = event();
         let shared = self.0.clone();
         Some(Box::pin(async move {
             // Failed hooks are extension_error events, and nova summarises as if they had
