@@ -113,6 +113,24 @@ impl Agent {
         self.state().providers.retain(|r| r.name != name);
     }
 
+    /// How this session's requests reach a provider with `credentials`; `hooks` are the
+    /// extensions' provider hooks, for the requests they shape.
+    pub(super) fn transport<'a>(
+        &'a self,
+        credentials: crate::config::models::Credentials,
+        hooks: Option<&'a dyn crate::provider::hooks::Hooks>,
+    ) -> crate::provider::http::Transport<'a> {
+        crate::provider::http::Transport {
+            client: &self.inner.client,
+            idle_timeout: self.inner.idle_timeout,
+            api_key: credentials.api_key,
+            headers: credentials.headers,
+            route: credentials.route,
+            warnings: &self.inner.warnings,
+            hooks,
+        }
+    }
+
     /// What a request to `model` carries to be let in, given the extensions' providers.
     pub(super) async fn credentials(
         &self,

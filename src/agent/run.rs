@@ -12,7 +12,6 @@ use super::compact::compact;
 use super::retry::{self, Retries, Scheduled};
 use super::{Agent, exec, now_ms};
 use crate::protocol::{AssistantMessage, CompactionReason, Event, Message, StopReason};
-use crate::provider::http::Transport;
 use crate::provider::{self, ErrorKind, ProviderError, ProviderEvent, Request, SessionId};
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -358,15 +357,10 @@ async fn stream_reply(
                         }),
                     };
                     let result = provider::http::stream_paced(
-                        &Transport {
-                            client: &inner.client,
-                            idle_timeout: inner.idle_timeout,
-                            api_key: credentials.api_key,
-                            headers: credentials.headers,
-                            route: credentials.route,
-                            warnings: &inner.warnings,
-                            hooks: agent.extensions().and_then(|e| e.provider_hooks()),
-                        },
+                        &agent.transport(
+                            credentials,
+                            agent.extensions().and_then(|e| e.provider_hooks()),
+                        ),
                         &request,
                         cancel,
                         |event| {

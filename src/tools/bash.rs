@@ -593,7 +593,10 @@ impl Stream<'_> {
 }
 
 /// Reads from the pipe, or waits forever once it is closed (so a `select!` branch goes quiet).
-async fn read(reader: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(super) async fn read<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut Option<R>,
+    buf: &mut [u8],
+) -> std::io::Result<usize> {
     match reader {
         Some(r) => r.read(buf).await,
         None => std::future::pending().await,

@@ -3,14 +3,13 @@
 //! its stdout and stderr kept apart up to a byte cap, and ended with its whole process group by
 //! its deadline, a cancel, or the cap.
 
-use super::bash::SessionEnv;
+use super::bash::{SessionEnv, read};
 use crate::sandbox::{GroupStop, Sandbox, kept};
 use std::ffi::OsStr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 /// The most output (stdout and stderr together) one run keeps: Pi's own cap is 256 MiB, which
@@ -161,16 +160,6 @@ async fn watch(mut cmd: tokio::process::Command, exec: &Exec<'_>) -> ExecOutput 
         result.code = 1;
     }
     result
-}
-
-async fn read<R: AsyncRead + Unpin>(
-    pipe: &mut Option<R>,
-    buf: &mut [u8],
-) -> std::io::Result<usize> {
-    match pipe {
-        Some(pipe) => pipe.read(buf).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Keeps what a read brought; a closed or failed pipe is read no more.
