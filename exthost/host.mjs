@@ -13,9 +13,10 @@
 
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { dirname, join } from "node:path";
+import { readFileSync } from "node:fs";
 import { randomUUID } from "node:crypto";
 import { AsyncLocalStorage } from "node:async_hooks";
-import module from "node:module";
+import module, { createRequire } from "node:module";
 
 // Pi's packages are large: V8's compile cache beside this script makes every start after the
 // first skip compiling them (Node 22.1+; a no-op where unavailable).
@@ -63,7 +64,7 @@ function message(err) {
 
 // Pi's modules by file, not its index: the index pulls in the whole coding agent (its terminal
 // UI, every provider), which more than doubles the start. An extension that imports the index
-// itself still gets it, through Pi's loader.
+// gets its names one by one (see `lazyPiIndex`).
 const piRoot = join(modules, "@earendil-works/pi-coding-agent/dist");
 
 // `pi.exec` runs through nova, in its gate and sandbox, as the model's commands do: Pi's loader
@@ -85,18 +86,66 @@ globalThis[NOVA_EXEC] = async (command, args, cwd, options) => {
 		options?.signal?.removeEventListener("abort", abort);
 	}
 };
+/** Pi's index as an extension loaded through jiti sees it: each name it exports, taken from the
+ * module that defines it when the extension first reads it. The index itself evaluates the
+ * whole coding agent (its terminal UI, every provider), about 0.3–0.6 s of a host's start, for
+ * the one or two names a package uses; jiti's interop reads an import's names only where the
+ * code uses them, so the values (the same module instances) come as they are needed. `null`
+ * when the index is not the list of re-exports this expects: extensions then get the index. */
+function lazyPiIndex() {
+	const index = join(piRoot, "index.js");
+	const source = readFileSync(index, "utf8").replace(/\/\*[\s\S]*?\*\/|\/\/[^\n]*/g, "");
+	const load = createRequire(index);
+	const names = { __proto__: null };
+	const rest = source.replace(/export\s*\{([^}]*)\}\s*from\s*"([^"]+)"\s*;?/g, (_, list, from) => {
+		for (const item of list.split(",").map((s) => s.trim()).filter(Boolean)) {
+			const [name, as = name] = item.split(/\s+as\s+/);
+			Object.defineProperty(names, as, {
+				enumerable: true,
+				configurable: true,
+				get() {
+					const value = load(from)[name];
+					Object.defineProperty(names, as, { value, enumerable: true });
+					return value;
+				},
+			});
+		}
+		return "";
+	});
+	return rest.trim() === "" ? names : null;
+}
+const lazyIndex = lazyPiIndex();
+const LAZY_MODULES = Symbol.for("nova.lazyModules");
+globalThis[LAZY_MODULES] = lazyIndex && {
+	"@earendil-works/pi-coding-agent": lazyIndex,
+	"@mariozechner/pi-coding-agent": lazyIndex,
+};
+
 module.registerHooks({
 	load(url, context, nextLoad) {
-		if (!url.endsWith("/@earendil-works/pi-coding-agent/dist/core/exec.js")) {
-			return nextLoad(url, context);
+		if (url.endsWith("/@earendil-works/pi-coding-agent/dist/core/exec.js")) {
+			return {
+				format: "module",
+				shortCircuit: true,
+				source:
+					"export function execCommand(command, args, cwd, options) {\n" +
+					'\treturn globalThis[Symbol.for("nova.exec")](command, args, cwd, options);\n}\n',
+			};
 		}
-		return {
-			format: "module",
-			shortCircuit: true,
-			source:
-				"export function execCommand(command, args, cwd, options) {\n" +
-				'\treturn globalThis[Symbol.for("nova.exec")](command, args, cwd, options);\n}\n',
-		};
+		// Pi's loader makes its jiti here: the lazy index goes in as a virtual module, which
+		// jiti looks up before the loader's aliases.
+		if (url.endsWith("/@earendil-works/pi-coding-agent/dist/core/extensions/jiti-loader.js") && lazyIndex) {
+			return {
+				format: "module",
+				shortCircuit: true,
+				source:
+					'import { createJiti as create } from "jiti";\n' +
+					"export function createJiti(id, options) {\n" +
+					'\tconst lazy = globalThis[Symbol.for("nova.lazyModules")];\n' +
+					"\treturn create(id, { ...options, virtualModules: { ...lazy, ...options?.virtualModules } });\n}\n",
+			};
+		}
+		return nextLoad(url, context);
 	},
 });
 const piModule = (path) => import(pathToFileURL(join(piRoot, path)).href);
