@@ -1,12 +1,12 @@
 //! `cargo bench --bench extensions`: the extension host's figures (issue 32), printed, not
 //! asserted.
 //!
-//! - startup: spawn → `get_commands` answered (which waits for the extensions to load), with
-//!   Pi's `hello.ts` example and with the five pi packages of `tests/pi-packages.txt` (installed
-//!   once with `nova install` and npm offline from the cache `scripts/pi-client.sh` fills, as
-//!   `tests/suite/pi_packages.rs` does), warm: a first run fills V8's compile cache, then the
-//!   median of five; and the host's resident set (the Node process and what it started) after
-//!   that answer
+//! - startup: spawn → `get_commands` answered, with Pi's `hello.ts` example and with the five
+//!   pi packages of `tests/pi-packages.txt` (installed once with `nova install` and npm offline
+//!   from the cache `scripts/pi-client.sh` fills, as `tests/suite/pi_packages.rs` does), warm:
+//!   a first run fills V8's compile cache, then the median of five answered from the last
+//!   load's record and of five without it (the extensions load first); and the host's
+//!   resident set (the Node process and what it started) once loaded
 //! - a 20,000-chunk streamed reply's CPU time, nova and its extension host together (median of
 //!   five), without extensions, with one that handles only an event the reply never sends, and
 //!   with one `message_update` handler
@@ -169,7 +169,13 @@ impl Setup {
         self.dir.path()
     }
 
-    fn spawn(&self) -> Proc {
+    /// nova in this dir; `recorded`: may list the commands from the last load's record
+    /// (src/exthost/record.rs), else the record is removed first and the host loads before
+    /// the answer.
+    fn spawn(&self, recorded: bool) -> Proc {
+        if !recorded {
+            let _ = std::fs::remove_dir_all(self.dir.path().join("exthost/records"));
+        }
         let mut command = nova_rpc(self.dir.path());
         command.args(&self.args);
         if let Some(modules) = &self.modules {
@@ -185,7 +191,8 @@ impl Setup {
 struct Proc(Rpc);
 
 impl Proc {
-    /// Asks for the commands, which nova answers once its extensions have loaded.
+    /// Asks for the commands, which nova answers once its extensions have loaded, or from
+    /// the last load's record.
     fn commands(&mut self) -> Vec<Value> {
         self.0.send(r#"{"id":"c","type":"get_commands"}"#);
         let r = self.0.until(|v| v["id"] == "c");
@@ -248,30 +255,53 @@ fn ms(d: Duration) -> String {
 }
 
 /// Spawn → `get_commands` answered, warm (median and min of [`RUNS`] after one unmeasured
-/// run), and the host's resident set after the last answer (KiB).
-fn startup(setup: &Setup) -> (Duration, Duration, u64, usize) {
-    setup.spawn().finish();
-    let mut times = Vec::new();
-    let (mut host_rss, mut commands) = (0, 0);
-    for _ in 0..RUNS {
-        let started = Instant::now();
-        let mut p = setup.spawn();
-        commands = p.commands().len();
-        times.push(started.elapsed());
-        host_rss = p.descendants().into_iter().map(|d| rss_of(d).0).sum();
-        p.finish();
+/// run), as a start with the last load's record has it and as one without (the host loads
+/// first), and the host's resident set after the last answer without the record (KiB).
+struct Startup {
+    recorded: (Duration, Duration),
+    loaded: (Duration, Duration),
+    host_rss: u64,
+    commands: usize,
+}
+
+fn startup(setup: &Setup) -> Startup {
+    setup.spawn(false).finish();
+    let timed = |recorded: bool| {
+        let mut times = Vec::new();
+        let (mut host_rss, mut commands) = (0, 0);
+        for _ in 0..RUNS {
+            let started = Instant::now();
+            let mut p = setup.spawn(recorded);
+            commands = p.commands().len();
+            times.push(started.elapsed());
+            host_rss = p.descendants().into_iter().map(|d| rss_of(d).0).sum();
+            p.finish();
+        }
+        let min = *times.iter().min().unwrap();
+        ((median(times), min), host_rss, commands)
+    };
+    let (loaded, host_rss, commands) = timed(false);
+    // The last run without the record wrote it afresh.
+    let (recorded, _, _) = timed(true);
+    Startup {
+        recorded,
+        loaded,
+        host_rss,
+        commands,
     }
-    let min = *times.iter().min().unwrap();
-    (median(times), min, host_rss, commands)
 }
 
 fn print_startup(what: &str, setup: &Setup) {
-    let (median, min, rss, commands) = startup(setup);
+    let s = startup(setup);
     println!(
-        "  {what:<34} median {} (min {}), {commands} commands; host RSS {}",
-        ms(median),
-        ms(min),
-        mib(rss)
+        "  {what:<34} median {} (min {}) from the record, {} (min {}) loading first; \
+         {} commands; host RSS {} once loaded",
+        ms(s.recorded.0),
+        ms(s.recorded.1),
+        ms(s.loaded.0),
+        ms(s.loaded.1),
+        s.commands,
+        mib(s.host_rss)
     );
 }
 
@@ -303,7 +333,7 @@ fn packages_part(mock: &MockLlm, modules: Option<&Path>) {
 fn reply_cpu(mock: &MockLlm, setup: &Setup) -> (Duration, Duration) {
     let mut runs: Vec<(Duration, Duration)> = (0..RUNS)
         .map(|_| {
-            let mut p = setup.spawn();
+            let mut p = setup.spawn(false);
             p.commands();
             mock.push(Reply::many_chunks(CHUNKS, "x"));
             let before = p.cpu();

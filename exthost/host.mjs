@@ -12,8 +12,8 @@
 // stdout carries the protocol only: whatever an extension prints goes to stderr.
 
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { dirname, join } from "node:path";
-import { readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import fs, { readFileSync } from "node:fs";
 import { randomUUID } from "node:crypto";
 import { AsyncLocalStorage } from "node:async_hooks";
 import module, { createRequire } from "node:module";
@@ -845,16 +845,75 @@ function arrived(event, deliver) {
 	return {};
 }
 
+/** The file-system calls through which an extension can learn what to register, by module
+ * (fs, fs.promises): what `watchReads` notes the path of. */
+const READS = [
+	[fs, ["readFileSync", "readdirSync", "existsSync", "statSync", "lstatSync", "accessSync", "readFile", "readdir", "stat", "lstat", "access"]],
+	[fs.promises, ["readFile", "readdir", "stat", "lstat", "access"]],
+];
+
+/** Notes, until the returned function is called, every path read through `READS` (jiti reads
+ * the extensions' own files that way too) and every environment variable read: what a load's
+ * registrations can depend on, which nova keeps beside them (src/exthost/record.rs) to tell
+ * when a later start may list them before the extensions have loaded again. The function
+ * puts everything back and gives what was read. */
+function watchReads(cwd) {
+	const files = new Set();
+	const names = new Set();
+	const note = (path) => {
+		if (typeof path === "string") files.add(resolve(cwd, path));
+		else if (path instanceof URL && path.protocol === "file:") files.add(fileURLToPath(path));
+		else if (Buffer.isBuffer(path)) files.add(resolve(cwd, path.toString()));
+	};
+	const undo = [];
+	for (const [target, functions] of READS) {
+		for (const name of functions) {
+			const original = target[name];
+			target[name] = function (path, ...rest) {
+				note(path);
+				return original.call(this, path, ...rest);
+			};
+			undo.push(() => {
+				target[name] = original;
+			});
+		}
+	}
+	// `import { readFileSync } from "node:fs"` binds the module's value: refreshed both ways.
+	module.syncBuiltinESMExports();
+	const env = process.env;
+	process.env = new Proxy(env, {
+		get(target, key) {
+			if (typeof key === "string") names.add(key);
+			return Reflect.get(target, key);
+		},
+		has(target, key) {
+			if (typeof key === "string") names.add(key);
+			return Reflect.has(target, key);
+		},
+	});
+	return () => {
+		for (const restore of undo) restore();
+		module.syncBuiltinESMExports();
+		process.env = env;
+		return { files: [...files], env: [...names] };
+	};
+}
+
 /** The extensions and command-line flags `load` named, loaded and applied again by `enter`. */
 let extensionPaths = [];
 let extensionFlags = [];
+/** What the first load read, when nova asked (`watchReads`). */
+let reads;
 
 /** Loads the extensions (afresh: Pi's loader caches no module) into a new runner, bound to nova,
  * with their flags applied, their providers registered and the mirror read for them; the
  * load's errors, or the flags' (then nothing is bound). */
-async function instantiate() {
+async function instantiate(watch = false) {
 	const cwd = mirror.cwd;
-	const loaded = await loadExtensions(extensionPaths, cwd);
+	const stopWatching = watch ? watchReads(cwd) : () => undefined;
+	const loaded = await loadExtensions(extensionPaths, cwd).finally(() => {
+		reads = stopWatching();
+	});
 	const flagErrors = applyFlags(loaded, extensionFlags);
 	if (flagErrors.length > 0) return { flagErrors };
 	const { runtime } = loaded;
@@ -874,7 +933,7 @@ async function instantiate() {
 }
 
 const methods = {
-	async load({ cwd, paths, trusted, mode, hasUI, hookTimeoutMs: timeout, flags }) {
+	async load({ cwd, paths, trusted, mode, hasUI, hookTimeoutMs: timeout, flags, watch }) {
 		if (Number.isFinite(timeout) && timeout > 0) hookTimeoutMs = timeout;
 		mirror.trusted = trusted;
 		mirror.mode = mode;
@@ -882,13 +941,13 @@ const methods = {
 		mirror.cwd = cwd;
 		extensionPaths = paths;
 		extensionFlags = flags;
-		const { errors, flagErrors } = await instantiate();
+		const { errors, flagErrors } = await instantiate(watch === true);
 		if (flagErrors) return { flagErrors };
 		// As in Pi, session_start follows loading and comes before the first command is
 		// served: what its handlers do before they first wait reaches nova ahead of this
 		// answer. Not awaited, since a handler may wait for a dialog only a client can answer.
 		void runner.emit({ type: "session_start", reason: "startup" });
-		return { errors, tools: tools(), commands: commands(), events: subscribed() };
+		return { errors, tools: tools(), commands: commands(), events: subscribed(), reads };
 	},
 
 	/** Before nova replaces the session: the `session_before_switch`/`session_before_fork`

@@ -42,6 +42,7 @@
 //! stopping it stops whatever its extensions started.
 
 mod node;
+mod record;
 mod serve;
 mod side;
 mod vote;
@@ -204,6 +205,7 @@ pub async fn start(
     let script = spec.agent_dir.join("exthost").join("host.mjs");
     write_script(&script)?;
     let shim = write_pi_shim(&spec.agent_dir.join("exthost").join("bin"))?;
+    let recalled = record::recall(&spec, &runner);
     let shared = Arc::new(Shared {
         lines: Mutex::new(closed_queue()),
         pending: Mutex::default(),
@@ -215,6 +217,7 @@ pub async fn start(
         pgid: AtomicI32::new(0),
         stopping: AtomicBool::new(false),
         restarted: AtomicBool::new(false),
+        ready: tokio::sync::watch::Sender::new(false),
         agent: live.agent().downgrade(),
         launch: Launch {
             runner,
@@ -223,7 +226,29 @@ pub async fn start(
             spec,
         },
     });
-    let failures = launch(&shared, live.agent()).await?;
+    let failures = match recalled {
+        // The session goes on with what the extensions registered last time while the host
+        // loads them; requests wait for the load.
+        Some(loaded) => {
+            shared.lock_registry().replace(loaded);
+            let (shared, agent) = (shared.clone(), live.agent().clone());
+            tokio::spawn(async move {
+                let failures = match launch(&shared, &agent).await {
+                    Ok(failures) => failures,
+                    Err(e) => vec![e.to_string()],
+                };
+                for error in failures {
+                    agent.extension_event(Event::ExtensionError {
+                        extension_path: "<extension host>".into(),
+                        event: "load".into(),
+                        error,
+                    });
+                }
+            });
+            Vec::new()
+        }
+        None => launch(&shared, live.agent()).await?,
+    };
     let host = Host {
         shared: shared.clone(),
         _events: live.subscribe(Arc::new(HostEvents(shared.clone()))),
@@ -233,12 +258,21 @@ pub async fn start(
 }
 
 /// Spawns the host, connects it and loads the extensions; returns what failed to load. Boxed:
-/// the reader it spawns launches the host again after a crash.
+/// the reader it spawns launches the host again after a crash. Requests wait meanwhile.
 fn launch<'a>(
     shared: &'a Arc<Shared>,
     agent: &'a Agent,
 ) -> BoxFuture<'a, Result<Vec<String>, HostError>> {
     Box::pin(async move {
+        shared.ready.send_replace(false);
+        let loaded = load(shared, agent).await;
+        shared.ready.send_replace(true);
+        loaded
+    })
+}
+
+async fn load(shared: &Arc<Shared>, agent: &Agent) -> Result<Vec<String>, HostError> {
+    {
         let Launch {
             runner,
             script,
@@ -264,6 +298,7 @@ fn launch<'a>(
             "hasUI": matches!(spec.mode, Mode::Rpc),
             "hookTimeoutMs": spec.hook_timeout.as_millis() as u64,
             "flags": spec.flags.iter().map(|f| json!({"name": f.name, "value": f.value})).collect::<Vec<_>>(),
+            "watch": true,
         });
         let loaded = tokio::time::timeout(LOAD_TIMEOUT, shared.request("load", params))
             .await
@@ -279,9 +314,12 @@ fn launch<'a>(
             .iter()
             .map(|e| format!("extension {}: {}", e.path, e.error))
             .collect();
+        if let Some(reads) = &loaded.reads {
+            record::remember(spec, runner, &loaded, reads);
+        }
         shared.lock_registry().replace(loaded);
         Ok(failures)
-    })
+    }
 }
 
 /// nova's `PATH` with the `pi` shim's directory first: the host's, and the one an extension's
@@ -396,6 +434,9 @@ struct Shared {
     stopping: AtomicBool,
     /// A crashed host is started again once; a second crash is final.
     restarted: AtomicBool,
+    /// False while the host loads (a session may begin meanwhile, its registrations
+    /// [`record::recall`]ed): requests wait for it, and a hook's time counts from then.
+    ready: tokio::sync::watch::Sender<bool>,
     /// The session, for the failures nova itself reports.
     agent: WeakAgent,
     launch: Launch,
@@ -413,6 +454,9 @@ impl Shared {
     /// Sends a request and waits for its answer; an `Err` is the host's error, or says that
     /// the host is gone.
     async fn request(&self, method: &str, params: Value) -> Answer {
+        if method != "load" {
+            self.loaded().await;
+        }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
@@ -423,6 +467,12 @@ impl Shared {
             return Err(GONE.into());
         }
         rx.await.unwrap_or_else(|_| Err(GONE.into()))
+    }
+
+    /// Returns once the host has loaded the extensions (or failed to).
+    async fn loaded(&self) {
+        // The sender lives in `self`: the wait ends only with the load.
+        let _ = self.ready.subscribe().wait_for(|ready| *ready).await;
     }
 
     /// Sends a notification without waiting; `false` when the queue is full (a host that is
@@ -443,6 +493,7 @@ impl Shared {
     /// hook timeout itself; when it has not shortly after, its event loop is held (a handler
     /// that never yields), and the call fails here, reported as the host's.
     async fn hook(&self, event: &'static str, params: Value) -> Answer {
+        self.loaded().await;
         let bound = self.launch.spec.hook_timeout + HOOK_GRACE;
         match tokio::time::timeout(bound, self.request(event, params)).await {
             Ok(answer) => answer,

@@ -44,8 +44,8 @@ impl<'a> EventNotification<'a> {
     }
 }
 
-/// The answer to `load`.
-#[derive(Debug, Deserialize)]
+/// The answer to `load` (and `enter`), as nova also keeps it ([`super::record`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Loaded {
     #[serde(default)]
     pub errors: Vec<LoadError>,
@@ -59,6 +59,18 @@ pub struct Loaded {
     /// What is wrong with the command line's options for the extensions' flags.
     #[serde(default, rename = "flagErrors")]
     pub flag_errors: Vec<String>,
+    /// What the load read, when nova asked (`watch`).
+    #[serde(default, skip_serializing)]
+    pub reads: Option<Reads>,
+}
+
+/// The files and directories, and the environment variables, a load read.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Reads {
+    #[serde(default)]
+    pub files: Vec<std::path::PathBuf>,
+    #[serde(default)]
+    pub env: Vec<String>,
 }
 
 /// The answer to `trust`: what the `project_trust` handlers decided (`None`: nothing).
@@ -73,13 +85,13 @@ pub struct Voted {
     pub errors: Vec<LoadError>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadError {
     pub path: String,
     pub error: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Tool {
     pub name: String,
@@ -94,7 +106,7 @@ pub struct Tools {
     pub tools: Vec<Tool>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Command {
     pub name: String,
@@ -103,7 +115,7 @@ pub struct Command {
     pub source_info: CommandSource,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CommandSource {
     pub path: String,
 }

@@ -19,6 +19,7 @@ mod ext_exec;
 mod ext_hooks;
 mod ext_lifecycle;
 mod ext_providers;
+mod ext_record;
 mod ext_session;
 mod extensions;
 mod flood;
