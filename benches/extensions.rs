@@ -1,7 +1,7 @@
 //! `cargo bench --bench extensions`: the extension host's figures (issue 32), printed, not
 //! asserted.
 //!
-//! - startup: spawn → `get_commands` answered, with Pi's `hello.ts` example and with the five
+//! - startup: spawn → `get_commands` answered, with Pi's `hello.ts` example and with the
 //!   pi packages of `tests/pi-packages.txt` (installed once with `nova install` and npm offline
 //!   from the cache `scripts/pi-client.sh` fills, as `tests/suite/pi_packages.rs` does), warm:
 //!   a first run fills V8's compile cache, then the median of five answered from the last
@@ -322,8 +322,12 @@ fn packages_part(mock: &MockLlm, modules: Option<&Path>) {
             "  packages: skipped, Pi 1.6 or the pi package cache is missing (scripts/pi-client.sh)"
         );
     };
+    let count = package_list()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count();
     print_startup(
-        "spawn → get_commands, 5 packages",
+        &format!("spawn → get_commands, {count} packages"),
         &Setup::new(mock, Some(modules), Load::Packages(&agent)),
     );
 }

@@ -219,6 +219,7 @@ fn real_pi_packages_install_from_npm_and_load_their_commands_and_tools() {
         ("chain-prompts", "pi-prompt-template-model"),
         ("skill:pi-processes", "@aliou/pi-processes"),
         ("parallel-review", "pi-subagents"),
+        ("pi-mermaid", "pi-mermaid"),
     ] {
         let found = listed
             .iter()
@@ -300,6 +301,38 @@ fn pi_processes_starts_a_background_process_and_reads_its_output() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert!(output.contains("hello-from-process"), "{output}");
+    mock.assert_no_violations();
+}
+
+#[test]
+fn pi_mermaid_draws_the_replys_diagram_as_a_custom_message() {
+    let Some(installed) = installed() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::text(
+        "The flow:\n\n```mermaid\ngraph TD\n  Draft --> Review\n```\n",
+    ));
+    let builder = with_packages(
+        Nova::builder().ollama(&mock),
+        installed,
+        &[&spec("pi-mermaid")],
+    );
+    let mut nova = builder.spawn();
+    commands(&mut nova);
+    let events = nova.run_prompt("draw the flow");
+    no_extension_errors(&events);
+    // Its agent_end handler draws the diagram with Mermaid's parser and sends it as a message
+    // of its own type, which the session keeps (and a client shows) as Pi's sendMessage does.
+    let drawn = nova.wait_for(
+        |v| v["type"] == "message_end" && v["message"]["customType"] == "pi-mermaid",
+        Duration::from_secs(60),
+    );
+    let ascii = drawn["message"]["details"]["ascii"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        ascii.contains("│ Draft  │") && ascii.contains('▼') && ascii.contains("│ Review │"),
+        "{drawn}"
+    );
     mock.assert_no_violations();
 }
 
