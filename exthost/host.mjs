@@ -15,6 +15,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { dirname, join, resolve } from "node:path";
 import fs, { readFileSync } from "node:fs";
 import { randomUUID } from "node:crypto";
+import { tmpdir } from "node:os";
 import { AsyncLocalStorage } from "node:async_hooks";
 import module, { createRequire } from "node:module";
 
@@ -852,6 +853,11 @@ const READS = [
 	[fs.promises, ["readFile", "readdir", "stat", "lstat", "access"]],
 ];
 
+/** jiti's cache of transpiled files (its default place, or `JITI_FS_CACHE`): an entry is named
+ * by its source's digest, so it is no input of a load, and the directory changes whenever any
+ * process transpiles anything. */
+const jitiCache = resolve(process.env.JITI_FS_CACHE?.includes("/") ? process.env.JITI_FS_CACHE : join(tmpdir(), "jiti"));
+
 /** Notes, until the returned function is called, every path read through `READS` (jiti reads
  * the extensions' own files that way too) and every environment variable read: what a load's
  * registrations can depend on, which nova keeps beside them (src/exthost/record.rs) to tell
@@ -860,10 +866,13 @@ const READS = [
 function watchReads(cwd) {
 	const files = new Set();
 	const names = new Set();
+	const add = (path) => {
+		if (path !== jitiCache && !path.startsWith(`${jitiCache}/`)) files.add(path);
+	};
 	const note = (path) => {
-		if (typeof path === "string") files.add(resolve(cwd, path));
-		else if (path instanceof URL && path.protocol === "file:") files.add(fileURLToPath(path));
-		else if (Buffer.isBuffer(path)) files.add(resolve(cwd, path.toString()));
+		if (typeof path === "string") add(resolve(cwd, path));
+		else if (path instanceof URL && path.protocol === "file:") add(fileURLToPath(path));
+		else if (Buffer.isBuffer(path)) add(resolve(cwd, path.toString()));
 	};
 	const undo = [];
 	for (const [target, functions] of READS) {
@@ -989,8 +998,13 @@ const methods = {
 	 * (nova stops it after this answer). Pi's RPC mode has no trust dialogs: `hasUI` is false,
 	 * the dialogs answer their defaults and `notify` writes to stderr. The first handler that
 	 * says yes or no decides, as Pi's own emitter has it. */
-	async trust({ cwd, paths, mode }) {
-		const loaded = await loadExtensions(paths, cwd);
+	async trust({ cwd, paths, mode, watch }) {
+		const stopWatching = watch ? watchReads(cwd) : () => undefined;
+		let reads;
+		const loaded = await loadExtensions(paths, cwd).finally(() => {
+			reads = stopWatching();
+		});
+		const handled = loaded.extensions.some((ext) => ext.handlers.has("project_trust"));
 		const ctx = {
 			cwd,
 			mode,
@@ -1007,6 +1021,8 @@ const methods = {
 			trusted: result ? result.trusted === "yes" : null,
 			remember: result?.remember === true,
 			errors: [...loaded.errors, ...errors.map((e) => ({ path: e.extensionPath, error: `project_trust: ${e.error}` }))],
+			handled,
+			reads,
 		};
 	},
 

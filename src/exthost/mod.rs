@@ -205,7 +205,7 @@ pub async fn start(
     let script = spec.agent_dir.join("exthost").join("host.mjs");
     write_script(&script)?;
     let shim = write_pi_shim(&spec.agent_dir.join("exthost").join("bin"))?;
-    let recalled = record::recall(&spec, &runner);
+    let recalled = record::recall(&spec.agent_dir, &record::Key::session(&spec, &runner));
     let shared = Arc::new(Shared {
         lines: Mutex::new(closed_queue()),
         pending: Mutex::default(),
@@ -315,7 +315,8 @@ async fn load(shared: &Arc<Shared>, agent: &Agent) -> Result<Vec<String>, HostEr
             .map(|e| format!("extension {}: {}", e.path, e.error))
             .collect();
         if let Some(reads) = &loaded.reads {
-            record::remember(spec, runner, &loaded, reads);
+            let key = record::Key::session(spec, runner);
+            record::remember(&spec.agent_dir, &key, &loaded, reads);
         }
         shared.lock_registry().replace(loaded);
         Ok(failures)

@@ -13,9 +13,14 @@
 //! network, the clock) is not seen: the host still loads, the answers from then on are its
 //! own, and a record that turned out stale is written afresh. Only a load without failures is
 //! recorded.
+//!
+//! A `project_trust` vote keeps a record too, but only to know that none of the user's
+//! extensions handles the event (so the vote, a load of its own, can be skipped): what a
+//! handler decided is never kept, it is asked each time.
 
 use super::node::{PI_VERSION, Runner};
-use super::{HOST_SCRIPT, Spec, wire};
+use super::{HOST_SCRIPT, Mode, Spec, wire};
+use crate::config::extensions::Extension;
 use ring::digest::{SHA256, digest};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -65,36 +70,66 @@ fn variable(name: &str) -> Option<String> {
     std::env::var_os(name).map(|v| sha256(&v.to_string_lossy()))
 }
 
-fn key(spec: &Spec, runner: &Runner) -> String {
-    serde_json::json!({
-        "nova": env!("CARGO_PKG_VERSION"),
-        "host": sha256(HOST_SCRIPT),
-        "pi": PI_VERSION,
-        "node": runner.node,
-        "modules": runner.modules,
-        "cwd": spec.cwd,
-        "trusted": spec.project_trusted,
-        "mode": spec.mode.name(),
-        "paths": spec.extensions.iter().map(|e| &e.path).collect::<Vec<_>>(),
-        "flags": spec.flags.iter().map(|f| (&f.name, &f.value)).collect::<Vec<_>>(),
-    })
-    .to_string()
+/// What a record is for, in full: the session's shape, or a `project_trust` vote's.
+pub(super) struct Key(String);
+
+impl Key {
+    fn new(runner: &Runner, what: serde_json::Value) -> Key {
+        Key(serde_json::json!({
+            "nova": env!("CARGO_PKG_VERSION"),
+            "host": sha256(HOST_SCRIPT),
+            "pi": PI_VERSION,
+            "node": runner.node,
+            "modules": runner.modules,
+            "what": what,
+        })
+        .to_string())
+    }
+
+    /// A session's extensions, as `spec` starts them.
+    pub(super) fn session(spec: &Spec, runner: &Runner) -> Key {
+        Key::new(
+            runner,
+            serde_json::json!({
+                "session": {
+                    "cwd": spec.cwd,
+                    "trusted": spec.project_trusted,
+                    "mode": spec.mode.name(),
+                    "paths": spec.extensions.iter().map(|e| &e.path).collect::<Vec<_>>(),
+                    "flags": spec.flags.iter().map(|f| (&f.name, &f.value)).collect::<Vec<_>>(),
+                }
+            }),
+        )
+    }
+
+    /// The user's extensions `voters`, loaded to vote on `cwd`'s trust.
+    pub(super) fn vote(runner: &Runner, cwd: &Path, voters: &[Extension], mode: Mode) -> Key {
+        Key::new(
+            runner,
+            serde_json::json!({
+                "vote": {
+                    "cwd": cwd,
+                    "mode": mode.name(),
+                    "paths": voters.iter().map(|e| &e.path).collect::<Vec<_>>(),
+                }
+            }),
+        )
+    }
+
+    fn file(&self, agent_dir: &Path) -> PathBuf {
+        agent_dir
+            .join("exthost")
+            .join("records")
+            .join(format!("{}.json", &sha256(&self.0)[..32]))
+    }
 }
 
-fn file_of(spec: &Spec, key: &str) -> PathBuf {
-    spec.agent_dir
-        .join("exthost")
-        .join("records")
-        .join(format!("{}.json", &sha256(key)[..32]))
-}
-
-/// The registrations of the last load of this session's extensions, when nothing that load
-/// read has changed since.
-pub(super) fn recall(spec: &Spec, runner: &Runner) -> Option<wire::Loaded> {
-    let key = key(spec, runner);
-    let text = std::fs::read(file_of(spec, &key)).ok()?;
+/// The registrations of the last load `key` describes, when nothing that load read has
+/// changed since.
+pub(super) fn recall(agent_dir: &Path, key: &Key) -> Option<wire::Loaded> {
+    let text = std::fs::read(key.file(agent_dir)).ok()?;
     let record: Record = serde_json::from_slice(&text).ok()?;
-    let unchanged = record.key == key
+    let unchanged = record.key == key.0
         && record.files.iter().all(|(path, was)| stamp(path) == *was)
         && record.env.iter().all(|(name, was)| variable(name) == *was);
     unchanged.then_some(record.loaded)
@@ -102,16 +137,15 @@ pub(super) fn recall(spec: &Spec, runner: &Runner) -> Option<wire::Loaded> {
 
 /// Keeps `loaded` (a load without failures) with the state of what it read, for [`recall`]; a
 /// record that cannot be written is only a slower next start.
-pub(super) fn remember(spec: &Spec, runner: &Runner, loaded: &wire::Loaded, reads: &wire::Reads) {
+pub(super) fn remember(agent_dir: &Path, key: &Key, loaded: &wire::Loaded, reads: &wire::Reads) {
     if !loaded.errors.is_empty() || !loaded.flag_errors.is_empty() {
         return;
     }
-    let key = key(spec, runner);
-    let path = file_of(spec, &key);
+    let path = key.file(agent_dir);
     let record = Record {
         files: reads.files.iter().map(|f| (f.clone(), stamp(f))).collect(),
         env: reads.env.iter().map(|n| (n.clone(), variable(n))).collect(),
-        key,
+        key: key.0.clone(),
         loaded: loaded.clone(),
     };
     let written = serde_json::to_string(&record)

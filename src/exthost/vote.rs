@@ -3,6 +3,8 @@
 
 use super::*;
 
+const TRUST: &str = "project_trust";
+
 /// What the user's extensions decided about a project (`project_trust`).
 #[derive(Debug, Clone, Copy)]
 pub struct Vote {
@@ -28,6 +30,12 @@ pub async fn vote(
     let runner = tokio::task::spawn_blocking(move || node::prepare(&dir, &say))
         .await
         .map_err(|e| HostError::Load(e.to_string()))??;
+    // When none of them handled the event at their last load, and nothing that load read has
+    // changed, there is nobody to ask.
+    let key = record::Key::vote(&runner, cwd, extensions, mode);
+    if record::recall(agent_dir, &key).is_some_and(|r| !r.events.iter().any(|e| e == TRUST)) {
+        return Ok((None, Vec::new()));
+    }
     let script = agent_dir.join("exthost").join("host.mjs");
     write_script(&script)?;
     let shim = write_pi_shim(&agent_dir.join("exthost").join("bin"))?;
@@ -41,7 +49,7 @@ pub async fn vote(
     let request = json!({
         "id": 1,
         "method": "trust",
-        "params": {"cwd": cwd, "paths": paths, "mode": mode.name()},
+        "params": {"cwd": cwd, "paths": paths, "mode": mode.name(), "watch": true},
     });
     let asked = async {
         stdin
@@ -76,6 +84,21 @@ pub async fn vote(
                 LOAD_TIMEOUT.as_secs()
             ))
         })??;
+    if let Some(reads) = &voted.reads {
+        let loaded = wire::Loaded {
+            errors: voted.errors.clone(),
+            tools: Vec::new(),
+            commands: Vec::new(),
+            events: voted
+                .handled
+                .then(|| TRUST.to_owned())
+                .into_iter()
+                .collect(),
+            flag_errors: Vec::new(),
+            reads: None,
+        };
+        record::remember(agent_dir, &key, &loaded, reads);
+    }
     let failures = voted
         .errors
         .iter()

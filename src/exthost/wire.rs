@@ -83,6 +83,12 @@ pub struct Voted {
     /// What failed to load, and the handlers that threw, each naming its extension.
     #[serde(default)]
     pub errors: Vec<LoadError>,
+    /// Whether some extension handles `project_trust` at all.
+    #[serde(default)]
+    pub handled: bool,
+    /// What the load read, when nova asked (`watch`).
+    #[serde(default)]
+    pub reads: Option<Reads>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
