@@ -61,18 +61,37 @@ pub(super) async fn compact(
             will_retry,
             error_message: None,
         }),
-        Err(e) => agent.emit(Event::CompactionEnd {
-            reason,
-            result: None,
-            aborted,
-            will_retry: false,
-            error_message: Some(match reason {
+        Err(e) => {
+            let message = match reason {
                 _ if aborted => CompactError::Aborted.to_string(),
                 CompactionReason::Manual => format!("Compaction failed: {e}"),
                 CompactionReason::Threshold => format!("Auto-compaction failed: {e}"),
                 CompactionReason::Overflow => format!("Context overflow recovery failed: {e}"),
-            }),
-        }),
+            };
+            agent.emit(Event::CompactionEnd {
+                reason,
+                result: None,
+                aborted,
+                will_retry: false,
+                error_message: Some(message.clone()),
+            });
+            // As Pi has it: a compaction an extension cancelled counts as aborted, and an
+            // aborted one has no error message.
+            if let Some(extensions) = agent.extensions() {
+                let aborted = aborted || matches!(e, CompactError::Cancelled);
+                let mut event = json!({
+                    "type": "session_compact_failed",
+                    "reason": reason,
+                    "aborted": aborted,
+                    "willRetry": false,
+                    "fromExtension": matches!(e, CompactError::Extension(_)),
+                });
+                if !aborted {
+                    event["errorMessage"] = json!(message);
+                }
+                extensions.session_event(event);
+            }
+        }
     }
     result
 }

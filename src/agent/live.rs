@@ -44,9 +44,15 @@ impl Live {
         self.fanout.count()
     }
 
-    /// Aborts the run (waiting a bounded time for its last events) and stops the MCP servers.
+    /// Aborts the run (waiting a bounded time for its last events), tells the extensions the
+    /// session is over (`session_shutdown` with reason `quit`, as Pi does at exit; bounded like
+    /// every hook) and stops the MCP servers.
     async fn stop(&self) {
         let _ = tokio::time::timeout(ABORT_GRACE, self.agent.abort()).await;
+        if let Some(extensions) = self.agent.extensions() {
+            let quit = serde_json::json!({"type": "session_shutdown", "reason": "quit"});
+            extensions.leave(None, quit).await;
+        }
         self.agent.shutdown().await;
     }
 }

