@@ -2,7 +2,7 @@
 //! do: deny rules refuse it, a flagged program asks the client first, writes outside the
 //! workspace fail, and the result has Pi's shape (stdout and stderr apart, the exit code).
 
-use super::extensions::{LOAD, commands, pi_modules, with_pi};
+use super::extensions::{LOAD, loaded, pi_modules};
 use super::sandbox::outside;
 use crate::support::nova_proc::{Nova, NovaBuilder};
 use serde_json::{Value, json};
@@ -28,9 +28,7 @@ export default function (pi: ExtensionAPI) {
 fn runner(builder: NovaBuilder) -> Option<Nova> {
     let modules = pi_modules()?;
     let builder = builder.file("runner.ts", RUNNER).args(["-e", "runner.ts"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
-    Some(nova)
+    Some(loaded(builder, &modules))
 }
 
 /// Runs `/run argv` and returns what `pi.exec` resolved with.

@@ -3,7 +3,7 @@
 //! LLM: what the model receives, what clients are told and what the session file keeps.
 
 use super::cli::system_message;
-use super::extensions::{LOAD, commands, example, pi_modules, with_pi};
+use super::extensions::{LOAD, example, loaded, pi_modules};
 use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::Nova;
 use serde_json::{Value, json};
@@ -47,8 +47,7 @@ fn pis_pirate_example_changes_the_system_prompt_the_model_gets() {
         "-e",
         &example(&modules, "system-prompt-header.ts"),
     ]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.run_prompt("hello");
     nova.send(&json!({"id": "p", "type": "prompt", "message": "/pirate"}));
     let notify = nova.wait_for(|v| v["method"] == "notify", WAIT);
@@ -101,8 +100,7 @@ fn pis_claude_rules_example_lists_the_rules_in_the_system_prompt() {
         .file(".claude/rules/testing.md", "Write tests first.")
         .file(".claude/rules/api/design.md", "Keep it small.")
         .args(["-e", &example(&modules, "claude-rules.ts")]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.run_prompt("hello");
     let notify = nova
         .log()
@@ -167,8 +165,7 @@ fn custom_messages_are_delivered_recorded_and_sent_as_in_pi() {
         .ollama(&mock)
         .file("messages.js", MESSAGES)
         .args(["-e", "messages.js"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
 
     nova.send(&json!({"id": "n", "type": "prompt", "message": "/note a note"}));
     let start = nova.wait_for(|v| v["type"] == "message_start", LOAD);
@@ -366,8 +363,7 @@ fn a_context_hook_changes_what_the_model_gets_not_the_conversation() {
         .ollama(&mock)
         .file("context.js", CONTEXT)
         .args(["-e", "context.js"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.run_prompt("a secret");
     nova.run_prompt("hello");
     let requests = mock.chat_requests();

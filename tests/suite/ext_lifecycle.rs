@@ -4,7 +4,7 @@
 //! `switchSession`, `reload`, `waitForIdle`) and the compaction hooks, through the nova binary
 //! against the mock LLM.
 
-use super::extensions::{commands, example, pi_modules, with_pi};
+use super::extensions::{commands, example, loaded, pi_modules, with_pi};
 use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::Nova;
 use serde_json::{Value, json};
@@ -352,8 +352,7 @@ fn a_session_before_compact_hook_replaces_or_cancels_the_compaction() {
         .settings(json!({"compaction": {"keepRecentTokens": 50}}))
         .file("compaction.ts", COMPACTION)
         .args(["-e", "compaction.ts"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.run_prompt(&"a".repeat(400));
     nova.run_prompt(&"b".repeat(400));
     let calls = mock.chat_requests().len();
@@ -416,8 +415,7 @@ fn the_extensions_hear_session_shutdown_quit_when_nova_exits() {
         .ollama(&mock)
         .file("quitter.ts", QUITTER)
         .args(["-e", "quitter.ts"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.close_stdin();
     assert!(nova.wait_exit(WAIT).success(), "{}", nova.stderr());
     let said = std::fs::read_to_string(nova.cwd().join("shutdown.txt"));

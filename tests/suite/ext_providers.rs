@@ -2,7 +2,7 @@
 //! provider hooks, through the nova binary against the mock LLM: which models a client is
 //! offered, what reaches the server, and which credentials go where.
 
-use super::extensions::{commands, example, pi_modules, with_pi};
+use super::extensions::{example, loaded, pi_modules};
 use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::{Nova, openai_models};
 use serde_json::{Value, json};
@@ -83,8 +83,7 @@ fn an_extensions_provider_is_listed_chosen_and_streamed() {
         .env("PROXY_TEST_KEY", "proxy-secret")
         .file("providers.js", registering(&openai, &other))
         .args(["-e", "providers.js"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
 
     let listed = model_ids(&mut nova);
     assert!(
@@ -198,8 +197,7 @@ fn pis_gitlab_duo_example_is_refused_for_its_own_streaming() {
     let builder = Nova::builder()
         .ollama(&mock)
         .args(["-e", &example(&modules, "custom-provider-gitlab-duo")]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     // Queued at load, refused before the extensions are answered for.
     let error = errors(&nova).pop().expect("an extension_error");
     assert_eq!(error["event"], "register_provider", "{error}");
@@ -254,8 +252,7 @@ fn provider_hooks_change_the_payload_and_headers_but_not_the_credentials_or_addr
         .args(["--provider", "mock-openai", "--model", "test-model"])
         .file("hooked.js", HOOKED)
         .args(["-e", "hooked.js"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     mock.push(Reply::text("hooked"));
     nova.run_prompt("hello");
 
@@ -314,8 +311,7 @@ fn pis_provider_payload_example_logs_the_payload_and_the_response() {
         .args(["--provider", "mock-openai", "--model", "test-model"])
         .file(".pi/.keep", "")
         .args(["-e", &example(&modules, "provider-payload.ts")]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     mock.push(Reply::text("logged"));
     nova.run_prompt("hello");
     let log = std::fs::read_to_string(nova.cwd().join(".pi/provider-payload.log"))

@@ -3,7 +3,7 @@
 //! and `model_select`, `thinking_level_select`, `session_info_changed` and `user_bash` reach
 //! their handlers with Pi's semantics.
 
-use super::extensions::{commands, example, pi_modules, with_pi};
+use super::extensions::{example, loaded, pi_modules};
 use crate::support::mock_llm::{MockLlm, Reply};
 use crate::support::nova_proc::{Nova, ollama_models};
 use serde_json::{Value, json};
@@ -34,8 +34,7 @@ fn pis_bookmark_example_labels_the_last_assistant_message() {
     let builder = Nova::builder()
         .ollama(&mock)
         .args(["-e", &example(&modules, "bookmark.ts")]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.run_prompt("one");
     nova.run_prompt("two");
 
@@ -117,8 +116,7 @@ fn an_extension_reads_the_sessions_entries_during_and_after_a_run() {
         .ollama(&mock)
         .file("reader.js", READER)
         .args(["-e", "reader.js"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     let events = nova.run_prompt("look");
 
     let result = events
@@ -279,8 +277,7 @@ fn model_thinking_and_name_changes_reach_their_handlers() {
         .models_json(models)
         .file("watcher.js", WATCHER)
         .args(["-e", "watcher.js"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
 
     // One change at a time: each handler reads the state its own change left.
     nova.request_ok(json!({"type": "set_model", "provider": "mock-ollama", "modelId": "thinker"}));
@@ -344,8 +341,7 @@ fn a_user_bash_hook_answers_for_a_command() {
         .settings(json!({"permissions": {"bash": {"deny": ["rm *"]}}}))
         .file("watcher.js", WATCHER)
         .args(["-e", "watcher.js"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     let cwd = nova.cwd();
 
     let remote = nova.request_ok(json!({"type": "bash", "command": "remote ls"}));

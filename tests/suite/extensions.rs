@@ -45,6 +45,14 @@ pub(super) fn pi_modules() -> Option<PathBuf> {
     None
 }
 
+/// nova from `builder` (with [`with_pi`]) once its extensions have loaded (`get_commands`
+/// answered).
+pub(super) fn loaded(builder: NovaBuilder, modules: &std::path::Path) -> Nova {
+    let mut nova = with_pi(builder, modules).spawn();
+    commands(&mut nova);
+    nova
+}
+
 /// A builder whose nova finds Pi's packages and Node without npm.
 pub(super) fn with_pi(builder: NovaBuilder, modules: &std::path::Path) -> NovaBuilder {
     builder
@@ -251,8 +259,7 @@ fn a_command_runs_by_prompt_and_its_dialogs_go_to_the_client() {
     let builder = Nova::builder()
         .file("hello.ts", HELLO)
         .args(["-e", "hello.ts"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.send(&json!({"id": "p1", "type": "prompt", "message": "/ask the plan"}));
     let confirm = nova.wait_for(|v| v["method"] == "confirm", WAIT);
     assert_eq!(confirm["type"], "extension_ui_request");
@@ -293,8 +300,7 @@ fn send_user_message_from_a_command_starts_a_run() {
         .ollama(&mock)
         .file("hello.ts", HELLO)
         .args(["-e", "hello.ts"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.send(&json!({"id": "p", "type": "prompt", "message": "/say hi there"}));
     nova.wait_for(|v| v["type"] == "agent_settled", WAIT);
     let requests = mock.chat_requests();
@@ -477,8 +483,7 @@ fn pis_example_gates_and_tool_run_unchanged() {
         args.push(example(&modules, name));
     }
     let builder = Nova::builder().ollama(&mock).args(args);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.request_ok(json!({"type": "prompt", "message": "go"}));
     let select = nova.wait_for(|v| v["method"] == "select", WAIT);
     assert!(
@@ -607,8 +612,7 @@ fn a_hanging_hook_stalls_nothing_else_and_abort_ends_it() {
         .ollama(&mock)
         .file("faults.ts", FAULTS)
         .args(["-e", "faults.ts"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.request_ok(json!({"type": "prompt", "message": "go"}));
     nova.wait_for(|v| v["type"] == "tool_execution_start", WAIT);
     let asked = std::time::Instant::now();
@@ -646,8 +650,7 @@ fn pis_tool_override_example_replaces_the_built_in_read() {
         .file(".env", "SECRET=1")
         .file("notes.txt", "first line\nsecond line")
         .args(["-e", &example(&modules, "tool-override.ts")]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     let tools = nova.request_ok(json!({"type": "get_tools"}));
     let reads: Vec<&Value> = tools["tools"]
         .as_array()
@@ -714,8 +717,7 @@ fn a_hung_hook_times_out_as_a_failing_hook() {
         .settings(json!({ "extensionHookTimeoutSeconds": 3 }))
         .file("hanging.ts", HANGING)
         .args(["-e", "hanging.ts"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     let path = nova.cwd().join("hanging.ts").display().to_string();
 
     nova.request_ok(json!({"type": "prompt", "message": "hang on"}));
@@ -786,8 +788,7 @@ fn abort_cancels_a_running_extension_tool() {
         .ollama(&mock)
         .file("faults.ts", FAULTS)
         .args(["-e", "faults.ts"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.request_ok(json!({"type": "prompt", "message": "go"}));
     nova.wait_for(|v| v["type"] == "tool_execution_update", WAIT);
     nova.request_ok(json!({"type": "abort"}));
@@ -814,8 +815,7 @@ fn a_crashed_host_is_restarted_once_and_reported() {
         .ollama(&mock)
         .file("faults.ts", FAULTS)
         .args(["-e", "faults.ts"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.send(&json!({"id": "crash", "type": "prompt", "message": "/crash"}));
     let error = nova.wait_for(|v| v["type"] == "extension_error", LOAD);
     assert_eq!(
@@ -860,8 +860,7 @@ fn pis_input_transform_example_rewrites_or_handles_prompts() {
     let builder = Nova::builder()
         .ollama(&mock)
         .args(["-e", &example(&modules, "input-transform.ts")]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.send(&json!({"id": "ping", "type": "prompt", "message": "ping"}));
     let pong = nova.wait_for(|v| v["method"] == "notify", WAIT);
     assert_eq!(pong["message"], "pong");
@@ -915,8 +914,7 @@ fn an_extensions_tool_thinking_and_model_actions_go_through_the_session_port() {
         .args(["--provider", "mock-ollama", "--model", "test-model"])
         .file("actions.js", ACTIONS)
         .args(["-e", "actions.js"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.send(&json!({"id": "t", "type": "prompt", "message": "/tune"}));
     let notify = nova.wait_for(|v| v["method"] == "notify", WAIT);
     assert_eq!(notify["message"], "unknown=false known=true thinking=high");
@@ -981,8 +979,7 @@ fn the_host_mirrors_the_sessions_state_and_append_entry_writes_a_custom_entry() 
         .ollama(&mock)
         .file("mirror.ts", MIRROR)
         .args(["-e", "mirror.ts"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     let tools = nova.request_ok(json!({"type": "get_tools"}))["tools"].clone();
     let noop = tools
         .as_array()
@@ -1039,8 +1036,7 @@ export default function (pi) {
     let builder = Nova::builder()
         .file("which.ts", ext)
         .args(["-e", "which.ts"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.send(&json!({"id": "p1", "type": "prompt", "message": "/which-pi"}));
     let notify = nova.wait_for(|v| v["method"] == "notify", WAIT);
     assert_eq!(
@@ -1100,8 +1096,7 @@ export default function (pi) {
         .ollama(&mock)
         .file("label.ts", ext)
         .args(["-e", "label.ts"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.run_prompt("hello");
     let entries = nova.request_ok(json!({"type": "get_entries"}))["entries"].clone();
     let reply = entries
@@ -1168,8 +1163,7 @@ fn pis_trigger_compact_example_compacts_through_the_session_port() {
         .ollama(&mock)
         .settings(json!({"compaction": {"keepRecentTokens": 50}}))
         .args(["-e", &example(&modules, "trigger-compact.ts")]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     // Nothing to compact yet: the port's refusal reaches onError.
     nova.send(&json!({"id": "c0", "type": "prompt", "message": "/trigger-compact"}));
     let failed = nova.wait_for(
@@ -1226,8 +1220,7 @@ fn pis_dynamic_tools_example_offers_tools_registered_after_loading() {
     let builder = Nova::builder()
         .ollama(&mock)
         .args(["-e", &example(&modules, "dynamic-tools.ts")]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     let added = nova.request_ok(json!({"type": "prompt", "message": "/add-echo-tool shout"}));
     assert_eq!(added["disposition"], "handled", "{added}");
     let events = nova.run_prompt("echo");
@@ -1281,8 +1274,7 @@ fn pis_send_user_message_example_starts_runs_from_commands() {
     let builder = Nova::builder()
         .ollama(&mock)
         .args(["-e", &example(&modules, "send-user-message.ts")]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     for (i, command) in ["/ask the first question", "/askwith the second"]
         .into_iter()
         .enumerate()
@@ -1315,8 +1307,7 @@ fn pis_send_user_message_example_steers_and_follows_up_while_a_reply_streams() {
     let builder = Nova::builder()
         .ollama(&mock)
         .args(["-e", &example(&modules, "send-user-message.ts")]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.send(&json!({"id": "p", "type": "prompt", "message": "start talking"}));
     gate.wait_reached(WAIT);
     for (id, command) in [
@@ -1365,8 +1356,7 @@ fn pis_todo_example_keeps_its_list_across_calls() {
     let builder = Nova::builder()
         .ollama(&mock)
         .args(["-e", &example(&modules, "todo.ts")]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     let events = nova.run_prompt("plan it");
     let texts: Vec<&Value> = events
         .iter()
@@ -1397,8 +1387,7 @@ fn pis_plan_mode_example_restricts_and_restores() {
     let builder = Nova::builder()
         .ollama(&mock)
         .args(["-e", &example(&modules, "plan-mode/index.ts")]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     // The active tools once `ready` holds of them: the extension's setActiveTools is not
     // awaited by its command, so the change lands just after the command's answer.
     let active = |nova: &mut Nova, ready: &dyn Fn(&[String]) -> bool| -> Vec<String> {
@@ -1473,8 +1462,7 @@ fn a_flag_an_extension_registers_reaches_get_flag_and_an_unknown_one_is_a_usage_
     let builder = Nova::builder()
         .file("flags.ts", FLAGS)
         .args(["-e", "flags.ts", "--plan", "--who", "alice"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.send(&json!({"id": "f", "type": "prompt", "message": "/flags"}));
     let notify = nova.wait_for(|v| v["method"] == "notify", WAIT);
     let seen: Value =
@@ -1489,8 +1477,7 @@ fn a_flag_an_extension_registers_reaches_get_flag_and_an_unknown_one_is_a_usage_
     let builder = Nova::builder()
         .file("flags.ts", FLAGS)
         .args(["-e", "flags.ts", "--who=bob"]);
-    let mut nova = with_pi(builder, &modules).spawn();
-    commands(&mut nova);
+    let mut nova = loaded(builder, &modules);
     nova.send(&json!({"id": "f", "type": "prompt", "message": "/flags"}));
     let notify = nova.wait_for(|v| v["method"] == "notify", WAIT);
     assert!(
