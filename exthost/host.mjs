@@ -862,7 +862,7 @@ const jitiCache = resolve(process.env.JITI_FS_CACHE?.includes("/") ? process.env
  * the extensions' own files that way too) and every environment variable read: what a load's
  * registrations can depend on, which nova keeps beside them (src/exthost/record.rs) to tell
  * when a later start may list them before the extensions have loaded again. The function
- * puts everything back and gives what was read. */
+ * puts everything back and gives what was read (called again, the same). */
 function watchReads(cwd) {
 	const files = new Set();
 	const names = new Set();
@@ -900,29 +900,38 @@ function watchReads(cwd) {
 			return Reflect.has(target, key);
 		},
 	});
+	let read;
 	return () => {
+		if (read) return read;
 		for (const restore of undo) restore();
 		module.syncBuiltinESMExports();
 		process.env = env;
-		return { files: [...files], env: [...names] };
+		read = { files: [...files], env: [...names] };
+		return read;
+	};
+}
+
+/** The skills and prompt templates the `resources_discover` handlers name, asked as Pi asks
+ * after `session_start`; `undefined` when no extension handles the event. */
+async function discover(reason) {
+	if (!runner.hasHandlers("resources_discover")) return undefined;
+	const found = await runner.emitResourcesDiscover(mirror.cwd, reason);
+	return {
+		skillPaths: found.skillPaths.map((p) => p.path),
+		promptPaths: found.promptPaths.map((p) => p.path),
 	};
 }
 
 /** The extensions and command-line flags `load` named, loaded and applied again by `enter`. */
 let extensionPaths = [];
 let extensionFlags = [];
-/** What the first load read, when nova asked (`watchReads`). */
-let reads;
 
 /** Loads the extensions (afresh: Pi's loader caches no module) into a new runner, bound to nova,
  * with their flags applied, their providers registered and the mirror read for them; the
  * load's errors, or the flags' (then nothing is bound). */
-async function instantiate(watch = false) {
+async function instantiate() {
 	const cwd = mirror.cwd;
-	const stopWatching = watch ? watchReads(cwd) : () => undefined;
-	const loaded = await loadExtensions(extensionPaths, cwd).finally(() => {
-		reads = stopWatching();
-	});
+	const loaded = await loadExtensions(extensionPaths, cwd);
 	const flagErrors = applyFlags(loaded, extensionFlags);
 	if (flagErrors.length > 0) return { flagErrors };
 	const { runtime } = loaded;
@@ -950,13 +959,21 @@ const methods = {
 		mirror.cwd = cwd;
 		extensionPaths = paths;
 		extensionFlags = flags;
-		const { errors, flagErrors } = await instantiate(watch === true);
-		if (flagErrors) return { flagErrors };
-		// As in Pi, session_start follows loading and comes before the first command is
-		// served: what its handlers do before they first wait reaches nova ahead of this
-		// answer. Not awaited, since a handler may wait for a dialog only a client can answer.
-		void runner.emit({ type: "session_start", reason: "startup" });
-		return { errors, tools: tools(), commands: commands(), events: subscribed(), reads };
+		// What the answer depends on is what the load and the discovery read.
+		const stopWatching = watch === true ? watchReads(cwd) : () => undefined;
+		try {
+			const { errors, flagErrors } = await instantiate();
+			if (flagErrors) return { flagErrors };
+			// As in Pi, session_start follows loading and comes before the first command is
+			// served: what its handlers do before they first wait reaches nova ahead of this
+			// answer. Not awaited, since a handler may wait for a dialog only a client can
+			// answer.
+			void runner.emit({ type: "session_start", reason: "startup" });
+			const resources = await discover("startup");
+			return { errors, tools: tools(), commands: commands(), events: subscribed(), reads: stopWatching(), resources };
+		} finally {
+			stopWatching();
+		}
 	},
 
 	/** Before nova replaces the session: the `session_before_switch`/`session_before_fork`
@@ -983,6 +1000,7 @@ const methods = {
 		const result = { errors, tools: tools(), commands: commands(), events: subscribed() };
 		// Not awaited, as at load.
 		void runner.emit(start);
+		result.resources = await discover(start.reason === "reload" ? "reload" : "startup");
 		return result;
 	},
 

@@ -102,7 +102,11 @@ struct Inner {
     /// Shared with every session of the process.
     registry: Arc<Registry>,
     tool_selection: ToolSelection,
-    prompt_source: PromptSource,
+    /// The configured system prompt's parts, skills and templates.
+    prompt_base: PromptSource,
+    /// [`Self::prompt_base`] with what the extensions' `resources_discover` handlers named
+    /// (see [`Agent::discovered`]).
+    prompt_source: std::sync::RwLock<Arc<PromptSource>>,
     permission_rules: Gate,
     compaction: CompactionSettings,
     retry: RetrySettings,
@@ -285,7 +289,8 @@ impl Agent {
                 sink,
                 warnings,
                 tool_selection: config.tools,
-                prompt_source,
+                prompt_source: std::sync::RwLock::new(Arc::new(prompt_source.clone())),
+                prompt_base: prompt_source,
                 permission_rules: config.permissions,
                 compaction: config.compaction,
                 retry: config.settings.retry,
@@ -332,7 +337,7 @@ impl Agent {
         images: Vec<ContentBlock>,
         behavior: Option<StreamingBehavior>,
     ) -> Result<Prompted, CommandError> {
-        let message = user_message(self.inner.prompt_source.expand(text), images);
+        let message = user_message(self.prompt_source().expand(text), images);
         let mut state = self.state();
         self.start_or_queue(&mut state, message.into(), behavior)
     }
@@ -380,7 +385,7 @@ impl Agent {
     }
 
     pub fn steer(&self, text: String, images: Vec<ContentBlock>) -> Result<(), CommandError> {
-        let message = user_message(self.inner.prompt_source.expand(text), images);
+        let message = user_message(self.prompt_source().expand(text), images);
         let mut state = self.state();
         state.queue.push_steer(message)?;
         self.emit(state.queue.update_event());
@@ -388,7 +393,7 @@ impl Agent {
     }
 
     pub fn follow_up(&self, text: String, images: Vec<ContentBlock>) -> Result<(), CommandError> {
-        let message = user_message(self.inner.prompt_source.expand(text), images);
+        let message = user_message(self.prompt_source().expand(text), images);
         let mut state = self.state();
         state.queue.push_follow_up(message)?;
         self.emit(state.queue.update_event());
@@ -611,10 +616,39 @@ impl Agent {
     }
 
     /// `get_commands`: the prompt templates and skills a `/` message can name.
+    /// The system prompt's parts, skills and templates now.
+    fn prompt_source(&self) -> Arc<PromptSource> {
+        self.inner
+            .prompt_source
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Adds the skills and templates at the paths the extensions' `resources_discover`
+    /// handlers named to the configured ones (in place of what an earlier answer added); the
+    /// system prompt lists the skills from the next request on. Returns what was skipped,
+    /// each naming its file.
+    pub fn discovered(&self, skill_paths: &[PathBuf], prompt_paths: &[PathBuf]) -> Vec<String> {
+        let (source, warnings) = self
+            .inner
+            .prompt_base
+            .with_discovered(skill_paths, prompt_paths);
+        *self
+            .inner
+            .prompt_source
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Arc::new(source);
+        let mut state = self.state();
+        let model = state.model.clone();
+        self.retool(&mut state, model.as_ref());
+        warnings
+    }
+
     /// The extensions' commands, then the prompt templates and skills, as Pi lists them.
     pub fn commands(&self) -> Vec<SlashCommand> {
         let mut commands = self.extensions().map(|e| e.commands()).unwrap_or_default();
-        commands.extend(self.inner.prompt_source.commands());
+        commands.extend(self.prompt_source().commands());
         commands
     }
 

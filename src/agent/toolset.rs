@@ -72,7 +72,7 @@ impl Agent {
         Tools::new(
             &self.inner.tool_selection,
             named,
-            &self.inner.prompt_source,
+            &self.prompt_source(),
             model,
         )
     }

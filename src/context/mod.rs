@@ -106,6 +106,25 @@ impl PromptSource {
         PromptSource { resources, ..self }
     }
 
+    /// This source with the skills and templates the extensions discovered added (see
+    /// [`Resources::with_discovered`]), and what was skipped.
+    pub fn with_discovered(
+        &self,
+        skill_paths: &[PathBuf],
+        prompt_paths: &[PathBuf],
+    ) -> (Self, Vec<String>) {
+        let (resources, warnings) =
+            self.resources
+                .with_discovered(skill_paths, prompt_paths, &self.cwd);
+        (
+            PromptSource {
+                resources,
+                ..self.clone()
+            },
+            warnings,
+        )
+    }
+
     /// A user message with its `/skill:` or template command expanded.
     pub fn expand(&self, text: String) -> String {
         self.resources.expand(text)

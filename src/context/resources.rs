@@ -87,6 +87,41 @@ impl Resources {
         &self.skills
     }
 
+    /// These resources and, after them, the skills and templates at the paths the
+    /// extensions' `resources_discover` handlers named (files or directories, relative to
+    /// `cwd`); a name already taken keeps its first holder, as between any two places. The
+    /// second value lists what was skipped, each naming its file.
+    pub fn with_discovered(
+        &self,
+        skill_paths: &[PathBuf],
+        prompt_paths: &[PathBuf],
+        cwd: &Path,
+    ) -> (Resources, Vec<String>) {
+        let place = |p: &PathBuf| {
+            let absolute = crate::files::path::resolve(&p.to_string_lossy(), cwd);
+            (crate::files::path::lexical(&absolute), Location::Extension)
+        };
+        let mut skills = Found::new("skill");
+        for skill in &self.skills {
+            skills.add(skill.name.clone(), &skill.path.clone(), skill.clone());
+        }
+        for (path, location) in skill_paths.iter().map(place) {
+            skills::load(&path, &location, &mut skills);
+        }
+        let mut templates = Found::new("prompt template");
+        for template in &self.templates {
+            let path = PathBuf::from(&template.info.path);
+            templates.add(template.name.clone(), &path, template.clone());
+        }
+        for (path, location) in prompt_paths.iter().map(place) {
+            templates::load(&path, &location, &mut templates);
+        }
+        let (skills, mut warnings) = skills.into_parts();
+        let (templates, template_warnings) = templates.into_parts();
+        warnings.extend(template_warnings);
+        (Resources { skills, templates }, warnings)
+    }
+
     /// A user message as the model gets it: `/skill:name rest` and `/template args` expanded
     /// (in that order, as Pi does); anything else, unknown names included, unchanged.
     pub fn expand(&self, text: String) -> String {
@@ -213,13 +248,15 @@ pub(super) enum Location {
     Setting { scope: SourceScope },
     /// `--skill` or `--prompt-template`.
     Flag,
+    /// Named by an extension's `resources_discover` handler.
+    Extension,
 }
 
 impl Location {
     fn scope(&self) -> SourceScope {
         match self {
             Location::Auto { scope, .. } | Location::Setting { scope } => *scope,
-            Location::Flag => SourceScope::Temporary,
+            Location::Flag | Location::Extension => SourceScope::Temporary,
         }
     }
 
@@ -228,7 +265,7 @@ impl Location {
         let (source, scope, base_dir) = match self {
             Location::Auto { scope, base } => (DiscoveredBy::Auto, *scope, Some(text(base))),
             Location::Setting { scope } => (DiscoveredBy::Local, *scope, None),
-            Location::Flag => (
+            Location::Flag | Location::Extension => (
                 DiscoveredBy::Local,
                 SourceScope::Temporary,
                 file.parent().map(text),

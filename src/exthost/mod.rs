@@ -230,6 +230,7 @@ pub async fn start(
         // The session goes on with what the extensions registered last time while the host
         // loads them; requests wait for the load.
         Some(loaded) => {
+            discovered(live.agent(), &loaded, false);
             shared.lock_registry().replace(loaded);
             let (shared, agent) = (shared.clone(), live.agent().clone());
             tokio::spawn(async move {
@@ -318,8 +319,22 @@ async fn load(shared: &Arc<Shared>, agent: &Agent) -> Result<Vec<String>, HostEr
             let key = record::Key::session(spec, runner);
             record::remember(&spec.agent_dir, &key, &loaded, reads);
         }
+        discovered(agent, &loaded, false);
         shared.lock_registry().replace(loaded);
         Ok(failures)
+    }
+}
+
+/// Hands the skills and templates the extensions' `resources_discover` handlers named to the
+/// session; with `replacing` (a fresh load for a new session or a reload), also when they
+/// named none, so that an earlier load's go.
+fn discovered(agent: &Agent, loaded: &wire::Loaded, replacing: bool) {
+    if loaded.resources.is_none() && !replacing {
+        return;
+    }
+    let found = loaded.resources.clone().unwrap_or_default();
+    for warning in agent.discovered(&found.skill_paths, &found.prompt_paths) {
+        tracing::warn!("a resource an extension named: {warning}");
     }
 }
 

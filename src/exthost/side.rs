@@ -372,6 +372,7 @@ impl Extensions for Side {
                     error: failure.error.clone(),
                 });
             }
+            super::discovered(&agent, &loaded, true);
             shared.lock_registry().replace(loaded);
         })
     }

@@ -96,6 +96,7 @@ pub async fn vote(
                 .collect(),
             flag_errors: Vec::new(),
             reads: None,
+            resources: None,
         };
         record::remember(agent_dir, &key, &loaded, reads);
     }

@@ -62,6 +62,19 @@ pub struct Loaded {
     /// What the load read, when nova asked (`watch`).
     #[serde(default, skip_serializing)]
     pub reads: Option<Reads>,
+    /// What the `resources_discover` handlers named; `None` when none handles it.
+    #[serde(default)]
+    pub resources: Option<Discovered>,
+}
+
+/// The skills and prompt templates (files or directories) the extensions add.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Discovered {
+    #[serde(default)]
+    pub skill_paths: Vec<std::path::PathBuf>,
+    #[serde(default)]
+    pub prompt_paths: Vec<std::path::PathBuf>,
 }
 
 /// The files and directories, and the environment variables, a load read.

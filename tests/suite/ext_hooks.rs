@@ -385,3 +385,57 @@ fn a_context_hook_changes_what_the_model_gets_not_the_conversation() {
         "no hook failed"
     );
 }
+
+/// Names a directory of skills and a prompt template of the project's, as a package adds its
+/// own (`pi-mcp-adapter` does, with a skill it ships).
+const DISCOVER: &str = r#"
+import { join } from "node:path";
+export default function (pi) {
+  pi.on("resources_discover", (event) => ({
+    skillPaths: [join(event.cwd, "ext-skills")],
+    promptPaths: ["ext-prompts/triage.md"],
+  }));
+}
+"#;
+
+#[test]
+fn skills_and_templates_a_resources_discover_handler_names_join_the_session() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::text("triaged"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file(
+            "ext-skills/deploy/SKILL.md",
+            "---\nname: deploy\ndescription: Ship the build\n---\nRun the deploy.\n",
+        )
+        .file(
+            "ext-prompts/triage.md",
+            "---\ndescription: Sort a report\n---\nTriage $1 now.\n",
+        )
+        .file("discover.ts", DISCOVER)
+        .args(["-e", "discover.ts"]);
+    let mut nova = loaded(builder, &modules);
+    let listed = nova.request_ok(json!({"type": "get_commands"}))["commands"].clone();
+    let named = |name: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} not listed: {listed}"))
+    };
+    assert_eq!(named("skill:deploy")["source"], "skill");
+    assert_eq!(named("triage")["source"], "prompt");
+    nova.run_prompt("/triage bug-7");
+    let request = &mock.chat_requests()[0];
+    assert!(
+        request.body.to_string().contains("Triage bug-7 now."),
+        "{}",
+        request.body
+    );
+    let prompt = system_message(request);
+    assert!(prompt.contains("deploy"), "{prompt}");
+    mock.assert_no_violations();
+}

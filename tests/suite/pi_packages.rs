@@ -220,6 +220,8 @@ fn real_pi_packages_install_from_npm_and_load_their_commands_and_tools() {
         ("skill:pi-processes", "@aliou/pi-processes"),
         ("parallel-review", "pi-subagents"),
         ("pi-mermaid", "pi-mermaid"),
+        // Named by its resources_discover handler, not its manifest.
+        ("skill:mcp-scripting", "pi-mcp-adapter"),
     ] {
         let found = listed
             .iter()
