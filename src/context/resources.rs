@@ -1,4 +1,5 @@
-//! The skills and prompt templates of this process, found once at startup, and what `/`
+//! The skills and prompt templates of this process, found once at startup (and after them
+//! those the extensions' `resources_discover` handlers name, once they answer), and what `/`
 //! commands in user messages turn into.
 //!
 //! Skills are looked for, in this order (the first skill of a name wins): `<agent dir>/skills`,
