@@ -24,7 +24,7 @@ use crate::config::extensions::Extension;
 use ring::digest::{SHA256, digest};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 
 /// One record per session shape, in `<agent dir>/exthost/records/`.
 #[derive(Serialize, Deserialize)]
@@ -154,6 +154,30 @@ pub(super) fn remember(agent_dir: &Path, key: &Key, loaded: &wire::Loaded, reads
     if let Err(e) = written {
         tracing::warn!("cannot keep the extensions' registrations: {e}");
     }
+    if let Some(dir) = path.parent() {
+        forget_old(dir, KEPT);
+    }
+}
+
+/// How long a record not written again is kept: one per project and set of extensions would
+/// otherwise pile up (a few hundred KiB each with large packages).
+const KEPT: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
+/// Deletes the records in `dir` last written longer than `kept` ago; a record still in use is
+/// only written again by a start that could not use it.
+fn forget_old(dir: &Path, kept: Duration) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > kept));
+        if old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -170,6 +194,24 @@ mod tests {
         let first = stamp(&file).unwrap();
         std::fs::write(&file, "three").unwrap();
         assert!(stamp(&file).unwrap() != first);
+    }
+
+    #[test]
+    fn records_not_written_for_long_are_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let (old, new) = (dir.path().join("old.json"), dir.path().join("new.json"));
+        std::fs::write(&old, "{}").unwrap();
+        std::fs::write(&new, "{}").unwrap();
+        let long_ago = std::time::SystemTime::now() - Duration::from_secs(40 * 24 * 60 * 60);
+        std::fs::File::options()
+            .write(true)
+            .open(&old)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        forget_old(dir.path(), KEPT);
+        assert!(!old.exists());
+        assert!(new.exists());
     }
 
     #[test]
