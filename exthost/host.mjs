@@ -1018,10 +1018,8 @@ const methods = {
 	 * says yes or no decides, as Pi's own emitter has it. */
 	async trust({ cwd, paths, mode, watch }) {
 		const stopWatching = watch ? watchReads(cwd) : () => undefined;
-		let reads;
-		const loaded = await loadExtensions(paths, cwd).finally(() => {
-			reads = stopWatching();
-		});
+		const loaded = await loadExtensions(paths, cwd).finally(stopWatching);
+		const reads = stopWatching();
 		const handled = loaded.extensions.some((ext) => ext.handlers.has("project_trust"));
 		const ctx = {
 			cwd,

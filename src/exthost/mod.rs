@@ -272,57 +272,56 @@ fn launch<'a>(
     })
 }
 
+/// [`launch`]'s work; a load without failures is also [`record::remember`]ed.
 async fn load(shared: &Arc<Shared>, agent: &Agent) -> Result<Vec<String>, HostError> {
-    {
-        let Launch {
-            runner,
-            script,
-            shim,
-            spec,
-        } = &shared.launch;
-        let (pid, stdin, stdout) = spawn(runner, script, shim, &spec.cwd, &spec.agent_dir)?;
-        shared.pgid.store(pid as i32, Ordering::SeqCst);
-        let (lines, queue) = mpsc::channel::<String>(QUEUE);
-        *lock(&shared.lines) = lines;
-        tokio::spawn(write_lines(stdin, queue));
-        tokio::spawn(read_lines(stdout, shared.clone(), agent.clone()));
-        let paths: Vec<String> = spec
-            .extensions
-            .iter()
-            .map(|e| e.path.display().to_string())
-            .collect();
-        let params = json!({
-            "cwd": spec.cwd,
-            "paths": paths,
-            "trusted": spec.project_trusted,
-            "mode": spec.mode.name(),
-            "hasUI": matches!(spec.mode, Mode::Rpc),
-            "hookTimeoutMs": spec.hook_timeout.as_millis() as u64,
-            "flags": spec.flags.iter().map(|f| json!({"name": f.name, "value": f.value})).collect::<Vec<_>>(),
-            "watch": true,
-        });
-        let loaded = tokio::time::timeout(LOAD_TIMEOUT, shared.request("load", params))
-            .await
-            .map_err(|_| HostError::Load(format!("no answer in {}s", LOAD_TIMEOUT.as_secs())))?
-            .map_err(HostError::Load)?;
-        let loaded: wire::Loaded =
-            serde_json::from_value(loaded).map_err(|e| HostError::Load(e.to_string()))?;
-        if !loaded.flag_errors.is_empty() {
-            return Err(HostError::Flags(loaded.flag_errors.join("; ")));
-        }
-        let failures = loaded
-            .errors
-            .iter()
-            .map(|e| format!("extension {}: {}", e.path, e.error))
-            .collect();
-        if let Some(reads) = &loaded.reads {
-            let key = record::Key::session(spec, runner);
-            record::remember(&spec.agent_dir, &key, &loaded, reads);
-        }
-        discovered(agent, &loaded, false);
-        shared.lock_registry().replace(loaded);
-        Ok(failures)
+    let Launch {
+        runner,
+        script,
+        shim,
+        spec,
+    } = &shared.launch;
+    let (pid, stdin, stdout) = spawn(runner, script, shim, &spec.cwd, &spec.agent_dir)?;
+    shared.pgid.store(pid as i32, Ordering::SeqCst);
+    let (lines, queue) = mpsc::channel::<String>(QUEUE);
+    *lock(&shared.lines) = lines;
+    tokio::spawn(write_lines(stdin, queue));
+    tokio::spawn(read_lines(stdout, shared.clone(), agent.clone()));
+    let paths: Vec<String> = spec
+        .extensions
+        .iter()
+        .map(|e| e.path.display().to_string())
+        .collect();
+    let params = json!({
+        "cwd": spec.cwd,
+        "paths": paths,
+        "trusted": spec.project_trusted,
+        "mode": spec.mode.name(),
+        "hasUI": matches!(spec.mode, Mode::Rpc),
+        "hookTimeoutMs": spec.hook_timeout.as_millis() as u64,
+        "flags": spec.flags.iter().map(|f| json!({"name": f.name, "value": f.value})).collect::<Vec<_>>(),
+        "watch": true,
+    });
+    let loaded = tokio::time::timeout(LOAD_TIMEOUT, shared.request("load", params))
+        .await
+        .map_err(|_| HostError::Load(format!("no answer in {}s", LOAD_TIMEOUT.as_secs())))?
+        .map_err(HostError::Load)?;
+    let loaded: wire::Loaded =
+        serde_json::from_value(loaded).map_err(|e| HostError::Load(e.to_string()))?;
+    if !loaded.flag_errors.is_empty() {
+        return Err(HostError::Flags(loaded.flag_errors.join("; ")));
     }
+    let failures = loaded
+        .errors
+        .iter()
+        .map(|e| format!("extension {}: {}", e.path, e.error))
+        .collect();
+    if let Some(reads) = &loaded.reads {
+        let key = record::Key::session(spec, runner);
+        record::remember(&spec.agent_dir, &key, &loaded, reads);
+    }
+    discovered(agent, &loaded, false);
+    shared.lock_registry().replace(loaded);
+    Ok(failures)
 }
 
 /// Hands the skills and templates the extensions' `resources_discover` handlers named to the
