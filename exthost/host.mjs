@@ -681,11 +681,16 @@ function bind() {
 				void ask("set_session_name", { name }).catch(report("setSessionName"));
 			},
 			getSessionName: () => mirror.sessionName,
-			// A label entry in nova's session, which `getLabel` sees once nova has it.
-			setLabel: (entryId, label) =>
+			// A label entry in nova's session. `getLabel` sees it at once, as in Pi (a command
+			// run next must not find the mirror behind); the entry itself comes with the
+			// refresh after nova's answer.
+			setLabel: (entryId, label) => {
+				if (label) session.labels.set(entryId, { label, timestamp: new Date().toISOString() });
+				else session.labels.delete(entryId);
 				void ask("set_label", { entryId, label })
 					.then(() => refresh(["entries"]))
-					.catch(report("setLabel")),
+					.catch(report("setLabel"));
+			},
 			getActiveTools: () => mirror.activeTools,
 			getAllTools: () => mirror.allTools,
 			getSettings: () => ({}),
@@ -1085,6 +1090,14 @@ const methods = {
 	},
 
 	/** The context hooks: the messages for this model call, when they changed them. */
+	/** The message_end hooks, chained by Pi's runner (which keeps a replacement only when its
+	 * role is the message's): the message they leave, when they replaced it. */
+	async message_end({ message }) {
+		await delivering;
+		const result = await withDeadline(() => runner.emitMessageEnd({ type: "message_end", message }));
+		return result ? { message: result } : {};
+	},
+
 	async context({ messages }) {
 		await delivering;
 		const result = await withDeadline(() => runner.emitContext(messages));
