@@ -109,8 +109,8 @@ pub(super) async fn run_tools(
     let mut results = Vec::with_capacity(ended.len());
     for message in ended {
         pacer.tick(|| agent.inner.sink.ready()).await;
-        agent.append(message.clone());
-        results.push(message);
+        let replaced = agent.append(message.clone()).await;
+        results.push(replaced.unwrap_or(message));
     }
     results
 }

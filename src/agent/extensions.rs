@@ -149,6 +149,15 @@ pub trait Extensions: Send + Sync {
         system_prompt: &str,
     ) -> Option<BoxFuture<'static, Starting>>;
 
+    /// The `message_end` hooks for a user, assistant or tool-result message before it is
+    /// stored and announced: the message to keep instead (of the same role), `Ok(None)` to keep
+    /// it, an error when what they returned is no message. The outer `None`: no extension has
+    /// one.
+    fn message_end(
+        &self,
+        message: &Message,
+    ) -> Option<BoxFuture<'static, Result<Option<Message>, String>>>;
+
     /// The `context` hooks before a model call: the messages to send instead of `messages`
     /// (the stored conversation is unchanged), `Ok(None)` to send them as they are, an error
     /// when what the hooks returned cannot be sent. The outer `None`: no extension has one.
@@ -282,6 +291,28 @@ impl Agent {
         }
         messages.extend(started.messages.into_iter().map(Message::Custom));
         messages
+    }
+
+    /// What `message`'s `message_end` `hooks` replace it with, if anything (a replacement
+    /// keeps the role, as in Pi).
+    pub(super) async fn message_end_from(
+        &self,
+        message: &Message,
+        hooks: BoxFuture<'static, Result<Option<Message>, String>>,
+    ) -> Option<Message> {
+        match hooks.await {
+            Ok(replaced) => {
+                replaced.filter(|r| std::mem::discriminant(r) == std::mem::discriminant(message))
+            }
+            Err(error) => {
+                self.emit(crate::protocol::Event::ExtensionError {
+                    extension_path: "<message_end>".into(),
+                    event: "message_end".into(),
+                    error,
+                });
+                None
+            }
+        }
     }
 
     /// What the model is sent for this call: the conversation, or what the `context` hooks

@@ -695,9 +695,30 @@ pub fn now_ms() -> i64 {
 impl Agent {
     /// Adds a message to the conversation and announces it. User and tool-result messages get
     /// both `message_start` and `message_end` here; an assistant message's start was emitted
-    /// when its stream began.
-    fn append(&self, message: Message) {
-        let announce_start = !matches!(message, Message::Assistant(_));
+    /// when its stream began. When an extension has `message_end` hooks, they get it after
+    /// `message_start` and before it is stored, and may replace it, as in Pi. Returns their
+    /// replacement, which is what was stored and announced.
+    async fn append(&self, message: Message) -> Option<Message> {
+        let mut announce_start = !matches!(message, Message::Assistant(_));
+        let mut replaced = None;
+        let message = match self.extensions().and_then(|e| e.message_end(&message)) {
+            None => message,
+            Some(hooks) => {
+                if announce_start {
+                    self.emit(Event::MessageStart {
+                        message: message.clone(),
+                    });
+                    announce_start = false;
+                }
+                match self.message_end_from(&message, hooks).await {
+                    Some(replacement) => {
+                        replaced = Some(replacement.clone());
+                        replacement
+                    }
+                    None => message,
+                }
+            }
+        };
         let mut state = self.state();
         self.store(&mut state, message.clone());
         if announce_start {
@@ -706,6 +727,7 @@ impl Agent {
             });
         }
         self.emit(Event::MessageEnd { message });
+        replaced
     }
 
     /// Adds a message to the session file and the conversation, without announcing it.

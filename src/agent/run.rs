@@ -239,7 +239,7 @@ async fn turns(
         }
         queued = true;
         for message in pending.drain(..) {
-            agent.append(message);
+            agent.append(message).await;
         }
         let limit = agent.inner.max_turns.filter(|max| *replies >= *max);
         let (reply, error) = stream_reply(agent, cancel, limit).await;
@@ -420,7 +420,12 @@ async fn stream_reply(
             usage: usage.clone(),
         });
     }
-    agent.append(Message::Assistant(message.clone()));
+    // A message_end hook's replacement is the reply from here on, its tool calls included.
+    if let Some(Message::Assistant(replaced)) =
+        agent.append(Message::Assistant(message.clone())).await
+    {
+        message = replaced;
+    }
     (message, failure)
 }
 

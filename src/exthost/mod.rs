@@ -22,8 +22,9 @@
 //!   `extension_error` events, which every subscriber sees;
 //! - a model change, which no client event announces, reaches it through
 //!   [`Extensions::model_selected`](crate::agent::Extensions::model_selected);
-//! - a `tool_call`, `tool_result`, `input`, `before_agent_start`, `context`, `user_bash` or
-//!   provider or session hook (`session_before_switch`/`fork`/`compact`, `session_shutdown`) holds up its
+//! - a `tool_call`, `tool_result`, `message_end` (whose handlers then get no event for that
+//!   message), `input`, `before_agent_start`, `context`, `user_bash` or provider or session
+//!   hook (`session_before_switch`/`fork`/`compact`, `session_shutdown`) holds up its
 //!   call for at most the `extensionHookTimeoutSeconds` setting: the host bounds its handlers
 //!   and answers as Pi does for a handler that throws (a `tool_call` is blocked, fail closed; a
 //!   user's `bash` command fails; the others go on without that handler, so a session hook

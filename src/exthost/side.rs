@@ -10,7 +10,7 @@ pub(super) struct HostEvents(pub(super) Arc<Shared>);
 impl EventSink for HostEvents {
     fn emit(&self, event: Event) {
         let name: &'static str = (&event).into();
-        if !MIRRORED.contains(&name) && !self.0.subscribed(name) {
+        if !MIRRORED.contains(&name) && (!self.0.subscribed(name) || hooked(&event)) {
             if CHANGES.contains(&name) && !self.0.notify("changed", json!({ "event": name })) {
                 tracing::warn!("the extension host is not keeping up; it missed a {name} event");
             }
@@ -22,6 +22,18 @@ impl EventSink for HostEvents {
             tracing::warn!("the extension host is not keeping up; it missed a {name} event");
         }
     }
+}
+
+/// Whether the event's handlers had it as a hook already (a user, assistant or tool-result
+/// message's `message_end`, before it was stored: [`Extensions::message_end`]); then only the
+/// mirror hears of it.
+fn hooked(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::MessageEnd {
+            message: Message::User(_) | Message::Assistant(_) | Message::ToolResult(_)
+        }
+    )
 }
 
 /// The agent's view of the host.
@@ -217,6 +229,26 @@ impl Extensions for Side {
                     messages: s.messages,
                 })
                 .unwrap_or_default()
+        }))
+    }
+
+    fn message_end(
+        &self,
+        message: &Message,
+    ) -> Option<BoxFuture<'static, Result<Option<Message>, String>>> {
+        if !self.0.subscribed("message_end") {
+            return None;
+        }
+        let shared = self.0.clone();
+        let params = json!({ "message": message });
+        Some(Box::pin(async move {
+            // The hooks' own failures are the host's extension_error events.
+            let Ok(answer) = shared.hook("message_end", params).await else {
+                return Ok(None);
+            };
+            serde_json::from_value::<wire::MessageEnd>(answer)
+                .map(|m| m.message)
+                .map_err(|e| format!("a message_end hook returned no message nova can keep: {e}"))
         }))
     }
 

@@ -232,6 +232,13 @@ pub struct Context {
     pub messages: Option<Vec<Message>>,
 }
 
+/// What the `message_end` hooks replaced the message with, if anything.
+#[derive(Debug, Deserialize)]
+pub struct MessageEnd {
+    #[serde(default)]
+    pub message: Option<Message>,
+}
+
 /// `pi.sendMessage(message, options)`; the host stamps the message's time.
 #[derive(Debug, Deserialize)]
 pub struct SentMessage {

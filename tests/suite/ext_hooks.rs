@@ -439,3 +439,54 @@ fn skills_and_templates_a_resources_discover_handler_names_join_the_session() {
     assert!(prompt.contains("deploy"), "{prompt}");
     mock.assert_no_violations();
 }
+
+/// Redacts the reply's text; answers a user message with one of another role, which Pi
+/// refuses.
+const REDACT: &str = r#"
+export default function (pi) {
+  pi.on("message_end", (event) => {
+    const m = event.message;
+    if (m.role === "assistant") {
+      const content = m.content.map((c) => (c.type === "text" ? { ...c, text: c.text.replace("hunter2", "[redacted]") } : c));
+      return { message: { ...m, content } };
+    }
+    if (m.role === "user") return { message: { ...m, role: "assistant" } };
+  });
+}
+"#;
+
+#[test]
+fn a_message_end_hook_replaces_the_message_before_it_is_stored_and_announced() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::text("the password is hunter2"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("redact.ts", REDACT)
+        .args(["-e", "redact.ts"]);
+    let mut nova = loaded(builder, &modules);
+    let events = nova.run_prompt("what is it?");
+    let ended: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "message_end")
+        .collect();
+    assert_eq!(ended[0]["message"]["role"], "user", "{ended:?}");
+    let reply = &ended[1]["message"];
+    assert_eq!(reply["content"][0]["text"], "the password is [redacted]");
+    // The user message's start still came before its end, and the wrong role was refused.
+    let at = |kind: &str| events.iter().position(|e| e["type"] == kind).unwrap();
+    assert!(at("message_start") < at("message_end"));
+    let refused = events
+        .iter()
+        .find(|e| e["type"] == "extension_error")
+        .expect("the refused replacement");
+    assert_eq!(refused["event"], "message_end");
+    // Stored as replaced.
+    let messages = nova.request_ok(json!({"type": "get_messages"}))["messages"].clone();
+    assert_eq!(
+        messages[1]["content"][0]["text"],
+        "the password is [redacted]"
+    );
+    assert!(!messages.to_string().contains("hunter2"));
+    mock.assert_no_violations();
+}
