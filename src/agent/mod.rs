@@ -39,7 +39,7 @@ pub use permission::{FlaggedCommand, Unattended};
 pub use queue::QueueFull;
 pub use runtime::{OpenError, Prepared, Runtime};
 pub use sessions::{export_file, startup_session};
-pub use sink::{EventSink, Fanout, Sink, Subscription};
+pub use sink::{EventJson, EventSink, Fanout, Sink, Subscription};
 
 use crate::config::{Config, Registry, RetrySettings, ScopedModel, ToolSelection};
 use crate::context::PromptSource;

@@ -1,7 +1,7 @@
 //! Where the agent's events go. The agent defines this seam and front ends plug into it (the
 //! RPC writer, a one-shot printer, a test's in-memory list), so nothing in the core knows how
 //! events reach a client. A started session's sink is a [`Fanout`]: any number of
-//! subscribers (front-end connections, later the extension host) come and go while it runs.
+//! subscribers (front-end connections, the extension host) come and go while it runs.
 
 use crate::protocol::Event;
 use std::pin::Pin;
@@ -25,7 +25,25 @@ pub trait EventSink: Send + Sync {
     fn ready(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(std::future::ready(()))
     }
+
+    /// Whether the sink writes `event` out as its JSON, unchanged (stdout, the extension
+    /// host): when two subscribers or more do, the [`Fanout`] encodes it once for them all and
+    /// hands them the encoding ([`emit_json`](EventSink::emit_json)) instead of the event.
+    fn writes_json(&self, event: &Event) -> bool {
+        let _ = event;
+        false
+    }
+
+    /// `event` with its JSON, for a sink whose [`writes_json`](EventSink::writes_json) said so.
+    fn emit_json(&self, event: &Event, json: &EventJson) {
+        let _ = json;
+        self.emit(event.clone());
+    }
 }
+
+/// An event's JSON (`serde_json`'s encoding of the [`Event`]), shared by the subscribers that
+/// write it out as it is.
+pub type EventJson = Arc<str>;
 
 /// A shared sink, as the agent holds it.
 pub type Sink = Arc<dyn EventSink>;
@@ -34,7 +52,9 @@ pub type Sink = Arc<dyn EventSink>;
 /// queues), so a slow one holds back no other; the session waits only for subscribers whose
 /// `ready` says so. A stdio front end's writer does (it is the session's one client, and a
 /// client that stops reading must pause the stream it cannot take), a served connection does
-/// not (it falls behind on its own and catches up from the session's replay buffer).
+/// not (it falls behind on its own and catches up from the session's replay buffer). An event
+/// that several subscribers write out as JSON is encoded once for them all
+/// ([`EventSink::writes_json`]).
 #[derive(Default)]
 pub struct Fanout {
     subscribers: Mutex<Vec<(u64, Sink)>>,
@@ -65,6 +85,25 @@ impl Fanout {
 impl EventSink for Fanout {
     fn emit(&self, event: Event) {
         let subscribers = self.subscribers();
+        // A streamed token with extensions that handle it goes both to stdout and to the
+        // host: one encoding serves both.
+        let writers = subscribers
+            .iter()
+            .filter(|(_, sink)| sink.writes_json(&event))
+            .count();
+        if writers > 1
+            && let Ok(json) = serde_json::to_string(&event)
+        {
+            let json = EventJson::from(json);
+            for (_, sink) in subscribers.iter() {
+                if sink.writes_json(&event) {
+                    sink.emit_json(&event, &json);
+                } else {
+                    sink.emit(event.clone());
+                }
+            }
+            return;
+        }
         // The last one takes the event itself: with one subscriber (every stdio session)
         // nothing is copied.
         if let Some(((_, last), others)) = subscribers.split_last() {
@@ -148,6 +187,45 @@ mod tests {
         assert_eq!(*b.0.lock().unwrap(), vec![Event::TurnStart]);
         // Subscribers that never wait leave the session free to stream.
         fanout.ready().await;
+    }
+
+    /// Takes the JSON of the events it is given, as stdout and the extension host do.
+    #[derive(Default)]
+    struct Writer(Mutex<Vec<EventJson>>);
+    impl EventSink for Writer {
+        fn emit(&self, event: Event) {
+            let json = serde_json::to_string(&event).unwrap();
+            self.0.lock().unwrap().push(json.into());
+        }
+        fn writes_json(&self, event: &Event) -> bool {
+            !matches!(event, Event::TurnStart)
+        }
+        fn emit_json(&self, _: &Event, json: &EventJson) {
+            self.0.lock().unwrap().push(json.clone());
+        }
+    }
+
+    #[test]
+    fn subscribers_that_write_an_event_as_json_share_one_encoding() {
+        let fanout = Arc::new(Fanout::default());
+        let (a, b) = (Arc::new(Writer::default()), Arc::new(Writer::default()));
+        let plain = Arc::new(Recorder::default());
+        let _subscriptions = [
+            fanout.subscribe(a.clone()),
+            fanout.subscribe(plain.clone()),
+            fanout.subscribe(b.clone()),
+        ];
+        let settled = Event::AgentSettled { aborted: false };
+        fanout.emit(settled.clone());
+        fanout.emit(Event::TurnStart);
+        let (a, b) = (a.0.lock().unwrap(), b.0.lock().unwrap());
+        assert_eq!(a.len(), 2);
+        assert!(Arc::ptr_eq(&a[0], &b[0]));
+        assert_eq!(&*a[0], serde_json::to_string(&settled).unwrap());
+        // An event one of them does not write as is reaches each as before.
+        assert!(!Arc::ptr_eq(&a[1], &b[1]));
+        assert_eq!(a[1], b[1]);
+        assert_eq!(*plain.0.lock().unwrap(), vec![settled, Event::TurnStart]);
     }
 
     #[tokio::test]

@@ -57,8 +57,8 @@ pub use node::{MIN_NODE, NodeError, PI_VERSION, npm};
 
 use crate::agent::port::{self, Reply};
 use crate::agent::{
-    Agent, BeforeCompact, Deliver, EventSink, ExtensionExec, Extensions, Hooked, Input, Live,
-    ModelSource, Reviewed, Starting, Subscription, WeakAgent,
+    Agent, BeforeCompact, Deliver, EventJson, EventSink, ExtensionExec, Extensions, Hooked, Input,
+    Live, ModelSource, Reviewed, Starting, Subscription, WeakAgent,
 };
 use crate::config::extensions::Extension;
 use crate::protocol::{
@@ -283,7 +283,7 @@ async fn load(shared: &Arc<Shared>, agent: &Agent) -> Result<Vec<String>, HostEr
     } = &shared.launch;
     let (pid, stdin, stdout) = spawn(runner, script, shim, &spec.cwd, &spec.agent_dir)?;
     shared.pgid.store(pid as i32, Ordering::SeqCst);
-    let (lines, queue) = mpsc::channel::<String>(QUEUE);
+    let (lines, queue) = mpsc::channel(QUEUE);
     *lock(&shared.lines) = lines;
     tokio::spawn(write_lines(stdin, queue));
     tokio::spawn(read_lines(stdout, shared.clone(), agent.clone()));
@@ -434,7 +434,7 @@ type Answer = Result<Value, String>;
 /// What the host's side of the session shares between the agent, the reader and the writer.
 struct Shared {
     /// The current host's stdin queue (a restarted host has a new one).
-    lines: Mutex<mpsc::Sender<String>>,
+    lines: Mutex<mpsc::Sender<Outgoing>>,
     pending: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
     next: AtomicU64,
     /// What the extensions registered; `None` until they load.
@@ -478,7 +478,7 @@ impl Shared {
         lock(&self.pending).insert(id, tx);
         let line = json!({"id": id, "method": method, "params": params}).to_string();
         let lines = lock(&self.lines).clone();
-        if lines.send(line).await.is_err() {
+        if lines.send(Outgoing::Line(line)).await.is_err() {
             lock(&self.pending).remove(&id);
             return Err(GONE.into());
         }
@@ -499,8 +499,18 @@ impl Shared {
 
     /// Queues a line without waiting; `false` when the queue is full.
     fn send_line(&self, line: String) -> bool {
+        self.send(Outgoing::Line(line))
+    }
+
+    /// Queues the `event` notification of an event encoded already; `false` when the queue is
+    /// full.
+    fn send_event(&self, json: EventJson) -> bool {
+        self.send(Outgoing::Event(json))
+    }
+
+    fn send(&self, outgoing: Outgoing) -> bool {
         !matches!(
-            lock(&self.lines).try_send(line),
+            lock(&self.lines).try_send(outgoing),
             Err(mpsc::error::TrySendError::Full(_))
         )
     }
@@ -564,13 +574,35 @@ impl Shared {
 const GONE: &str = "the extension host has exited";
 
 /// A queue nothing reads: sending on it fails at once, which `request` reports as [`GONE`].
-fn closed_queue() -> mpsc::Sender<String> {
+fn closed_queue() -> mpsc::Sender<Outgoing> {
     mpsc::channel(1).0
+}
+
+/// What goes to the host's stdin, a line each.
+enum Outgoing {
+    Line(String),
+    /// A session event, as the `event` notification: its JSON is the one stdout gets, framed
+    /// as it is written.
+    Event(EventJson),
+}
+
+impl Outgoing {
+    fn append_to(&self, batch: &mut String) {
+        match self {
+            Outgoing::Line(line) => batch.push_str(line),
+            Outgoing::Event(json) => {
+                batch.push_str(wire::EVENT_OPEN);
+                batch.push_str(json);
+                batch.push_str(wire::EVENT_CLOSE);
+            }
+        }
+        batch.push('\n');
+    }
 }
 
 /// Writes what is queued, as many lines as are waiting in one write: a streamed reply's
 /// `message_update`s then cost the host one read for many events, not one each.
-async fn write_lines(mut stdin: tokio::process::ChildStdin, mut queue: mpsc::Receiver<String>) {
+async fn write_lines(mut stdin: tokio::process::ChildStdin, mut queue: mpsc::Receiver<Outgoing>) {
     let mut batch = String::new();
     while let Some(line) = queue.recv().await {
         // Lets the rest of a burst (a reply's tokens, which arrive a read apart) be queued
@@ -578,13 +610,11 @@ async fn write_lines(mut stdin: tokio::process::ChildStdin, mut queue: mpsc::Rec
         // second into at most a thousand, and costs a hook call no more than that.
         tokio::time::sleep(COALESCE).await;
         batch.clear();
-        batch.push_str(&line);
-        batch.push('\n');
+        line.append_to(&mut batch);
         while batch.len() < WRITE_BATCH
             && let Ok(line) = queue.try_recv()
         {
-            batch.push_str(&line);
-            batch.push('\n');
+            line.append_to(&mut batch);
         }
         if stdin.write_all(batch.as_bytes()).await.is_err() {
             break;

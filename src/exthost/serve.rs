@@ -223,7 +223,7 @@ impl HostReply {
             Ok(result) => json!({"id": self.id, "result": result}),
             Err(error) => json!({"id": self.id, "error": error}),
         };
-        let _ = lock(&self.shared.lines).try_send(line.to_string());
+        let _ = self.shared.send_line(line.to_string());
     }
 }
 

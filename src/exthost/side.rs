@@ -7,20 +7,45 @@ use super::*;
 /// The host as a subscriber of the session's events: only those an extension handles cross.
 pub(super) struct HostEvents(pub(super) Arc<Shared>);
 
+impl HostEvents {
+    /// Whether `event` crosses as itself: an extension handles it (and its handlers did not
+    /// have it as a hook already), or the mirror needs it.
+    fn crosses(&self, event: &Event) -> bool {
+        let name: &'static str = event.into();
+        MIRRORED.contains(&name) || (self.0.subscribed(name) && !hooked(event))
+    }
+
+    fn send(&self, name: &str, json: EventJson) {
+        if !self.0.send_event(json) {
+            tracing::warn!("the extension host is not keeping up; it missed a {name} event");
+        }
+    }
+}
+
 impl EventSink for HostEvents {
     fn emit(&self, event: Event) {
         let name: &'static str = (&event).into();
-        if !MIRRORED.contains(&name) && (!self.0.subscribed(name) || hooked(&event)) {
+        if !self.crosses(&event) {
             if CHANGES.contains(&name) && !self.0.notify("changed", json!({ "event": name })) {
                 tracing::warn!("the extension host is not keeping up; it missed a {name} event");
             }
             return;
         }
         // Encoded straight from the event: no JSON tree per streamed token.
-        let line = serde_json::to_string(&wire::EventNotification::new(&event));
-        if !line.is_ok_and(|line| self.0.send_line(line)) {
-            tracing::warn!("the extension host is not keeping up; it missed a {name} event");
+        match serde_json::to_string(&event) {
+            Ok(json) => self.send(name, json.into()),
+            Err(e) => {
+                tracing::warn!("a {name} event could not be encoded for the extension host: {e}")
+            }
         }
+    }
+
+    fn writes_json(&self, event: &Event) -> bool {
+        self.crosses(event)
+    }
+
+    fn emit_json(&self, event: &Event, json: &EventJson) {
+        self.send(event.into(), json.clone());
     }
 }
 

@@ -2,7 +2,7 @@
 //! reads from the host, and the one notification it sends by the thousand (events). The rest
 //! of what nova sends is built where it is sent, from the session's own wire types.
 
-use crate::protocol::{ContentBlock, CustomMessage, Event, Message, UiRequest};
+use crate::protocol::{ContentBlock, CustomMessage, Message, UiRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -23,26 +23,10 @@ pub struct Incoming {
     pub error: Option<String>,
 }
 
-/// The `event` notification: a session event some extension handles.
-#[derive(Serialize)]
-pub struct EventNotification<'a> {
-    method: &'static str,
-    params: EventParams<'a>,
-}
-
-#[derive(Serialize)]
-struct EventParams<'a> {
-    event: &'a Event,
-}
-
-impl<'a> EventNotification<'a> {
-    pub fn new(event: &'a Event) -> Self {
-        EventNotification {
-            method: "event",
-            params: EventParams { event },
-        }
-    }
-}
+/// The `event` notification (a session event some extension handles) is the event's JSON
+/// between these two: nova encodes an event once, for its own client and the host alike.
+pub const EVENT_OPEN: &str = r#"{"method":"event","params":{"event":"#;
+pub const EVENT_CLOSE: &str = "}}";
 
 /// The answer to `load` (and `enter`), as nova also keeps it ([`super::record`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -351,4 +335,25 @@ pub struct Payload {
 #[derive(Debug, Deserialize)]
 pub struct ProviderHeaders {
     pub headers: BTreeMap<String, Option<String>>,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::protocol::Event;
+    use serde_json::json;
+
+    #[test]
+    fn an_event_framed_is_the_event_notification() {
+        let event = Event::SessionError {
+            error: "a \"quoted\" line\u{2028}".into(),
+        };
+        let framed = format!(
+            "{EVENT_OPEN}{}{EVENT_CLOSE}",
+            serde_json::to_string(&event).unwrap()
+        );
+        let read: Value = serde_json::from_str(&framed).unwrap();
+        assert_eq!(read, json!({"method": "event", "params": {"event": event}}));
+    }
 }

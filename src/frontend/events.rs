@@ -7,6 +7,17 @@ use super::writer::Line;
 use crate::protocol::{Event, weigh};
 use std::io::Write;
 
+/// Whether `event` may fold into a queued line or take one in ([`Line::absorb`]): a queue
+/// keeps such an event as itself, not encoded.
+pub fn folds(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::ToolExecutionUpdate { .. }
+            | Event::QueueUpdate { .. }
+            | Event::BashExecutionUpdate { .. }
+    )
+}
+
 impl Line for Event {
     fn encode(&self, out: &mut impl Write) -> std::io::Result<()> {
         Ok(serde_json::to_writer(out, self)?)

@@ -14,6 +14,7 @@ mod salvage;
 pub mod signals;
 pub mod writer;
 
+pub use events::folds;
 pub use signals::{Second, Signals};
 pub use writer::{Line, Outbox};
 

@@ -1,8 +1,8 @@
 //! What RPC mode writes to stdout: responses and events, one JSON line each, through the one
 //! [writer](crate::frontend::writer).
 
-use crate::agent::EventSink;
 use crate::agent::port::Reply;
+use crate::agent::{EventJson, EventSink};
 use crate::frontend::{self, writer};
 use crate::protocol::{Event, Response, weigh};
 use std::io::Write;
@@ -17,6 +17,8 @@ use std::pin::Pin;
 pub enum Line {
     Response(Response),
     Event(Event),
+    /// An event encoded already, the same bytes the extension host gets.
+    Json(EventJson),
 }
 
 impl writer::Line for Line {
@@ -24,6 +26,7 @@ impl writer::Line for Line {
         match self {
             Line::Response(r) => Ok(serde_json::to_writer(out, r)?),
             Line::Event(e) => e.encode(out),
+            Line::Json(json) => out.write_all(json.as_bytes()),
         }
     }
 
@@ -31,6 +34,7 @@ impl writer::Line for Line {
         match self {
             Line::Response(r) => weigh::json_len(r),
             Line::Event(e) => e.weight(),
+            Line::Json(json) => json.len(),
         }
     }
 
@@ -62,6 +66,15 @@ impl EventSink for Outbox {
 
     fn ready(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(frontend::Outbox::ready(self))
+    }
+
+    /// Every event but those a newer one may fold into while queued, which stay events.
+    fn writes_json(&self, event: &Event) -> bool {
+        !frontend::folds(event)
+    }
+
+    fn emit_json(&self, _: &Event, json: &EventJson) {
+        self.push(Line::Json(json.clone()));
     }
 }
 
@@ -97,5 +110,29 @@ mod tests {
             text,
             "{\"type\":\"agent_start\"}\n{\"id\":\"1\",\"type\":\"response\",\"command\":\"get_state\",\"success\":true}\n"
         );
+    }
+
+    #[test]
+    fn an_event_given_as_json_is_written_as_the_event_would_be() {
+        let sink = Sink::default();
+        let (outbox, handle) = writer::spawn::<Line, _>(sink.clone());
+        let event = Event::SessionError {
+            error: "a \"quoted\" line".into(),
+        };
+        assert!(outbox.writes_json(&event));
+        let json = serde_json::to_string(&event).unwrap();
+        outbox.emit_json(&event, &json.into());
+        outbox.emit(event);
+        outbox.close();
+        handle.join().unwrap();
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let (first, second) = text.split_once('\n').unwrap();
+        assert_eq!(format!("{first}\n"), second);
+        // A snapshot stays an event, which a newer one may replace while the queue is full.
+        assert!(!outbox.writes_json(&Event::QueueUpdate {
+            steering: Vec::new(),
+            follow_up: Vec::new(),
+            pending_message_count: 0,
+        }));
     }
 }
