@@ -800,6 +800,18 @@ function commands() {
 	}));
 }
 
+/** The commands nova was last told of (JSON): one an extension registers after loading (in
+ * `session_start`, in a command) reaches nova as `commands`, as `refreshTools` sends tools. */
+let toldCommands = "[]";
+
+function tellCommands(listed = commands()) {
+	const now = JSON.stringify(listed);
+	if (now === toldCommands) return listed;
+	toldCommands = now;
+	notify("commands", { commands: listed });
+	return listed;
+}
+
 /** The command line's options for the extensions, applied as Pi applies them once they have
  * loaded: a boolean flag is true (a value taken after it is dropped, as in Pi), a string flag
  * takes its value. An option no extension registered, or a string flag given no value, is a
@@ -973,9 +985,12 @@ const methods = {
 			// served: what its handlers do before they first wait reaches nova ahead of this
 			// answer. Not awaited, since a handler may wait for a dialog only a client can
 			// answer.
-			void runner.emit({ type: "session_start", reason: "startup" });
+			void runner.emit({ type: "session_start", reason: "startup" }).then(() => tellCommands());
 			const resources = await discover("startup");
-			return { errors, tools: tools(), commands: commands(), events: subscribed(), reads: stopWatching(), resources };
+			// The commands as of this answer; one registered later is sent after it.
+			const listed = commands();
+			toldCommands = JSON.stringify(listed);
+			return { errors, tools: tools(), commands: listed, events: subscribed(), reads: stopWatching(), resources };
 		} finally {
 			stopWatching();
 		}
@@ -1002,11 +1017,12 @@ const methods = {
 		loaded = instantiated;
 		const { errors, flagErrors } = await instantiated;
 		if (flagErrors) throw new Error(flagErrors.join("; "));
-		const result = { errors, tools: tools(), commands: commands(), events: subscribed() };
 		// Not awaited, as at load.
-		void runner.emit(start);
-		result.resources = await discover(start.reason === "reload" ? "reload" : "startup");
-		return result;
+		void runner.emit(start).then(() => tellCommands());
+		const resources = await discover(start.reason === "reload" ? "reload" : "startup");
+		const listed = commands();
+		toldCommands = JSON.stringify(listed);
+		return { errors, tools: tools(), commands: listed, events: subscribed(), resources };
 	},
 
 	/** The session_before_compact hooks: a cancel, or the compaction a handler wrote. */
@@ -1200,6 +1216,7 @@ const methods = {
 			runner.emitError({ extensionPath: `command:${name}`, event: "command", error: message(err) });
 		} finally {
 			runningCommands.delete(run);
+			tellCommands();
 		}
 		return {};
 	},

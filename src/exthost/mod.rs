@@ -98,6 +98,9 @@ const CANCEL_GRACE: Duration = Duration::from_secs(3);
 /// How much longer than the hook timeout nova waits for the host's answer to a hook call: the
 /// host answers at the timeout itself, unless its event loop is held.
 const HOOK_GRACE: Duration = Duration::from_secs(2);
+/// The requests whose answer is what the extensions registered (`wire::Loaded`), which the
+/// reader applies itself.
+const LOADS: [&str; 2] = ["load", "enter"];
 /// Events the host always gets, for the state it mirrors.
 const MIRRORED: [&str; 2] = ["agent_start", "agent_settled"];
 /// Events that change the session's entries or state: when no extension handles one, the host
@@ -321,7 +324,6 @@ async fn load(shared: &Arc<Shared>, agent: &Agent) -> Result<Vec<String>, HostEr
         record::remember(&spec.agent_dir, &key, &loaded, reads);
     }
     discovered(agent, &loaded, false);
-    shared.lock_registry().replace(loaded);
     Ok(failures)
 }
 
@@ -435,7 +437,9 @@ type Answer = Result<Value, String>;
 struct Shared {
     /// The current host's stdin queue (a restarted host has a new one).
     lines: Mutex<mpsc::Sender<Outgoing>>,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
+    /// The requests waiting for their answers, each marked when its answer is a load's
+    /// ([`LOADS`]).
+    pending: Mutex<HashMap<u64, (oneshot::Sender<Answer>, bool)>>,
     next: AtomicU64,
     /// What the extensions registered; `None` until they load.
     registry: Mutex<Option<wire::Loaded>>,
@@ -475,7 +479,7 @@ impl Shared {
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending).insert(id, tx);
+        lock(&self.pending).insert(id, (tx, LOADS.contains(&method)));
         let line = json!({"id": id, "method": method, "params": params}).to_string();
         let lines = lock(&self.lines).clone();
         if lines.send(Outgoing::Line(line)).await.is_err() {
@@ -637,7 +641,7 @@ async fn read_lines(stdout: tokio::process::ChildStdout, shared: Arc<Shared>, ag
     // The old writer task may still hold its receiver, and a line sent there is never answered.
     *lock(&shared.lines) = closed_queue();
     let waiting: Vec<_> = lock(&shared.pending).drain().collect();
-    for (_, tx) in waiting {
+    for (_, (tx, _)) in waiting {
         let _ = tx.send(Err(GONE.into()));
     }
     // Nobody is left to read what the extensions' commands print.
@@ -678,7 +682,17 @@ fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
             .as_ref()
             .and_then(Value::as_u64)
             .and_then(|id| lock(&shared.pending).remove(&id));
-        if let Some(tx) = waiting {
+        if let Some((tx, loads)) = waiting {
+            // What a load registered replaces what nova knew here, in the order of the host's
+            // lines: a `commands` notification written after the answer is newer.
+            if loads
+                && error.is_none()
+                && let Some(loaded) = result
+                    .as_ref()
+                    .and_then(|r| serde_json::from_value::<wire::Loaded>(r.clone()).ok())
+            {
+                shared.lock_registry().replace(loaded);
+            }
             let _ = tx.send(match error {
                 Some(error) => Err(error),
                 None => Ok(result.unwrap_or(Value::Null)),
@@ -721,6 +735,11 @@ fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
         "tools" => serde_json::from_value::<wire::Tools>(params).map(|t| {
             if let Some(registry) = shared.lock_registry().as_mut() {
                 registry.tools = t.tools;
+            }
+        }),
+        "commands" => serde_json::from_value::<wire::Commands>(params).map(|c| {
+            if let Some(registry) = shared.lock_registry().as_mut() {
+                registry.commands = c.commands;
             }
         }),
         other => {

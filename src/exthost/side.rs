@@ -430,7 +430,6 @@ impl Extensions for Side {
                 });
             }
             super::discovered(&agent, &loaded, true);
-            shared.lock_registry().replace(loaded);
         })
     }
 

@@ -109,6 +109,12 @@ pub struct Tools {
     pub tools: Vec<Tool>,
 }
 
+/// The `commands` notification: the registered commands changed after load.
+#[derive(Debug, Deserialize)]
+pub struct Commands {
+    pub commands: Vec<Command>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Command {

@@ -379,3 +379,57 @@ fn a_user_bash_hook_answers_for_a_command() {
         ]
     );
 }
+
+/// Registers a command once the session has started, and another from a command.
+const LATE: &str = r#"
+export default function (pi) {
+  pi.on("session_start", async () => {
+    pi.registerCommand("late", { handler: async (_a, ctx) => ctx.ui.notify("late ran", "info") });
+  });
+  pi.registerCommand("more", {
+    handler: async () => {
+      pi.registerCommand("later", { handler: async (_a, ctx) => ctx.ui.notify("later ran", "info") });
+    },
+  });
+}
+"#;
+
+/// The commands `get_commands` lists, once `name` is among them (a command registered after
+/// loading reaches nova a moment later).
+fn listed_with(nova: &mut Nova, name: &str) -> Vec<String> {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let listed: Vec<String> = nova.request_ok(json!({"type": "get_commands"}))["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["name"].as_str().map(str::to_owned))
+            .collect();
+        if listed.iter().any(|n| n == name) || std::time::Instant::now() > deadline {
+            return listed;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn commands_registered_after_loading_are_listed_and_run() {
+    let Some(modules) = pi_modules() else { return };
+    let builder = Nova::builder()
+        .file("late.ts", LATE)
+        .args(["-e", "late.ts"]);
+    let mut nova = loaded(builder, &modules);
+    assert!(listed_with(&mut nova, "late").contains(&"late".to_owned()));
+    nova.request_ok(json!({"type": "prompt", "message": "/late"}));
+    let ran = nova.wait_for(|v| v["method"] == "notify", WAIT);
+    assert_eq!(ran["message"], "late ran");
+
+    nova.request_ok(json!({"type": "prompt", "message": "/more"}));
+    assert!(listed_with(&mut nova, "later").contains(&"later".to_owned()));
+    nova.request_ok(json!({"type": "prompt", "message": "/later"}));
+    let ran = nova.wait_for(
+        |v| v["method"] == "notify" && v["message"] == "later ran",
+        WAIT,
+    );
+    assert_eq!(ran["message"], "later ran");
+}
