@@ -555,6 +555,34 @@ impl Shared {
         serde_json::from_value(answer).map_err(|e| e.to_string())
     }
 
+    /// `event`'s hooks, when some extension has one: their answer read as `T` and `pick`ed. A
+    /// failed hook (already the host's `extension_error`) answers `Ok(None)`; an answer that
+    /// is not a `T` is an error beginning with `what`.
+    fn read_hook<T, R>(
+        self: &Arc<Self>,
+        event: &'static str,
+        params: impl FnOnce() -> Value,
+        pick: fn(T) -> Option<R>,
+        what: &'static str,
+    ) -> Option<BoxFuture<'static, Result<Option<R>, String>>>
+    where
+        T: serde::de::DeserializeOwned + 'static,
+        R: Send + 'static,
+    {
+        if !self.subscribed(event) {
+            return None;
+        }
+        let (shared, params) = (self.clone(), params());
+        Some(Box::pin(async move {
+            let Ok(answer) = shared.hook(event, params).await else {
+                return Ok(None);
+            };
+            serde_json::from_value::<T>(answer)
+                .map(pick)
+                .map_err(|e| format!("{what}: {e}"))
+        }))
+    }
+
     fn subscribed(&self, event: &str) -> bool {
         self.lock_registry()
             .as_ref()

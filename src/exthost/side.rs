@@ -261,40 +261,24 @@ impl Extensions for Side {
         &self,
         message: &Message,
     ) -> Option<BoxFuture<'static, Result<Option<Message>, String>>> {
-        if !self.0.subscribed("message_end") {
-            return None;
-        }
-        let shared = self.0.clone();
-        let params = json!({ "message": message });
-        Some(Box::pin(async move {
-            // The hooks' own failures are the host's extension_error events.
-            let Ok(answer) = shared.hook("message_end", params).await else {
-                return Ok(None);
-            };
-            serde_json::from_value::<wire::MessageEnd>(answer)
-                .map(|m| m.message)
-                .map_err(|e| format!("a message_end hook returned no message nova can keep: {e}"))
-        }))
+        self.0.read_hook(
+            "message_end",
+            || json!({ "message": message }),
+            |m: wire::MessageEnd| m.message,
+            "a message_end hook returned no message nova can keep",
+        )
     }
 
     fn context(
         &self,
         messages: &[Arc<Message>],
     ) -> Option<BoxFuture<'static, Result<Option<Vec<Message>>, String>>> {
-        if !self.0.subscribed("context") {
-            return None;
-        }
-        let shared = self.0.clone();
-        let params = json!({ "messages": messages });
-        Some(Box::pin(async move {
-            // The hooks' own failures are the host's extension_error events.
-            let Ok(answer) = shared.hook("context", params).await else {
-                return Ok(None);
-            };
-            serde_json::from_value::<wire::Context>(answer)
-                .map(|c| c.messages)
-                .map_err(|e| format!("the context hooks returned messages nova cannot send: {e}"))
-        }))
+        self.0.read_hook(
+            "context",
+            || json!({ "messages": messages }),
+            |c: wire::Context| c.messages,
+            "the context hooks returned messages nova cannot send",
+        )
     }
 
     fn call_tool(
