@@ -804,12 +804,25 @@ function commands() {
  * `session_start`, in a command) reaches nova as `commands`, as `refreshTools` sends tools. */
 let toldCommands = "[]";
 
-function tellCommands(listed = commands()) {
+function tellCommands() {
+	const listed = commands();
 	const now = JSON.stringify(listed);
-	if (now === toldCommands) return listed;
+	if (now === toldCommands) return;
 	toldCommands = now;
 	notify("commands", { commands: listed });
-	return listed;
+}
+
+/** What follows a load (`load`, `enter`): `start` (`session_start`) for the handlers, the
+ * resources they discover, and the answer nova takes their registrations from (the commands
+ * as of it: one registered later is sent after it). As in Pi, session_start comes before the
+ * first command is served: what its handlers do before they first wait reaches nova ahead of
+ * the answer. Not awaited, since a handler may wait for a dialog only a client can answer. */
+async function begin(start, errors) {
+	void runner.emit(start).then(tellCommands);
+	const resources = await discover(start.reason === "reload" ? "reload" : "startup");
+	const listed = commands();
+	toldCommands = JSON.stringify(listed);
+	return { errors, tools: tools(), commands: listed, events: subscribed(), resources };
 }
 
 /** The command line's options for the extensions, applied as Pi applies them once they have
@@ -981,16 +994,8 @@ const methods = {
 		try {
 			const { errors, flagErrors } = await instantiate();
 			if (flagErrors) return { flagErrors };
-			// As in Pi, session_start follows loading and comes before the first command is
-			// served: what its handlers do before they first wait reaches nova ahead of this
-			// answer. Not awaited, since a handler may wait for a dialog only a client can
-			// answer.
-			void runner.emit({ type: "session_start", reason: "startup" }).then(() => tellCommands());
-			const resources = await discover("startup");
-			// The commands as of this answer; one registered later is sent after it.
-			const listed = commands();
-			toldCommands = JSON.stringify(listed);
-			return { errors, tools: tools(), commands: listed, events: subscribed(), reads: stopWatching(), resources };
+			const answer = await begin({ type: "session_start", reason: "startup" }, errors);
+			return { ...answer, reads: stopWatching() };
 		} finally {
 			stopWatching();
 		}
@@ -1017,12 +1022,7 @@ const methods = {
 		loaded = instantiated;
 		const { errors, flagErrors } = await instantiated;
 		if (flagErrors) throw new Error(flagErrors.join("; "));
-		// Not awaited, as at load.
-		void runner.emit(start).then(() => tellCommands());
-		const resources = await discover(start.reason === "reload" ? "reload" : "startup");
-		const listed = commands();
-		toldCommands = JSON.stringify(listed);
-		return { errors, tools: tools(), commands: listed, events: subscribed(), resources };
+		return begin(start, errors);
 	},
 
 	/** The session_before_compact hooks: a cancel, or the compaction a handler wrote. */

@@ -615,7 +615,6 @@ impl Agent {
             .map(crate::gate::Class::label)
     }
 
-    /// `get_commands`: the prompt templates and skills a `/` message can name.
     /// The system prompt's parts, skills and templates now.
     fn prompt_source(&self) -> Arc<PromptSource> {
         self.inner
@@ -645,6 +644,7 @@ impl Agent {
         warnings
     }
 
+    /// `get_commands`: the prompt templates and skills a `/` message can name.
     /// The extensions' commands, then the prompt templates and skills, as Pi lists them.
     pub fn commands(&self) -> Vec<SlashCommand> {
         let mut commands = self.extensions().map(|e| e.commands()).unwrap_or_default();

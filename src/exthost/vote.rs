@@ -85,18 +85,15 @@ pub async fn vote(
             ))
         })??;
     if let Some(reads) = &voted.reads {
+        // Kept as a load that registered nothing but, perhaps, its handling of the event.
         let loaded = wire::Loaded {
             errors: voted.errors.clone(),
-            tools: Vec::new(),
-            commands: Vec::new(),
             events: voted
                 .handled
                 .then(|| TRUST.to_owned())
                 .into_iter()
                 .collect(),
-            flag_errors: Vec::new(),
-            reads: None,
-            resources: None,
+            ..wire::Loaded::default()
         };
         record::remember(agent_dir, &key, &loaded, reads);
     }

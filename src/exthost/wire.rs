@@ -29,7 +29,7 @@ pub const EVENT_OPEN: &str = r#"{"method":"event","params":{"event":"#;
 pub const EVENT_CLOSE: &str = "}}";
 
 /// The answer to `load` (and `enter`), as nova also keeps it ([`super::record`]).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Loaded {
     #[serde(default)]
     pub errors: Vec<LoadError>,
