@@ -5,7 +5,10 @@
 //
 //   nova → host  {"id":N,"method":M,"params":P}   a request; answered {"id":N,"result":R} or
 //                                                 {"id":N,"error":"…"}
-//                {"method":M,"params":P}          a notification (cancel, ui_response)
+//                {"method":M,"params":P}          a notification (cancel, ui_response, event)
+//                [K,I,D]                          a message_update's streamed delta: the
+//                                                 assistantMessageEvent {type:K,contentIndex:I,
+//                                                 delta:D}, most of what crosses, kept short
 //   host → nova  {"method":M,"params":P}          a notification (ui, error, tool_update)
 //                {"id":"hN","method":M,"params":P} a request nova answers the same way
 //
@@ -855,25 +858,99 @@ function subscribed() {
 /** The thinking level the last `thinking_level_changed` announced (`previousLevel`). */
 let announcedLevel;
 /** Events reach their handlers in the order nova sent them, each after the mirror has caught
- * up with it: a `message_end` handler finds its message in `getEntries()`. */
+ * up with it: a `message_end` handler finds its message in `getEntries()`. Those that come
+ * while the mirror is asking nova wait here, in a plain queue (a streamed reply's tokens can
+ * be thousands), and go to their handlers one after the other once it has its answer. */
+const waiting = [];
+let firstWaiting = 0;
+/** Settles once no event waits (what hooks and commands wait for). */
 let delivering = Promise.resolve();
 
 function arrived(event, deliver) {
 	if (event.type === "agent_start") mirror.idle = false;
 	if (event.type === "agent_settled") mirror.idle = true;
-	const stale = STALE[event.type];
-	delivering = delivering.then(async () => {
-		if (stale) await refresh(stale).catch(report("state"));
-		if (event.type === "thinking_level_changed") {
-			const previousLevel = announcedLevel;
-			announcedLevel = event.level;
-			if (deliver) void runner.emit({ type: "thinking_level_select", level: event.level, previousLevel });
-			return;
-		}
-		// Not awaited: a handler waiting for a dialog holds up only itself.
-		if (deliver) void runner.emit(event);
-	});
+	if (waiting.length === 0 && STALE[event.type] === undefined && event.type !== "thinking_level_changed") {
+		if (deliver) void handled(event);
+		return {};
+	}
+	waiting.push({ event, deliver });
+	if (waiting.length === 1) delivering = deliverWaiting();
 	return {};
+}
+
+async function deliverWaiting() {
+	while (firstWaiting < waiting.length) {
+		const { event, deliver } = waiting[firstWaiting];
+		const stale = STALE[event.type];
+		if (stale) await refresh(stale).catch(report("state"));
+		firstWaiting++;
+		try {
+			if (event.type === "thinking_level_changed") {
+				const previousLevel = announcedLevel;
+				announcedLevel = event.level;
+				if (deliver) void handled({ type: "thinking_level_select", level: event.level, previousLevel });
+			} else if (deliver) {
+				// Not awaited: a handler waiting for a dialog holds up only itself.
+				void handled(event);
+			}
+		} catch (err) {
+			report(event.type)(err);
+		}
+	}
+	waiting.length = 0;
+	firstWaiting = 0;
+}
+
+/** The runner's extensions without `withBoundedHooks`' wrapping, which notifications skip. */
+let listeners = [];
+/** One context for the notifications of a runner: its getters read the runner at call time,
+ * as the one Pi's `emit` builds per event does. */
+let notifiedBy;
+let notificationContext;
+
+/** A notification `event` to its handlers, as Pi's `runner.emit` gives it (extensions in load
+ * order, each handler awaited before the next, a throw reported as `extension_error`), without
+ * the context and the promises `emit` builds per event while the handlers return at once: a
+ * streamed reply's `message_update`s are most of what crosses. Settles once every handler has. */
+function handled(event) {
+	if (notifiedBy !== runner) {
+		notifiedBy = runner;
+		notificationContext = runner.createContext();
+	}
+	const ctx = notificationContext;
+	for (let e = 0; e < listeners.length; e++) {
+		const ext = listeners[e];
+		const handlers = ext.handlers.get(event.type);
+		if (handlers === undefined) continue;
+		for (let h = 0; h < handlers.length; h++) {
+			const pending = called(handlers[h], event, ctx, ext.path);
+			if (pending !== undefined) return pending.then(() => handledFrom(event, ctx, e, h + 1));
+		}
+	}
+	return Promise.resolve();
+}
+
+/** `handled`'s rest once a handler has returned a promise: from the `h`th handler of the
+ * `e`th extension on. */
+async function handledFrom(event, ctx, e, h) {
+	for (; e < listeners.length; e++, h = 0) {
+		const ext = listeners[e];
+		const handlers = ext.handlers.get(event.type) ?? [];
+		for (; h < handlers.length; h++) await called(handlers[h], event, ctx, ext.path);
+	}
+}
+
+/** Calls one handler: a promise when it returned one (settled once it has), else nothing. */
+function called(handler, event, ctx, extensionPath) {
+	const failed = (err) =>
+		runner.emitError({ extensionPath, event: event.type, error: message(err), stack: err instanceof Error ? err.stack : undefined });
+	try {
+		const result = handler(event, ctx);
+		if (typeof result?.then === "function") return Promise.resolve(result).catch(failed);
+	} catch (err) {
+		failed(err);
+	}
+	return undefined;
 }
 
 /** The file-system calls through which an extension can learn what to register, by module
@@ -971,6 +1048,7 @@ async function instantiate() {
 	runtime.pendingNativeProviderRegistrations = [];
 	providersLive = false;
 	runner = new ExtensionRunner(loaded.extensions.map(withBoundedHooks), runtime, cwd, sessionManager, modelRegistry);
+	listeners = loaded.extensions;
 	bind();
 	bindProviders(runtime, queued, queuedNative);
 	await providerChanges;
@@ -1019,7 +1097,7 @@ const methods = {
 	async enter({ start }) {
 		runner.invalidate();
 		const instantiated = instantiate();
-		loaded = instantiated;
+		awaitLoad(instantiated);
 		const { errors, flagErrors } = await instantiated;
 		if (flagErrors) throw new Error(flagErrors.join("; "));
 		return begin(start, errors);
@@ -1236,13 +1314,27 @@ const methods = {
 
 /** Settles once `load` has: every other request waits for the extensions. */
 let loaded;
+/** Whether `loaded` has settled, and how many records wait for it: an event that comes while
+ * none does is delivered without a turn of the event loop. */
+let settled = false;
+let waitingRecords = 0;
+
+function awaitLoad(load) {
+	loaded = load;
+	settled = false;
+	const done = () => {
+		if (loaded === load) settled = true;
+	};
+	load.then(done, done);
+}
 
 async function handle(record) {
 	if (record.method === "load") {
-		loaded = methods.load(record.params ?? {});
-		loaded.catch(() => {});
+		awaitLoad(methods.load(record.params ?? {}));
 	} else if (record.method !== undefined) {
+		waitingRecords++;
 		await loaded?.catch(() => {});
+		waitingRecords--;
 	}
 	if (record.method === undefined) {
 		const waiting = awaitingNova.get(record.id);
@@ -1273,26 +1365,42 @@ async function handle(record) {
 	}
 }
 
+/** One line from nova. */
+function received(line) {
+	if (line.trim() === "") return;
+	let record;
+	try {
+		record = JSON.parse(line);
+	} catch (err) {
+		process.stderr.write(`nova extension host: unreadable record: ${message(err)}\n`);
+		return;
+	}
+	if (Array.isArray(record)) {
+		const [type, contentIndex, delta] = record;
+		record = { method: "event", params: { event: { type: "message_update", assistantMessageEvent: { type, contentIndex, delta } } } };
+	}
+	if (record.method === "event" && settled && waitingRecords === 0) {
+		try {
+			methods.event(record.params);
+		} catch (err) {
+			report("event")(err);
+		}
+	} else {
+		void handle(record);
+	}
+}
+
 // Records end at LF only: JSON may hold U+2028/U+2029, where a line reader would split.
 let buffered = "";
 process.stdin.setEncoding("utf8");
 process.stdin.on("data", (chunk) => {
 	buffered += chunk;
-	let newline = buffered.indexOf("\n");
-	while (newline !== -1) {
-		const line = buffered.slice(0, newline);
-		buffered = buffered.slice(newline + 1);
-		newline = buffered.indexOf("\n");
-		if (line.trim() === "") continue;
-		let record;
-		try {
-			record = JSON.parse(line);
-		} catch (err) {
-			process.stderr.write(`nova extension host: unreadable record: ${message(err)}\n`);
-			continue;
-		}
-		void handle(record);
+	let start = 0;
+	for (let newline = buffered.indexOf("\n"); newline !== -1; newline = buffered.indexOf("\n", start)) {
+		received(buffered.slice(start, newline));
+		start = newline + 1;
 	}
+	buffered = buffered.slice(start);
 });
 // nova closed the pipe: it is gone or done with us.
 process.stdin.on("end", () => process.exit(0));

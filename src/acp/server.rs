@@ -277,9 +277,11 @@ impl Server {
         cx.spawn(async move {
             match crate::frontend::start_host(spec, &open.live).await {
                 Ok(host) => {
+                    let changed = host.commands_changed();
                     *open.extensions.lock().unwrap_or_else(|p| p.into_inner()) = Some(host);
                     responder.respond(response(&id, &open))?;
                     announce_commands(&open);
+                    tokio::spawn(reannounce_commands(changed, Arc::downgrade(&open)));
                     Ok(())
                 }
                 Err(e) => {
@@ -928,6 +930,19 @@ fn announce_commands(open: &Open) {
         .update(acp::SessionUpdate::AvailableCommandsUpdate(
             acp::AvailableCommandsUpdate::new(commands),
         ));
+}
+
+/// Announces the commands again whenever the extensions' change (a list answered from the
+/// last load's record, then loaded afresh; a command registered later), while the session is
+/// open: the task holds it only weakly, since it holds the host that tells.
+async fn reannounce_commands(
+    mut changed: tokio::sync::watch::Receiver<()>,
+    open: std::sync::Weak<Open>,
+) {
+    while changed.changed().await.is_ok() {
+        let Some(open) = open.upgrade() else { return };
+        announce_commands(&open);
+    }
 }
 
 /// The stored conversation as the updates that would have shown it: the user's messages,

@@ -104,6 +104,16 @@ pub struct ExtensionCompaction {
     pub usage: Option<crate::protocol::Usage>,
 }
 
+/// Whether `message`'s `message_end` reaches the extensions as a hook, before it is stored
+/// ([`Extensions::message_end`]: a user, assistant or tool-result message), rather than as an
+/// event once it is (a custom message, which is stored as it is delivered).
+pub fn message_end_hooked(message: &Message) -> bool {
+    matches!(
+        message,
+        Message::User(_) | Message::Assistant(_) | Message::ToolResult(_)
+    )
+}
+
 /// The extensions of one session, as the agent sees them.
 pub trait Extensions: Send + Sync {
     /// Their slash commands, in load order (`get_commands` lists them first, as Pi does).

@@ -32,7 +32,7 @@ pub use error::CommandError;
 pub use extension_exec::ExtensionExec;
 pub use extensions::{
     BeforeCompact, ExtensionCompaction, Extensions, Hooked, Input, ModelSource, Reviewed, Starting,
-    WeakAgent,
+    WeakAgent, message_end_hooked,
 };
 pub use live::{Live, LiveSessions};
 pub use permission::{FlaggedCommand, Unattended};
@@ -701,7 +701,11 @@ impl Agent {
     async fn append(&self, message: Message) -> Option<Message> {
         let mut announce_start = !matches!(message, Message::Assistant(_));
         let mut replaced = None;
-        let message = match self.extensions().and_then(|e| e.message_end(&message)) {
+        let hooks = self
+            .extensions()
+            .filter(|_| message_end_hooked(&message))
+            .and_then(|e| e.message_end(&message));
+        let message = match hooks {
             None => message,
             Some(hooks) => {
                 if announce_start {

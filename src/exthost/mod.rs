@@ -58,7 +58,7 @@ pub use node::{MIN_NODE, NodeError, PI_VERSION, npm};
 use crate::agent::port::{self, Reply};
 use crate::agent::{
     Agent, BeforeCompact, Deliver, EventJson, EventSink, ExtensionExec, Extensions, Hooked, Input,
-    Live, ModelSource, Reviewed, Starting, Subscription, WeakAgent,
+    Live, ModelSource, Reviewed, Starting, Subscription, WeakAgent, message_end_hooked,
 };
 use crate::config::extensions::Extension;
 use crate::protocol::{
@@ -89,8 +89,8 @@ const HOST_SCRIPT: &str = include_str!("../../exthost/host.mjs");
 const QUEUE: usize = 4096;
 /// How many bytes of queued lines go to the host in one write, at most (about).
 const WRITE_BATCH: usize = 64 * 1024;
-/// How long the writer waits for more lines before it writes what it has (see `write_lines`).
-const COALESCE: Duration = Duration::from_millis(1);
+/// How long an event waits for more before the writer writes what it has (see `write_lines`).
+const COALESCE: Duration = Duration::from_millis(4);
 /// How long loading may take: a first load compiles every extension's TypeScript.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a cancelled extension tool has to return before it is answered for.
@@ -186,6 +186,14 @@ impl Drop for Host {
     }
 }
 
+impl Host {
+    /// Changes whenever the extensions' commands do after the start ([`Agent::commands`] has
+    /// the new list); closed once the host has stopped.
+    pub fn commands_changed(&self) -> tokio::sync::watch::Receiver<()> {
+        self.shared.commands_changed.subscribe()
+    }
+}
+
 /// How to start the host again after a crash.
 struct Launch {
     runner: node::Runner,
@@ -222,6 +230,7 @@ pub async fn start(
         stopping: AtomicBool::new(false),
         restarted: AtomicBool::new(false),
         ready: tokio::sync::watch::Sender::new(false),
+        commands_changed: tokio::sync::watch::Sender::new(()),
         agent: live.agent().downgrade(),
         launch: Launch {
             runner,
@@ -457,6 +466,9 @@ struct Shared {
     /// False while the host loads (a session may begin meanwhile, its registrations
     /// [`record::recall`]ed): requests wait for it, and a hook's time counts from then.
     ready: tokio::sync::watch::Sender<bool>,
+    /// Told whenever the extensions' commands change after the start (a load's answer that
+    /// differs from the record's, a command registered later): ACP re-announces them.
+    commands_changed: tokio::sync::watch::Sender<()>,
     /// The session, for the failures nova itself reports.
     agent: WeakAgent,
     launch: Launch,
@@ -469,6 +481,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     fn lock_registry(&self) -> MutexGuard<'_, Option<wire::Loaded>> {
         lock(&self.registry)
+    }
+
+    /// Changes what nova knows the extensions registered, telling [`Host::commands_changed`]
+    /// when their commands differ from before.
+    fn register(&self, change: impl FnOnce(&mut Option<wire::Loaded>)) {
+        let mut registry = self.lock_registry();
+        let before = registry.as_ref().map(|r| r.commands.clone());
+        change(&mut registry);
+        if registry.as_ref().map(|r| &r.commands) != before.as_ref() {
+            self.commands_changed.send_replace(());
+        }
     }
 
     /// Sends a request and waits for its answer; an `Err` is the host's error, or says that
@@ -506,10 +529,15 @@ impl Shared {
         self.send(Outgoing::Line(line))
     }
 
+    /// Queues an event's line; `false` when the queue is full.
+    fn send_event(&self, line: String) -> bool {
+        self.send(Outgoing::Event(line))
+    }
+
     /// Queues the `event` notification of an event encoded already; `false` when the queue is
     /// full.
-    fn send_event(&self, json: EventJson) -> bool {
-        self.send(Outgoing::Event(json))
+    fn send_encoded_event(&self, json: EventJson) -> bool {
+        self.send(Outgoing::EncodedEvent(json))
     }
 
     fn send(&self, outgoing: Outgoing) -> bool {
@@ -612,17 +640,20 @@ fn closed_queue() -> mpsc::Sender<Outgoing> {
 
 /// What goes to the host's stdin, a line each.
 enum Outgoing {
+    /// A request, an answer or a notification: written at once, after what is queued before it.
     Line(String),
-    /// A session event, as the `event` notification: its JSON is the one stdout gets, framed
-    /// as it is written.
-    Event(EventJson),
+    /// A session event, which may wait a moment for the rest of its burst.
+    Event(String),
+    /// A session event as the `event` notification: its JSON is the one stdout gets, framed as
+    /// it is written.
+    EncodedEvent(EventJson),
 }
 
 impl Outgoing {
     fn append_to(&self, batch: &mut String) {
         match self {
-            Outgoing::Line(line) => batch.push_str(line),
-            Outgoing::Event(json) => {
+            Outgoing::Line(line) | Outgoing::Event(line) => batch.push_str(line),
+            Outgoing::EncodedEvent(json) => {
                 batch.push_str(wire::EVENT_OPEN);
                 batch.push_str(json);
                 batch.push_str(wire::EVENT_CLOSE);
@@ -630,22 +661,34 @@ impl Outgoing {
         }
         batch.push('\n');
     }
+
+    fn waits(&self) -> bool {
+        !matches!(self, Outgoing::Line(_))
+    }
 }
 
-/// Writes what is queued, as many lines as are waiting in one write: a streamed reply's
-/// `message_update`s then cost the host one read for many events, not one each.
+/// Writes what is queued in as few writes as it can: events gather for up to [`COALESCE`]
+/// (a streamed reply's tokens arrive a read apart, and every write wakes the host, about
+/// 0.1 ms of its time each), taken off the queue as they come so that it never fills
+/// meanwhile; a request, an answer or a notification goes at once, with what came before it.
 async fn write_lines(mut stdin: tokio::process::ChildStdin, mut queue: mpsc::Receiver<Outgoing>) {
     let mut batch = String::new();
-    while let Some(line) = queue.recv().await {
-        // Lets the rest of a burst (a reply's tokens, which arrive a read apart) be queued
-        // before writing: a millisecond's wait turns thousands of writes and host wake-ups a
-        // second into at most a thousand, and costs a hook call no more than that.
-        tokio::time::sleep(COALESCE).await;
+    while let Some(first) = queue.recv().await {
         batch.clear();
-        line.append_to(&mut batch);
-        while batch.len() < WRITE_BATCH
-            && let Ok(line) = queue.try_recv()
-        {
+        let mut waits = first.waits();
+        first.append_to(&mut batch);
+        let gathered = tokio::time::sleep(COALESCE);
+        tokio::pin!(gathered);
+        while waits && batch.len() < WRITE_BATCH {
+            let next = match queue.try_recv() {
+                Ok(line) => Some(line),
+                Err(_) => tokio::select! {
+                    next = queue.recv() => next,
+                    () = &mut gathered => None,
+                },
+            };
+            let Some(line) = next else { break };
+            waits = line.waits();
             line.append_to(&mut batch);
         }
         if stdin.write_all(batch.as_bytes()).await.is_err() {
@@ -719,7 +762,7 @@ fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
                     .as_ref()
                     .and_then(|r| serde_json::from_value::<wire::Loaded>(r.clone()).ok())
             {
-                shared.lock_registry().replace(loaded);
+                shared.register(|registry| *registry = Some(loaded));
             }
             let _ = tx.send(match error {
                 Some(error) => Err(error),
@@ -761,14 +804,18 @@ fn dispatch(incoming: wire::Incoming, shared: &Arc<Shared>, agent: &Agent) {
             }
         }),
         "tools" => serde_json::from_value::<wire::Tools>(params).map(|t| {
-            if let Some(registry) = shared.lock_registry().as_mut() {
-                registry.tools = t.tools;
-            }
+            shared.register(|registry| {
+                if let Some(registry) = registry {
+                    registry.tools = t.tools;
+                }
+            })
         }),
         "commands" => serde_json::from_value::<wire::Commands>(params).map(|c| {
-            if let Some(registry) = shared.lock_registry().as_mut() {
-                registry.commands = c.commands;
-            }
+            shared.register(|registry| {
+                if let Some(registry) = registry {
+                    registry.commands = c.commands;
+                }
+            })
         }),
         other => {
             tracing::warn!("the extension host sent an unknown notification: {other}");

@@ -15,8 +15,9 @@ impl HostEvents {
         MIRRORED.contains(&name) || (self.0.subscribed(name) && !hooked(event))
     }
 
-    fn send(&self, name: &str, json: EventJson) {
-        if !self.0.send_event(json) {
+    /// Warns when a line for the `name` event found the host's queue full.
+    fn kept_up(name: &str, queued: bool) {
+        if !queued {
             tracing::warn!("the extension host is not keeping up; it missed a {name} event");
         }
     }
@@ -26,14 +27,19 @@ impl EventSink for HostEvents {
     fn emit(&self, event: Event) {
         let name: &'static str = (&event).into();
         if !self.crosses(&event) {
-            if CHANGES.contains(&name) && !self.0.notify("changed", json!({ "event": name })) {
-                tracing::warn!("the extension host is not keeping up; it missed a {name} event");
+            if CHANGES.contains(&name) {
+                Self::kept_up(name, self.0.notify("changed", json!({ "event": name })));
             }
             return;
         }
-        // Encoded straight from the event: no JSON tree per streamed token.
-        match serde_json::to_string(&event) {
-            Ok(json) => self.send(name, json.into()),
+        // Encoded straight from the event: no JSON tree per event.
+        let line = match wire::Delta::of(&event) {
+            Some(delta) => serde_json::to_string(&delta),
+            None => serde_json::to_string(&event)
+                .map(|json| format!("{}{json}{}", wire::EVENT_OPEN, wire::EVENT_CLOSE)),
+        };
+        match line {
+            Ok(line) => Self::kept_up(name, self.0.send_event(line)),
             Err(e) => {
                 tracing::warn!("a {name} event could not be encoded for the extension host: {e}")
             }
@@ -41,24 +47,18 @@ impl EventSink for HostEvents {
     }
 
     fn writes_json(&self, event: &Event) -> bool {
-        self.crosses(event)
+        self.crosses(event) && wire::Delta::of(event).is_none()
     }
 
     fn emit_json(&self, event: &Event, json: &EventJson) {
-        self.send(event.into(), json.clone());
+        Self::kept_up(event.into(), self.0.send_encoded_event(json.clone()));
     }
 }
 
-/// Whether the event's handlers had it as a hook already (a user, assistant or tool-result
-/// message's `message_end`, before it was stored: [`Extensions::message_end`]); then only the
-/// mirror hears of it.
+/// Whether the event's handlers had it as a hook already ([`message_end_hooked`]); then only
+/// the mirror hears of it.
 fn hooked(event: &Event) -> bool {
-    matches!(
-        event,
-        Event::MessageEnd {
-            message: Message::User(_) | Message::Assistant(_) | Message::ToolResult(_)
-        }
-    )
+    matches!(event, Event::MessageEnd { message } if message_end_hooked(message))
 }
 
 /// The agent's view of the host.

@@ -2,7 +2,9 @@
 //! reads from the host, and the one notification it sends by the thousand (events). The rest
 //! of what nova sends is built where it is sent, from the session's own wire types.
 
-use crate::protocol::{ContentBlock, CustomMessage, Message, UiRequest};
+use crate::protocol::{
+    AssistantMessageEvent, ContentBlock, CustomMessage, Event, Message, UiRequest,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -27,6 +29,40 @@ pub struct Incoming {
 /// between these two: nova encodes an event once, for its own client and the host alike.
 pub const EVENT_OPEN: &str = r#"{"method":"event","params":{"event":"#;
 pub const EVENT_CLOSE: &str = "}}";
+
+/// A `message_update` carrying a streamed delta, most of what crosses, goes as the line
+/// `[type, contentIndex, delta]` (its `assistantMessageEvent`; host.mjs rebuilds the event
+/// from it): parsing the full event, whose running usage extensions have no use for, was most
+/// of the host's time in a streamed reply.
+#[derive(Debug, Serialize)]
+pub struct Delta<'a>(&'static str, usize, &'a str);
+
+impl<'a> Delta<'a> {
+    pub fn of(event: &'a Event) -> Option<Self> {
+        let Event::MessageUpdate {
+            assistant_message_event: update,
+            ..
+        } = event
+        else {
+            return None;
+        };
+        Some(match update {
+            AssistantMessageEvent::TextDelta {
+                content_index,
+                delta,
+            } => Delta("text_delta", *content_index, delta),
+            AssistantMessageEvent::ThinkingDelta {
+                content_index,
+                delta,
+            } => Delta("thinking_delta", *content_index, delta),
+            AssistantMessageEvent::ToolcallDelta {
+                content_index,
+                delta,
+            } => Delta("toolcall_delta", *content_index, delta),
+            _ => return None,
+        })
+    }
+}
 
 /// The answer to `load` (and `enter`), as nova also keeps it ([`super::record`]).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -115,7 +151,7 @@ pub struct Commands {
     pub commands: Vec<Command>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Command {
     pub name: String,
@@ -124,7 +160,7 @@ pub struct Command {
     pub source_info: CommandSource,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommandSource {
     pub path: String,
 }
@@ -347,7 +383,6 @@ pub struct ProviderHeaders {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::protocol::Event;
     use serde_json::json;
 
     #[test]
@@ -361,5 +396,26 @@ mod tests {
         );
         let read: Value = serde_json::from_str(&framed).unwrap();
         assert_eq!(read, json!({"method": "event", "params": {"event": event}}));
+    }
+
+    #[test]
+    fn a_streamed_delta_crosses_as_its_three_parts_and_nothing_else_does() {
+        let update = |assistant_message_event| Event::MessageUpdate {
+            assistant_message_event,
+            usage: Default::default(),
+        };
+        let delta = update(AssistantMessageEvent::ThinkingDelta {
+            content_index: 2,
+            delta: "a \"quoted\" line\n".into(),
+        });
+        let line = serde_json::to_string(&Delta::of(&delta).unwrap()).unwrap();
+        let read: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(read, json!(["thinking_delta", 2, "a \"quoted\" line\n"]));
+        let end = update(AssistantMessageEvent::TextEnd {
+            content_index: 0,
+            content: "done".into(),
+        });
+        assert!(Delta::of(&end).is_none());
+        assert!(Delta::of(&Event::AgentStart).is_none());
     }
 }

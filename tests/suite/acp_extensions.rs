@@ -134,6 +134,47 @@ async fn an_extension_command_asks_the_editor_and_answers_the_prompt() {
     nova.end().await;
 }
 
+/// Registers a second command once its `session_start` handler has waited a moment.
+const LATE: &str = r#"
+export default function (pi) {
+  pi.registerCommand("early", { description: "there at once", handler: async () => {} });
+  pi.on("session_start", async () => {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    pi.registerCommand("late", { description: "registered after loading", handler: async () => {} });
+  });
+}
+"#;
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_command_registered_after_loading_is_announced_again() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    let dirs = Dirs::new(&mock);
+    let file = dirs.agent.path().join("late.ts");
+    std::fs::write(&file, LATE).unwrap();
+    let cmd = with_extensions(&dirs, &modules, &[file.display().to_string()]);
+    let nova = Session::start_command(cmd, acp::ClientCapabilities::new()).await;
+    let id = nova.new_session(&dirs.cwd()).await.session_id;
+    let names = |u: &acp::SessionUpdate| match u {
+        acp::SessionUpdate::AvailableCommandsUpdate(c) => Some(
+            c.available_commands
+                .iter()
+                .map(|c| c.name.clone())
+                .collect::<Vec<_>>(),
+        ),
+        _ => None,
+    };
+    let late = |u: &acp::SessionUpdate| names(u).is_some_and(|n| n.contains(&"late".into()));
+    nova.seen.wait_for(&id, "the late command", late).await;
+    let announced: Vec<Vec<String>> = nova.seen.updates(&id).iter().filter_map(names).collect();
+    assert_eq!(announced[0][..1], ["early".to_owned()], "{announced:?}");
+    assert_eq!(
+        announced.last().unwrap()[..2],
+        ["early".to_owned(), "late".to_owned()]
+    );
+    nova.end().await;
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn without_forms_a_text_dialog_gets_nothing() {
     let Some(modules) = pi_modules() else { return };

@@ -291,6 +291,37 @@ fn a_command_runs_by_prompt_and_its_dialogs_go_to_the_client() {
     assert_eq!(error["error"], "the command broke");
 }
 
+/// Waits on the user as Pi announces it: `ui_prompt_start` when a dialog opens, `ui_prompt_end`
+/// once answered.
+const PROMPT_SPAN: &str = r#"
+export default function (pi) {
+  pi.on("ui_prompt_start", (event, ctx) => ctx.ui.notify(`waiting ${event.kind} ${event.title}`, "info"));
+  pi.on("ui_prompt_end", (event, ctx) => ctx.ui.notify(`answered ${event.kind}`, "info"));
+  pi.registerCommand("ask", { handler: async (_args, ctx) => { await ctx.ui.confirm("Proceed?", "now"); } });
+}
+"#;
+
+#[test]
+fn a_dialog_is_spanned_by_ui_prompt_events() {
+    let Some(modules) = pi_modules() else { return };
+    let builder = Nova::builder()
+        .file("span.ts", PROMPT_SPAN)
+        .args(["-e", "span.ts"]);
+    let mut nova = loaded(builder, &modules);
+    nova.send(&json!({"id": "p1", "type": "prompt", "message": "/ask"}));
+    let confirm = nova.wait_for(|v| v["method"] == "confirm", WAIT);
+    nova.wait_for(|v| v["message"] == "waiting confirm Proceed?", WAIT);
+    assert!(
+        !nova
+            .log()
+            .iter()
+            .any(|l| l.value["message"] == "answered confirm")
+    );
+    nova.send(&json!({"type": "extension_ui_response", "id": confirm["id"], "confirmed": true}));
+    nova.wait_for(|v| v["message"] == "answered confirm", WAIT);
+    nova.wait_for(|v| v["id"] == "p1", WAIT);
+}
+
 #[test]
 fn send_user_message_from_a_command_starts_a_run() {
     let Some(modules) = pi_modules() else { return };
@@ -312,6 +343,47 @@ fn send_user_message_from_a_command_starts_a_run() {
         "{}",
         requests[0].body
     );
+}
+
+/// Puts together what its `message_update` handler is given, and tells it at the end.
+const STREAM_READER: &str = r#"
+export default function (pi) {
+  const deltas = {};
+  const indexes = {};
+  pi.on("message_update", (event) => {
+    const update = event.assistantMessageEvent;
+    if (update.delta !== undefined) deltas[update.type] = (deltas[update.type] ?? "") + update.delta;
+    indexes[update.type] = update.contentIndex;
+  });
+  pi.on("agent_end", (_event, ctx) => ctx.ui.notify(JSON.stringify({ deltas, indexes }), "info"));
+}
+"#;
+
+#[test]
+fn a_message_update_handler_sees_every_streamed_delta() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(
+        Reply::text("hello streamed world")
+            .text_chunks(5)
+            .thinking("pondering it deeply")
+            .thinking_chunks(4),
+    );
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("reader.ts", STREAM_READER)
+        .args(["-e", "reader.ts"]);
+    let mut nova = loaded(builder, &modules);
+    nova.send(&json!({"id": "p", "type": "prompt", "message": "go"}));
+    let told = nova.wait_for(|v| v["method"] == "notify", WAIT);
+    let told: Value = serde_json::from_str(told["message"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        told["deltas"],
+        json!({"thinking_delta": "pondering it deeply", "text_delta": "hello streamed world"})
+    );
+    assert_eq!(told["indexes"]["thinking_delta"], 0);
+    assert_eq!(told["indexes"]["text_delta"], 1);
+    assert_eq!(told["indexes"]["text_end"], 1, "{told}");
 }
 
 #[test]
