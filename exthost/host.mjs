@@ -911,7 +911,8 @@ let notificationContext;
 /** A notification `event` to its handlers, as Pi's `runner.emit` gives it (extensions in load
  * order, each handler awaited before the next, a throw reported as `extension_error`), without
  * the context and the promises `emit` builds per event while the handlers return at once: a
- * streamed reply's `message_update`s are most of what crosses. Settles once every handler has. */
+ * streamed reply's `message_update`s are most of what crosses. A promise while some handler still
+ * runs (settled once every one has), else nothing. */
 function handled(event) {
 	if (notifiedBy !== runner) {
 		notifiedBy = runner;
@@ -927,7 +928,7 @@ function handled(event) {
 			if (pending !== undefined) return pending.then(() => handledFrom(event, ctx, e, h + 1));
 		}
 	}
-	return Promise.resolve();
+	return undefined;
 }
 
 /** `handled`'s rest once a handler has returned a promise: from the `h`th handler of the
@@ -1367,26 +1368,28 @@ async function handle(record) {
 
 /** One line from nova. */
 function received(line) {
-	if (line.trim() === "") return;
 	let record;
 	try {
 		record = JSON.parse(line);
 	} catch (err) {
-		process.stderr.write(`nova extension host: unreadable record: ${message(err)}\n`);
+		if (line.trim() !== "") process.stderr.write(`nova extension host: unreadable record: ${message(err)}\n`);
 		return;
 	}
+	let event;
 	if (Array.isArray(record)) {
 		const [type, contentIndex, delta] = record;
-		record = { method: "event", params: { event: { type: "message_update", assistantMessageEvent: { type, contentIndex, delta } } } };
+		event = { type: "message_update", assistantMessageEvent: { type, contentIndex, delta } };
+	} else if (record.method === "event") {
+		event = record.params?.event;
 	}
-	if (record.method === "event" && settled && waitingRecords === 0) {
+	if (event !== undefined && settled && waitingRecords === 0) {
 		try {
-			methods.event(record.params);
+			arrived(event, true);
 		} catch (err) {
 			report("event")(err);
 		}
 	} else {
-		void handle(record);
+		void handle(event === undefined ? record : { method: "event", params: { event } });
 	}
 }
 

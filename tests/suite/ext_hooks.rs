@@ -490,3 +490,38 @@ fn a_message_end_hook_replaces_the_message_before_it_is_stored_and_announced() {
     assert!(!messages.to_string().contains("hunter2"));
     mock.assert_no_violations();
 }
+
+/// Counts the `message_end`s its handler gets, by role and custom type.
+const ENDS: &str = r#"
+export default function (pi) {
+  const ends = {};
+  pi.on("message_end", (event) => {
+    const key = event.message.customType ?? event.message.role;
+    ends[key] = (ends[key] ?? 0) + 1;
+  });
+  pi.registerCommand("poke", {
+    handler: async (args) => pi.sendMessage({ customType: "poke", content: args }, { triggerTurn: true }),
+  });
+  pi.registerCommand("ends", { handler: async (_args, ctx) => ctx.ui.notify(JSON.stringify(ends), "info") });
+}
+"#;
+
+/// A custom message a run delivers reaches `message_end` handlers once, as an event (it is
+/// stored as it is delivered); the run's reply once, as a hook.
+#[test]
+fn a_custom_message_a_run_delivers_ends_once_for_the_handlers() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::text("poked"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("ends.js", ENDS)
+        .args(["-e", "ends.js"]);
+    let mut nova = loaded(builder, &modules);
+    nova.send(&json!({"id": "k", "type": "prompt", "message": "/poke wake up"}));
+    nova.wait_for(|v| v["type"] == "agent_settled", WAIT);
+    nova.send(&json!({"id": "e", "type": "prompt", "message": "/ends"}));
+    let told = nova.wait_for(|v| v["method"] == "notify", WAIT);
+    let ends: Value = serde_json::from_str(told["message"].as_str().unwrap()).unwrap();
+    assert_eq!(ends, json!({"poke": 1, "assistant": 1}));
+}
