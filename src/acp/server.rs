@@ -172,6 +172,47 @@ impl Server {
         self.launch(self.prepare(spec)?, cx)
     }
 
+    /// Goes on with `then` once the user's extensions have voted on the project's trust
+    /// (`project_trust`), when a vote is due: from a task then, since their host takes a while
+    /// to load, and the dispatch loop must not wait for it. The vote runs in the directory the
+    /// session will (a served one admitted first).
+    fn voted<F>(
+        self: &Arc<Self>,
+        mut spec: SessionSpec,
+        cx: ConnectionTo<Client>,
+        then: F,
+    ) -> Result<(), Error>
+    where
+        F: FnOnce(&Arc<Self>, SessionSpec, ConnectionTo<Client>) -> Result<(), Error>
+            + Send
+            + 'static,
+    {
+        let admitted = match &self.host {
+            Some(host) => host.admit(&spec.cwd).ok(),
+            None => Some(spec.cwd.clone()),
+        };
+        // A directory the server does not admit gets no vote: `prepare` refuses it.
+        let Some(cwd) = admitted else {
+            return then(self, spec, cx);
+        };
+        spec.cwd = cwd;
+        if self.runtime.trust_voters(&spec).is_empty() {
+            return then(self, spec, cx);
+        }
+        let server = self.clone();
+        cx.clone().spawn(async move {
+            let runtime = &server.runtime;
+            crate::frontend::vote_on_trust(
+                runtime,
+                &mut spec,
+                crate::exthost::Mode::Rpc,
+                crate::frontend::note,
+            )
+            .await;
+            then(&server, spec, cx)
+        })
+    }
+
     fn prepare(&self, mut spec: SessionSpec) -> Result<Prepared, Error> {
         if let Some(host) = &self.host {
             spec.cwd = host
@@ -314,14 +355,16 @@ impl Server {
             Ok(s) => s,
             Err(e) => return responder.respond_with_error(e),
         };
-        let launched = match self.start(spec, &cx) {
-            Ok(l) => l,
-            Err(e) => return responder.respond_with_error(e),
-        };
-        self.answer_opened(launched, responder, &cx, |id, open| {
-            acp::NewSessionResponse::new(id.clone())
-                .modes(modes(&open.agent))
-                .config_options(config_options(&open.agent))
+        self.voted(spec, cx, move |server, spec, cx| {
+            let launched = match server.start(spec, &cx) {
+                Ok(l) => l,
+                Err(e) => return responder.respond_with_error(e),
+            };
+            server.answer_opened(launched, responder, &cx, |id, open| {
+                acp::NewSessionResponse::new(id.clone())
+                    .modes(modes(&open.agent))
+                    .config_options(config_options(&open.agent))
+            })
         })
     }
 
@@ -332,16 +375,21 @@ impl Server {
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let resume = Resume::Id(req.session_id.0.to_string());
-        let opened = spec(&req.cwd, resume, &req.mcp_servers).and_then(|s| self.start(s, &cx));
-        let launched = match opened {
-            Ok(l) => l,
+        let spec = match spec(&req.cwd, resume, &req.mcp_servers) {
+            Ok(s) => s,
             Err(e) => return responder.respond_with_error(e),
         };
-        self.answer_opened(launched, responder, &cx, |_, open| {
-            replay(open);
-            acp::LoadSessionResponse::new()
-                .modes(modes(&open.agent))
-                .config_options(config_options(&open.agent))
+        self.voted(spec, cx, move |server, spec, cx| {
+            let launched = match server.start(spec, &cx) {
+                Ok(l) => l,
+                Err(e) => return responder.respond_with_error(e),
+            };
+            server.answer_opened(launched, responder, &cx, |_, open| {
+                replay(open);
+                acp::LoadSessionResponse::new()
+                    .modes(modes(&open.agent))
+                    .config_options(config_options(&open.agent))
+            })
         })
     }
 
@@ -354,22 +402,26 @@ impl Server {
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let resume = Resume::Id(req.session_id.0.to_string());
-        let forked = spec(&req.cwd, resume, &req.mcp_servers)
-            .and_then(|s| self.prepare(s))
-            .and_then(|mut prepared| {
+        let spec = match spec(&req.cwd, resume, &req.mcp_servers) {
+            Ok(s) => s,
+            Err(e) => return responder.respond_with_error(e),
+        };
+        self.voted(spec, cx, move |server, spec, cx| {
+            let forked = server.prepare(spec).and_then(|mut prepared| {
                 prepared
                     .clone_session()
                     .map_err(|e| Error::internal_error().data(json!(e.to_string())))?;
-                self.launch(prepared, &cx)
+                server.launch(prepared, &cx)
             });
-        let launched = match forked {
-            Ok(l) => l,
-            Err(e) => return responder.respond_with_error(e),
-        };
-        self.answer_opened(launched, responder, &cx, |id, open| {
-            acp::ForkSessionResponse::new(id.clone())
-                .modes(modes(&open.agent))
-                .config_options(config_options(&open.agent))
+            let launched = match forked {
+                Ok(l) => l,
+                Err(e) => return responder.respond_with_error(e),
+            };
+            server.answer_opened(launched, responder, &cx, |id, open| {
+                acp::ForkSessionResponse::new(id.clone())
+                    .modes(modes(&open.agent))
+                    .config_options(config_options(&open.agent))
+            })
         })
     }
 
@@ -380,15 +432,20 @@ impl Server {
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let resume = Resume::Id(req.session_id.0.to_string());
-        let opened = spec(&req.cwd, resume, &req.mcp_servers).and_then(|s| self.start(s, &cx));
-        let launched = match opened {
-            Ok(l) => l,
+        let spec = match spec(&req.cwd, resume, &req.mcp_servers) {
+            Ok(s) => s,
             Err(e) => return responder.respond_with_error(e),
         };
-        self.answer_opened(launched, responder, &cx, |_, open| {
-            acp::ResumeSessionResponse::new()
-                .modes(modes(&open.agent))
-                .config_options(config_options(&open.agent))
+        self.voted(spec, cx, move |server, spec, cx| {
+            let launched = match server.start(spec, &cx) {
+                Ok(l) => l,
+                Err(e) => return responder.respond_with_error(e),
+            };
+            server.answer_opened(launched, responder, &cx, |_, open| {
+                acp::ResumeSessionResponse::new()
+                    .modes(modes(&open.agent))
+                    .config_options(config_options(&open.agent))
+            })
         })
     }
 

@@ -3,7 +3,7 @@
 //! as `session/request_permission` and `elicitation/create`.
 
 use super::acp::{Dirs, Session, command, result_text, text_of};
-use super::extensions::{example, hello_then_sudo, pi_modules};
+use super::extensions::{example, hello_then_sudo, pi_modules, voter};
 use crate::support::mock_llm::MockLlm;
 use agent_client_protocol::v1::schema as acp;
 use std::path::Path;
@@ -173,6 +173,50 @@ async fn a_command_registered_after_loading_is_announced_again() {
         ["early".to_owned(), "late".to_owned()]
     );
     nova.end().await;
+}
+
+/// The user's extension votes on the project's trust before an editor's session opens, as
+/// before an RPC session: its yes loads the project's extension, its no leaves it out.
+#[tokio::test(flavor = "current_thread")]
+async fn a_user_extension_decides_an_editor_projects_trust() {
+    let Some(modules) = pi_modules() else { return };
+    for (vote, listed) in [
+        (r#"{ trusted: "yes" }"#, vec!["project-cmd", "trusted"]),
+        (r#"{ trusted: "no" }"#, vec!["trusted"]),
+    ] {
+        let mock = MockLlm::start();
+        let dirs = Dirs::new(&mock);
+        let project = dirs.cwd.path().join(".nova/extensions");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(
+            project.join("project.ts"),
+            r#"export default function (pi) { pi.registerCommand("project-cmd", { handler: async () => {} }); }"#,
+        )
+        .unwrap();
+        let user = dirs.agent.path().join("extensions");
+        std::fs::create_dir_all(&user).unwrap();
+        std::fs::write(user.join("voter.js"), voter(vote)).unwrap();
+        let cmd = with_extensions(&dirs, &modules, &[]);
+        let nova = Session::start_command(cmd, acp::ClientCapabilities::new()).await;
+        let id = nova.new_session(&dirs.cwd()).await.session_id;
+        let announced =
+            |u: &acp::SessionUpdate| matches!(u, acp::SessionUpdate::AvailableCommandsUpdate(_));
+        nova.seen.wait_for(&id, "commands", announced).await;
+        let names: Vec<String> = nova
+            .seen
+            .updates(&id)
+            .into_iter()
+            .find_map(|u| match u {
+                acp::SessionUpdate::AvailableCommandsUpdate(c) => Some(c.available_commands),
+                _ => None,
+            })
+            .unwrap()
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(names, listed, "the vote was {vote}");
+        nova.end().await;
+    }
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -1584,7 +1584,7 @@ fn a_flag_an_extension_registers_reaches_get_flag_and_an_unknown_one_is_a_usage_
 
 /// A user extension that votes `VOTE` on every project's trust, and says what
 /// `ctx.isProjectTrusted()` is.
-fn voter(vote: &str) -> String {
+pub(super) fn voter(vote: &str) -> String {
     format!(
         r#"export default function (pi) {{
       pi.on("project_trust", async (event, ctx) => {{
