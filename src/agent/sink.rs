@@ -39,6 +39,18 @@ pub trait EventSink: Send + Sync {
         let _ = json;
         self.emit(event.clone());
     }
+
+    /// Whether the sink only looks at an event (to encode it, or to see whether it wants it)
+    /// and keeps none: the [`Fanout`] then lends it each event ([`emit_ref`](EventSink::emit_ref))
+    /// and hands the event itself to a subscriber that keeps it.
+    fn borrows(&self) -> bool {
+        false
+    }
+
+    /// `event`, lent, for a sink whose [`borrows`](EventSink::borrows) said so.
+    fn emit_ref(&self, event: &Event) {
+        self.emit(event.clone());
+    }
 }
 
 /// An event's JSON (`serde_json`'s encoding of the [`Event`]), shared by the subscribers that
@@ -91,26 +103,27 @@ impl EventSink for Fanout {
             .iter()
             .filter(|(_, sink)| sink.writes_json(&event))
             .count();
-        if writers > 1
-            && let Ok(json) = serde_json::to_string(&event)
-        {
-            let json = EventJson::from(json);
-            for (_, sink) in subscribers.iter() {
-                if sink.writes_json(&event) {
-                    sink.emit_json(&event, &json);
-                } else {
-                    sink.emit(event.clone());
-                }
+        let json = (writers > 1)
+            .then(|| serde_json::to_string(&event).ok())
+            .flatten()
+            .map(EventJson::from);
+        // Those that keep events take copies, the last of them the event itself: with one
+        // subscriber (every stdio session), or one beside the extension host, which only
+        // borrows, nothing is copied.
+        let mut keeper: Option<&Sink> = None;
+        for (_, sink) in subscribers.iter() {
+            if let Some(json) = &json
+                && sink.writes_json(&event)
+            {
+                sink.emit_json(&event, json);
+            } else if sink.borrows() {
+                sink.emit_ref(&event);
+            } else if let Some(earlier) = keeper.replace(sink) {
+                earlier.emit(event.clone());
             }
-            return;
         }
-        // The last one takes the event itself: with one subscriber (every stdio session)
-        // nothing is copied.
-        if let Some(((_, last), others)) = subscribers.split_last() {
-            for (_, sink) in others {
-                sink.emit(event.clone());
-            }
-            last.emit(event);
+        if let Some(keeper) = keeper {
+            keeper.emit(event);
         }
     }
 
@@ -187,6 +200,40 @@ mod tests {
         assert_eq!(*b.0.lock().unwrap(), vec![Event::TurnStart]);
         // Subscribers that never wait leave the session free to stream.
         fanout.ready().await;
+    }
+
+    /// Looks at the events it is lent and keeps only their names, as the extension host
+    /// encodes what it is lent.
+    #[derive(Default)]
+    struct Borrower(Mutex<Vec<&'static str>>);
+    impl EventSink for Borrower {
+        fn emit(&self, _: Event) {
+            panic!("a borrowing subscriber is lent its events");
+        }
+        fn borrows(&self) -> bool {
+            true
+        }
+        fn emit_ref(&self, event: &Event) {
+            self.0.lock().unwrap().push(event.into());
+        }
+    }
+
+    #[test]
+    fn a_subscriber_that_borrows_is_lent_every_event_and_the_others_get_them() {
+        let fanout = Arc::new(Fanout::default());
+        let (a, b) = (Arc::new(Recorder::default()), Arc::new(Recorder::default()));
+        let borrower = Arc::new(Borrower::default());
+        let _subscriptions = [
+            fanout.subscribe(a.clone()),
+            fanout.subscribe(b.clone()),
+            fanout.subscribe(borrower.clone()),
+        ];
+        fanout.emit(Event::AgentStart);
+        fanout.emit(Event::TurnStart);
+        let both = vec![Event::AgentStart, Event::TurnStart];
+        assert_eq!(*a.0.lock().unwrap(), both);
+        assert_eq!(*b.0.lock().unwrap(), both);
+        assert_eq!(*borrower.0.lock().unwrap(), ["agent_start", "turn_start"]);
     }
 
     /// Takes the JSON of the events it is given, as stdout and the extension host do.

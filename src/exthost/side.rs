@@ -25,17 +25,25 @@ impl HostEvents {
 
 impl EventSink for HostEvents {
     fn emit(&self, event: Event) {
-        let name: &'static str = (&event).into();
-        if !self.crosses(&event) {
+        self.emit_ref(&event);
+    }
+
+    fn borrows(&self) -> bool {
+        true
+    }
+
+    fn emit_ref(&self, event: &Event) {
+        let name: &'static str = event.into();
+        if !self.crosses(event) {
             if CHANGES.contains(&name) {
                 Self::kept_up(name, self.0.notify("changed", json!({ "event": name })));
             }
             return;
         }
         // Encoded straight from the event: no JSON tree per event.
-        let line = match wire::Delta::of(&event) {
+        let line = match wire::Delta::of(event) {
             Some(delta) => serde_json::to_string(&delta),
-            None => serde_json::to_string(&event)
+            None => serde_json::to_string(event)
                 .map(|json| format!("{}{json}{}", wire::EVENT_OPEN, wire::EVENT_CLOSE)),
         };
         match line {
