@@ -803,8 +803,8 @@ function commands() {
 	}));
 }
 
-/** The commands nova was last told of (JSON): one an extension registers after loading (in
- * `session_start`, in a command) reaches nova as `commands`, as `refreshTools` sends tools. */
+/** The commands nova was last told of (JSON): one an extension registers after loading reaches
+ * nova as `commands` (see `tellingCommands`), as `refreshTools` sends tools. */
 let toldCommands = "[]";
 
 function tellCommands() {
@@ -813,6 +813,18 @@ function tellCommands() {
 	if (now === toldCommands) return;
 	toldCommands = now;
 	notify("commands", { commands: listed });
+}
+
+/** Tells nova of a command `ext` registers after loading as soon as it does (from an event
+ * handler that goes on running, too): Pi's `registerCommand` sets it in `ext.commands`. */
+function tellingCommands(ext) {
+	const registered = new Map(ext.commands);
+	registered.set = (name, command) => {
+		Map.prototype.set.call(registered, name, command);
+		queueMicrotask(tellCommands);
+		return registered;
+	};
+	ext.commands = registered;
 }
 
 /** What follows a load (`load`, `enter`): `start` (`session_start`) for the handlers, the
@@ -861,29 +873,29 @@ let announcedLevel;
  * up with it: a `message_end` handler finds its message in `getEntries()`. Those that come
  * while the mirror is asking nova wait here, in a plain queue (a streamed reply's tokens can
  * be thousands), and go to their handlers one after the other once it has its answer. */
-const waiting = [];
-let firstWaiting = 0;
+const queuedEvents = [];
+let firstQueued = 0;
 /** Settles once no event waits (what hooks and commands wait for). */
 let delivering = Promise.resolve();
 
 function arrived(event, deliver) {
 	if (event.type === "agent_start") mirror.idle = false;
 	if (event.type === "agent_settled") mirror.idle = true;
-	if (waiting.length === 0 && STALE[event.type] === undefined && event.type !== "thinking_level_changed") {
+	if (queuedEvents.length === 0 && STALE[event.type] === undefined && event.type !== "thinking_level_changed") {
 		if (deliver) void handled(event);
 		return {};
 	}
-	waiting.push({ event, deliver });
-	if (waiting.length === 1) delivering = deliverWaiting();
+	queuedEvents.push({ event, deliver });
+	if (queuedEvents.length === 1) delivering = deliverQueued();
 	return {};
 }
 
-async function deliverWaiting() {
-	while (firstWaiting < waiting.length) {
-		const { event, deliver } = waiting[firstWaiting];
+async function deliverQueued() {
+	while (firstQueued < queuedEvents.length) {
+		const { event, deliver } = queuedEvents[firstQueued];
 		const stale = STALE[event.type];
 		if (stale) await refresh(stale).catch(report("state"));
-		firstWaiting++;
+		firstQueued++;
 		try {
 			if (event.type === "thinking_level_changed") {
 				const previousLevel = announcedLevel;
@@ -897,8 +909,8 @@ async function deliverWaiting() {
 			report(event.type)(err);
 		}
 	}
-	waiting.length = 0;
-	firstWaiting = 0;
+	queuedEvents.length = 0;
+	firstQueued = 0;
 }
 
 /** The runner's extensions without `withBoundedHooks`' wrapping, which notifications skip. */
@@ -1050,6 +1062,7 @@ async function instantiate() {
 	providersLive = false;
 	runner = new ExtensionRunner(loaded.extensions.map(withBoundedHooks), runtime, cwd, sessionManager, modelRegistry);
 	listeners = loaded.extensions;
+	listeners.forEach(tellingCommands);
 	bind();
 	bindProviders(runtime, queued, queuedNative);
 	await providerChanges;
@@ -1373,6 +1386,10 @@ function received(line) {
 		record = JSON.parse(line);
 	} catch (err) {
 		if (line.trim() !== "") process.stderr.write(`nova extension host: unreadable record: ${message(err)}\n`);
+		return;
+	}
+	if (typeof record !== "object" || record === null) {
+		process.stderr.write(`nova extension host: unreadable record: ${line.slice(0, 80)}\n`);
 		return;
 	}
 	let event;

@@ -1315,6 +1315,38 @@ fn pis_dynamic_tools_example_offers_tools_registered_after_loading() {
 
 /// Pi's `event-bus` example, unchanged: what one handler emits on `pi.events` reaches its
 /// listener, at the session's start and from a command.
+/// Registers a command from an `agent_start` handler that never finishes.
+const REGISTERS_WHILE_RUNNING: &str = r#"
+export default function (pi) {
+  pi.on("agent_start", async () => {
+    pi.registerCommand("during", { description: "registered while its handler runs", handler: async () => {} });
+    await new Promise(() => {});
+  });
+}
+"#;
+
+#[test]
+fn a_command_registered_by_a_handler_still_running_is_listed() {
+    let Some(modules) = pi_modules() else { return };
+    let mock = MockLlm::start();
+    mock.push(Reply::text("done"));
+    let builder = Nova::builder()
+        .ollama(&mock)
+        .file("during.ts", REGISTERS_WHILE_RUNNING)
+        .args(["-e", "during.ts"]);
+    let mut nova = loaded(builder, &modules);
+    nova.run_prompt("go");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let listed = commands(&mut nova);
+        if listed.iter().any(|c| c["name"] == "during") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never listed: {listed:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn pis_event_bus_example_carries_events_between_handlers() {
     let Some(modules) = pi_modules() else { return };
