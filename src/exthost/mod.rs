@@ -529,15 +529,15 @@ impl Shared {
         self.send(Outgoing::Line(line))
     }
 
-    /// Queues an event's line; `false` when the queue is full.
-    fn send_event(&self, line: String) -> bool {
-        self.send(Outgoing::Event(line))
+    /// Queues a streamed delta's line ([`wire::Delta`]); `false` when the queue is full.
+    fn send_delta(&self, line: String) -> bool {
+        self.send(Outgoing::Delta(line))
     }
 
-    /// Queues the `event` notification of an event encoded already; `false` when the queue is
-    /// full.
-    fn send_encoded_event(&self, json: EventJson) -> bool {
-        self.send(Outgoing::EncodedEvent(json))
+    /// Queues the `event` notification of an event encoded as its JSON; `false` when the queue
+    /// is full.
+    fn send_event(&self, json: EventJson) -> bool {
+        self.send(Outgoing::Event(json))
     }
 
     fn send(&self, outgoing: Outgoing) -> bool {
@@ -642,18 +642,19 @@ fn closed_queue() -> mpsc::Sender<Outgoing> {
 enum Outgoing {
     /// A request, an answer or a notification: written at once, after what is queued before it.
     Line(String),
-    /// A session event, which may wait a moment for the rest of its burst.
-    Event(String),
-    /// A session event as the `event` notification: its JSON is the one stdout gets, framed as
-    /// it is written.
-    EncodedEvent(EventJson),
+    /// A streamed delta's line ([`wire::Delta`]), which may wait a moment for the rest of its
+    /// burst, as events do.
+    Delta(String),
+    /// A session event as the `event` notification: its JSON (often the very one stdout
+    /// gets), framed as it is written.
+    Event(EventJson),
 }
 
 impl Outgoing {
     fn append_to(&self, batch: &mut String) {
         match self {
-            Outgoing::Line(line) | Outgoing::Event(line) => batch.push_str(line),
-            Outgoing::EncodedEvent(json) => {
+            Outgoing::Line(line) | Outgoing::Delta(line) => batch.push_str(line),
+            Outgoing::Event(json) => {
                 batch.push_str(wire::EVENT_OPEN);
                 batch.push_str(json);
                 batch.push_str(wire::EVENT_CLOSE);

@@ -40,14 +40,16 @@ impl EventSink for HostEvents {
             }
             return;
         }
-        // Encoded straight from the event: no JSON tree per event.
-        let line = match wire::Delta::of(event) {
-            Some(delta) => serde_json::to_string(&delta),
-            None => serde_json::to_string(event)
-                .map(|json| format!("{}{json}{}", wire::EVENT_OPEN, wire::EVENT_CLOSE)),
+        // Encoded straight from the event: no JSON tree per event. The writer frames a whole
+        // event as the `event` notification, as it frames one encoded for stdout too.
+        let queued = match wire::Delta::of(event) {
+            Some(delta) => serde_json::to_string(&delta).map(|line| self.0.send_delta(line)),
+            None => {
+                serde_json::to_string(event).map(|json| self.0.send_event(EventJson::from(json)))
+            }
         };
-        match line {
-            Ok(line) => Self::kept_up(name, self.0.send_event(line)),
+        match queued {
+            Ok(queued) => Self::kept_up(name, queued),
             Err(e) => {
                 tracing::warn!("a {name} event could not be encoded for the extension host: {e}")
             }
@@ -59,7 +61,7 @@ impl EventSink for HostEvents {
     }
 
     fn emit_json(&self, event: &Event, json: &EventJson) {
-        Self::kept_up(event.into(), self.0.send_encoded_event(json.clone()));
+        Self::kept_up(event.into(), self.0.send_event(json.clone()));
     }
 }
 
