@@ -172,32 +172,41 @@ impl Server {
         self.launch(self.prepare(spec)?, cx)
     }
 
-    /// Goes on with `then` once the user's extensions have voted on the project's trust
-    /// (`project_trust`), when a vote is due: from a task then, since their host takes a while
+    /// Opens a session for `spec` with `launch` and answers the request with `response`
+    /// ([`Self::answer_opened`]), once the user's extensions have voted on the project's trust
+    /// (`project_trust`) when a vote is due: from a task then, since their host takes a while
     /// to load, and the dispatch loop must not wait for it. The vote runs in the directory the
     /// session will (a served one admitted first).
-    fn voted<F>(
+    fn open_voted<R>(
         self: &Arc<Self>,
         mut spec: SessionSpec,
+        responder: Responder<R>,
         cx: ConnectionTo<Client>,
-        then: F,
+        launch: impl FnOnce(&Self, SessionSpec, &ConnectionTo<Client>) -> Result<Launched, Error>
+        + Send
+        + 'static,
+        response: impl FnOnce(&acp::SessionId, &Open) -> R + Send + 'static,
     ) -> Result<(), Error>
     where
-        F: FnOnce(&Arc<Self>, SessionSpec, ConnectionTo<Client>) -> Result<(), Error>
-            + Send
-            + 'static,
+        R: agent_client_protocol::JsonRpcResponse + Send + 'static,
     {
+        let opened = move |server: &Arc<Self>, spec, cx: ConnectionTo<Client>| match launch(
+            server, spec, &cx,
+        ) {
+            Ok(launched) => server.answer_opened(launched, responder, &cx, response),
+            Err(e) => responder.respond_with_error(e),
+        };
         let admitted = match &self.host {
             Some(host) => host.admit(&spec.cwd).ok(),
             None => Some(spec.cwd.clone()),
         };
         // A directory the server does not admit gets no vote: `prepare` refuses it.
         let Some(cwd) = admitted else {
-            return then(self, spec, cx);
+            return opened(self, spec, cx);
         };
         spec.cwd = cwd;
         if self.runtime.trust_voters(&spec).is_empty() {
-            return then(self, spec, cx);
+            return opened(self, spec, cx);
         }
         let server = self.clone();
         cx.clone().spawn(async move {
@@ -209,7 +218,7 @@ impl Server {
                 crate::frontend::note,
             )
             .await;
-            then(&server, spec, cx)
+            opened(&server, spec, cx)
         })
     }
 
@@ -355,16 +364,10 @@ impl Server {
             Ok(s) => s,
             Err(e) => return responder.respond_with_error(e),
         };
-        self.voted(spec, cx, move |server, spec, cx| {
-            let launched = match server.start(spec, &cx) {
-                Ok(l) => l,
-                Err(e) => return responder.respond_with_error(e),
-            };
-            server.answer_opened(launched, responder, &cx, |id, open| {
-                acp::NewSessionResponse::new(id.clone())
-                    .modes(modes(&open.agent))
-                    .config_options(config_options(&open.agent))
-            })
+        self.open_voted(spec, responder, cx, Self::start, |id, open| {
+            acp::NewSessionResponse::new(id.clone())
+                .modes(modes(&open.agent))
+                .config_options(config_options(&open.agent))
         })
     }
 
@@ -379,17 +382,11 @@ impl Server {
             Ok(s) => s,
             Err(e) => return responder.respond_with_error(e),
         };
-        self.voted(spec, cx, move |server, spec, cx| {
-            let launched = match server.start(spec, &cx) {
-                Ok(l) => l,
-                Err(e) => return responder.respond_with_error(e),
-            };
-            server.answer_opened(launched, responder, &cx, |_, open| {
-                replay(open);
-                acp::LoadSessionResponse::new()
-                    .modes(modes(&open.agent))
-                    .config_options(config_options(&open.agent))
-            })
+        self.open_voted(spec, responder, cx, Self::start, |_, open| {
+            replay(open);
+            acp::LoadSessionResponse::new()
+                .modes(modes(&open.agent))
+                .config_options(config_options(&open.agent))
         })
     }
 
@@ -406,22 +403,17 @@ impl Server {
             Ok(s) => s,
             Err(e) => return responder.respond_with_error(e),
         };
-        self.voted(spec, cx, move |server, spec, cx| {
-            let forked = server.prepare(spec).and_then(|mut prepared| {
-                prepared
-                    .clone_session()
-                    .map_err(|e| Error::internal_error().data(json!(e.to_string())))?;
-                server.launch(prepared, &cx)
-            });
-            let launched = match forked {
-                Ok(l) => l,
-                Err(e) => return responder.respond_with_error(e),
-            };
-            server.answer_opened(launched, responder, &cx, |id, open| {
-                acp::ForkSessionResponse::new(id.clone())
-                    .modes(modes(&open.agent))
-                    .config_options(config_options(&open.agent))
-            })
+        let fork = |server: &Self, spec, cx: &_| {
+            let mut prepared = server.prepare(spec)?;
+            prepared
+                .clone_session()
+                .map_err(|e| Error::internal_error().data(json!(e.to_string())))?;
+            server.launch(prepared, cx)
+        };
+        self.open_voted(spec, responder, cx, fork, |id, open| {
+            acp::ForkSessionResponse::new(id.clone())
+                .modes(modes(&open.agent))
+                .config_options(config_options(&open.agent))
         })
     }
 
@@ -436,16 +428,10 @@ impl Server {
             Ok(s) => s,
             Err(e) => return responder.respond_with_error(e),
         };
-        self.voted(spec, cx, move |server, spec, cx| {
-            let launched = match server.start(spec, &cx) {
-                Ok(l) => l,
-                Err(e) => return responder.respond_with_error(e),
-            };
-            server.answer_opened(launched, responder, &cx, |_, open| {
-                acp::ResumeSessionResponse::new()
-                    .modes(modes(&open.agent))
-                    .config_options(config_options(&open.agent))
-            })
+        self.open_voted(spec, responder, cx, Self::start, |_, open| {
+            acp::ResumeSessionResponse::new()
+                .modes(modes(&open.agent))
+                .config_options(config_options(&open.agent))
         })
     }
 
