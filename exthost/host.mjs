@@ -833,7 +833,7 @@ function tellingCommands(ext) {
  * first command is served: what its handlers do before they first wait reaches nova ahead of
  * the answer. Not awaited, since a handler may wait for a dialog only a client can answer. */
 async function begin(start, errors) {
-	void runner.emit(start).then(tellCommands);
+	void runner.emit(start);
 	const resources = await discover(start.reason === "reload" ? "reload" : "startup");
 	const listed = commands();
 	toldCommands = JSON.stringify(listed);
@@ -1197,7 +1197,6 @@ const methods = {
 		};
 	},
 
-	/** The context hooks: the messages for this model call, when they changed them. */
 	/** The message_end hooks, chained by Pi's runner (which keeps a replacement only when its
 	 * role is the message's): the message they leave, when they replaced it. */
 	async message_end({ message }) {
@@ -1206,6 +1205,7 @@ const methods = {
 		return result ? { message: result } : {};
 	},
 
+	/** The context hooks: the messages for this model call, when they changed them. */
 	async context({ messages }) {
 		await delivering;
 		const result = await withDeadline(() => runner.emitContext(messages));
@@ -1308,7 +1308,6 @@ const methods = {
 			runner.emitError({ extensionPath: `command:${name}`, event: "command", error: message(err) });
 		} finally {
 			runningCommands.delete(run);
-			tellCommands();
 		}
 		return {};
 	},
@@ -1399,14 +1398,17 @@ function received(line) {
 	} else if (record.method === "event") {
 		event = record.params?.event;
 	}
-	if (event !== undefined && settled && waitingRecords === 0) {
+	if (event === undefined) {
+		void handle(record);
+	} else if (settled && waitingRecords === 0) {
+		// Delivered at once, without a record around it: most lines are streamed deltas.
 		try {
 			arrived(event, true);
 		} catch (err) {
 			report("event")(err);
 		}
 	} else {
-		void handle(event === undefined ? record : { method: "event", params: { event } });
+		void handle({ method: "event", params: { event } });
 	}
 }
 
