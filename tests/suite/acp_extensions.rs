@@ -19,6 +19,27 @@ fn with_extensions(dirs: &Dirs, modules: &Path, extensions: &[String]) -> tokio:
     cmd
 }
 
+/// The names an `available_commands_update` lists; `None` for any other update.
+fn command_names(update: &acp::SessionUpdate) -> Option<Vec<String>> {
+    match update {
+        acp::SessionUpdate::AvailableCommandsUpdate(c) => Some(
+            c.available_commands
+                .iter()
+                .map(|c| c.name.clone())
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// The first commands `id` was told of, once it has been.
+async fn first_commands(nova: &Session, id: &acp::SessionId) -> Vec<String> {
+    let announced = |u: &acp::SessionUpdate| command_names(u).is_some();
+    nova.seen.wait_for(id, "commands", announced).await;
+    let updates = nova.seen.updates(id);
+    updates.iter().find_map(command_names).unwrap()
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn pis_example_tool_and_gate_run_in_an_editor() {
     let Some(modules) = pi_modules() else { return };
@@ -86,14 +107,7 @@ async fn an_extension_command_asks_the_editor_and_answers_the_prompt() {
     );
     let nova = Session::start_command(cmd, forms).await;
     let id = nova.new_session(&dirs.cwd()).await.session_id;
-    let announced =
-        |u: &acp::SessionUpdate| matches!(u, acp::SessionUpdate::AvailableCommandsUpdate(_));
-    nova.seen.wait_for(&id, "commands", announced).await;
-    let listed = nova.seen.updates(&id).into_iter().find_map(|u| match u {
-        acp::SessionUpdate::AvailableCommandsUpdate(c) => Some(c.available_commands),
-        _ => None,
-    });
-    let names: Vec<String> = listed.unwrap().into_iter().map(|c| c.name).collect();
+    let names = first_commands(&nova, &id).await;
     assert_eq!(names[..2], ["ask", "boom"]);
     nova.seen
         .answers
@@ -155,18 +169,15 @@ async fn a_command_registered_after_loading_is_announced_again() {
     let cmd = with_extensions(&dirs, &modules, &[file.display().to_string()]);
     let nova = Session::start_command(cmd, acp::ClientCapabilities::new()).await;
     let id = nova.new_session(&dirs.cwd()).await.session_id;
-    let names = |u: &acp::SessionUpdate| match u {
-        acp::SessionUpdate::AvailableCommandsUpdate(c) => Some(
-            c.available_commands
-                .iter()
-                .map(|c| c.name.clone())
-                .collect::<Vec<_>>(),
-        ),
-        _ => None,
-    };
-    let late = |u: &acp::SessionUpdate| names(u).is_some_and(|n| n.contains(&"late".into()));
+    let late =
+        |u: &acp::SessionUpdate| command_names(u).is_some_and(|n| n.contains(&"late".into()));
     nova.seen.wait_for(&id, "the late command", late).await;
-    let announced: Vec<Vec<String>> = nova.seen.updates(&id).iter().filter_map(names).collect();
+    let announced: Vec<Vec<String>> = nova
+        .seen
+        .updates(&id)
+        .iter()
+        .filter_map(command_names)
+        .collect();
     assert_eq!(announced[0][..1], ["early".to_owned()], "{announced:?}");
     assert_eq!(
         announced.last().unwrap()[..2],
@@ -199,21 +210,7 @@ async fn a_user_extension_decides_an_editor_projects_trust() {
         let cmd = with_extensions(&dirs, &modules, &[]);
         let nova = Session::start_command(cmd, acp::ClientCapabilities::new()).await;
         let id = nova.new_session(&dirs.cwd()).await.session_id;
-        let announced =
-            |u: &acp::SessionUpdate| matches!(u, acp::SessionUpdate::AvailableCommandsUpdate(_));
-        nova.seen.wait_for(&id, "commands", announced).await;
-        let names: Vec<String> = nova
-            .seen
-            .updates(&id)
-            .into_iter()
-            .find_map(|u| match u {
-                acp::SessionUpdate::AvailableCommandsUpdate(c) => Some(c.available_commands),
-                _ => None,
-            })
-            .unwrap()
-            .into_iter()
-            .map(|c| c.name)
-            .collect();
+        let names = first_commands(&nova, &id).await;
         assert_eq!(names, listed, "the vote was {vote}");
         nova.end().await;
     }
